@@ -1,0 +1,295 @@
+"""The agent author's API: subclass `Agent`, implement `prompt(turn)`; a `Turn` does the rest.
+
+Nothing here knows about framing or descriptors: a turn sends through the connection's
+outbound queue and asks the client through the pending-request map it is given.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+
+from .context import ConnectionSnapshot
+from .errors import CapabilityMissing, TurnCancelled
+from .sessions import CancelToken, Session
+from .usage import UsageCounters
+
+STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
+
+
+@dataclass(frozen=True, slots=True)
+class Mode:
+    """A session mode the agent offers (`session/set_mode`)."""
+
+    id: str
+    name: str
+    description: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire = {"id": self.id, "name": self.name}
+        if self.description:
+            wire["description"] = self.description
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class SelectOption:
+    """A select-type session config option (`session/set_config_option`)."""
+
+    id: str
+    name: str
+    values: Sequence[tuple[str, str]]  # (value id, display name)
+    default: str
+    description: str | None = None
+    category: str | None = None
+
+    def to_wire(self, current: str) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name,
+            "type": "select",
+            "currentValue": current,
+            "options": [{"value": v, "name": n} for v, n in self.values],
+        }
+        if self.description:
+            wire["description"] = self.description
+        if self.category:
+            wire["category"] = self.category
+        return wire
+
+    def accepts(self, value: Any) -> bool:
+        return any(value == v for v, _ in self.values)
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A slash command advertised with `available_commands_update`."""
+
+    name: str
+    description: str
+    hint: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"name": self.name, "description": self.description}
+        if self.hint:
+            wire["input"] = {"hint": self.hint}
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class AuthMethod:
+    """An `agent`-type authentication method; advertising one makes `session/new` require it."""
+
+    id: str
+    name: str
+    description: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire = {"id": self.id, "name": self.name}
+        if self.description:
+            wire["description"] = self.description
+        return wire
+
+
+@dataclass(slots=True)
+class SessionView:
+    """What agent code sees of a session."""
+
+    session_id: str
+    cwd: str
+    additional_directories: list[str]
+    mode_id: str | None
+    config: dict[str, Any]
+    mcp_servers: list[dict[str, Any]]
+    state: dict[str, Any]
+
+    @classmethod
+    def of(cls, session: Session) -> "SessionView":
+        record = session.record
+        return cls(
+            session.session_id, record.cwd, record.additional_directories, record.mode_id,
+            record.config, session.mcp_servers, session.state,
+        )
+
+
+@dataclass(slots=True)
+class ExtensionCall:
+    """An `_`-prefixed extension request as an agent's handler receives it."""
+
+    method: str
+    params: Any
+    snapshot: ConnectionSnapshot
+    token: CancelToken
+
+
+class Agent:
+    """Base class for an ACP agent; every hook has a sensible default except `prompt`."""
+
+    name: str = "acp-green-agent"
+    title: str | None = None
+    version: str = "0.0.0"
+    modes: Sequence[Mode] = ()
+    config_options: Sequence[SelectOption] = ()
+    commands: Sequence[Command] = ()
+    auth_methods: Sequence[AuthMethod] = ()
+
+    def authenticate(self, method_id: str, snapshot: ConnectionSnapshot) -> None:
+        """Accept or refuse (raise) an `authenticate` request; runs in receive order."""
+
+    def session_started(self, session: SessionView, snapshot: ConnectionSnapshot) -> None:
+        """A session was created; runs in receive order, so keep it quick."""
+
+    def prompt(self, turn: "Turn") -> str | None:
+        """Run one turn; return a stop reason (None means "end_turn")."""
+        raise NotImplementedError
+
+    def extension_methods(self) -> Mapping[str, Callable[[ExtensionCall], Any]]:
+        """`_`-prefixed requests this agent answers; each runs in the background."""
+        return {}
+
+
+class Turn:
+    """One running prompt: its input, its token, and everything it may send or ask."""
+
+    #: Longest run of agent code between two yields while streaming (seconds).
+    yield_interval: float = 0.0005
+
+    def __init__(
+        self,
+        *,
+        session: Session,
+        prompt: list[dict[str, Any]],
+        token: CancelToken,
+        snapshot: ConnectionSnapshot,
+        send: Callable[[bytes], None],
+        encode_update: Callable[[str, dict[str, Any]], bytes],
+        call_client: Callable[..., Any],
+        wait_writable: Callable[[CancelToken], None],
+        over_high_water: Callable[[], bool],
+    ) -> None:
+        self._session = session
+        self.session_id = session.session_id
+        self.session = SessionView.of(session)
+        self.prompt = prompt
+        self.token = token
+        self.snapshot = snapshot
+        self.usage = UsageCounters()
+        self.updates: list[dict[str, Any]] = []
+        self.closed = False
+        self._send = send
+        self._encode = encode_update
+        self._call_client = call_client
+        self._wait_writable = wait_writable
+        self._over_high_water = over_high_water
+        self._last_yield = time.monotonic()
+        self.usage.input_bytes = sum(len(b.get("text", "")) for b in prompt if isinstance(b, dict))
+
+    # -- input -------------------------------------------------------------------------------
+    @property
+    def text(self) -> str:
+        """The prompt's text blocks joined (resource links appear as their URI)."""
+        parts = []
+        for block in self.prompt:
+            if block.get("type") == "text":
+                parts.append(block.get("text", ""))
+            elif block.get("type") == "resource_link":
+                parts.append(block.get("uri", ""))
+        return "".join(parts)
+
+    @property
+    def cancelled(self) -> bool:
+        return self.token.is_set()
+
+    def check_cancelled(self) -> None:
+        """Raise TurnCancelled if the turn was cancelled."""
+        if self.token.is_set():
+            raise TurnCancelled()
+
+    # -- output ------------------------------------------------------------------------------
+    def send(self, update: dict[str, Any]) -> None:
+        """Send one `session/update` for this session, in order (S5).
+
+        Yields to other greenlets at least every `yield_interval` of streaming, and waits while
+        the outbound backlog is over its high-water mark (DESIGN §5), so a fast stream cannot
+        starve control traffic.
+        """
+        if self.closed:
+            raise RuntimeError("this turn has already been answered; updates after the response are not allowed")
+        self._send(self._encode(self.session_id, update))
+        self.updates.append(update)
+        if self._over_high_water():
+            self._wait_writable(self.token)
+            self._last_yield = time.monotonic()
+        else:
+            now = time.monotonic()
+            if now - self._last_yield >= self.yield_interval:
+                self._last_yield = now
+                gevent.sleep(0)
+
+    def send_final(self, update: dict[str, Any]) -> None:
+        """Queue a last update without yielding; the runtime uses it just before the response."""
+        self._send(self._encode(self.session_id, update))
+
+    def say(self, text: str) -> None:
+        """Stream a chunk of the agent's reply."""
+        self.usage.output_bytes += len(text)
+        self.send({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+
+    def think(self, text: str) -> None:
+        """Stream a chunk of the agent's reasoning."""
+        self.send({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}})
+
+    def plan(self, entries: Sequence[Mapping[str, Any]]) -> None:
+        """Send the complete plan (each entry: content, priority, status)."""
+        self.send({"sessionUpdate": "plan", "entries": [dict(e) for e in entries]})
+
+    def tool_call(self, tool_call_id: str, title: str, *, kind: str = "other", status: str = "pending", **fields: Any) -> None:
+        """Announce a tool call."""
+        self.send({"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": title, "kind": kind, "status": status, **fields})
+
+    def tool_update(self, tool_call_id: str, **fields: Any) -> None:
+        """Patch a tool call (status, content, rawOutput, ...)."""
+        self.send({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, **fields})
+
+    # -- waiting -----------------------------------------------------------------------------
+    def sleep(self, seconds: float) -> bool:
+        """Wait, unless cancelled first; True if the full time passed."""
+        return not self.token.wait(seconds)
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Wait until the turn is cancelled; True if it was."""
+        return self.token.wait(timeout)
+
+    # -- asking the client -------------------------------------------------------------------
+    def request(self, method: str, params: Any, timeout: float | None = None) -> Any:
+        """Send any request to the client and wait; cancellation releases the wait at once."""
+        return self._call_client(method, params, token=self.token, timeout=timeout)
+
+    def request_permission(self, tool_call: Mapping[str, Any], options: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Ask the user; returns the outcome object (`selected` with optionId, or `cancelled`)."""
+        result = self.request(
+            "session/request_permission",
+            {"sessionId": self.session_id, "toolCall": dict(tool_call), "options": [dict(o) for o in options]},
+        )
+        return (result or {}).get("outcome") or {"outcome": "cancelled"}
+
+    def read_text_file(self, path: str, *, line: int | None = None, limit: int | None = None) -> str:
+        """Read a file through the client (which sees unsaved editor buffers)."""
+        if not self.snapshot.can_read_files():
+            raise CapabilityMissing("the client did not advertise fs.readTextFile")
+        params: dict[str, Any] = {"sessionId": self.session_id, "path": path}
+        if line is not None:
+            params["line"] = line
+        if limit is not None:
+            params["limit"] = limit
+        return (self.request("fs/read_text_file", params) or {}).get("content", "")
+
+    def write_text_file(self, path: str, content: str) -> None:
+        """Write a file through the client."""
+        if not self.snapshot.can_write_files():
+            raise CapabilityMissing("the client did not advertise fs.writeTextFile")
+        self.request("fs/write_text_file", {"sessionId": self.session_id, "path": path, "content": content})

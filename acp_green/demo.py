@@ -1,0 +1,185 @@
+"""The built-in demonstration agent (DESIGN §3), written only against the public agent API."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from .agent import Agent, Command, ExtensionCall, Mode, SelectOption, Turn
+from .errors import CapabilityMissing, ClientError
+
+ECHO_CHUNK = 24
+CONTEXT_WINDOW = 128_000
+
+
+class DemoAgent(Agent):
+    """Deterministic: echoes text and obeys a small slash-command grammar."""
+
+    name = "acp-green-demo"
+    title = "acp_green demo agent"
+    version = "0.1.0"
+    modes = (
+        Mode("ask", "Ask", "Answer without changing anything"),
+        Mode("code", "Code", "Allowed to write files (asks first)"),
+    )
+    config_options = (
+        SelectOption(
+            "model",
+            "Model",
+            (("echo-fast", "Echo (fast)"), ("echo-careful", "Echo (careful)")),
+            default="echo-fast",
+            description="Which pretend model answers",
+            category="model",
+        ),
+    )
+    commands = (
+        Command("stream", "Stream N numbered chunks of SIZE bytes", "N [SIZE]"),
+        Command("sleep", "Wait SECONDS (cancellable)", "SECONDS"),
+        Command("wait", "Wait until cancelled"),
+        Command("read", "Read a file through the client", "PATH"),
+        Command("write", "Write a file through the client, after asking", "PATH TEXT"),
+        Command("mcp", "Call a tool on an MCP server of this session", "SERVER TOOL [JSON]"),
+        Command("fail", "Raise an error inside the agent"),
+        Command("plan", "Show a plan"),
+        Command("think", "Show some reasoning"),
+    )
+
+    def prompt(self, turn: Turn) -> str | None:
+        text = turn.text.strip()
+        if not text.startswith("/"):
+            reason = self._echo(turn, turn.text)
+        else:
+            command, _, rest = text[1:].partition(" ")
+            handler = getattr(self, f"_cmd_{command}", None) if command in _COMMANDS else None
+            reason = handler(turn, rest.strip()) if handler else self._echo(turn, turn.text)
+        self._report_usage(turn)
+        return reason
+
+    # -- commands --------------------------------------------------------------------------
+    def _echo(self, turn: Turn, text: str) -> str:
+        for start in range(0, len(text), ECHO_CHUNK):
+            turn.say(text[start : start + ECHO_CHUNK])
+        return "end_turn"
+
+    def _cmd_stream(self, turn: Turn, args: str) -> str:
+        parts = args.split()
+        try:
+            count = int(parts[0])
+            size = int(parts[1]) if len(parts) > 1 else 64
+        except (IndexError, ValueError):
+            turn.say("usage: /stream N [SIZE]")
+            return "end_turn"
+        for i in range(count):
+            head = f"{i}:"
+            turn.say(head + "." * (size - len(head)) if size > len(head) else head)
+        return "end_turn"
+
+    def _cmd_sleep(self, turn: Turn, args: str) -> str:
+        try:
+            seconds = float(args)
+        except ValueError:
+            turn.say("usage: /sleep SECONDS")
+            return "end_turn"
+        return "end_turn" if turn.sleep(seconds) else "cancelled"
+
+    def _cmd_wait(self, turn: Turn, args: str) -> str:
+        turn.wait_cancelled()
+        return "cancelled"
+
+    def _cmd_read(self, turn: Turn, args: str) -> str:
+        path = args
+        tool_id = "read-1"
+        turn.tool_call(tool_id, f"Read {path}", kind="read", status="in_progress", locations=[{"path": path}] if path else [])
+        try:
+            content = turn.read_text_file(path)
+        except (CapabilityMissing, ClientError) as exc:
+            turn.tool_update(tool_id, status="failed", content=[_text_content(f"Cannot read {path}: {exc}")])
+            return "end_turn"
+        turn.tool_update(tool_id, status="completed", content=[_text_content(content)])
+        turn.say(f"{path}: {len(content)} characters")
+        return "end_turn"
+
+    def _cmd_write(self, turn: Turn, args: str) -> str:
+        path, _, content = args.partition(" ")
+        tool_id = "write-1"
+        tool_call = {"toolCallId": tool_id, "title": f"Write {path}", "kind": "edit", "status": "pending"}
+        turn.tool_call(tool_id, f"Write {path}", kind="edit", status="pending", locations=[{"path": path}] if path else [])
+        outcome = turn.request_permission(
+            tool_call,
+            [
+                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+            ],
+        )
+        if outcome.get("outcome") != "selected" or outcome.get("optionId") != "allow":
+            turn.tool_update(tool_id, status="failed", content=[_text_content("Permission denied")])
+            return "cancelled" if turn.cancelled else "end_turn"
+        try:
+            turn.write_text_file(path, content)
+        except (CapabilityMissing, ClientError) as exc:
+            turn.tool_update(tool_id, status="failed", content=[_text_content(f"Cannot write {path}: {exc}")])
+            return "end_turn"
+        turn.tool_update(tool_id, status="completed")
+        turn.say(f"wrote {len(content)} characters to {path}")
+        return "end_turn"
+
+    def _cmd_mcp(self, turn: Turn, args: str) -> str:
+        try:
+            parts = shlex.split(args)
+        except ValueError as exc:
+            turn.say(f"usage: /mcp SERVER TOOL [JSON] ({exc})")
+            return "end_turn"
+        if len(parts) < 2:
+            turn.say("usage: /mcp SERVER TOOL [JSON]")
+            return "end_turn"
+        server, tool = parts[0], parts[1]
+        turn.tool_call("mcp-1", f"{server}.{tool}", kind="other", status="in_progress")
+        turn.tool_update("mcp-1", status="failed", content=[_text_content("MCP servers are not supported by this build")])
+        return "end_turn"
+
+    def _cmd_fail(self, turn: Turn, args: str) -> str:
+        raise RuntimeError("demo failure requested by /fail")
+
+    def _cmd_plan(self, turn: Turn, args: str) -> str:
+        steps = ["Read the question", "Think about it", "Answer"]
+        entries = [{"content": s, "priority": "medium", "status": "pending"} for s in steps]
+        turn.plan(entries)
+        for entry in entries:
+            entry["status"] = "completed"
+            turn.plan(entries)
+        turn.say("plan complete")
+        return "end_turn"
+
+    def _cmd_think(self, turn: Turn, args: str) -> str:
+        for thought in ("Considering the request. ", "Weighing the options. ", "Deciding."):
+            turn.think(thought)
+        turn.say("done thinking")
+        return "end_turn"
+
+    def _report_usage(self, turn: Turn) -> None:
+        """Pretend token counts: one token per four bytes, as a stand-in for a model's report."""
+        used = turn.session.state.get("context_used", 0)
+        input_tokens = (turn.usage.input_bytes + 3) // 4
+        output_tokens = (turn.usage.output_bytes + 3) // 4
+        used = min(CONTEXT_WINDOW, used + input_tokens + output_tokens)
+        turn.session.state["context_used"] = used
+        turn.usage.report(input_tokens=input_tokens, output_tokens=output_tokens, context_used=used, context_size=CONTEXT_WINDOW)
+
+    # -- extensions ------------------------------------------------------------------------
+    def extension_methods(self) -> dict[str, Any]:
+        return {"_acp_green/echo": self._ext_echo, "_acp_green/sleep": self._ext_sleep}
+
+    def _ext_echo(self, call: ExtensionCall) -> Any:
+        return {"params": call.params}
+
+    def _ext_sleep(self, call: ExtensionCall) -> Any:
+        seconds = float((call.params or {}).get("seconds", 0))
+        call.token.wait(seconds)
+        return {"slept": seconds}
+
+
+_COMMANDS = frozenset({"stream", "sleep", "wait", "read", "write", "mcp", "fail", "plan", "think"})
+
+
+def _text_content(text: str) -> dict[str, Any]:
+    return {"type": "content", "content": {"type": "text", "text": text}}

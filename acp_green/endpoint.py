@@ -1,0 +1,403 @@
+"""The JSON-RPC endpoint: classify, admit, run, and answer every request exactly once.
+
+Control requests run inline in the receive loop, in receive order (S2). Background requests
+are admitted in the loop — slot, then route-specific admission (session reservation, token
+binding) — and run in their own greenlet (S1). One boundary, `_finish`, turns every outcome
+into exactly one response; it is idempotent and also wired to `rawlink`, because a greenlet
+killed before its first switch never runs its body or its `finally` (GEVENT-NOTES 0.6).
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import gevent
+from gevent.event import AsyncResult
+from gevent.greenlet import Greenlet
+
+from . import wire
+from .errors import (
+    ClientError,
+    ConnectionBusy,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    MethodNotFound,
+    OutputBacklog,
+    RequestCancelled,
+    RpcError,
+    TurnCancelled,
+    one_line,
+)
+from .transport import Outbound
+
+log = logging.getLogger(__name__)
+
+
+class Kind(enum.Enum):
+    CONTROL = "control"
+    BACKGROUND = "background"
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A control result plus work to queue right after the response (e.g. first updates)."""
+
+    result: Any
+    then: Callable[[], None] | None = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """How a background request ended, before it is turned into a response."""
+
+    result: Any = None
+    error: RpcError | None = None
+    cancelled: bool = False  # a TurnCancelled escaped the handler
+    killed: bool = False  # GreenletExit: killed at shutdown or by $/cancel_request
+
+
+KILLED = Outcome(killed=True)
+
+
+class Job:
+    """A background request after admission; subclasses hold what admission reserved."""
+
+    def run(self) -> Any:
+        raise NotImplementedError
+
+    def settle(self, outcome: Outcome) -> Outcome:
+        """Release what admission took and map the outcome; runs once, maybe in the hub, never blocks."""
+        return outcome
+
+    def cancel(self) -> bool:
+        """$/cancel_request: True when the job cancels cooperatively and answers by itself."""
+        return False
+
+    def shutdown(self) -> None:
+        """Ask the job to finish early because the connection is closing."""
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One entry of the method table."""
+
+    kind: Kind
+    handler: Callable[[Any, wire.RequestId], Any]  # control: -> result | Reply; background: -> Job
+
+
+class _Task:
+    __slots__ = ("request_id", "method", "job", "greenlet", "done", "answered")
+
+    def __init__(self, request_id: wire.RequestId, method: str, job: Job) -> None:
+        self.request_id = request_id
+        self.method = method
+        self.job = job
+        self.greenlet: Greenlet | None = None
+        self.done = False
+        self.answered = False
+
+
+class ClientRequests:
+    """Requests from the agent to the client: our own id space, matched by id."""
+
+    def __init__(self, outbound: Outbound) -> None:
+        self._outbound = outbound
+        self._next_id = 0
+        self._pending: dict[tuple[bool, Any], tuple[str, AsyncResult]] = {}
+        self._closed: RpcError | None = None
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def call(self, method: str, params: Any, token: "Any | None" = None, timeout: float | None = None) -> Any:
+        """Send a request and wait for its result; a set token releases the wait at once."""
+        if self._closed is not None:
+            raise self._closed
+        if token is not None and token.is_set():
+            raise TurnCancelled()
+        request_id = self._next_id
+        self._next_id += 1
+        key = wire.id_key(request_id)
+        result = AsyncResult()
+        self._pending[key] = (method, result)
+        remove = token.on_cancel(lambda: self._abandon(request_id)) if token is not None else None
+        try:
+            self._outbound.put(wire.encode_request(request_id, method, params))
+            return result.get(timeout=timeout)
+        except gevent.Timeout:
+            self._abandon(request_id)
+            raise
+        finally:
+            self._pending.pop(key, None)
+            if remove is not None:
+                remove()
+
+    def notify(self, method: str, params: Any) -> None:
+        self._outbound.put(wire.encode_notification(method, params))
+
+    def _abandon(self, request_id: int) -> None:
+        """Release the waiter now and tell the client with $/cancel_request."""
+        entry = self._pending.pop(wire.id_key(request_id), None)
+        if entry is None:
+            return
+        self._outbound.put(wire.encode_notification("$/cancel_request", {"requestId": request_id}))
+        entry[1].set_exception(TurnCancelled())
+
+    def resolve(self, response: wire.Response) -> None:
+        entry = self._pending.pop(wire.id_key(response.id), None)
+        if entry is None:
+            log.warning("ignoring a response to id %r, which the agent is not waiting for", response.id)
+            return
+        method, result = entry
+        if response.error is not None:
+            result.set_exception(ClientError(method, response.error))
+        else:
+            result.set(response.result)
+
+    def close(self, error: RpcError) -> None:
+        """No answers can come any more: fail every waiter."""
+        self._closed = error
+        pending, self._pending = self._pending, {}
+        for _method, result in pending.values():
+            result.set_exception(error)
+
+
+class Endpoint:
+    """Routes messages from one client; owns the in-flight table and the background slots."""
+
+    def __init__(
+        self,
+        outbound: Outbound,
+        routes: Mapping[str, Route],
+        *,
+        fallback: Callable[[str], Route | None] | None = None,
+        notifications: Mapping[str, Callable[[Any], None]] | None = None,
+        max_background: int = 32,
+    ) -> None:
+        self.outbound = outbound
+        self.routes = routes
+        self.fallback = fallback
+        self.notifications = dict(notifications or {})
+        self.notifications.setdefault("$/cancel_request", self._on_cancel_request)
+        self.max_background = max_background
+        self.client = ClientRequests(outbound)
+        self._tasks: dict[tuple[bool, Any], _Task] = {}
+        self.admitting = True
+
+    # -- the receive loop's entry point ------------------------------------------------------
+    def handle_line(self, line: bytes) -> None:
+        """Handle one framed line; never raises for bad input."""
+        if line.endswith(b"\n"):
+            line = line[:-1]
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if not line.strip():
+            return
+        try:
+            message = wire.decode(line)
+        except wire.InvalidMessage as exc:
+            self._send_error(exc.request_id, exc)
+            return
+        except RpcError as exc:
+            self._send_error(None, exc)
+            return
+        self.handle(message)
+
+    def handle(self, message: wire.Message) -> None:
+        if isinstance(message, wire.Request):
+            self._handle_request(message)
+        elif isinstance(message, wire.Notification):
+            self._handle_notification(message)
+        else:
+            self.client.resolve(message)
+
+    def _handle_request(self, request: wire.Request) -> None:
+        route = self.routes.get(request.method)
+        if route is None and self.fallback is not None:
+            route = self.fallback(request.method)
+        if route is None:
+            self._send_error(request.id, MethodNotFound(request.method))
+            return
+        if wire.id_key(request.id) in self._tasks:
+            self._send_error(request.id, InvalidRequest(f"Request id {request.id!r} is already in flight"))
+            return
+        if route.kind is Kind.CONTROL:
+            self._run_control(request, route)
+        else:
+            self._admit(request, route)
+
+    def _handle_notification(self, note: wire.Notification) -> None:
+        handler = self.notifications.get(note.method)
+        if handler is None:
+            log.debug("ignoring notification %s", note.method)
+            return
+        try:
+            handler(note.params)
+        except RpcError as exc:
+            log.warning("bad %s notification: %s", note.method, exc.message)
+        except Exception:
+            log.exception("%s notification handler failed", note.method)
+
+    # -- control -----------------------------------------------------------------------------
+    def _run_control(self, request: wire.Request, route: Route) -> None:
+        then = None
+        try:
+            result = route.handler(request.params, request.id)
+            if isinstance(result, Reply):
+                result, then = result.result, result.then
+        except RpcError as exc:
+            self._send_error(request.id, exc)
+            return
+        except gevent.Timeout as exc:
+            self._send_error(request.id, InternalError(f"Timed out: {one_line(str(exc))}"))
+            return
+        except SystemExit:
+            log.error("control handler for %s called sys.exit", request.method)
+            self._send_error(request.id, InternalError("Agent code tried to exit the process"))
+            return
+        except Exception as exc:
+            log.exception("control handler for %s failed", request.method)
+            self._send_error(request.id, InternalError(one_line(f"{type(exc).__name__}: {exc}")))
+            return
+        self._send_result(request.id, result)
+        if then is not None:
+            try:
+                then()
+            except Exception:
+                log.exception("post-response step of %s failed", request.method)
+
+    # -- background --------------------------------------------------------------------------
+    def _admit(self, request: wire.Request, route: Route) -> None:
+        """Admission happens here, in the receive loop, without yielding (S9, S11)."""
+        if not self.admitting:
+            self._send_error(request.id, RequestCancelled("The agent is shutting down"))
+            return
+        if self.outbound.over_hard_limit:
+            self._send_error(request.id, OutputBacklog(self.outbound.queued_bytes))
+            return
+        if len(self._tasks) >= self.max_background:
+            self._send_error(request.id, ConnectionBusy(self.max_background))
+            return
+        try:
+            job = route.handler(request.params, request.id)
+        except RpcError as exc:
+            self._send_error(request.id, exc)
+            return
+        except Exception as exc:
+            log.exception("admission of %s failed", request.method)
+            self._send_error(request.id, InternalError(one_line(f"{type(exc).__name__}: {exc}")))
+            return
+        task = _Task(request.id, request.method, job)
+        greenlet = Greenlet(self._run_task, task)
+        greenlet.name = f"{request.method}#{request.id}"
+        greenlet.rawlink(lambda _g: self._finish(task, KILLED))
+        task.greenlet = greenlet
+        self._tasks[wire.id_key(request.id)] = task
+        greenlet.start()
+
+    def _run_task(self, task: _Task) -> None:
+        outcome = KILLED  # stays so only if a kill (GreenletExit) ends the body
+        try:
+            outcome = Outcome(result=task.job.run())
+        except RpcError as exc:
+            outcome = Outcome(error=exc)
+        except TurnCancelled:
+            outcome = Outcome(cancelled=True)
+        except ClientError as exc:
+            outcome = Outcome(error=InternalError(one_line(str(exc))))
+        except gevent.Timeout as exc:  # a BaseException: would otherwise leave the request unanswered
+            outcome = Outcome(error=InternalError(f"Timed out: {one_line(str(exc))}"))
+        except SystemExit:  # agent code must not end the server from a pooled greenlet (GEVENT-NOTES 0.10)
+            log.error("%s #%r called sys.exit; answered as an internal error", task.method, task.request_id)
+            outcome = Outcome(error=InternalError("Agent code tried to exit the process"))
+        except Exception as exc:
+            log.exception("%s #%r failed", task.method, task.request_id)
+            outcome = Outcome(error=InternalError(one_line(f"{type(exc).__name__}: {exc}")))
+        finally:
+            self._finish(task, outcome)
+
+    def _finish(self, task: _Task, outcome: Outcome) -> None:
+        """The one boundary: release, settle, answer — exactly once, whatever called it."""
+        if task.done:
+            return
+        task.done = True
+        self._tasks.pop(wire.id_key(task.request_id), None)
+        try:
+            outcome = task.job.settle(outcome)
+        except Exception as exc:
+            log.exception("settling %s #%r failed", task.method, task.request_id)
+            outcome = Outcome(error=InternalError(one_line(f"{type(exc).__name__}: {exc}")))
+        if task.answered:
+            return
+        task.answered = True
+        if outcome.error is not None:
+            self._send_error(task.request_id, outcome.error)
+        elif outcome.killed or outcome.cancelled:
+            self._send_error(task.request_id, RequestCancelled())
+        else:
+            self._send_result(task.request_id, outcome.result)
+
+    def _on_cancel_request(self, params: Any) -> None:
+        if not isinstance(params, dict) or "requestId" not in params or not wire.is_valid_id(params["requestId"]):
+            raise InvalidParams("$/cancel_request needs a requestId")
+        task = self._tasks.get(wire.id_key(params["requestId"]))
+        if task is None or task.done:
+            return  # unknown or finished: the normal response stands
+        if task.job.cancel():
+            return
+        task.answered = True
+        self._send_error(task.request_id, RequestCancelled())
+        if task.greenlet is not None:
+            task.greenlet.kill(block=False)
+
+    # -- shutdown ----------------------------------------------------------------------------
+    @property
+    def active(self) -> int:
+        return len(self._tasks)
+
+    def greenlets(self) -> list[Greenlet]:
+        return [t.greenlet for t in self._tasks.values() if t.greenlet is not None]
+
+    def drain(self, grace: float) -> int:
+        """Stop admitting, ask every job to finish, wait up to `grace`, then kill and join the rest."""
+        self.admitting = False
+        for task in list(self._tasks.values()):
+            try:
+                task.job.shutdown()
+            except Exception:
+                log.exception("shutdown of %s failed", task.method)
+        running = self.greenlets()
+        if running:
+            gevent.joinall(running, timeout=grace)
+        survivors = [g for g in self.greenlets() if not g.dead]
+        for greenlet in survivors:
+            greenlet.kill(block=False)
+        if survivors:
+            log.warning("killed %d background requests still running after %.1fs", len(survivors), grace)
+            gevent.joinall(survivors, timeout=2)
+        return len(survivors)
+
+    def reject_line(self, error: RpcError) -> None:
+        """Answer input that never became a message (a line over the size limit)."""
+        self._send_error(None, error)
+
+    # -- responses ---------------------------------------------------------------------------
+    def _send_result(self, request_id: wire.RequestId, result: Any) -> None:
+        try:
+            data = wire.encode_result(request_id, result)
+        except (TypeError, ValueError, OverflowError) as exc:
+            log.error("result for %r cannot be encoded: %s", request_id, exc)
+            data = wire.encode_error(request_id, InternalError(one_line(f"Result not encodable: {exc}")).to_wire())
+        self.outbound.put(data)
+
+    def _send_error(self, request_id: wire.RequestId, error: RpcError) -> None:
+        try:
+            data = wire.encode_error(request_id, error.to_wire())
+        except (TypeError, ValueError, OverflowError):
+            data = wire.encode_error(request_id, {"code": error.code, "message": one_line(repr(error.message))})
+        self.outbound.put(data)

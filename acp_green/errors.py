@@ -1,0 +1,141 @@
+"""JSON-RPC and ACP error types; each carries its wire code (DESIGN §6)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+SERVER_BUSY = -32000
+AUTH_REQUIRED = -32000
+REQUEST_CANCELLED = -32800
+
+
+class RpcError(Exception):
+    """An error that becomes one JSON-RPC error response."""
+
+    code: int = INTERNAL_ERROR
+    reason: str | None = None
+
+    def __init__(self, message: str, *, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = dict(data or {})
+        if self.reason is not None:
+            self.data.setdefault("reason", self.reason)
+
+    def to_wire(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data:
+            error["data"] = self.data
+        return error
+
+
+class ParseError(RpcError):
+    code = PARSE_ERROR
+
+
+class InvalidRequest(RpcError):
+    code = INVALID_REQUEST
+
+
+class LineTooLong(InvalidRequest):
+    reason = "line_too_long"
+
+
+class MethodNotFound(RpcError):
+    code = METHOD_NOT_FOUND
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"Method not found: {method}")
+
+
+class InvalidParams(RpcError):
+    code = INVALID_PARAMS
+
+
+class UnknownSession(InvalidParams):
+    reason = "unknown_session"
+
+    def __init__(self, session_id: Any) -> None:
+        super().__init__(f"Unknown session: {session_id!r}", data={"sessionId": session_id})
+
+
+class InternalError(RpcError):
+    code = INTERNAL_ERROR
+
+
+class SessionBusy(RpcError):
+    code = SERVER_BUSY
+    reason = "session_busy"
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"Session {session_id} is already running a prompt; wait for its response",
+            data={"sessionId": session_id},
+        )
+
+
+class ConnectionBusy(RpcError):
+    code = SERVER_BUSY
+    reason = "connection_busy"
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(
+            f"Connection is at its limit of {limit} concurrent background requests",
+            data={"limit": limit},
+        )
+
+
+class OutputBacklog(RpcError):
+    code = SERVER_BUSY
+    reason = "output_backlog"
+
+    def __init__(self, queued_bytes: int) -> None:
+        super().__init__(
+            "Output backlog is over its hard limit; the client is not reading",
+            data={"queuedBytes": queued_bytes},
+        )
+
+
+class AuthRequired(RpcError):
+    code = AUTH_REQUIRED
+    reason = "auth_required"
+
+    def __init__(self, message: str = "Authentication required") -> None:
+        super().__init__(message)
+
+
+class RequestCancelled(RpcError):
+    code = REQUEST_CANCELLED
+
+    def __init__(self, message: str = "Request cancelled") -> None:
+        super().__init__(message)
+
+
+class ClientError(Exception):
+    """The client answered one of the agent's requests with a JSON-RPC error."""
+
+    def __init__(self, method: str, error: dict[str, Any]) -> None:
+        self.method = method
+        self.code = error.get("code")
+        self.error_message = str(error.get("message", ""))
+        self.data = error.get("data")
+        super().__init__(f"{method} failed: {self.error_message} ({self.code})")
+
+
+class TurnCancelled(Exception):
+    """Raised inside a turn by a wait that its cancellation token interrupted."""
+
+
+class CapabilityMissing(Exception):
+    """The client did not advertise the capability an operation needs."""
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Collapse a message to one bounded line, as ACP asks of error messages."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"

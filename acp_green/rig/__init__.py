@@ -1,0 +1,1 @@
+"""Test rig helpers: schema validation of ACP traffic."""

@@ -1,0 +1,156 @@
+"""Serving one ACP connection: wire the parts together, run until EOF or a signal, shut down.
+
+Shutdown (S13): stop admitting, cancel every active prompt so its normal completion path
+runs, give background work `shutdown_grace` seconds, kill and join what is left, free session
+resources (child processes), flush the store, then flush the writer for a bounded time.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from dataclasses import dataclass, field
+from functools import partial
+
+import gevent
+from gevent.event import Event
+from gevent.greenlet import Greenlet
+
+from .acp import AcpAgentProtocol
+from .agent import Agent
+from .context import ConnectionContext
+from .endpoint import Endpoint
+from .errors import LineTooLong, RequestCancelled
+from .sessions import SessionRegistry
+from .store import MemoryStore, Store
+from .transport import LineReader, OutputLimits, Outbound
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class ServeOptions:
+    """Everything `acp-green serve` can set (DESIGN §4)."""
+
+    max_background: int = 32
+    shutdown_grace: float = 5.0
+    idle_timeout: float = 1800.0
+    max_line_bytes: int = 64 << 20
+    output: OutputLimits = field(default_factory=OutputLimits)
+    handle_signals: bool = True
+
+
+class Server:
+    """Runs one agent over one pair of descriptors."""
+
+    def __init__(self, agent: Agent, options: ServeOptions | None = None, store: Store | None = None) -> None:
+        self.agent = agent
+        self.options = options or ServeOptions()
+        self.store: Store = store if store is not None else MemoryStore()
+        self.sessions = SessionRegistry(self.store, self.options.idle_timeout)
+        self.context = ConnectionContext()
+        self.protocol: AcpAgentProtocol | None = None
+        self._stop = Event()
+        self.stop_reason: str | None = None
+        self._reading = False
+        self._reader: Greenlet | None = None
+
+    def request_stop(self, reason: str) -> None:
+        """Begin shutdown; safe from any greenlet and from hub callbacks."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            log.info("shutting down: %s", reason)
+        self._stop.set()
+        reader = self._reader
+        if reader is not None and self._reading and reader is not gevent.getcurrent():
+            reader.kill(block=False)  # parked in a read: nothing half-handled is lost
+
+    def serve(self, read_fd: int, write_fd: int) -> int:
+        """Serve until EOF, a transport failure or a signal; returns the exit code (0)."""
+        options = self.options
+        outbound = Outbound(write_fd, options.output, on_failure=lambda exc: self.request_stop(f"output failed: {exc}"))
+        self.protocol = protocol = AcpAgentProtocol(
+            self.agent,
+            self.context,
+            self.sessions,
+            self.store,
+            partial(Endpoint, outbound, max_background=options.max_background),
+        )
+        endpoint = protocol.endpoint
+        line_reader = LineReader(read_fd, options.max_line_bytes)
+        self._reader = Greenlet(self._receive, line_reader, endpoint)
+        self._reader.name = "acp-reader"
+        self._reader.start()
+        evictor = gevent.spawn(self._evict_idle)
+        handlers = self._install_signal_handlers()
+        try:
+            self._stop.wait()
+        finally:
+            for handler in handlers:
+                handler.cancel()
+            self._shutdown(endpoint, outbound, evictor)
+            line_reader.close()
+        return 0
+
+    def _receive(self, line_reader: LineReader, endpoint: Endpoint) -> None:
+        reason = "stdin closed"
+        lines = line_reader.lines()
+        try:
+            while not self._stop.is_set():
+                self._reading = True
+                try:
+                    line = next(lines, None)
+                finally:
+                    self._reading = False
+                if line is None:
+                    break
+                if line.too_long:
+                    endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
+                else:
+                    endpoint.handle_line(line.data)
+                gevent.sleep(0)  # a buffered burst must not starve the greenlets it admitted
+        except OSError as exc:
+            reason = f"input failed: {exc}"
+        finally:
+            self.request_stop(reason)
+
+    def _evict_idle(self) -> None:
+        interval = max(0.05, min(self.options.idle_timeout / 2, 30.0))
+        while not self._stop.wait(interval):
+            self.sessions.evict_idle()
+
+    def _install_signal_handlers(self) -> list:
+        if not self.options.handle_signals or threading.current_thread() is not threading.main_thread():
+            return []
+        return [
+            gevent.signal_handler(signal.SIGTERM, self.request_stop, "SIGTERM"),
+            gevent.signal_handler(signal.SIGINT, self.request_stop, "SIGINT"),
+        ]
+
+    def _shutdown(self, endpoint: Endpoint, outbound: Outbound, evictor: Greenlet) -> None:
+        endpoint.admitting = False
+        if self._reader is not None and not self._reader.dead:
+            self._reader.join(timeout=self.options.shutdown_grace)  # finishing a control message
+            self._reader.kill(block=True, timeout=1)
+        evictor.kill(block=False)
+        for session in self.sessions:
+            if session.busy:
+                session.cancel()
+        endpoint.client.close(RequestCancelled("The connection is closing"))
+        killed = endpoint.drain(self.options.shutdown_grace)
+        if killed:
+            log.warning("%d background requests were aborted at the end of the grace", killed)
+        for session in self.sessions:
+            self.sessions.drop(session.session_id)
+        try:
+            self.store.close()
+        except Exception:
+            log.exception("closing the store failed")
+        if not outbound.close():
+            log.warning("output not fully flushed (client not reading or gone)")
+
+
+def serve(agent: Agent, read_fd: int, write_fd: int, options: ServeOptions | None = None) -> int:
+    """Serve `agent` on the given descriptors; the in-process entry point."""
+    return Server(agent, options).serve(read_fd, write_fd)

@@ -1,0 +1,199 @@
+"""Sessions: live handles, per-session reservations, cancellation tokens and idle eviction."""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gevent.event import Event
+
+from .errors import UnknownSession
+
+log = logging.getLogger(__name__)
+
+
+class CancelToken:
+    """A one-shot cancellation flag with callbacks; setting it never blocks."""
+
+    __slots__ = ("event", "_callbacks")
+
+    def __init__(self) -> None:
+        self.event = Event()
+        self._callbacks: list[Callable[[], None]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        return self.event.is_set()
+
+    def is_set(self) -> bool:
+        return self.event.is_set()
+
+    def set(self) -> None:
+        if self.event.is_set():
+            return
+        self.event.set()
+        callbacks, self._callbacks = self._callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # a listener's bug must not stop the others
+                log.exception("cancellation callback failed")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self.event.wait(timeout)
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Run `callback` when the token is set (at once if it already is); returns a remover."""
+        if self.event.is_set():
+            callback()
+            return lambda: None
+        self._callbacks.append(callback)
+
+        def remove() -> None:
+            try:
+                self._callbacks.remove(callback)
+            except ValueError:
+                pass
+
+        return remove
+
+
+@dataclass(slots=True)
+class SessionRecord:
+    """What survives eviction and restarts: the session's durable metadata."""
+
+    session_id: str
+    cwd: str
+    additional_directories: list[str] = field(default_factory=list)
+    title: str | None = None
+    mode_id: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    updated_at: float = field(default_factory=time.time)
+
+
+class Session:
+    """A live session handle: its record, its current token and its one prompt reservation."""
+
+    def __init__(self, record: SessionRecord, mcp_servers: list[dict[str, Any]] | None = None) -> None:
+        self.record = record
+        self.mcp_servers = list(mcp_servers or [])
+        self.token = CancelToken()
+        self.active_prompt: object | None = None
+        self.last_active = time.monotonic()
+        self.state: dict[str, Any] = {}  # free for the agent's own per-session data
+        self.resources: list[Callable[[], None]] = []  # closers run when the session ends
+
+    @property
+    def session_id(self) -> str:
+        return self.record.session_id
+
+    @property
+    def busy(self) -> bool:
+        return self.active_prompt is not None
+
+    def touch(self) -> None:
+        self.last_active = time.monotonic()
+
+    def reserve(self, owner: object) -> CancelToken:
+        """Reserve the session for one prompt and bind the current token to it (S8, S11)."""
+        self.active_prompt = owner
+        self.touch()
+        return self.token
+
+    def release(self, owner: object) -> None:
+        """Idempotent: only the owner's reservation is released (S14)."""
+        if self.active_prompt is owner:
+            self.active_prompt = None
+            self.touch()
+
+    def cancel(self) -> None:
+        """Set the current token and install a fresh one for future turns (S12)."""
+        token, self.token = self.token, CancelToken()
+        token.set()
+
+    def close_resources(self) -> None:
+        closers, self.resources = self.resources, []
+        for close in reversed(closers):
+            try:
+                close()
+            except Exception:
+                log.exception("closing a resource of session %s failed", self.session_id)
+
+
+class SessionRegistry:
+    """Live sessions by id; evicted ones come back from the store without replay (S15)."""
+
+    def __init__(self, store: "SessionStoreLike", idle_timeout: float) -> None:
+        self._store = store
+        self._live: dict[str, Session] = {}
+        self.idle_timeout = idle_timeout
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __iter__(self):
+        return iter(list(self._live.values()))
+
+    def create(self, cwd: str, additional_directories: list[str], mcp_servers: list[dict[str, Any]]) -> Session:
+        record = SessionRecord(session_id=f"sess_{uuid.uuid4().hex}", cwd=cwd, additional_directories=list(additional_directories))
+        session = Session(record, mcp_servers)
+        self._live[record.session_id] = session
+        self._store.save_session(record)
+        return session
+
+    def get(self, session_id: Any) -> Session:
+        """The live session, revived from the store if it was evicted; UnknownSession otherwise."""
+        if not isinstance(session_id, str):
+            raise UnknownSession(session_id)
+        session = self._live.get(session_id)
+        if session is None:
+            record = self._store.load_session(session_id)
+            if record is None:
+                raise UnknownSession(session_id)
+            session = Session(record)
+            self._live[session_id] = session
+            log.debug("session %s revived from the store", session_id)
+        session.touch()
+        return session
+
+    def is_live(self, session_id: str) -> bool:
+        return session_id in self._live
+
+    def save(self, session: Session) -> None:
+        session.record.updated_at = time.time()
+        self._store.save_session(session.record)
+
+    def drop(self, session_id: str) -> Session | None:
+        """Forget a live session, freeing its resources; the store keeps its record."""
+        session = self._live.pop(session_id, None)
+        if session is not None:
+            session.close_resources()
+        return session
+
+    def evict_idle(self, now: float | None = None) -> list[str]:
+        """Evict sessions idle longer than the timeout; never one with an active prompt (S15)."""
+        now = time.monotonic() if now is None else now
+        evicted = [
+            sid
+            for sid, session in self._live.items()
+            if not session.busy and now - session.last_active > self.idle_timeout
+        ]
+        for sid in evicted:
+            self.drop(sid)
+        if evicted:
+            log.debug("evicted %d idle sessions", len(evicted))
+        return evicted
+
+
+class SessionStoreLike:
+    """The part of the store the registry needs (see store.py)."""
+
+    def save_session(self, record: SessionRecord) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def load_session(self, session_id: str) -> SessionRecord | None:  # pragma: no cover - interface
+        raise NotImplementedError

@@ -1,0 +1,56 @@
+"""Usage accounting: one record per admitted prompt, finalized on every exit path (S16)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class UsageCounters:
+    """What a turn has used so far; agents may report token counts and their context size."""
+
+    input_bytes: int = 0
+    output_bytes: int = 0
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    context_used: int | None = None
+    context_size: int | None = None
+
+    def report(
+        self,
+        *,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        context_used: int | None = None,
+        context_size: int | None = None,
+    ) -> None:
+        """Record token counts from a model; later reports replace earlier ones."""
+        if input_tokens is not None:
+            self.input_tokens = int(input_tokens)
+        if output_tokens is not None:
+            self.output_tokens = int(output_tokens)
+        if context_used is not None:
+            self.context_used = int(context_used)
+        if context_size is not None:
+            self.context_size = int(context_size)
+
+
+@dataclass(slots=True)
+class UsageRecord:
+    """One prompt's usage as it reaches the store."""
+
+    session_id: str
+    request_id: str
+    stop_reason: str
+    started_at: float
+    duration: float
+    input_bytes: int
+    output_bytes: int
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    recorded_at: float = field(default_factory=time.time)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)

@@ -1,0 +1,133 @@
+"""JSON-RPC 2.0 framing: decode a line into a message, classify it, encode one.
+
+This is the only module that imports ujson, so the codec can change in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Union
+
+import ujson
+
+from .errors import InvalidRequest, ParseError
+
+RequestId = Union[int, str, None]
+
+_MISSING = object()
+
+
+@dataclass(slots=True)
+class Request:
+    id: RequestId
+    method: str
+    params: Any
+
+
+@dataclass(slots=True)
+class Notification:
+    method: str
+    params: Any
+
+
+@dataclass(slots=True)
+class Response:
+    id: RequestId
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+Message = Union[Request, Notification, Response]
+
+
+class InvalidMessage(InvalidRequest):
+    """A well-formed JSON value that is not a JSON-RPC message; knows the id if it had one."""
+
+    def __init__(self, message: str, request_id: RequestId = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+def is_valid_id(value: Any) -> bool:
+    """Ids are integers, strings or null; a bool is not an int here (True == 1 in Python)."""
+    return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def id_key(request_id: RequestId) -> tuple[bool, RequestId]:
+    """A dict key that keeps 1 and "1" apart."""
+    return (isinstance(request_id, str), request_id)
+
+
+def decode(line: bytes) -> Message:
+    """Turn one line (without its newline) into a message, or raise ParseError/InvalidMessage."""
+    try:
+        value = ujson.loads(line)
+    except (ValueError, OverflowError) as exc:
+        raise ParseError(f"Parse error: {exc}") from None
+    if isinstance(value, list):
+        raise InvalidMessage("Batch requests are not supported")
+    if not isinstance(value, dict):
+        raise InvalidMessage("A JSON-RPC message must be an object")
+    return classify(value)
+
+
+def classify(value: dict[str, Any]) -> Message:
+    """Sort a decoded object into request, notification or response."""
+    request_id = value.get("id", _MISSING)
+    if request_id is not _MISSING and not is_valid_id(request_id):
+        raise InvalidMessage(f"Invalid id {request_id!r}: must be an integer, a string or null")
+    echo_id = None if request_id is _MISSING else request_id
+    if value.get("jsonrpc") != "2.0":
+        raise InvalidMessage('Missing or wrong "jsonrpc": must be "2.0"', echo_id)
+    method = value.get("method", _MISSING)
+    params = value.get("params")
+    if method is not _MISSING:
+        if not isinstance(method, str) or not method:
+            raise InvalidMessage('"method" must be a non-empty string', echo_id)
+        if params is not None and not isinstance(params, (dict, list)):
+            raise InvalidMessage('"params" must be an object or an array', echo_id)
+        if request_id is _MISSING:
+            return Notification(method, params)
+        return Request(request_id, method, params)
+    if request_id is _MISSING:
+        raise InvalidMessage("Not a request, notification or response")
+    has_result = "result" in value
+    error = value.get("error")
+    if has_result == (error is not None) or (error is not None and not isinstance(error, dict)):
+        raise InvalidMessage("A response carries exactly one of result and error", echo_id)
+    return Response(request_id, value.get("result"), error)
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """One message as ASCII JSON plus a newline.
+
+    ensure_ascii keeps lone surrogates encodable and is the faster ujson setting;
+    raises TypeError/OverflowError/ValueError for values JSON cannot carry.
+    """
+    return ujson.dumps(message, ensure_ascii=True, escape_forward_slashes=False, allow_nan=False).encode("ascii") + b"\n"
+
+
+def encode_result(request_id: RequestId, result: Any) -> bytes:
+    return encode({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+def encode_error(request_id: RequestId, error: dict[str, Any]) -> bytes:
+    return encode({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+
+def encode_request(request_id: RequestId, method: str, params: Any) -> bytes:
+    return encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+
+
+def encode_notification(method: str, params: Any) -> bytes:
+    return encode({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+def loads(data: bytes | str) -> Any:
+    """Plain JSON decoding for non-wire uses (prompt arguments, stored rows)."""
+    return ujson.loads(data)
+
+
+def dumps(value: Any) -> str:
+    """Plain JSON encoding for non-wire uses."""
+    return ujson.dumps(value, ensure_ascii=False, escape_forward_slashes=False)

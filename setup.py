@@ -1,0 +1,37 @@
+"""acp_green: a gevent runtime for Agent Client Protocol agents over stdio."""
+
+from setuptools import find_packages, setup
+
+TEST_REQUIRES = [
+    "pytest>=8",
+    "pytest-xdist>=3.5",
+    "jsonschema>=4.20",
+    "agent-client-protocol==0.12.1",
+    "mcp==2.3.0",
+]
+
+setup(
+    name="acp-green",
+    version="0.1.0",
+    description="A gevent runtime for Agent Client Protocol (ACP) agents over stdio",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.11",
+    packages=find_packages(include=["acp_green", "acp_green.*"]),
+    package_data={"acp_green": ["schema/*.json"]},
+    install_requires=[
+        "gevent>=24.10.1",
+        "ujson>=5.8",
+        "click>=8.1",
+    ],
+    extras_require={
+        # The rig validates what an agent writes against the ACP JSON Schemas.
+        "rig": ["jsonschema>=4.20"],
+        "test": TEST_REQUIRES,
+    },
+    entry_points={"console_scripts": ["acp-green = acp_green.__main__:main"]},
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "Framework :: gevent",
+    ],
+)

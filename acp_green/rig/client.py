@@ -1,0 +1,382 @@
+"""A gevent ACP client for driving any stdio agent: the rig's foundation.
+
+It records every message in both directions with a timestamp, answers the agent's requests
+by a policy, and lets a scenario wait on what it has seen. Used by the tests, the soak runs,
+the probe and the benchmarks.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+import gevent.os
+from gevent import subprocess
+from gevent.event import AsyncResult, Event
+from gevent.fileobject import FileObjectPosix
+from gevent.greenlet import Greenlet
+
+PROTOCOL_VERSION = 1
+
+
+class RpcErrorResponse(Exception):
+    """The agent answered a request with a JSON-RPC error."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        self.error = error
+        self.code = error.get("code")
+        self.reason = (error.get("data") or {}).get("reason") if isinstance(error.get("data"), dict) else None
+        super().__init__(f"{error.get('code')}: {error.get('message')}")
+
+
+@dataclass(slots=True)
+class Record:
+    """One message on the wire: who sent it, when, and what it was."""
+
+    t: float
+    direction: str  # "in" (agent -> client) or "out" (client -> agent)
+    raw: bytes
+    message: Any  # decoded JSON, or None when the line did not parse
+
+
+@dataclass
+class ClientPolicy:
+    """How the client answers the agent's requests."""
+
+    capabilities: dict[str, Any] = field(default_factory=lambda: {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": False})
+    permission: str = "allow"  # "allow", "reject" or "hold" (never answer)
+    files: dict[str, str] = field(default_factory=dict)  # what fs/read_text_file returns, by path
+    use_disk: bool = False  # read and write real files when a path is not in `files`
+    written: dict[str, str] = field(default_factory=dict)
+
+
+class Pending:
+    """A request the client sent; resolves to the agent's response message."""
+
+    def __init__(self, request_id: Any, method: str, sent_at: float) -> None:
+        self.id = request_id
+        self.method = method
+        self.sent_at = sent_at
+        self.answered_at: float | None = None
+        self._result = AsyncResult()
+
+    def resolve(self, message: dict[str, Any], at: float) -> None:
+        self.answered_at = at
+        self._result.set(message)
+
+    @property
+    def done(self) -> bool:
+        return self._result.ready()
+
+    def response(self, timeout: float | None = 30.0) -> dict[str, Any]:
+        """The full response message; raises gevent.Timeout if none arrives in time."""
+        return self._result.get(timeout=timeout)
+
+    def result(self, timeout: float | None = 30.0) -> Any:
+        """The result, or RpcErrorResponse for an error."""
+        message = self.response(timeout)
+        if "error" in message:
+            raise RpcErrorResponse(message["error"])
+        return message.get("result")
+
+    def error(self, timeout: float | None = 30.0) -> dict[str, Any]:
+        message = self.response(timeout)
+        if "error" not in message:
+            raise AssertionError(f"expected an error for {self.method} #{self.id}, got {message}")
+        return message["error"]
+
+
+class AcpClient:
+    """The client end of one ACP connection over a pair of descriptors."""
+
+    def __init__(self, read_fd: int, write_fd: int, policy: ClientPolicy | None = None, *, close_fds: bool = True) -> None:
+        self.policy = policy or ClientPolicy()
+        self.records: list[Record] = []
+        self.pending: dict[tuple[bool, Any], Pending] = {}
+        self._ids = itertools.count(1)
+        self._reader_file = FileObjectPosix(read_fd, "rb", closefd=close_fds)
+        self._writer_file = FileObjectPosix(write_fd, "wb", closefd=close_fds)
+        self._changed = Event()
+        self._reading = Event()
+        self._reading.set()
+        self.eof = Event()
+        self.start_time = time.monotonic()
+        self.agent_requests: list[dict[str, Any]] = []
+        self.hold: dict[Any, dict[str, Any]] = {}
+        self._reader = Greenlet(self._read_loop)
+        self._reader.start()
+
+    # -- sending ---------------------------------------------------------------------------
+    def send_raw(self, data: bytes) -> None:
+        """Write bytes as they are (several messages, garbage, no newline...)."""
+        self.records.append(Record(time.monotonic(), "out", data, None))
+        self._writer_file.write(data)
+        self._writer_file.flush()
+
+    def send(self, *messages: dict[str, Any]) -> None:
+        """Write messages in one write."""
+        data = b"".join(json.dumps(m).encode() + b"\n" for m in messages)
+        now = time.monotonic()
+        for message in messages:
+            self.records.append(Record(now, "out", b"", message))
+            if "id" in message and "method" in message:
+                self.pending[_key(message["id"])] = Pending(message["id"], message["method"], now)
+        self._writer_file.write(data)
+        self._writer_file.flush()
+
+    def make_request(self, method: str, params: Any = None, request_id: Any = None) -> dict[str, Any]:
+        if request_id is None:
+            request_id = next(self._ids)
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        return message
+
+    def request(self, method: str, params: Any = None, request_id: Any = None) -> Pending:
+        message = self.make_request(method, params, request_id)
+        self.send(message)
+        return self.pending[_key(message["id"])]
+
+    def call(self, method: str, params: Any = None, timeout: float = 30.0) -> Any:
+        return self.request(method, params).result(timeout)
+
+    def notify(self, method: str, params: Any = None) -> None:
+        message = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+
+    def pending_for(self, message: dict[str, Any]) -> Pending:
+        return self.pending[_key(message["id"])]
+
+    # -- ACP conveniences ------------------------------------------------------------------
+    def initialize(self, capabilities: dict[str, Any] | None = None, version: int = PROTOCOL_VERSION) -> dict[str, Any]:
+        return self.call("initialize", self.initialize_params(capabilities, version))
+
+    def initialize_params(self, capabilities: dict[str, Any] | None = None, version: int = PROTOCOL_VERSION) -> dict[str, Any]:
+        return {
+            "protocolVersion": version,
+            "clientCapabilities": capabilities if capabilities is not None else self.policy.capabilities,
+            "clientInfo": {"name": "acp-green-rig", "version": "0.1.0"},
+        }
+
+    def new_session(self, cwd: str = "/tmp", mcp_servers: Sequence[dict[str, Any]] = ()) -> str:
+        return self.call("session/new", {"cwd": cwd, "mcpServers": list(mcp_servers)})["sessionId"]
+
+    def prompt(self, session_id: str, text: str, request_id: Any = None) -> Pending:
+        return self.request("session/prompt", self.prompt_params(session_id, text), request_id)
+
+    @staticmethod
+    def prompt_params(session_id: str, text: str) -> dict[str, Any]:
+        return {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}
+
+    def cancel(self, session_id: str) -> None:
+        self.notify("session/cancel", {"sessionId": session_id})
+
+    # -- what was received -----------------------------------------------------------------
+    def received(self) -> list[dict[str, Any]]:
+        return [r.message for r in self.records if r.direction == "in" and r.message is not None]
+
+    def updates(self, session_id: str | None = None) -> list[dict[str, Any]]:
+        """`update` objects of session/update notifications, in arrival order."""
+        return [
+            m["params"]["update"]
+            for m in self.received()
+            if m.get("method") == "session/update" and (session_id is None or m["params"].get("sessionId") == session_id)
+        ]
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+        """Wait until predicate() is truthy; AssertionError naming `what` on timeout."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+            self._changed.clear()
+            value = predicate()
+            if value:
+                return value
+            self._changed.wait(min(remaining, 0.5))
+
+    # -- flow control ----------------------------------------------------------------------
+    def pause_reading(self) -> None:
+        """Stop reading the agent's stdout (a slow or stuck client)."""
+        self._reading.clear()
+
+    def resume_reading(self) -> None:
+        self._reading.set()
+
+    def close_input(self) -> None:
+        """Close the agent's stdin (EOF)."""
+        try:
+            self._writer_file.close()
+        except OSError:
+            pass
+
+    # -- reading ---------------------------------------------------------------------------
+    def _read_loop(self) -> None:
+        readline = self._reader_file.readline
+        try:
+            while True:
+                if not self._reading.is_set():
+                    self._reading.wait()
+                line = readline()
+                if not line:
+                    break
+                now = time.monotonic()
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    message = None
+                self.records.append(Record(now, "in", line, message))
+                if isinstance(message, dict):
+                    self._dispatch(message, now)
+                self._changed.set()
+        except OSError:
+            pass
+        finally:
+            self.eof.set()
+            self._changed.set()
+
+    def _dispatch(self, message: dict[str, Any], now: float) -> None:
+        if "method" in message:
+            if "id" in message:
+                self.agent_requests.append(message)
+                self._answer(message)
+            return
+        if "id" in message:
+            pending = self.pending.get(_key(message["id"]))
+            if pending is not None and not pending.done:
+                pending.resolve(message, now)
+
+    def _answer(self, request: dict[str, Any]) -> None:
+        method = request["method"]
+        params = request.get("params") or {}
+        policy = self.policy
+        if method == "session/request_permission":
+            if policy.permission == "hold":
+                self.hold[request["id"]] = request
+                return
+            kinds = ("allow_once", "allow_always") if policy.permission == "allow" else ("reject_once", "reject_always")
+            option = next((o for o in params.get("options", []) if o.get("kind") in kinds), None)
+            outcome = {"outcome": "selected", "optionId": option["optionId"]} if option else {"outcome": "cancelled"}
+            self.respond(request["id"], {"outcome": outcome})
+        elif method == "fs/read_text_file":
+            path = params.get("path", "")
+            if path in policy.files:
+                self.respond(request["id"], {"content": policy.files[path]})
+            elif policy.use_disk and os.path.isfile(path):
+                with open(path, encoding="utf-8") as handle:
+                    self.respond(request["id"], {"content": handle.read()})
+            else:
+                self.respond_error(request["id"], {"code": -32002, "message": f"Resource not found: {path}", "data": {"uri": path}})
+        elif method == "fs/write_text_file":
+            policy.written[params.get("path", "")] = params.get("content", "")
+            self.respond(request["id"], {})
+        else:
+            self.respond_error(request["id"], {"code": -32601, "message": f"Method not found: {method}"})
+
+    def respond(self, request_id: Any, result: Any) -> None:
+        self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    def respond_error(self, request_id: Any, error: dict[str, Any]) -> None:
+        self.send({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+    def stop(self) -> None:
+        self._reader.kill(block=True, timeout=2)
+        for handle in (self._reader_file, self._writer_file):
+            try:
+                handle.close()
+            except OSError:
+                pass
+
+
+class AgentProcess(AcpClient):
+    """An ACP agent command launched as a subprocess over real pipes, in its own session."""
+
+    def __init__(self, command: Sequence[str], policy: ClientPolicy | None = None, *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+        self.command = list(command)
+        self.proc = subprocess.Popen(
+            self.command,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+        )
+        self.pid = self.proc.pid
+        self.stderr = bytearray()
+        self._stderr_drain = gevent.spawn(self._drain_stderr)
+        super().__init__(self.proc.stdout.fileno(), self.proc.stdin.fileno(), policy, close_fds=False)
+
+    def _drain_stderr(self) -> None:
+        fd = self.proc.stderr.fileno()
+        os.set_blocking(fd, False)
+        while True:
+            try:
+                chunk = gevent.os.nb_read(fd, 65536)
+            except OSError:
+                return
+            if not chunk:
+                return
+            if len(self.stderr) < (4 << 20):
+                self.stderr.extend(chunk)
+
+    def close_input(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+
+    def signal(self, signum: int = signal.SIGTERM) -> None:
+        self.proc.send_signal(signum)
+
+    def wait_exit(self, timeout: float = 30.0) -> int:
+        """Wait for the process to exit; AssertionError if it does not in time."""
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"agent {self.command} did not exit within {timeout}s") from None
+
+    def close(self) -> int | None:
+        """End the agent: EOF, then SIGKILL its process group if it lingers; reap everything."""
+        self.close_input()
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        if code is None:
+            code = self.proc.wait(timeout=10)
+        self._reader.join(timeout=5)
+        self._stderr_drain.join(timeout=5)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        return code
+
+    def __enter__(self) -> "AgentProcess":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _key(request_id: Any) -> tuple[bool, Any]:
+    return (isinstance(request_id, str), request_id)

@@ -1,0 +1,156 @@
+"""Shared fixtures: agents over real pipes, in-process servers, and the checks every test gets.
+
+Every test runs under a gevent.Timeout, fails if a greenlet raised an unexpected error in the
+hub, and every agent a test launches is checked at teardown: its messages pass strict schema
+validation (DESIGN §7) and no process of its group is left behind.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gevent
+import pytest
+from gevent.greenlet import Greenlet
+
+from acp_green.agent import Agent
+from acp_green.rig.client import AcpClient, AgentProcess, ClientPolicy
+from acp_green.rig.schema import StreamChecker
+from acp_green.server import ServeOptions, Server
+from acp_green.transport import OutputLimits
+
+TEST_TIMEOUT = 120
+
+
+@pytest.fixture(autouse=True)
+def _hub_errors_fail_the_test() -> Iterator[None]:
+    """A greenlet that died of an unexpected exception fails the test (gevent's own harness does this)."""
+    hub = gevent.get_hub()
+    errors: list[Any] = []
+    original = hub.handle_error
+
+    def record(context: Any, etype: Any, value: Any, tb: Any) -> None:
+        if not issubclass(etype, hub.NOT_ERROR):
+            errors.append((context, etype, value))
+        original(context, etype, value, tb)
+
+    hub.handle_error = record
+    timeout = gevent.Timeout(TEST_TIMEOUT)
+    timeout.start()
+    try:
+        yield
+    finally:
+        timeout.close()
+        hub.handle_error = original
+    assert not errors, f"greenlets failed in the hub: {errors}"
+
+
+def serve_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "acp_green", "serve", *args]
+
+
+def schema_problems(client: AcpClient) -> list[str]:
+    """Every problem in what the agent wrote, checked against the ACP schemas."""
+    checker = StreamChecker("agent")
+    problems: list[str] = []
+    for record in client.records:
+        if record.message is None:
+            if record.direction == "in":
+                problems.append(f"unparseable line from the agent: {record.raw[:200]!r}")
+            continue
+        problems.extend(checker.observe(record.message, from_sender=record.direction == "in"))
+    return problems
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@pytest.fixture
+def launch() -> Iterator[Callable[..., AgentProcess]]:
+    """Start `acp-green serve` (or any command) over real pipes; checked and reaped at teardown."""
+    started: list[tuple[AgentProcess, bool]] = []
+
+    def start(*args: str, command: list[str] | None = None, policy: ClientPolicy | None = None,
+              check_schema: bool = True, env: dict[str, str] | None = None) -> AgentProcess:
+        full_env = dict(os.environ)
+        full_env.setdefault("PYTHONUNBUFFERED", "1")
+        if env:
+            full_env.update(env)
+        agent = AgentProcess(command or serve_command(*args), policy, env=full_env)
+        started.append((agent, check_schema))
+        return agent
+
+    yield start
+    failures = []
+    for agent, check_schema in started:
+        agent.close()
+        if group_alive(agent.pid):
+            os.killpg(agent.pid, signal.SIGKILL)
+            failures.append(f"processes of {agent.command} outlived the agent")
+        if check_schema:
+            problems = schema_problems(agent)
+            if problems:
+                failures.append(f"schema problems in {agent.command}: {problems[:5]}")
+    assert not failures, failures
+
+
+class InProcess:
+    """A Server on os.pipe() descriptors in this process, with a client on the other ends."""
+
+    def __init__(self, agent: Agent, options: ServeOptions, policy: ClientPolicy | None = None) -> None:
+        to_agent_r, to_agent_w = os.pipe()
+        from_agent_r, from_agent_w = os.pipe()
+        self._fds = [to_agent_r, from_agent_w]
+        self.server = Server(agent, options)
+        self.exit_code: int | None = None
+        self.greenlet = Greenlet(self._run, to_agent_r, from_agent_w)
+        self.greenlet.start()
+        self.client = AcpClient(from_agent_r, to_agent_w, policy)
+
+    def _run(self, read_fd: int, write_fd: int) -> None:
+        self.exit_code = self.server.serve(read_fd, write_fd)
+
+    def finish(self, timeout: float = 30) -> int | None:
+        self.client.close_input()
+        self.greenlet.join(timeout=timeout)
+        assert self.greenlet.dead, "the in-process server did not stop after EOF"
+        self.client.stop()
+        for fd in self._fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        return self.exit_code
+
+
+@pytest.fixture
+def inprocess() -> Iterator[Callable[..., InProcess]]:
+    """Run an agent in this process on pipes; the server is stopped and checked at teardown."""
+    running: list[InProcess] = []
+
+    def start(agent: Agent, policy: ClientPolicy | None = None, **options: Any) -> InProcess:
+        options.setdefault("handle_signals", False)
+        if "output" not in options:
+            options["output"] = OutputLimits()
+        harness = InProcess(agent, ServeOptions(**options), policy)
+        running.append(harness)
+        return harness
+
+    yield start
+    problems = []
+    for harness in running:
+        if not harness.greenlet.dead:
+            harness.finish()
+        problems.extend(schema_problems(harness.client))
+    assert not problems, problems

@@ -70,6 +70,8 @@ class DemoAgent(Agent):
             turn.say("usage: /stream N [SIZE]")
             return "end_turn"
         for i in range(count):
+            if turn.cancelled:
+                return "cancelled"
             head = f"{i}:"
             turn.say(head + "." * (size - len(head)) if size > len(head) else head)
         return "end_turn"

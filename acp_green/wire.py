@@ -64,11 +64,29 @@ def decode(line: bytes) -> Message:
         value = ujson.loads(line)
     except (ValueError, OverflowError) as exc:
         raise ParseError(f"Parse error: {exc}") from None
+    if b"\xed" in line:  # ujson lets UTF-8-encoded surrogates (ED A0..BF xx) through
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ParseError(f"Parse error: invalid UTF-8: {exc.reason}") from None
+    if (b"NaN" in line or b"Infinity" in line) and _has_non_finite(value):
+        raise ParseError("Parse error: NaN and Infinity are not JSON")
     if isinstance(value, list):
         raise InvalidMessage("Batch requests are not supported")
     if not isinstance(value, dict):
         raise InvalidMessage("A JSON-RPC message must be an object")
     return classify(value)
+
+
+def _has_non_finite(value: Any) -> bool:
+    """ujson accepts the non-JSON literals NaN and Infinity; find them (rarely reached)."""
+    if isinstance(value, float):
+        return value != value or value in (float("inf"), float("-inf"))
+    if isinstance(value, dict):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_non_finite(v) for v in value)
+    return False
 
 
 def classify(value: dict[str, Any]) -> Message:
@@ -94,7 +112,8 @@ def classify(value: dict[str, Any]) -> Message:
     has_result = "result" in value
     error = value.get("error")
     if has_result == (error is not None) or (error is not None and not isinstance(error, dict)):
-        raise InvalidMessage("A response carries exactly one of result and error", echo_id)
+        # Its id is in the peer's space of *our* requests: echoing it would answer a request of theirs.
+        raise InvalidMessage("A response carries exactly one of result and error")
     return Response(request_id, value.get("result"), error)
 
 

@@ -125,12 +125,13 @@ class InProcess:
         self.client.close_input()
         self.greenlet.join(timeout=timeout)
         assert self.greenlet.dead, "the in-process server did not stop after EOF"
-        self.client.stop()
-        for fd in self._fds:
+        for fd in self._fds:  # the server's ends: the client then reads to EOF
             try:
                 os.close(fd)
             except OSError:
                 pass
+        self.client.eof.wait(timeout)
+        self.client.stop()
         return self.exit_code
 
 

@@ -1,0 +1,177 @@
+"""The seed's concurrency rules through the real CLI over real pipes (DESIGN §1)."""
+
+from __future__ import annotations
+
+import signal
+import gevent
+import pytest
+
+from acp_green.rig.client import AgentProcess
+
+
+def open_session(agent: AgentProcess, count: int = 1) -> list[str]:
+    agent.initialize()
+    return [agent.new_session() for _ in range(count)]
+
+
+def chunk_texts(agent: AgentProcess, session_id: str) -> list[str]:
+    return [u["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "agent_message_chunk"]
+
+
+def test_prompt_and_cancel_in_one_write_S11(launch):
+    """S11: a session/cancel read right after the prompt, in the same write, cancels it."""
+    agent = launch()
+    [sid] = open_session(agent)
+    prompt = agent.make_request("session/prompt", agent.prompt_params(sid, "/wait"))
+    cancel = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": sid}}
+    agent.send(prompt, cancel)
+    assert agent.pending_for(prompt).result() == {"stopReason": "cancelled"}
+
+
+def test_cancel_with_nothing_running_does_not_cancel_next_prompt_S12(launch):
+    """S12: a cancel with nothing running installs a fresh token; the next prompt ends normally."""
+    agent = launch()
+    [sid] = open_session(agent)
+    agent.cancel(sid)
+    assert agent.prompt(sid, "/sleep 0.05").result() == {"stopReason": "end_turn"}
+    # And after a real cancel, the next turn gets a fresh token too.
+    waiting = agent.prompt(sid, "/wait")
+    agent.wait_for(lambda: len(agent.received()) > 0)
+    agent.cancel(sid)
+    assert waiting.result() == {"stopReason": "cancelled"}
+    assert agent.prompt(sid, "/sleep 0.05").result() == {"stopReason": "end_turn"}
+
+
+def test_prompt_after_cancel_before_response_is_busy_then_runs_S8_S14(launch):
+    """S8/S14: a cancelled prompt keeps its reservation until it answers; one sent after the answer runs."""
+    agent = launch("--agent", "tests.agents:SlowToCancelAgent")
+    [sid] = open_session(agent)
+    first = agent.prompt(sid, "wind down for 0.5")
+    agent.wait_for(lambda: agent.updates(sid), what="the first prompt to start")
+    agent.cancel(sid)
+    second = agent.prompt(sid, "again")  # sent after the cancel, before the cancelled response
+    error = second.error()
+    assert error["code"] == -32000 and error["data"]["reason"] == "session_busy"
+    assert first.result() == {"stopReason": "cancelled"}
+    # Written the moment the cancelled response is read: admitted.
+    assert agent.prompt(sid, "after").result() == {"stopReason": "end_turn"}
+
+
+def test_second_prompt_on_busy_session_refused_at_once_S8(launch):
+    """S8: -32000 session_busy at once; the running prompt is unaffected and history never interleaves."""
+    agent = launch()
+    [sid] = open_session(agent)
+    running = agent.prompt(sid, "/wait")
+    busy = agent.prompt(sid, "intruder")
+    error = busy.error()
+    assert error["code"] == -32000 and error["data"]["reason"] == "session_busy"
+    assert "message" in error and "busy" in error["message"]
+    assert not running.done
+    agent.cancel(sid)
+    assert running.result() == {"stopReason": "cancelled"}
+    assert "intruder" not in "".join(chunk_texts(agent, sid))
+
+
+def test_thousand_chunks_in_order_before_response_S5(launch):
+    """S5: 1,000 indexed chunks arrive in order, all before the prompt's response, usage_update included."""
+    agent = launch()
+    [sid] = open_session(agent)
+    pending = agent.prompt(sid, "/stream 1000 64")
+    assert pending.result() == {"stopReason": "end_turn"}
+    inbound = [r for r in agent.records if r.direction == "in" and r.message]
+    response_index = next(i for i, r in enumerate(inbound) if r.message.get("id") == pending.id)
+    session_updates = [
+        (i, r.message["params"]["update"]) for i, r in enumerate(inbound)
+        if r.message.get("method") == "session/update" and r.message["params"]["sessionId"] == sid
+    ]
+    chunks = [u["content"]["text"] for _, u in session_updates if u["sessionUpdate"] == "agent_message_chunk"]
+    assert [c.split(":")[0] for c in chunks] == [str(i) for i in range(1000)]
+    assert all(len(c) == 64 for c in chunks)
+    assert all(i < response_index for i, _ in session_updates), "an update came after the prompt's response"
+    assert session_updates[-1][1]["sessionUpdate"] == "usage_update"
+
+
+def test_thirty_two_waiting_prompts_then_connection_busy_control_still_answered_S9_S10(launch):
+    """S9/S10: 32 waiting prompts fill the slots; a 33rd gets connection_busy; control is still answered."""
+    agent = launch()
+    sids = open_session(agent, 34)
+    waiting = [agent.prompt(sid, "/wait") for sid in sids[:32]]
+    refused = agent.prompt(sids[32], "one too many")
+    error = refused.error()
+    assert error["code"] == -32000 and error["data"]["reason"] == "connection_busy"
+    assert agent.call("session/set_mode", {"sessionId": sids[33], "modeId": "code"}) == {}
+    assert agent.call("session/set_mode", {"sessionId": sids[0], "modeId": "code"}) == {}
+    assert agent.new_session().startswith("sess_")
+    options = agent.call("session/set_config_option", {"sessionId": sids[1], "configId": "model", "value": "echo-careful"})
+    assert options["configOptions"][0]["currentValue"] == "echo-careful"
+    assert all(not p.done for p in waiting), "a waiting prompt ended early"
+    for sid in sids[:32]:
+        agent.cancel(sid)
+    assert [p.result()["stopReason"] for p in waiting] == ["cancelled"] * 32
+    # Slots are free again.
+    assert agent.prompt(sids[32], "now").result() == {"stopReason": "end_turn"}
+
+
+def test_cancel_answered_while_eight_prompts_stream_S10(launch):
+    """S10: behind eight streaming prompts a cancel and a set_mode are handled while the streams still run."""
+    agent = launch()
+    sids = open_session(agent, 10)
+    streams = [agent.prompt(sid, "/stream 20000 64") for sid in sids[:8]]
+    agent.wait_for(lambda: len(agent.updates(sids[0])) > 10, what="streams to start")
+    waiting = agent.prompt(sids[8], "/wait")
+    assert agent.call("session/set_mode", {"sessionId": sids[9], "modeId": "code"}) == {}
+    agent.cancel(sids[8])
+    assert waiting.result() == {"stopReason": "cancelled"}
+    assert sum(not s.done for s in streams) > 0, "all streams had finished: the test proved nothing"
+    for sid in sids[:8]:
+        agent.cancel(sid)
+    for stream in streams:
+        assert stream.result()["stopReason"] in ("cancelled", "end_turn")
+
+
+def test_cancel_answered_while_client_pauses_reading_S10(launch):
+    """S10, DESIGN §5: with stdout unread and a stream blocked on the backlog, a cancel still takes effect."""
+    agent = launch()
+    sid, other = open_session(agent, 2)
+    agent.pause_reading()
+    stream = agent.prompt(sid, "/stream 200000 256")
+    waiting = agent.prompt(other, "/wait")
+    gevent.sleep(0.5)  # let the agent fill the pipe and hit its high-water mark (not a timing assertion)
+    agent.cancel(other)
+    agent.cancel(sid)
+    agent.resume_reading()
+    assert waiting.result() == {"stopReason": "cancelled"}
+    assert stream.result() == {"stopReason": "cancelled"}
+    chunks = chunk_texts(agent, sid)
+    assert len(chunks) < 200000, "the stream was not held back by the backlog"
+
+
+def test_eof_with_prompts_running_cancels_them_and_exits_zero_S13(launch):
+    """S13: on stdin EOF running prompts answer `cancelled` and the process exits 0 within the grace."""
+    agent = launch("--shutdown-grace", "5")
+    sids = open_session(agent, 3)
+    prompts = [agent.prompt(sids[0], "/wait"), agent.prompt(sids[1], "/sleep 60"), agent.prompt(sids[2], "/stream 1000000 64")]
+    agent.wait_for(lambda: len(agent.updates(sids[2])) > 5, what="the stream to start")
+    agent.close_input()
+    assert agent.wait_exit(timeout=30) == 0
+    assert [p.result(timeout=5)["stopReason"] for p in prompts] == ["cancelled"] * 3
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_signal_takes_the_eof_path_S13(launch, signum):
+    """S13: SIGTERM and SIGINT stop admitting, cancel running prompts, answer them and exit 0."""
+    agent = launch()
+    [sid] = open_session(agent)
+    waiting = agent.prompt(sid, "/wait")
+    agent.wait_for(lambda: agent.updates(sid), what="the session's first update")
+    agent.signal(signum)
+    assert waiting.result() == {"stopReason": "cancelled"}
+    assert agent.wait_exit(timeout=30) == 0
+
+
+def test_idle_agent_exits_at_once_on_eof_S13(launch):
+    """S13: an idle agent exits right after EOF (well inside a generous bound)."""
+    agent = launch("--shutdown-grace", "30")
+    open_session(agent)
+    agent.close_input()
+    assert agent.wait_exit(timeout=10) == 0

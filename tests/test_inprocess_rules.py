@@ -1,0 +1,254 @@
+"""Rules proved in-process, through `Server.serve(read_fd, write_fd)` on os.pipe() descriptors."""
+
+from __future__ import annotations
+
+import time
+
+import gevent
+import pytest
+
+from acp_green import Agent, ExtensionCall, Turn, wire
+from acp_green.demo import DemoAgent
+from acp_green.rig.client import ClientPolicy, Record
+from acp_green.transport import OutputLimits
+from tests.agents import IgnoresCancelAgent, NeedsAuthAgent
+
+
+def start(inprocess, agent=None, policy=None, **options):
+    harness = inprocess(agent or DemoAgent(), policy, **options)
+    harness.client.initialize()
+    return harness
+
+
+def test_prompt_ignoring_cancel_is_killed_at_end_of_grace_and_finalized_S13_S14_S16(inprocess):
+    """S13/S14/S16: a prompt that ignores cancellation is killed at the end of the grace, still answers
+    `cancelled`, releases its reservation, and leaves exactly one usage record ("aborted")."""
+    harness = start(inprocess, IgnoresCancelAgent(), shutdown_grace=0.3)
+    client = harness.client
+    sid = client.new_session()
+    pending = client.prompt(sid, "go")
+    client.wait_for(lambda: client.updates(sid), what="the prompt to start")
+    assert harness.finish() == 0
+    assert pending.result(timeout=5) == {"stopReason": "cancelled"}
+    records = harness.server.store.usage(sid)
+    assert [r.stop_reason for r in records] == ["aborted"]
+    assert harness.server.protocol.prompts == {}
+
+
+def test_greenlet_killed_before_it_ever_ran_still_answers_and_releases_S14_S16(inprocess):
+    """S14/S16: a prompt greenlet killed before its first switch (its `finally` never runs) still
+    answers, frees its slot and session, and leaves one usage record."""
+    harness = start(inprocess)
+    client = harness.client
+    sid = client.new_session()
+    server = harness.server
+    endpoint = server.protocol.endpoint
+    # Admit directly, as the receive loop would, and kill before the hub ever switches to it.
+    request = client.make_request("session/prompt", client.prompt_params(sid, "/wait"), request_id=99)
+    client.records.append(Record(time.monotonic(), "out", b"", request))  # for the schema check
+    endpoint.handle(wire.Request(99, request["method"], request["params"]))
+    [greenlet] = endpoint.greenlets()
+    greenlet.kill(block=False)
+    client.wait_for(lambda: any(m.get("id") == 99 for m in client.received()), what="the killed prompt's response")
+    [response] = [m for m in client.received() if m.get("id") == 99]
+    assert response["result"] == {"stopReason": "cancelled"}
+    session = server.sessions.get(sid)
+    assert not session.busy and endpoint.active == 0
+    assert [r.stop_reason for r in server.store.usage(sid)] == ["aborted"]
+    # The session and the slot take the next prompt at once.
+    assert client.prompt(sid, "next").result() == {"stopReason": "end_turn"}
+
+
+def test_exactly_one_usage_record_per_admitted_prompt_S16(inprocess):
+    """S16: end, cancel and exception each leave one record; a refused prompt leaves none."""
+    harness = start(inprocess)
+    client = harness.client
+    sid = client.new_session()
+    assert client.prompt(sid, "hello").result() == {"stopReason": "end_turn"}
+    waiting = client.prompt(sid, "/wait")
+    refused = client.prompt(sid, "busy")
+    assert refused.error()["data"]["reason"] == "session_busy"
+    client.cancel(sid)
+    assert waiting.result() == {"stopReason": "cancelled"}
+    assert client.prompt(sid, "/fail").error()["code"] == -32603
+    records = harness.server.store.usage(sid)
+    assert [r.stop_reason for r in records] == ["end_turn", "cancelled", "error"]
+    assert records[0].input_bytes == 5 and records[0].output_bytes == 5
+
+
+def test_exception_in_agent_answers_internal_error_and_session_goes_on_S14(inprocess):
+    """S14: an exception answers -32603 with a one-line message; the session takes the next prompt."""
+    harness = start(inprocess)
+    client = harness.client
+    sid = client.new_session()
+    error = client.prompt(sid, "/fail").error()
+    assert error["code"] == -32603 and "\n" not in error["message"] and "demo failure" in error["message"]
+    assert client.prompt(sid, "again").result() == {"stopReason": "end_turn"}
+
+
+class SnapshotAgent(Agent):
+    """Reports the connection snapshot it was admitted with, after a pause."""
+
+    def prompt(self, turn: Turn) -> str:
+        return "end_turn"
+
+    def extension_methods(self):
+        return {"_test/snapshot": self.snapshot}
+
+    def snapshot(self, call: ExtensionCall):
+        before = dict(call.snapshot.client_info)
+        gevent.sleep(0.2)
+        with pytest.raises(TypeError):
+            call.snapshot.client_capabilities["fs"] = {}  # read-only
+        return {"before": before, "after": dict(call.snapshot.client_info)}
+
+
+def test_background_request_sees_snapshot_from_admission_S3(inprocess):
+    """S3: a re-initialize while a background request runs does not change its snapshot."""
+    harness = inprocess(SnapshotAgent())
+    client = harness.client
+    client.call("initialize", {"protocolVersion": 1, "clientInfo": {"name": "first", "version": "1"}})
+    pending = client.request("_test/snapshot", {})
+    client.call("initialize", {"protocolVersion": 1, "clientInfo": {"name": "second", "version": "2"}})
+    result = pending.result()
+    assert result["before"]["name"] == "first" and result["after"]["name"] == "first"
+    assert harness.server.context.snapshot.client_info["name"] == "second"
+
+
+def test_idle_sessions_evicted_busy_ones_kept_and_revived_without_replay_S15(inprocess):
+    """S15: idle sessions leave memory; a session with an active prompt never does; a request naming
+    an evicted session brings it back transparently, without replay."""
+    harness = start(inprocess, idle_timeout=0.2)
+    client = harness.client
+    idle, busy = client.new_session(), client.new_session()
+    assert client.prompt(idle, "remember me").result() == {"stopReason": "end_turn"}
+    waiting = client.prompt(busy, "/wait")
+    sessions = harness.server.sessions
+    client.wait_for(lambda: not sessions.is_live(idle), timeout=10, what="the idle session to be evicted")
+    gevent.sleep(0.5)
+    assert sessions.is_live(busy), "a session with an active prompt was evicted"
+    before = len(client.updates(idle))
+    assert client.call("session/set_mode", {"sessionId": idle, "modeId": "code"}) == {}
+    assert sessions.is_live(idle)
+    assert len(client.updates(idle)) == before, "reviving replayed history"
+    assert client.prompt(idle, "back").result() == {"stopReason": "end_turn"}
+    client.cancel(busy)
+    assert waiting.result() == {"stopReason": "cancelled"}
+
+
+def test_client_requests_permission_read_and_write(inprocess):
+    """The agent asks the client (permission, fs) while the receive loop keeps running (S1)."""
+    policy = ClientPolicy(files={"/tmp/x.txt": "file body"})
+    harness = start(inprocess, policy=policy)
+    client = harness.client
+    sid = client.new_session()
+    assert client.prompt(sid, "/read /tmp/x.txt").result() == {"stopReason": "end_turn"}
+    done = [u for u in client.updates(sid) if u.get("status") == "completed"]
+    assert done[0]["content"][0]["content"]["text"] == "file body"
+    assert client.prompt(sid, "/write /tmp/y.txt new text").result() == {"stopReason": "end_turn"}
+    assert policy.written == {"/tmp/y.txt": "new text"}
+    methods = [r["method"] for r in client.agent_requests]
+    assert methods == ["fs/read_text_file", "session/request_permission", "fs/write_text_file"]
+
+
+def test_no_fs_calls_unless_advertised(inprocess):
+    """The agent never calls fs/* when the client did not advertise it; the tool call fails clearly."""
+    harness = inprocess(DemoAgent(), ClientPolicy(capabilities={}))
+    client = harness.client
+    client.initialize(capabilities={})
+    sid = client.new_session()
+    assert client.prompt(sid, "/read /etc/hostname").result() == {"stopReason": "end_turn"}
+    failed = [u for u in client.updates(sid) if u.get("status") == "failed"]
+    assert "readTextFile" in failed[0]["content"][0]["content"]["text"]
+    assert client.agent_requests == []
+
+
+def test_cancel_releases_outstanding_client_request_at_once_S12(inprocess):
+    """A cancelled turn stops waiting for the client at once and tells it with $/cancel_request."""
+    policy = ClientPolicy(permission="hold")
+    harness = start(inprocess, policy=policy)
+    client = harness.client
+    sid = client.new_session()
+    pending = client.prompt(sid, "/write /tmp/z.txt text")
+    client.wait_for(lambda: policy_holds(client), what="the permission request")
+    [request_id] = list(client.hold)
+    client.cancel(sid)
+    assert pending.result() == {"stopReason": "cancelled"}
+    cancels = [m for m in client.received() if m.get("method") == "$/cancel_request"]
+    assert cancels and cancels[0]["params"]["requestId"] == request_id
+    # A late answer from the client is ignored, and the session goes on.
+    client.respond(request_id, {"outcome": {"outcome": "cancelled"}})
+    assert client.prompt(sid, "/sleep 0.01").result() == {"stopReason": "end_turn"}
+
+
+def policy_holds(client) -> bool:
+    return bool(client.hold)
+
+
+def test_cancel_request_for_prompt_and_extension(inprocess):
+    """$/cancel_request: a prompt ends `cancelled`, an extension request gets -32800, unknown ids are ignored."""
+    harness = start(inprocess)
+    client = harness.client
+    sid = client.new_session()
+    prompt = client.prompt(sid, "/wait")
+    client.notify("$/cancel_request", {"requestId": prompt.id})
+    assert prompt.result() == {"stopReason": "cancelled"}
+    ext = client.request("_acp_green/sleep", {"seconds": 30})
+    client.notify("$/cancel_request", {"requestId": ext.id})
+    assert ext.error()["code"] == -32800
+    client.notify("$/cancel_request", {"requestId": 123456})
+    marker = client.request("session/set_mode", {"sessionId": sid, "modeId": "code"})
+    assert marker.result() == {}
+    assert all(m.get("id") != 123456 for m in client.received())
+    # The session's next prompt is not cancelled by the earlier $/cancel_request (S12).
+    assert client.prompt(sid, "/sleep 0.01").result() == {"stopReason": "end_turn"}
+
+
+def test_authentication_required_until_authenticated(inprocess):
+    """An agent that advertises auth methods answers session/new with -32000 auth_required until it succeeds."""
+    harness = start(inprocess, NeedsAuthAgent())
+    client = harness.client
+    error = client.request("session/new", {"cwd": "/tmp", "mcpServers": []}).error()
+    assert error["code"] == -32000 and error["data"]["reason"] == "auth_required"
+    assert client.request("authenticate", {"methodId": "nope"}).error()["code"] == -32602
+    assert client.call("authenticate", {"methodId": "token"}) == {}
+    sid = client.new_session()
+    assert client.prompt(sid, "hi").result() == {"stopReason": "end_turn"}
+
+
+def test_output_backlog_over_hard_limit_refuses_background_work(inprocess):
+    """DESIGN §5: while the client does not read and the backlog is over the hard limit, new
+    background requests get -32000 output_backlog; control is still answered once it reads."""
+    limits = OutputLimits(high_water=16 << 10, low_water=4 << 10, hard_limit=128 << 10, flush_timeout=2)
+    harness = start(inprocess, output=limits)
+    client = harness.client
+    sid = client.new_session()
+    client.pause_reading()
+    floods = [client.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "echo-careful"}) for _ in range(1500)]
+    refused = client.prompt(sid, "hello")
+    client.resume_reading()
+    error = refused.error()
+    assert error["code"] == -32000 and error["data"]["reason"] == "output_backlog"
+    assert all(f.result()["configOptions"] for f in floods)
+    assert client.prompt(sid, "hello").result() == {"stopReason": "end_turn"}
+
+
+def test_updates_after_response_are_refused_S5(inprocess):
+    """S5: after a prompt's response nothing more is sent for the session: a late update is refused."""
+    captured = {}
+
+    class LeakyAgent(Agent):
+        def prompt(self, turn: Turn) -> str:
+            captured["turn"] = turn
+            turn.say("in turn")
+            return "end_turn"
+
+    harness = start(inprocess, LeakyAgent())
+    client = harness.client
+    sid = client.new_session()
+    assert client.prompt(sid, "x").result() == {"stopReason": "end_turn"}
+    with pytest.raises(RuntimeError):
+        captured["turn"].say("too late")
+    marker = client.request("session/set_mode", {"sessionId": sid, "modeId": "x"})
+    marker.response()
+    assert [u["content"]["text"] for u in client.updates(sid)] == ["in turn"]

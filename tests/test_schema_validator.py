@@ -1,0 +1,386 @@
+"""Tests of the ACP schema validator in acp_green.rig.schema (DESIGN §7)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from acp_green.rig.schema import AcpSchema, SchemaViolation, StreamChecker, default_schema, message_kind
+
+SESSION = "sess-1"
+
+
+def request(rid: Any, method: str, params: Any = None) -> dict[str, Any]:
+    """Build a JSON-RPC request."""
+    msg: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def notification(method: str, params: Any) -> dict[str, Any]:
+    """Build a JSON-RPC notification."""
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def result(rid: Any, value: Any) -> dict[str, Any]:
+    """Build a JSON-RPC success response."""
+    return {"jsonrpc": "2.0", "id": rid, "result": value}
+
+
+def chunk(text: str) -> dict[str, Any]:
+    """A session/update notification carrying one agent_message_chunk."""
+    return notification(
+        "session/update",
+        {"sessionId": SESSION, "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}},
+    )
+
+
+INITIALIZE_REQUEST = request(
+    0,
+    "initialize",
+    {
+        "protocolVersion": 1,
+        "clientCapabilities": {"fs": {"readTextFile": True, "writeTextFile": False}, "terminal": False},
+        "clientInfo": {"name": "test-client", "version": "0.0.1"},
+    },
+)
+INITIALIZE_RESULT = {
+    "protocolVersion": 1,
+    "agentCapabilities": {
+        "loadSession": False,
+        "promptCapabilities": {"image": False, "audio": False, "embeddedContext": True},
+        "mcpCapabilities": {"http": False, "sse": False, "acp": True},
+    },
+    "authMethods": [],
+    "agentInfo": {"name": "acp-green-demo", "version": "0.1.0"},
+}
+NEW_SESSION_RESULT = {
+    "sessionId": SESSION,
+    "modes": {
+        "currentModeId": "ask",
+        "availableModes": [
+            {"id": "ask", "name": "Ask", "description": "Asks before acting"},
+            {"id": "code", "name": "Code"},
+        ],
+    },
+    "configOptions": [
+        {
+            "type": "select",
+            "id": "model",
+            "name": "Model",
+            "currentValue": "fast",
+            "options": [{"value": "fast", "name": "Fast"}, {"value": "smart", "name": "Smart"}],
+        }
+    ],
+}
+
+
+@pytest.fixture(scope="module")
+def schema() -> AcpSchema:
+    """The shared schema instance."""
+    return default_schema()
+
+
+def joined(problems: list[str]) -> str:
+    """All problems as one string, for substring assertions."""
+    return "\n".join(problems)
+
+
+# --- valid messages pass -------------------------------------------------------------------
+
+
+def test_default_schema_is_cached() -> None:
+    """default_schema() loads the schemas once and returns the same instance."""
+    assert default_schema() is default_schema()
+
+
+def test_initialize_request_and_response_are_valid(schema: AcpSchema) -> None:
+    """An initialize request and its response validate against InitializeRequest/InitializeResponse."""
+    assert schema.problems(INITIALIZE_REQUEST) == []
+    assert schema.problems(result(0, INITIALIZE_RESULT), request_method="initialize") == []
+
+
+def test_session_new_response_with_modes_and_config_options_is_valid(schema: AcpSchema) -> None:
+    """A session/new response carrying modes and configOptions is valid."""
+    assert schema.problems(result(1, NEW_SESSION_RESULT), request_method="session/new") == []
+
+
+def test_agent_message_chunk_update_is_valid(schema: AcpSchema) -> None:
+    """A session/update agent_message_chunk notification validates against SessionNotification."""
+    assert schema.problems(chunk("hello")) == []
+
+
+def test_prompt_response_with_stop_reason_is_valid(schema: AcpSchema) -> None:
+    """A session/prompt response with each stop reason is valid."""
+    for reason in ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"):
+        assert schema.problems(result(2, {"stopReason": reason}), request_method="session/prompt") == []
+
+
+def test_error_response_is_valid(schema: AcpSchema) -> None:
+    """An error response with integer code, string message and data is valid."""
+    err = {"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "Invalid params", "data": {"x": 1}}}
+    assert schema.problems(err, request_method="session/prompt") == []
+    parse_error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+    assert schema.problems(parse_error) == []
+
+
+def test_cancel_notifications_are_valid(schema: AcpSchema) -> None:
+    """session/cancel and $/cancel_request validate as CancelNotification / CancelRequestNotification."""
+    assert schema.problems(notification("session/cancel", {"sessionId": SESSION})) == []
+    assert schema.problems(notification("$/cancel_request", {"requestId": 5})) == []
+    assert schema.type_name("session/cancel", "Notification") == "CancelNotification"
+    assert schema.type_name("$/cancel_request", "Notification") == "CancelRequestNotification"
+
+
+def test_mcp_connect_request_from_agent_is_valid() -> None:
+    """An agent's mcp/connect request (unstable schema, handled by the client) and its response pass."""
+    agent = StreamChecker("agent")
+    client = StreamChecker("client")
+    connect = request(10, "mcp/connect", {"serverId": "550e8400-e29b-41d4-a716-446655440000"})
+    assert agent.observe(connect, from_sender=True) == []
+    assert client.observe(connect, from_sender=False) == []
+    assert client.observe(result(10, {"connectionId": "conn-1"}), from_sender=True) == []
+
+
+def test_mcp_message_as_request_and_notification_is_valid() -> None:
+    """mcp/message passes as a request and as a notification, from either side, with any result."""
+    for sender in ("agent", "client"):
+        checker = StreamChecker(sender)
+        params = {"connectionId": "conn-1", "method": "tools/list", "params": {}}
+        assert checker.observe(request(20, "mcp/message", params), from_sender=True) == []
+        note = {"connectionId": "conn-1", "method": "notifications/initialized"}
+        assert checker.observe(notification("mcp/message", note), from_sender=True) == []
+        checker.observe(request(21, "mcp/message", params), from_sender=False)
+        assert checker.observe(result(21, {"tools": []}), from_sender=True) == []
+    schema = default_schema()
+    assert schema.type_name("mcp/message", "Request") == "MessageMcpRequest"
+    assert schema.type_name("mcp/message", "Notification") == "MessageMcpNotification"
+    assert schema.type_name("mcp/message", "Response") == "MessageMcpResponse"
+    assert schema.side("mcp/message") == "both"
+
+
+def test_extension_methods_pass_and_unknown_methods_are_reported(schema: AcpSchema) -> None:
+    """Methods starting with `_` get an envelope check only; other unknown methods are reported."""
+    assert schema.problems(request(30, "_acme/ping", {"anything": [1, 2]})) == []
+    assert schema.problems(notification("_acme/event", None)) == []
+    assert "unknown method 'acme/ping'" in joined(schema.problems(request(31, "acme/ping", {})))
+
+
+def test_stream_checker_follows_a_whole_turn() -> None:
+    """A full client/agent exchange seen from the agent's side raises no problem."""
+    agent = StreamChecker("agent")
+    assert agent.observe(INITIALIZE_REQUEST, from_sender=False) == []
+    assert agent.observe(result(0, INITIALIZE_RESULT), from_sender=True) == []
+    agent.observe(request(1, "session/new", {"cwd": "/tmp", "mcpServers": []}), from_sender=False)
+    assert agent.observe(result(1, NEW_SESSION_RESULT), from_sender=True) == []
+    agent.observe(request("p-1", "session/prompt", {"sessionId": SESSION, "prompt": [{"type": "text", "text": "hi"}]}), from_sender=False)
+    assert agent.observe(chunk("he"), from_sender=True) == []
+    assert agent.observe(chunk("llo"), from_sender=True) == []
+    assert agent.observe(result("p-1", {"stopReason": "end_turn"}), from_sender=True) == []
+    assert agent.pending_peer_requests == {}
+
+
+# --- malformed messages are rejected, naming what is wrong ---------------------------------
+
+
+def test_update_without_session_update_is_rejected(schema: AcpSchema) -> None:
+    """Proves DESIGN §7: the validator rejects a malformed message (an update lacking `sessionUpdate`)."""
+    bad = chunk("hello")
+    del bad["params"]["update"]["sessionUpdate"]
+    problems = schema.problems(bad)
+    assert problems, "a session/update without sessionUpdate must be rejected"
+    assert "sessionUpdate" in joined(problems)
+    assert "params.update" in joined(problems)
+
+
+def test_prompt_response_with_unknown_stop_reason_is_rejected(schema: AcpSchema) -> None:
+    """A session/prompt result with stopReason "done" is rejected and the problem names stopReason."""
+    problems = schema.problems(result(2, {"stopReason": "done"}), request_method="session/prompt")
+    assert problems
+    assert "result.stopReason" in joined(problems)
+    assert '"done"' in joined(problems)
+    assert "PromptResponse" in joined(problems)
+
+
+def test_initialize_response_with_string_protocol_version_is_rejected(schema: AcpSchema) -> None:
+    """An initialize result whose protocolVersion is a string is rejected."""
+    bad = dict(INITIALIZE_RESULT, protocolVersion="1")
+    problems = schema.problems(result(0, bad), request_method="initialize")
+    assert problems
+    assert "result.protocolVersion" in joined(problems)
+    assert "integer" in joined(problems)
+
+
+def test_id_true_is_rejected(schema: AcpSchema) -> None:
+    """A boolean id is not a JSON-RPC id, in a request and in a response."""
+    problems = schema.problems(request(True, "session/new", {"cwd": "/", "mcpServers": []}))
+    assert "id must be an integer, a string or null" in joined(problems)
+    assert "id must be" in joined(schema.problems(result(True, {"stopReason": "end_turn"})))
+    checker = StreamChecker("agent")
+    checker.observe(request(1, "session/prompt", {"sessionId": SESSION, "prompt": []}), from_sender=False)
+    assert "id must be" in joined(checker.observe(result(True, {"stopReason": "end_turn"}), from_sender=True))
+
+
+def test_response_with_result_and_error_is_rejected(schema: AcpSchema) -> None:
+    """A response must carry exactly one of result and error."""
+    both = {"jsonrpc": "2.0", "id": 4, "result": {}, "error": {"code": -32603, "message": "x"}}
+    assert "both result and error" in joined(schema.problems(both))
+    neither = {"jsonrpc": "2.0", "id": 4}
+    assert "neither result nor error" in joined(schema.problems(neither))
+
+
+def test_malformed_error_object_is_rejected(schema: AcpSchema) -> None:
+    """An error object needs an integer (non-bool) code and a string message."""
+    bad = {"jsonrpc": "2.0", "id": 5, "error": {"code": "-32603", "message": 7}}
+    text = joined(schema.problems(bad))
+    assert "error.code must be an integer" in text
+    assert "error.message must be a string" in text
+    assert "error.code" in joined(schema.problems({"jsonrpc": "2.0", "id": 5, "error": {"code": True, "message": "x"}}))
+    assert "error must be an object" in joined(schema.problems({"jsonrpc": "2.0", "id": 5, "error": "boom"}))
+
+
+def test_envelope_problems_are_rejected(schema: AcpSchema) -> None:
+    """Wrong jsonrpc version, non-string method and unclassifiable objects are rejected."""
+    assert "jsonrpc" in joined(schema.problems({"jsonrpc": "1.0", "method": "session/cancel", "params": {"sessionId": "s"}}))
+    assert "method must be a string" in joined(schema.problems({"jsonrpc": "2.0", "id": 1, "method": 5}))
+    assert "neither a request" in joined(schema.problems({"jsonrpc": "2.0"}))
+    assert "id must be" in joined(schema.problems(request(1.5, "session/cancel")))
+
+
+def test_request_params_are_checked_against_the_request_type(schema: AcpSchema) -> None:
+    """A request's params are validated against the $defs type of its method."""
+    problems = schema.problems(request(6, "session/prompt", {"sessionId": SESSION}))
+    assert "PromptRequest" in joined(problems) and "'prompt' is a required property" in joined(problems)
+    assert "params is missing" in joined(schema.problems(request(6, "session/prompt")))
+
+
+def test_notification_method_sent_as_request_is_rejected(schema: AcpSchema) -> None:
+    """session/cancel is a notification; sent with an id it is rejected (and vice versa for session/prompt)."""
+    assert "no request type" in joined(schema.problems(request(7, "session/cancel", {"sessionId": SESSION})))
+    assert "no notification type" in joined(schema.problems(notification("session/prompt", {"sessionId": SESSION, "prompt": []})))
+
+
+def test_unstable_methods_use_the_unstable_schema(schema: AcpSchema) -> None:
+    """mcp/connect is validated against schema.unstable.json and its required serverId is enforced."""
+    problems = schema.problems(request(8, "mcp/connect", {"acpId": "old-name"}))
+    assert "ConnectMcpRequest, unstable schema" in joined(problems)
+    assert "'serverId' is a required property" in joined(problems)
+    bad = notification("mcp/message", {"connectionId": "conn-1"})
+    assert "MessageMcpNotification" in joined(schema.problems(bad))
+    assert "'method' is a required property" in joined(schema.problems(bad))
+
+
+def test_check_raises_schema_violation(schema: AcpSchema) -> None:
+    """check() raises SchemaViolation carrying the message and its problems."""
+    bad = result(2, {"stopReason": "done"})
+    with pytest.raises(SchemaViolation) as info:
+        schema.check(bad, request_method="session/prompt")
+    assert info.value.message_obj is bad
+    assert info.value.problems and "stopReason" in str(info.value)
+    schema.check(result(2, {"stopReason": "end_turn"}), request_method="session/prompt")
+
+
+def test_stream_checker_rejects_response_to_unknown_id() -> None:
+    """An agent response to an id the client never sent is reported."""
+    agent = StreamChecker("agent")
+    problems = agent.observe(result(99, {"stopReason": "end_turn"}), from_sender=True)
+    assert "response to unknown id 99" in joined(problems)
+
+
+def test_stream_checker_keeps_int_and_string_ids_apart() -> None:
+    """A request with id 1 is not answered by a response with id "1", and each id is answered once."""
+    agent = StreamChecker("agent")
+    agent.observe(request(1, "session/prompt", {"sessionId": SESSION, "prompt": []}), from_sender=False)
+    assert "response to unknown id \"1\"" in joined(agent.observe(result("1", {"stopReason": "end_turn"}), from_sender=True))
+    assert agent.observe(result(1, {"stopReason": "end_turn"}), from_sender=True) == []
+    again = agent.observe(result(1, {"stopReason": "end_turn"}), from_sender=True)
+    assert "response to unknown id 1" in joined(again) and "already answered" in joined(again)
+
+
+def test_stream_checker_validates_result_by_the_answered_method() -> None:
+    """The result of a response is validated against the Response type of the request it answers."""
+    agent = StreamChecker("agent")
+    agent.observe(request(3, "session/new", {"cwd": "/", "mcpServers": []}), from_sender=False)
+    problems = agent.observe(result(3, {"stopReason": "end_turn"}), from_sender=True)
+    assert "NewSessionResponse" in joined(problems) and "'sessionId' is a required property" in joined(problems)
+
+
+def test_stream_checker_rejects_wrong_direction() -> None:
+    """An agent must not send methods the agent handles, nor a client those the client handles."""
+    agent = StreamChecker("agent")
+    problems = agent.observe(request(1, "session/prompt", {"sessionId": SESSION, "prompt": []}), from_sender=True)
+    assert "wrong direction: session/prompt is handled by the agent" in joined(problems)
+    client = StreamChecker("client")
+    assert "wrong direction" in joined(client.observe(chunk("x"), from_sender=True))
+    assert "wrong direction" in joined(client.observe(request(2, "mcp/connect", {"serverId": "s"}), from_sender=True))
+    assert agent.observe(notification("$/cancel_request", {"requestId": 1}), from_sender=True) == []
+    assert client.observe(notification("$/cancel_request", {"requestId": 1}), from_sender=True) == []
+
+
+def test_stream_checker_ignores_peer_problems_and_flags_reused_ids() -> None:
+    """Peer messages yield no problems; the sender reusing a pending request id is reported."""
+    agent = StreamChecker("agent")
+    assert agent.observe({"jsonrpc": "1.0", "id": True}, from_sender=False) == []
+    perm = {
+        "sessionId": SESSION,
+        "toolCall": {"toolCallId": "t1"},
+        "options": [{"optionId": "ok", "name": "Allow", "kind": "allow_once"}],
+    }
+    assert agent.observe(request(0, "session/request_permission", perm), from_sender=True) == []
+    assert "reused" in joined(agent.observe(request(0, "session/request_permission", perm), from_sender=True))
+    agent.observe(result(0, {"outcome": {"outcome": "selected", "optionId": "ok"}}), from_sender=False)
+    assert agent.observe(request(0, "session/request_permission", perm), from_sender=True) == []
+
+
+def test_stream_checker_requires_a_known_sender() -> None:
+    """sender must be "agent" or "client"."""
+    with pytest.raises(ValueError):
+        StreamChecker("server")
+
+
+def test_message_kind() -> None:
+    """message_kind classifies requests, notifications and responses."""
+    assert message_kind(request(1, "x")) == "request"
+    assert message_kind(notification("x", {})) == "notification"
+    assert message_kind(result(1, None)) == "response"
+    assert message_kind({"jsonrpc": "2.0"}) is None
+
+
+def test_bad_content_inside_a_known_update_kind_is_rejected(schema: AcpSchema) -> None:
+    """A chunk whose discriminator is right but whose content is wrong is still rejected."""
+    bad = chunk("x")
+    del bad["params"]["update"]["content"]["text"]
+    assert "at params.update.content: 'text' is a required property" in joined(schema.problems(bad))
+    wrong_type = chunk("x")
+    wrong_type["params"]["update"]["content"]["type"] = "txt"
+    assert "params.update.content.type" in joined(schema.problems(wrong_type))
+
+
+def test_verdicts_match_plain_jsonschema(schema: AcpSchema) -> None:
+    """The validator's speed-ups give the same valid/invalid verdicts as a plain Draft 2020-12 validator."""
+    import json
+    from importlib.resources import files
+
+    from jsonschema import Draft202012Validator
+    from referencing import Registry
+    from referencing.jsonschema import DRAFT202012
+
+    root = json.loads((files("acp_green") / "schema" / "schema.json").read_text(encoding="utf-8"))
+    registry = Registry().with_resource("urn:plain", DRAFT202012.create_resource(root))
+    plain = Draft202012Validator({"$ref": "urn:plain#/$defs/SessionNotification"}, registry=registry)
+    tool_call = {"sessionUpdate": "tool_call", "toolCallId": "t", "title": "Read", "content": [{"type": "diff"}]}
+    samples = [
+        chunk("ok")["params"],
+        {"sessionId": SESSION, "update": {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text"}}},
+        {"sessionId": SESSION, "update": {"sessionUpdate": "plan", "entries": []}},
+        {"sessionId": SESSION, "update": {"sessionUpdate": "plan", "entries": "no"}},
+        {"sessionId": SESSION, "update": tool_call},
+        {"sessionId": SESSION, "update": dict(tool_call, content=[{"type": "diff", "path": "/a", "newText": "b"}])},
+        {"sessionId": SESSION, "update": {"sessionUpdate": "nope"}},
+        {"sessionId": SESSION, "update": {"content": {"type": "text", "text": "x"}}},
+    ]
+    for params in samples:
+        ours = schema.problems(notification("session/update", params))
+        assert (ours == []) == plain.is_valid(params), (params, ours)

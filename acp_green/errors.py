@@ -74,7 +74,7 @@ class SessionBusy(RpcError):
 
     def __init__(self, session_id: str) -> None:
         super().__init__(
-            f"Session {session_id} is already running a prompt; wait for its response",
+            f"Session busy: {session_id} is already running a prompt; wait for its response",
             data={"sessionId": session_id},
         )
 
@@ -85,7 +85,7 @@ class ConnectionBusy(RpcError):
 
     def __init__(self, limit: int) -> None:
         super().__init__(
-            f"Connection is at its limit of {limit} concurrent background requests",
+            f"Connection busy: {limit} background requests are already running; retry when one finishes",
             data={"limit": limit},
         )
 
@@ -96,7 +96,7 @@ class OutputBacklog(RpcError):
 
     def __init__(self, queued_bytes: int) -> None:
         super().__init__(
-            "Output backlog is over its hard limit; the client is not reading",
+            "Output backlog: the client is not reading the agent's output; retry after reading",
             data={"queuedBytes": queued_bytes},
         )
 

@@ -1,0 +1,67 @@
+"""What the process does around the protocol: stdout hygiene, patching, options, exit."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from click.testing import CliRunner
+
+from acp_green.cli import cli
+
+
+def test_only_jsonrpc_reaches_stdout_from_a_noisy_agent(launch):
+    """Prints, sys.stdout writes, logs and a child inheriting stdio all land on stderr, never the wire."""
+    agent = launch("--agent", "tests.agents:NoisyAgent", "--log-level", "debug")
+    agent.initialize()
+    sid = agent.new_session()
+    assert agent.prompt(sid, "make noise").result() == {"stopReason": "end_turn"}
+    agent.close_input()
+    assert agent.wait_exit() == 0
+    agent.close()
+    inbound = [r for r in agent.records if r.direction == "in"]
+    assert inbound and all(r.message is not None and r.message.get("jsonrpc") == "2.0" for r in inbound)
+    stderr = bytes(agent.stderr).decode()
+    assert "stray print from agent code" in stderr
+    assert "stray write to sys.stdout" in stderr
+    assert "child writing to inherited stdout" in stderr
+    assert "a log line" in stderr
+
+
+def test_no_monkey_patching_unless_asked(launch):
+    """The package never patches by itself; --monkey-patch patches before anything else is imported."""
+    plain = launch("--agent", "tests.agents:PatchReportAgent")
+    plain.initialize()
+    sid = plain.new_session()
+    plain.prompt(sid, "?").result()
+    patched = launch("--agent", "tests.agents:PatchReportAgent", "--monkey-patch")
+    patched.initialize()
+    sid2 = patched.new_session()
+    patched.prompt(sid2, "?").result()
+    assert plain.updates(sid)[0]["content"]["text"] == "socket patched: False"
+    assert patched.updates(sid2)[0]["content"]["text"] == "socket patched: True"
+
+
+def test_importing_the_package_imports_no_gevent():
+    """`import acp_green` stays cheap, so --monkey-patch can still come first."""
+    code = "import sys, acp_green; print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('gevent', 'threading', 'socket'))))"
+    out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, check=True, text=True)
+    assert not any(m.startswith("gevent") or m == "socket" for m in json.loads(out.stdout))
+
+
+def test_serve_help_documents_every_option():
+    """Every serve option of DESIGN §4 that exists is documented in --help."""
+    result = CliRunner().invoke(cli, ["serve", "--help"])
+    assert result.exit_code == 0
+    for option in ("--agent", "--max-background", "--shutdown-grace", "--idle-timeout", "--max-line-bytes",
+                   "--state-dir", "--ephemeral", "--monkey-patch", "--log-level"):
+        assert option in result.output
+
+
+def test_bad_agent_spec_is_a_clear_usage_error():
+    """A wrong --agent fails before serving, naming the problem."""
+    result = CliRunner().invoke(cli, ["serve", "--agent", "no_such_module_xyz:Agent"])
+    assert result.exit_code == 2 and "cannot import" in result.output
+    result = CliRunner().invoke(cli, ["serve", "--agent", "json"])
+    assert result.exit_code == 2 and "MODULE:ATTR" in result.output

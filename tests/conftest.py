@@ -154,4 +154,15 @@ def inprocess() -> Iterator[Callable[..., InProcess]]:
         if not harness.greenlet.dead:
             harness.finish()
         problems.extend(schema_problems(harness.client))
+        problems.extend(f"greenlet left behind: {g}" for g in leftover_greenlets(harness.server))
     assert not problems, problems
+
+
+def leftover_greenlets(server: Server) -> list[Any]:
+    """Greenlets of this server still alive after it returned (none may be)."""
+    import gc
+
+    endpoint = server.protocol.endpoint if server.protocol else None
+    alive = [g for g in (endpoint.greenlets() if endpoint else [])]
+    alive += [g for g in gc.get_objects() if isinstance(g, Greenlet) and not g.dead and getattr(g, "name", "").startswith("acp-")]
+    return [g for g in alive if not g.dead]

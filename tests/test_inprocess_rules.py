@@ -252,3 +252,23 @@ def test_updates_after_response_are_refused_S5(inprocess):
     marker = client.request("session/set_mode", {"sessionId": sid, "modeId": "x"})
     marker.response()
     assert [u["content"]["text"] for u in client.updates(sid)] == ["in turn"]
+
+
+def test_cancel_handled_before_the_prompt_greenlet_first_runs_S11(inprocess):
+    """S11: the token is bound at admission, so a cancel handled before the prompt's greenlet has run
+    even once still cancels that prompt (and not the next one, S12)."""
+    harness = start(inprocess)
+    client = harness.client
+    sid = client.new_session()
+    endpoint = harness.server.protocol.endpoint
+    request = client.make_request("session/prompt", client.prompt_params(sid, "/wait"), request_id=77)
+    client.records.append(Record(time.monotonic(), "out", b"", request))  # for the schema check
+    # Both handled back to back by the receive loop, with no switch in between.
+    endpoint.handle(wire.Request(77, request["method"], request["params"]))
+    [greenlet] = endpoint.greenlets()
+    endpoint.handle(wire.Notification("session/cancel", {"sessionId": sid}))
+    assert not greenlet.dead and greenlet.loop is not None
+    client.wait_for(lambda: any(m.get("id") == 77 for m in client.received()), what="the prompt's response")
+    [response] = [m for m in client.received() if m.get("id") == 77]
+    assert response["result"] == {"stopReason": "cancelled"}
+    assert client.prompt(sid, "/sleep 0.01").result() == {"stopReason": "end_turn"}

@@ -327,18 +327,15 @@ class AcpAgentProtocol:
             raise SessionBusy(session_id)
         endpoint = self.endpoint
         outbound = endpoint.outbound
-        job: PromptJob  # bound below; the turn needs the token first
         token = session.token
         turn = Turn(
             session=session,
             prompt=prompt,
             token=token,
             snapshot=self.context.snapshot,
-            send=outbound.put,
-            encode_update=encode_update,
+            channel=outbound,
+            encoder=SessionUpdateEncoder(session_id),
             call_client=endpoint.client.call,
-            wait_writable=lambda t: outbound.wait_below_high_water(t.event),
-            over_high_water=lambda: outbound.over_high_water,
         )
         job = PromptJob(self, session, request_id, turn)
         session.reserve(job)
@@ -387,6 +384,27 @@ class AcpAgentProtocol:
 
 def encode_update(session_id: str, update: dict[str, Any]) -> bytes:
     return wire.encode_notification("session/update", {"sessionId": session_id, "update": update})
+
+
+class SessionUpdateEncoder:
+    """Encodes one session's updates; the envelope and sessionId are encoded once.
+
+    `text_chunk` is the streaming hot path: only the text is encoded per chunk, and the bytes
+    equal `update()` of the same chunk (tests/test_wire.py checks it).
+    """
+
+    __slots__ = ("update", "_chunk_heads")
+
+    def __init__(self, session_id: str) -> None:
+        self.update = wire.notification_encoder("session/update", {"sessionId": session_id}, "update")
+        self._chunk_heads: dict[str, bytes] = {}
+
+    def text_chunk(self, kind: str, text: str) -> bytes:
+        head = self._chunk_heads.get(kind)
+        if head is None:
+            sample = self.update({"sessionUpdate": kind, "content": {"type": "text", "text": ""}})
+            head = self._chunk_heads[kind] = sample[: -len(b'""}}}}\n')]
+        return head + wire.json_text(text) + b"}}}}\n"
 
 
 __all__ = ["AcpAgentProtocol", "PromptJob", "encode_update", "one_line", "UnknownSession"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import gevent
 
@@ -152,6 +152,24 @@ class Agent:
         return {}
 
 
+class UpdateChannel(Protocol):
+    """Where a turn's updates go: the connection's outbound queue, seen from agent code."""
+
+    over_high_water: bool
+
+    def put(self, data: bytes) -> None: ...
+
+    def wait_below_high_water(self, cancelled: Any = None) -> None: ...
+
+
+class UpdateEncoder(Protocol):
+    """Turns a session's updates into wire bytes."""
+
+    def update(self, update: dict[str, Any]) -> bytes: ...
+
+    def text_chunk(self, kind: str, text: str) -> bytes: ...
+
+
 class Turn:
     """One running prompt: its input, its token, and everything it may send or ask."""
 
@@ -165,11 +183,9 @@ class Turn:
         prompt: list[dict[str, Any]],
         token: CancelToken,
         snapshot: ConnectionSnapshot,
-        send: Callable[[bytes], None],
-        encode_update: Callable[[str, dict[str, Any]], bytes],
+        channel: "UpdateChannel",
+        encoder: "UpdateEncoder",
         call_client: Callable[..., Any],
-        wait_writable: Callable[[CancelToken], None],
-        over_high_water: Callable[[], bool],
     ) -> None:
         self._session = session
         self.session_id = session.session_id
@@ -180,11 +196,9 @@ class Turn:
         self.usage = UsageCounters()
         self.updates: list[dict[str, Any]] = []
         self.closed = False
-        self._send = send
-        self._encode = encode_update
+        self._channel = channel
+        self._encoder = encoder
         self._call_client = call_client
-        self._wait_writable = wait_writable
-        self._over_high_water = over_high_water
         self._last_yield = time.monotonic()
         self.usage.input_bytes = sum(len(b.get("text", "")) for b in prompt if isinstance(b, dict))
 
@@ -217,31 +231,37 @@ class Turn:
         the outbound backlog is over its high-water mark (DESIGN §5), so a fast stream cannot
         starve control traffic.
         """
+        self._emit(self._encoder.update(update), update)
+
+    def _emit(self, data: bytes, update: dict[str, Any]) -> None:
         if self.closed:
             raise RuntimeError("this turn has already been answered; updates after the response are not allowed")
-        self._send(self._encode(self.session_id, update))
+        channel = self._channel
+        channel.put(data)
         self.updates.append(update)
-        if self._over_high_water():
-            self._wait_writable(self.token)
+        if channel.over_high_water:
+            channel.wait_below_high_water(self.token.event)
             self._last_yield = time.monotonic()
-        else:
-            now = time.monotonic()
-            if now - self._last_yield >= self.yield_interval:
-                self._last_yield = now
-                gevent.sleep(0)
+            return
+        now = time.monotonic()
+        if now - self._last_yield >= self.yield_interval:
+            self._last_yield = now
+            gevent.sleep(0)
 
     def send_final(self, update: dict[str, Any]) -> None:
         """Queue a last update without yielding; the runtime uses it just before the response."""
-        self._send(self._encode(self.session_id, update))
+        self._channel.put(self._encoder.update(update))
 
     def say(self, text: str) -> None:
         """Stream a chunk of the agent's reply."""
         self.usage.output_bytes += len(text)
-        self.send({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
+        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
+        self._emit(self._encoder.text_chunk("agent_message_chunk", text), update)
 
     def think(self, text: str) -> None:
         """Stream a chunk of the agent's reasoning."""
-        self.send({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}})
+        update = {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}}
+        self._emit(self._encoder.text_chunk("agent_thought_chunk", text), update)
 
     def plan(self, entries: Sequence[Mapping[str, Any]]) -> None:
         """Send the complete plan (each entry: content, priority, status)."""

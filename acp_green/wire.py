@@ -6,6 +6,7 @@ This is the only module that imports ujson, so the codec can change in one place
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any, Union
 
 import ujson
@@ -140,6 +141,36 @@ def encode_request(request_id: RequestId, method: str, params: Any) -> bytes:
 
 def encode_notification(method: str, params: Any) -> bytes:
     return encode({"jsonrpc": "2.0", "method": method, "params": params})
+
+
+def notification_encoder(method: str, fixed: dict[str, Any], key: str) -> Callable[[Any], bytes]:
+    """An encoder for notifications whose params differ only in `key`; the rest is encoded once.
+
+    The streaming hot path: a turn's `session/update`s share method and sessionId, so only the
+    update itself is encoded per chunk.
+    """
+    head = encode({"jsonrpc": "2.0", "method": method, "params": {**fixed, key: None}})
+    marker = b'"' + key.encode("ascii") + b'":null}}\n'
+    if not head.endswith(marker):  # pragma: no cover - ujson keeps insertion order
+        raise RuntimeError("unexpected notification layout")
+    prefix = head[: -len(marker)] + b'"' + key.encode("ascii") + b'":'
+    dumps_ = ujson.dumps
+
+    def encode_one(value: Any) -> bytes:
+        return prefix + dumps_(value, ensure_ascii=True, escape_forward_slashes=False, allow_nan=False).encode("ascii") + b"}}\n"
+
+    return encode_one
+
+
+def json_text(text: str) -> bytes:
+    """A JSON string literal, byte-identical to `encode`'s rendering of `text`.
+
+    Printable ASCII without quote or backslash needs no escaping, and checking that in C is
+    several times cheaper than a ujson call; everything else goes through ujson.
+    """
+    if text.isascii() and text.isprintable() and '"' not in text and "\\" not in text:
+        return b'"' + text.encode("ascii") + b'"'
+    return ujson.dumps(text, ensure_ascii=True, escape_forward_slashes=False).encode("ascii")
 
 
 def loads(data: bytes | str) -> Any:

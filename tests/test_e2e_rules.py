@@ -116,7 +116,7 @@ def test_cancel_answered_while_eight_prompts_stream_S10(launch):
     """S10: behind eight streaming prompts a cancel and a set_mode are handled while the streams still run."""
     agent = launch()
     sids = open_session(agent, 10)
-    streams = [agent.prompt(sid, "/stream 20000 64") for sid in sids[:8]]
+    streams = [agent.prompt(sid, "/stream 2000000 64") for sid in sids[:8]]
     agent.wait_for(lambda: len(agent.updates(sids[0])) > 10, what="streams to start")
     waiting = agent.prompt(sids[8], "/wait")
     assert agent.call("session/set_mode", {"sessionId": sids[9], "modeId": "code"}) == {}

@@ -216,16 +216,24 @@ def test_authentication_required_until_authenticated(inprocess):
     assert client.prompt(sid, "hi").result() == {"stopReason": "end_turn"}
 
 
-def test_output_backlog_over_hard_limit_refuses_background_work(inprocess):
+def test_output_backlog_over_hard_limit_refuses_background_work(inprocess, monkeypatch):
     """DESIGN §5: while the client does not read and the backlog is over the hard limit, new
     background requests get -32000 output_backlog; control is still answered once it reads."""
     limits = OutputLimits(high_water=16 << 10, low_water=4 << 10, hard_limit=128 << 10, flush_timeout=2)
     harness = start(inprocess, output=limits)
     client = harness.client
+    endpoint = harness.server.protocol.endpoint
+    handled = []
+    original = endpoint.handle
+    monkeypatch.setattr(endpoint, "handle", lambda message: (original(message), handled.append(getattr(message, "id", None))))
     sid = client.new_session()
     client.pause_reading()
-    floods = [client.request("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "echo-careful"}) for _ in range(1500)]
+    # Enough responses to fill the pipe (the transport grows it to 1 MiB) and pass the hard limit.
+    params = {"sessionId": sid, "configId": "model", "value": "echo-careful"}
+    floods = [client.request("session/set_config_option", params) for _ in range(((1 << 20) + limits.hard_limit) // 300 * 2)]
     refused = client.prompt(sid, "hello")
+    client.wait_for(lambda: refused.id in handled, what="the agent to read the prompt")
+    assert endpoint.outbound.over_hard_limit
     client.resume_reading()
     error = refused.error()
     assert error["code"] == -32000 and error["data"]["reason"] == "output_backlog"

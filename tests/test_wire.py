@@ -291,3 +291,22 @@ def test_encode_helpers_build_jsonrpc_envelopes():
 def test_encode_then_decode_round_trips():
     message = {"jsonrpc": "2.0", "id": -7, "method": "session/prompt", "params": AWKWARD}
     assert wire.decode(wire.encode(message)[:-1]) == wire.Request(-7, "session/prompt", AWKWARD)
+
+
+def test_fast_text_chunk_encoding_equals_the_general_encoder():
+    """The streaming fast path (json_text, SessionUpdateEncoder.text_chunk) is byte-identical to encode()."""
+    import random
+
+    from acp_green.acp import SessionUpdateEncoder
+
+    rng = random.Random(7)
+    alphabet = ["a", "/", '"', "\\", "\n", "\t", "\x00", "\x7f", "é", "\u2028", "\ud800", "😀", " ", "~", "\x1f", ":"]
+    encoder = SessionUpdateEncoder('sess_"odd/id"')
+    for _ in range(5000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
+        assert wire.json_text(text) == wire.encode(text)[:-1]
+        for kind in ("agent_message_chunk", "agent_thought_chunk"):
+            update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+            expected = wire.encode_notification("session/update", {"sessionId": 'sess_"odd/id"', "update": update})
+            assert encoder.text_chunk(kind, text) == expected
+            assert encoder.update(update) == expected

@@ -348,8 +348,8 @@ class AcpAgentProtocol:
             del self.prompts[job.session.session_id]
         turn = job.turn
         session_id = job.session.session_id
-        entries = [{"sessionUpdate": "user_message_chunk", "content": block} for block in turn.prompt]
-        entries.extend(turn.updates)
+        entries = [wire.encode_json({"sessionUpdate": "user_message_chunk", "content": block}) for block in turn.prompt]
+        entries.extend(turn.history())
         try:
             self.store.append_turn(session_id, entries)
         except Exception:
@@ -393,11 +393,16 @@ class SessionUpdateEncoder:
     equal `update()` of the same chunk (tests/test_wire.py checks it).
     """
 
-    __slots__ = ("update", "_chunk_heads")
+    __slots__ = ("update", "_chunk_heads", "_head_length")
 
     def __init__(self, session_id: str) -> None:
         self.update = wire.notification_encoder("session/update", {"sessionId": session_id}, "update")
         self._chunk_heads: dict[str, bytes] = {}
+        self._head_length = len(self.update(None)) - len(b"null}}\n")
+
+    def update_json(self, line: bytes) -> bytes:
+        """The update's own JSON inside one of this encoder's lines."""
+        return line[self._head_length : -3]
 
     def text_chunk(self, kind: str, text: str) -> bytes:
         head = self._chunk_heads.get(kind)

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 import gevent
 
+from . import fairness
 from .context import ConnectionSnapshot
 from .errors import CapabilityMissing, TurnCancelled
 from .sessions import CancelToken, Session
@@ -169,12 +170,11 @@ class UpdateEncoder(Protocol):
 
     def text_chunk(self, kind: str, text: str) -> bytes: ...
 
+    def update_json(self, line: bytes) -> bytes: ...
+
 
 class Turn:
     """One running prompt: its input, its token, and everything it may send or ask."""
-
-    #: Longest run of agent code between two yields while streaming (seconds).
-    yield_interval: float = 0.0005
 
     def __init__(
         self,
@@ -194,12 +194,14 @@ class Turn:
         self.token = token
         self.snapshot = snapshot
         self.usage = UsageCounters()
-        self.updates: list[dict[str, Any]] = []
+        # Sent lines, kept as bytes: untracked by the cyclic GC, whose full passes over millions
+        # of update dicts stalled the hub for hundreds of milliseconds in long streams.
+        self.sent: list[bytes] = []
         self.closed = False
         self._channel = channel
         self._encoder = encoder
         self._call_client = call_client
-        self._last_yield = time.monotonic()
+        self._fair = fairness.share()
         self.usage.input_bytes = sum(len(b.get("text", "")) for b in prompt if isinstance(b, dict))
 
     # -- input -------------------------------------------------------------------------------
@@ -227,26 +229,22 @@ class Turn:
     def send(self, update: dict[str, Any]) -> None:
         """Send one `session/update` for this session, in order (S5).
 
-        Yields to other greenlets at least every `yield_interval` of streaming, and waits while
-        the outbound backlog is over its high-water mark (DESIGN §5), so a fast stream cannot
-        starve control traffic.
+        Shares the hub fairly with other streams and with control traffic (fairness.py), and
+        waits while the outbound backlog is over its high-water mark (DESIGN §5), so a fast
+        stream cannot starve cancellation.
         """
-        self._emit(self._encoder.update(update), update)
+        self._emit(self._encoder.update(update))
 
-    def _emit(self, data: bytes, update: dict[str, Any]) -> None:
+    def _emit(self, data: bytes) -> None:
         if self.closed:
             raise RuntimeError("this turn has already been answered; updates after the response are not allowed")
         channel = self._channel
         channel.put(data)
-        self.updates.append(update)
+        self.sent.append(data)
         if channel.over_high_water:
             channel.wait_below_high_water(self.token.event)
-            self._last_yield = time.monotonic()
-            return
-        now = time.monotonic()
-        if now - self._last_yield >= self.yield_interval:
-            self._last_yield = now
-            gevent.sleep(0)
+        else:
+            self._fair.yield_if_due()
 
     def send_final(self, update: dict[str, Any]) -> None:
         """Queue a last update without yielding; the runtime uses it just before the response."""
@@ -255,13 +253,11 @@ class Turn:
     def say(self, text: str) -> None:
         """Stream a chunk of the agent's reply."""
         self.usage.output_bytes += len(text)
-        update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}
-        self._emit(self._encoder.text_chunk("agent_message_chunk", text), update)
+        self._emit(self._encoder.text_chunk("agent_message_chunk", text))
 
     def think(self, text: str) -> None:
         """Stream a chunk of the agent's reasoning."""
-        update = {"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": text}}
-        self._emit(self._encoder.text_chunk("agent_thought_chunk", text), update)
+        self._emit(self._encoder.text_chunk("agent_thought_chunk", text))
 
     def plan(self, entries: Sequence[Mapping[str, Any]]) -> None:
         """Send the complete plan (each entry: content, priority, status)."""
@@ -274,6 +270,11 @@ class Turn:
     def tool_update(self, tool_call_id: str, **fields: Any) -> None:
         """Patch a tool call (status, content, rawOutput, ...)."""
         self.send({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, **fields})
+
+    def history(self) -> list[bytes]:
+        """The JSON of every update this turn sent, in order (what the store keeps)."""
+        update_json = self._encoder.update_json
+        return [update_json(line) for line in self.sent]
 
     # -- waiting -----------------------------------------------------------------------------
     def sleep(self, seconds: float) -> bool:

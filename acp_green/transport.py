@@ -30,8 +30,8 @@ _READ_CHUNK = 64 * 1024
 class OutputLimits:
     """Byte thresholds of the outbound queue (DESIGN §5)."""
 
-    high_water: int = 1 << 20
-    low_water: int = 256 << 10
+    high_water: int = 64 << 10
+    low_water: int = 16 << 10
     hard_limit: int = 64 << 20
     flush_timeout: float = 2.0
 
@@ -49,21 +49,6 @@ def claim_stdio() -> tuple[int, int]:
     os.close(devnull)
     os.dup2(2, 1)
     return wire_in, wire_out
-
-
-_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
-_PIPE_SIZE = 1 << 20
-
-
-def _grow_pipe(fd: int) -> None:
-    """Ask for a 1 MiB pipe buffer: fewer, larger writes and fewer wake-ups of the reader.
-
-    Best effort: not a pipe, or over /proc/sys/fs/pipe-max-size, leaves the default.
-    """
-    try:
-        fcntl.fcntl(fd, _F_SETPIPE_SZ, _PIPE_SIZE)
-    except OSError:
-        pass
 
 
 @dataclass(slots=True)
@@ -125,7 +110,6 @@ class Outbound:
         self._closed = False
         self.failed = False
         os.set_blocking(fd, False)
-        _grow_pipe(fd)
         self._watcher = gevent.get_hub().loop.io(fd, 2)
         self._writer = Greenlet(self._run)
         self._writer.name = "acp-writer"

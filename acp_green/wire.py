@@ -162,6 +162,11 @@ def notification_encoder(method: str, fixed: dict[str, Any], key: str) -> Callab
     return encode_one
 
 
+def encode_json(value: Any) -> bytes:
+    """Any JSON value as compact ASCII bytes, without a newline (stored history entries)."""
+    return ujson.dumps(value, ensure_ascii=True, escape_forward_slashes=False, allow_nan=False).encode("ascii")
+
+
 def json_text(text: str) -> bytes:
     """A JSON string literal, byte-identical to `encode`'s rendering of `text`.
 

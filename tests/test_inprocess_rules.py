@@ -280,3 +280,17 @@ def test_cancel_handled_before_the_prompt_greenlet_first_runs_S11(inprocess):
     [response] = [m for m in client.received() if m.get("id") == 77]
     assert response["result"] == {"stopReason": "cancelled"}
     assert client.prompt(sid, "/sleep 0.01").result() == {"stopReason": "end_turn"}
+
+
+def test_turn_history_is_what_was_sent(inprocess):
+    """The stored history of a turn is the user's prompt then every update the client received."""
+    import json
+
+    harness = start(inprocess)
+    client = harness.client
+    sid = client.new_session()
+    assert client.prompt(sid, "/think").result() == {"stopReason": "end_turn"}
+    stored = [json.loads(entry) for entry in harness.server.store.history(sid)]
+    received = [u for u in client.updates(sid) if u["sessionUpdate"] != "available_commands_update"]
+    assert stored[0] == {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "/think"}}
+    assert stored[1:] == [u for u in received if u["sessionUpdate"] != "usage_update"]

@@ -1,0 +1,52 @@
+"""Fair sharing of the hub between greenlets that stream and everything else.
+
+A greenlet that yields with `gevent.sleep(0)` is queued as a hub callback, and gevent runs
+callbacks — including ones queued while running them — for up to the switch interval (5 ms)
+before it polls for I/O again. With many streaming prompts that starves the reader: a cancel
+would wait behind every stream's slice. So streaming code calls `yield_if_due()`, which lets
+all streams together run for at most `budget` seconds per hub iteration, then parks the caller
+on a timer: timers fire only after the next I/O poll, so the reader and writer get their turn.
+"""
+
+from __future__ import annotations
+
+import time
+
+import gevent
+
+DEFAULT_BUDGET = 0.0005  # seconds of streaming work per hub iteration
+_AFTER_NEXT_POLL = 1e-6  # any positive sleep is a timer, served after the next I/O poll
+
+
+class FairShare:
+    """Bounds the streaming work done between two polls of the hub for I/O."""
+
+    __slots__ = ("budget", "_loop", "_iteration", "_started")
+
+    def __init__(self, budget: float = DEFAULT_BUDGET) -> None:
+        self.budget = budget
+        self._loop = gevent.get_hub().loop
+        self._iteration = -1
+        self._started = 0.0
+
+    def yield_if_due(self) -> None:
+        """Return at once while this iteration's budget lasts; otherwise wait for the next poll."""
+        iteration = self._loop.iteration
+        now = time.monotonic()
+        if iteration != self._iteration:
+            self._iteration = iteration
+            self._started = now
+        elif now - self._started >= self.budget:
+            gevent.sleep(_AFTER_NEXT_POLL)
+
+
+_shares: dict[int, FairShare] = {}
+
+
+def share() -> FairShare:
+    """The FairShare of the current thread's hub."""
+    hub = gevent.get_hub()
+    found = _shares.get(id(hub))
+    if found is None or found._loop is not hub.loop:
+        found = _shares[id(hub)] = FairShare()
+    return found

@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 
@@ -17,6 +17,10 @@ from .context import ConnectionSnapshot
 from .errors import CapabilityMissing, TurnCancelled
 from .sessions import CancelToken, Session
 from .usage import UsageCounters
+
+if TYPE_CHECKING:
+    from .mcp.client import McpClientSession, McpTools
+    from .mcp.tools import ToolServer
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
 
@@ -151,6 +155,10 @@ class Agent:
         """`_`-prefixed requests this agent answers; each runs in the background."""
         return {}
 
+    def provided_mcp_servers(self) -> Sequence["ToolServer"]:
+        """In-process MCP tool servers this agent provides over ACP (announced at initialize)."""
+        return ()
+
 
 class Turn:
     """One running prompt: its input, its token, and everything it may send or ask."""
@@ -170,6 +178,7 @@ class Turn:
         call_client: Callable[..., Any],
         wait_writable: Callable[[CancelToken], None],
         over_high_water: Callable[[], bool],
+        mcp: Callable[[str, CancelToken], "McpClientSession"] | None = None,
     ) -> None:
         self._session = session
         self.session_id = session.session_id
@@ -185,6 +194,7 @@ class Turn:
         self._call_client = call_client
         self._wait_writable = wait_writable
         self._over_high_water = over_high_water
+        self._mcp = mcp
         self._last_yield = time.monotonic()
         self.usage.input_bytes = sum(len(b.get("text", "")) for b in prompt if isinstance(b, dict))
 
@@ -293,3 +303,17 @@ class Turn:
         if not self.snapshot.can_write_files():
             raise CapabilityMissing("the client did not advertise fs.writeTextFile")
         self.request("fs/write_text_file", {"sessionId": self.session_id, "path": path, "content": content})
+
+    # -- MCP ---------------------------------------------------------------------------------
+    def mcp(self, server: str) -> "McpTools":
+        """An MCP client session with the server named `server`, bound to this turn's token.
+
+        The name is one declared in `session/new` (stdio or `type: "acp"`) or one this process
+        provides. Raises McpUnavailable if there is none; cancelling the turn cancels its calls.
+        """
+        from .errors import McpUnavailable
+        from .mcp.client import McpTools
+
+        if self._mcp is None:
+            raise McpUnavailable("MCP is not available to this turn")
+        return McpTools(self._mcp(server, self.token), self.token)

@@ -236,10 +236,10 @@ def test_no_orphans_after_mcp_disconnect_S7(launch):
 @pytest.mark.parametrize("how", ["eof", "sigterm"])
 def test_no_orphans_after_eof_or_sigterm_S13(launch, how):
     """S13: on EOF (within the grace) or SIGTERM, every MCP process the agent started is gone (by pid)."""
-    agent = launch(*serve_args("--shutdown-grace", "2"))
+    agent = launch(*serve_args("--shutdown-grace", "2", *provide("stubborn", RECORDER, "--ignore-eof")))
     agent.initialize()
     pids = []
-    for server_id in (SDK, REC):
+    for server_id in (SDK, "acp-green:stubborn", REC):
         connection_id, pid = connect(agent, server_id)
         pids.append(pid)
     initialize(agent, connection_id)
@@ -259,3 +259,39 @@ def test_no_orphans_after_eof_or_sigterm_S13(launch, how):
     assert agent.wait_exit(timeout=30) == 0
     assert agent.pending_for(in_flight).error()["code"] == -32800
     assert all(wait_gone(p) for p in pids)
+
+
+def _stall_args(tmp_path) -> tuple[list[str], object]:
+    pid_file = tmp_path / "stall.pid"
+    return ["--provide-mcp", f"stall=sh -c 'echo $$ > {pid_file}; exec sleep 600'"], pid_file
+
+
+def _wait_pid(agent, pid_file) -> int:
+    agent.wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), what="the stalled server's pid")
+    return int(pid_file.read_text())
+
+
+def test_S7_connect_that_never_becomes_ready_is_cancellable_and_reaped(launch, tmp_path):
+    """S7: mcp/connect answers only when the bridge can carry messages; cancelling it reaps the process."""
+    args, pid_file = _stall_args(tmp_path)
+    agent = launch("--ephemeral", *args)
+    agent.initialize()
+    pending = agent.request("mcp/connect", {"serverId": "acp-green:stall"}, request_id="c1")
+    pid = _wait_pid(agent, pid_file)
+    assert not pending.done
+    agent.notify("$/cancel_request", {"requestId": "c1"})
+    assert pending.error()["code"] == -32800
+    assert wait_gone(pid)
+
+
+def test_S13_shutdown_during_a_pending_connect_reaps_the_process(launch, tmp_path):
+    """S13: EOF while mcp/connect waits for its server: the agent exits 0 and the server is gone."""
+    args, pid_file = _stall_args(tmp_path)
+    agent = launch("--ephemeral", "--shutdown-grace", "30", *args)
+    agent.initialize()
+    pending = agent.request("mcp/connect", {"serverId": "acp-green:stall"})
+    pid = _wait_pid(agent, pid_file)
+    agent.close_input()
+    assert agent.wait_exit(timeout=60) == 0
+    assert pending.error()["data"]["reason"] == "mcp_connect_failed"
+    assert wait_gone(pid)

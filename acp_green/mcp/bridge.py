@@ -167,6 +167,9 @@ class StdioBridge(Bridge):
         except OSError as exc:
             raise McpConnectFailed(one_line(f"Cannot start MCP server {name!r} ({self.server.argv[0]}): {exc.strerror or exc}"),
                                    data={"serverId": self.server.server_id}) from None
+        if self.state == CLOSED:  # closed (shutdown, cancel) while the process was starting
+            self.link.close()
+            raise McpConnectFailed(f"MCP server {name!r} was stopped while connecting")
         # Proof that the bridge can carry messages: the process answers a ping (MCP allows ping
         # before initialize; an error reply proves it just as well).
         try:
@@ -179,7 +182,7 @@ class StdioBridge(Bridge):
         except gevent.Timeout:
             raise McpConnectFailed(f"MCP server {name!r} did not answer within {timeout:g}s",
                                    data={"serverId": self.server.server_id}) from None
-        if self.state == CLOSED:
+        if self.state == CLOSED or not self.link.alive:
             raise McpConnectFailed(f"MCP server {name!r} was stopped while connecting")
         self.state = OPEN
         return {"connectionId": self.connection_id, "_meta": {"acpGreen": {"pid": self.link.pid}}}

@@ -81,15 +81,14 @@ class ConnectJob(Job):
 
     def settle(self, outcome: Outcome) -> Outcome:
         if outcome.error is not None or outcome.killed or outcome.cancelled:
-            self.registry.forget(self.bridge)
-            gevent.spawn(self.bridge.close)  # settle must not block; closing reaps a process
+            self.registry.retire(self.bridge)
         return outcome
 
     def cancel(self) -> bool:
-        return False
+        return False  # the endpoint answers -32800 and kills the greenlet; settle reaps the process
 
     def shutdown(self) -> None:
-        self.bridge.state = CLOSED
+        self.registry.retire(self.bridge)  # a pending first ping fails at once instead of using the grace
 
 
 class DisconnectJob(Job):
@@ -135,6 +134,7 @@ class McpRegistry:
         self.bridges: dict[str, Bridge] = {}
         self._closed: OrderedDict[str, None] = OrderedDict()
         self.outbound: dict[str, str] = {}  # connectionId the client issued -> server name
+        self._closers: set[gevent.Greenlet] = set()
 
     def announce(self) -> list[dict[str, Any]]:
         """The `providedMcpServers` list of the initialize result (DESIGN §4)."""
@@ -206,6 +206,13 @@ class McpRegistry:
             while len(self._closed) > _CLOSED_MEMORY:
                 self._closed.popitem(last=False)
 
+    def retire(self, bridge: Bridge) -> None:
+        """Forget a bridge and close it in the background (never blocks); close_all waits for it."""
+        self.forget(bridge)
+        closer = gevent.spawn(bridge.close)  # closing reaps a process: not in settle's caller
+        self._closers.add(closer)
+        closer.rawlink(self._closers.discard)
+
     def _bridge_closed(self, bridge: Bridge) -> None:
         """A bridge's server exited by itself."""
         self.forget(bridge)
@@ -221,5 +228,5 @@ class McpRegistry:
         bridges = list(self.bridges.values())
         for bridge in bridges:
             self.forget(bridge)
-        closers = [gevent.spawn(bridge.close) for bridge in bridges]
+        closers = [gevent.spawn(bridge.close) for bridge in bridges] + list(self._closers)
         gevent.joinall(closers, timeout=10)

@@ -4,7 +4,7 @@ RECORD=path: each line read ("IN ...") and written ("OUT ...") is appended there
 (seconds; replies even when cancelled if `late` is true, to test that late replies are dropped),
 `pid`, `garbage` (a non-JSON line on stdout, then the answer), `flood` (MB of stderr, then the
 answer), `big` (a result of `size` bytes), `crash` (exits mid-request), `ask` (sends the client a
-`roots/list` request and a notification, answers with what the client replied).
+`roots/list` request and a notification, answers with what the client replied). `--ignore-eof`: keeps running after stdin closes.
 """
 
 from __future__ import annotations
@@ -113,6 +113,9 @@ def main() -> None:
             threading.Thread(target=call_tool, args=(request_id, message.get("params") or {}), daemon=True).start()
         else:
             send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": f"Method not found: {method}"}})
+    if "--ignore-eof" in sys.argv:  # a server that outlives its stdin: only a signal ends it
+        while True:
+            time.sleep(3600)
 
 
 if __name__ == "__main__":

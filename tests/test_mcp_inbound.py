@@ -135,6 +135,26 @@ def test_S7_cancel_request_for_in_flight_mcp_message(launch, tmp_path):
     assert len(answers) == 1 and answers[0]["error"]["code"] == -32800
 
 
+def test_S7_inner_notifications_cancelled_is_translated_to_our_id(launch, tmp_path):
+    """S7: an MCP client's notifications/cancelled names the request by its ACP id; the server gets OUR id,
+    and the ACP request is answered -32800."""
+    record = str(tmp_path / "record.txt")
+    agent = launch(*serve_args(), env={"RECORD": record})
+    agent.initialize()
+    connection_id, _ = connect(agent, REC)
+    initialize(agent, connection_id)
+    slow = call_tool(agent, connection_id, "sleep", {"seconds": 600}, request_id="slow-2")
+    agent.send(slow)
+    lines = wait_file_lines(record, lambda ls: any('"tools/call"' in l for l in ls))
+    our_id = next(json.loads(l[3:])["id"] for l in lines if l.startswith("IN ") and '"tools/call"' in l)
+    agent.notify("mcp/message", {"connectionId": connection_id, "method": "notifications/cancelled",
+                                 "params": {"requestId": "slow-2", "reason": "user gave up"}})
+    assert agent.pending_for(slow).error()["code"] == -32800
+    lines = wait_file_lines(record, lambda ls: any("notifications/cancelled" in l for l in ls))
+    cancelled = [json.loads(l[3:]) for l in lines if l.startswith("IN ") and "notifications/cancelled" in l]
+    assert cancelled[0]["params"] == {"requestId": our_id, "reason": "user gave up"}
+
+
 def test_S7_acp_id_alias_and_clear_errors_for_unknown_and_closed(launch):
     """S7: unknown serverId, unknown or closed connectionId get errors, never a hang; the older acpId works."""
     agent = launch(*serve_args())

@@ -143,7 +143,13 @@ class SessionMcp:
         self.outbound[name] = connection_id
         self._on_outbound(connection_id, name)
         session = McpClientSession(name, AcpChannel(self._call_client, self._notify_client, connection_id))
-        session.initialize(token)
+        try:
+            session.initialize(token)
+        except BaseException:  # cancelled or refused: do not leave the client's connection open
+            del self.outbound[name]
+            self._on_outbound(connection_id, None)
+            gevent.spawn(self._disconnect, connection_id)
+            raise
         self.sessions[name] = session
         return session
 

@@ -315,3 +315,17 @@ def test_S13_shutdown_during_a_pending_connect_reaps_the_process(launch, tmp_pat
     assert agent.wait_exit(timeout=60) == 0
     assert pending.error()["data"]["reason"] == "mcp_connect_failed"
     assert wait_gone(pid)
+
+
+def test_S7_each_connect_gets_a_fresh_connection_and_its_own_process(launch):
+    """S7: two mcp/connect to one provided server: two connectionIds, two processes, independent lifetimes."""
+    agent = launch(*serve_args())
+    agent.initialize()
+    (first, pid1), (second, pid2) = connect(agent, SDK), connect(agent, SDK)
+    assert first != second and pid1 != pid2
+    assert agent.call("mcp/disconnect", {"connectionId": first}) == {}
+    assert pid_gone(pid1) and not pid_gone(pid2)
+    initialize(agent, second)
+    echo = call_tool(agent, second, "echo", {"text": "second lives"})
+    agent.send(echo)
+    assert text_of(agent.pending_for(echo).result()) == "second lives"

@@ -26,6 +26,11 @@ _EXPORTS = {
     "TurnCancelled": "acp_green.errors",
     "CapabilityMissing": "acp_green.errors",
     "ClientError": "acp_green.errors",
+    "McpError": "acp_green.errors",
+    "McpUnavailable": "acp_green.errors",
+    "Tool": "acp_green.mcp.tools",
+    "ToolCall": "acp_green.mcp.tools",
+    "ToolServer": "acp_green.mcp.tools",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

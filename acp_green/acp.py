@@ -26,6 +26,8 @@ from .errors import (
     one_line,
 )
 from .sessions import CancelToken, Session, SessionRegistry
+from .mcp.registry import McpRegistry, provided_servers
+from .mcp.session import SessionMcp
 from .store import Store
 from .usage import UsageRecord
 
@@ -158,15 +160,22 @@ class AcpAgentProtocol:
         sessions: SessionRegistry,
         store: Store,
         endpoint_factory: Callable[..., Endpoint],
+        provided_commands: tuple[tuple[str, tuple[str, ...]], ...] = (),
     ) -> None:
         self.agent = agent
         self.context = context
         self.sessions = sessions
         self.store = store
+        self.mcp = McpRegistry(
+            provided_servers(agent.provided_mcp_servers(), provided_commands),
+            call_client=lambda *a, **k: self.endpoint.client.call(*a, **k),
+            notify_client=lambda method, params: self.endpoint.client.notify(method, params),
+        )
+        self.session_mcp: dict[str, SessionMcp] = {}
         self.endpoint = endpoint_factory(
             routes=self.routes(),
             fallback=self._extension_route,
-            notifications={"session/cancel": self.on_session_cancel},
+            notifications={"session/cancel": self.on_session_cancel, "mcp/message": self.mcp.on_message_notification},
         )
         self._extensions = dict(agent.extension_methods())
         self.prompts: dict[str, PromptJob] = {}
@@ -181,6 +190,10 @@ class AcpAgentProtocol:
             "session/set_mode": Route(control, self.session_set_mode),
             "session/set_config_option": Route(control, self.session_set_config_option),
             "session/prompt": Route(background, self.admit_prompt),
+            # S7: MCP-over-ACP, all background (a bridge may start a process); they share the slots (S9).
+            "mcp/connect": Route(background, self.mcp.admit_connect),
+            "mcp/message": Route(background, self.mcp.admit_message),
+            "mcp/disconnect": Route(background, self.mcp.admit_disconnect),
         }
 
     def _extension_route(self, method: str) -> Route | None:
@@ -205,14 +218,14 @@ class AcpAgentProtocol:
             "agentCapabilities": self.agent_capabilities(),
             "authMethods": [m.to_wire() for m in agent.auth_methods],
             "agentInfo": info,
-            "_meta": {"acpGreen": {"runtimeVersion": __version__}},
+            "_meta": {"acpGreen": {"runtimeVersion": __version__, "providedMcpServers": self.mcp.announce()}},
         }
 
     def agent_capabilities(self) -> dict[str, Any]:
         return {
             "loadSession": False,
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
-            "mcpCapabilities": {"http": False, "sse": False},
+            "mcpCapabilities": {"http": False, "sse": False, "acp": True},
             "sessionCapabilities": {"additionalDirectories": {}},
         }
 
@@ -237,6 +250,7 @@ class AcpAgentProtocol:
         directories = _string_list(params, "additionalDirectories", method)
         self._require_auth()
         session = self.sessions.create(cwd, directories, servers)
+        self.session_mcp_for(session).start()  # declared stdio servers start in the background
         record = session.record
         if self.agent.modes:
             record.mode_id = self.agent.modes[0].id
@@ -336,6 +350,7 @@ class AcpAgentProtocol:
             channel=outbound,
             encoder=SessionUpdateEncoder(session_id),
             call_client=endpoint.client.call,
+            mcp=self.session_mcp_for(session).get,
         )
         job = PromptJob(self, session, request_id, turn)
         session.reserve(job)
@@ -370,6 +385,37 @@ class AcpAgentProtocol:
             self.store.record_usage(record)
         except Exception:
             log.exception("recording usage for %s failed", session_id)
+
+    # -- MCP -----------------------------------------------------------------------------------
+    def session_mcp_for(self, session: Session) -> SessionMcp:
+        """The session's MCP servers; stopped through the session's closers when it ends."""
+        found = self.session_mcp.get(session.session_id)
+        if found is None:
+            session_id = session.session_id
+            found = SessionMcp(
+                session_id, session.record.cwd, session.mcp_servers, self.mcp.by_name,
+                call_client=self.endpoint.client.call, notify_client=self.endpoint.client.notify,
+                on_outbound=self._outbound_changed,
+            )
+            self.session_mcp[session_id] = found
+
+            def close(found: SessionMcp = found) -> None:
+                if self.session_mcp.get(session_id) is found:
+                    del self.session_mcp[session_id]
+                found.close()
+
+            session.resources.append(close)
+        return found
+
+    def _outbound_changed(self, connection_id: str, name: str | None) -> None:
+        if name is None:
+            self.mcp.remove_outbound(connection_id)
+        else:
+            self.mcp.add_outbound(connection_id, name)
+
+    def close_mcp(self) -> None:
+        """The connection is ending: close every inbound bridge and reap its process (S13)."""
+        self.mcp.close_all()
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
         self.endpoint.outbound.put(encode_update(session_id, update))

@@ -6,10 +6,9 @@ outbound queue and asks the client through the pending-request map it is given.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 
@@ -18,6 +17,10 @@ from .context import ConnectionSnapshot
 from .errors import CapabilityMissing, TurnCancelled
 from .sessions import CancelToken, Session
 from .usage import UsageCounters
+
+if TYPE_CHECKING:
+    from .mcp.client import McpClientSession, McpTools
+    from .mcp.tools import ToolServer
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
 
@@ -152,6 +155,10 @@ class Agent:
         """`_`-prefixed requests this agent answers; each runs in the background."""
         return {}
 
+    def provided_mcp_servers(self) -> Sequence["ToolServer"]:
+        """In-process MCP tool servers this agent provides over ACP (announced at initialize)."""
+        return ()
+
 
 class UpdateChannel(Protocol):
     """Where a turn's updates go: the connection's outbound queue, seen from agent code."""
@@ -186,6 +193,7 @@ class Turn:
         channel: "UpdateChannel",
         encoder: "UpdateEncoder",
         call_client: Callable[..., Any],
+        mcp: Callable[[str, CancelToken], "McpClientSession"] | None = None,
     ) -> None:
         self._session = session
         self.session_id = session.session_id
@@ -202,6 +210,7 @@ class Turn:
         self._encoder = encoder
         self._call_client = call_client
         self._fair = fairness.share()
+        self._mcp = mcp
         self.usage.input_bytes = sum(len(b.get("text", "")) for b in prompt if isinstance(b, dict))
 
     # -- input -------------------------------------------------------------------------------
@@ -314,3 +323,17 @@ class Turn:
         if not self.snapshot.can_write_files():
             raise CapabilityMissing("the client did not advertise fs.writeTextFile")
         self.request("fs/write_text_file", {"sessionId": self.session_id, "path": path, "content": content})
+
+    # -- MCP ---------------------------------------------------------------------------------
+    def mcp(self, server: str) -> "McpTools":
+        """An MCP client session with the server named `server`, bound to this turn's token.
+
+        The name is one declared in `session/new` (stdio or `type: "acp"`) or one this process
+        provides. Raises McpUnavailable if there is none; cancelling the turn cancels its calls.
+        """
+        from .errors import McpUnavailable
+        from .mcp.client import McpTools
+
+        if self._mcp is None:
+            raise McpUnavailable("MCP is not available to this turn")
+        return McpTools(self._mcp(server, self.token), self.token)

@@ -40,6 +40,28 @@ def load_agent(spec: str) -> Any:
     return agent
 
 
+def parse_provide_mcp(values: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """NAME=COMMAND pairs; COMMAND is split as a shell would split it (no shell runs it)."""
+    import shlex
+
+    provided: list[tuple[str, tuple[str, ...]]] = []
+    for value in values:
+        name, sep, command = value.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise click.BadParameter(f"expected NAME=COMMAND, got {value!r}", param_hint="--provide-mcp")
+        try:
+            argv = tuple(shlex.split(command))
+        except ValueError as exc:
+            raise click.BadParameter(f"cannot split the command of {name!r}: {exc}", param_hint="--provide-mcp") from None
+        if not argv:
+            raise click.BadParameter(f"{name!r} has an empty command", param_hint="--provide-mcp")
+        if any(name == seen for seen, _ in provided):
+            raise click.BadParameter(f"{name!r} is given twice", param_hint="--provide-mcp")
+        provided.append((name, argv))
+    return tuple(provided)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="acp-green")
 def cli() -> None:
@@ -60,18 +82,22 @@ def cli() -> None:
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Where sessions and the usage ledger are kept (default $XDG_STATE_HOME/acp-green or ~/.local/state/acp-green).")
 @click.option("--ephemeral", is_flag=True, help="Keep everything in memory; write nothing to disk.")
+@click.option("--provide-mcp", "provide_mcp", multiple=True, metavar="NAME=COMMAND",
+              help="Provide a stdio MCP server over ACP (mcp/connect); repeatable; COMMAND is split like a shell would.")
 @click.option("--monkey-patch", is_flag=True,
               help="Apply gevent.monkey.patch_all() before anything else is imported, for agents that call blocking libraries.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="WARNING", show_default=True,
               help="Log threshold; logs go to stderr, never stdout.")
 def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, idle_timeout: float,
-          max_line_bytes: int, state_dir: str | None, ephemeral: bool, monkey_patch: bool, log_level: str) -> None:
+          max_line_bytes: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
+          log_level: str) -> None:
     """Run an ACP agent on stdin/stdout (the main job: point your editor at this)."""
     from . import logsetup
     from .server import ServeOptions, Server
     from .transport import claim_stdio
 
     logsetup.configure(log_level)
+    provided = parse_provide_mcp(provide_mcp)
     if agent_spec:
         sys.path.insert(0, os.getcwd())
         agent = load_agent(agent_spec)
@@ -79,11 +105,16 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
         from .demo import DemoAgent
 
         agent = DemoAgent()
+    taken = {server.name for server in agent.provided_mcp_servers()}
+    for name, _argv in provided:
+        if name in taken:
+            raise click.BadParameter(f"{name!r} is already the name of an MCP server the agent provides", param_hint="--provide-mcp")
     options = ServeOptions(
         max_background=max_background,
         shutdown_grace=shutdown_grace,
         idle_timeout=idle_timeout,
         max_line_bytes=max_line_bytes,
+        provide_mcp=provided,
     )
     if monkey_patch:
         log.info("gevent monkey-patching is on (--monkey-patch)")

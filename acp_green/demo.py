@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
+from . import wire
 from .agent import Agent, Command, ExtensionCall, Mode, SelectOption, Turn
-from .errors import CapabilityMissing, ClientError
+from .errors import CapabilityMissing, ClientError, McpUnavailable, RpcError
+from .mcp import Tool, ToolCall, ToolServer, result_text
 
 ECHO_CHUNK = 24
 CONTEXT_WINDOW = 128_000
@@ -126,17 +127,33 @@ class DemoAgent(Agent):
         return "end_turn"
 
     def _cmd_mcp(self, turn: Turn, args: str) -> str:
-        try:
-            parts = shlex.split(args)
-        except ValueError as exc:
-            turn.say(f"usage: /mcp SERVER TOOL [JSON] ({exc})")
-            return "end_turn"
+        parts = args.split(None, 2)  # SERVER TOOL [JSON]: the JSON keeps its quotes and spaces
         if len(parts) < 2:
             turn.say("usage: /mcp SERVER TOOL [JSON]")
             return "end_turn"
         server, tool = parts[0], parts[1]
-        turn.tool_call("mcp-1", f"{server}.{tool}", kind="other", status="in_progress")
-        turn.tool_update("mcp-1", status="failed", content=[_text_content("MCP servers are not supported by this build")])
+        arguments: Any = {}
+        if len(parts) > 2:
+            try:
+                arguments = wire.loads(parts[2])
+            except ValueError as exc:
+                turn.say(f"usage: /mcp SERVER TOOL [JSON] (bad JSON: {exc})")
+                return "end_turn"
+            if not isinstance(arguments, dict):
+                turn.say("usage: /mcp SERVER TOOL [JSON] (JSON must be an object)")
+                return "end_turn"
+        tool_id = "mcp-1"
+        turn.tool_call(tool_id, f"{server}.{tool}", kind="other", status="in_progress", rawInput=arguments)
+        try:
+            result = turn.mcp(server).call_tool(tool, arguments)
+        except (McpUnavailable, RpcError) as exc:
+            message = exc.message if isinstance(exc, RpcError) else str(exc)
+            turn.tool_update(tool_id, status="failed", content=[_text_content(f"{server}.{tool} failed: {message}")])
+            return "end_turn"
+        text = result_text(result)
+        status = "failed" if result.get("isError") else "completed"
+        turn.tool_update(tool_id, status=status, content=[_text_content(text)])
+        turn.say(text if len(text) <= 4096 else f"{text[:4096]}… ({len(text)} characters)")
         return "end_turn"
 
     def _cmd_fail(self, turn: Turn, args: str) -> str:
@@ -167,6 +184,10 @@ class DemoAgent(Agent):
         turn.session.state["context_used"] = used
         turn.usage.report(input_tokens=input_tokens, output_tokens=output_tokens, context_used=used, context_size=CONTEXT_WINDOW)
 
+    # -- the in-process MCP tool server ---------------------------------------------------
+    def provided_mcp_servers(self) -> list[ToolServer]:
+        return [DEMO_TOOLS]
+
     # -- extensions ------------------------------------------------------------------------
     def extension_methods(self) -> dict[str, Any]:
         return {"_acp_green/echo": self._ext_echo, "_acp_green/sleep": self._ext_sleep}
@@ -181,6 +202,36 @@ class DemoAgent(Agent):
 
 
 _COMMANDS = frozenset({"stream", "sleep", "wait", "read", "write", "mcp", "fail", "plan", "think"})
+
+
+def _tool_echo(call: ToolCall) -> str:
+    return str(call.arguments.get("text", ""))
+
+
+def _tool_sleep(call: ToolCall) -> str:
+    seconds = float(call.arguments.get("seconds", 1))
+    call.sleep(seconds)  # raises TurnCancelled when the MCP client cancels
+    return f"slept {seconds:g}s"
+
+
+def _tool_big(call: ToolCall) -> str:
+    size = int(call.arguments.get("size", 1 << 20))
+    return "x" * max(0, min(size, 64 << 20))
+
+
+#: The demo's in-process MCP server, provided over ACP as "demo": a fast and a slow tool.
+DEMO_TOOLS = ToolServer(
+    "demo",
+    [
+        Tool("echo", _tool_echo, "Return the text at once (fast)",
+             {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        Tool("sleep", _tool_sleep, "Wait SECONDS, cancellable (slow)",
+             {"type": "object", "properties": {"seconds": {"type": "number"}}}),
+        Tool("big", _tool_big, "Return a text of SIZE bytes",
+             {"type": "object", "properties": {"size": {"type": "integer"}}}),
+    ],
+    version="0.1.0",
+)
 
 
 def _text_content(text: str) -> dict[str, Any]:

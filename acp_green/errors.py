@@ -116,6 +116,62 @@ class RequestCancelled(RpcError):
         super().__init__(message)
 
 
+class McpError(RpcError):
+    """An MCP-level error: the MCP server's own error object, relayed with its code as is."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        if data is not None and not isinstance(data, dict):
+            self.data = {"value": data}
+        elif data:
+            self.data = dict(data)
+
+    @classmethod
+    def from_wire(cls, error: Any) -> "McpError":
+        """From a JSON-RPC error object as some peer wrote it (tolerant of bad shapes)."""
+        if not isinstance(error, dict):
+            return cls(INTERNAL_ERROR, f"Malformed error from the MCP server: {one_line(repr(error))}")
+        code = error.get("code")
+        if not isinstance(code, int) or isinstance(code, bool):
+            code = INTERNAL_ERROR
+        return cls(code, one_line(str(error.get("message", "MCP error"))), error.get("data"))
+
+
+class UnknownMcpServer(InvalidParams):
+    reason = "unknown_mcp_server"
+
+    def __init__(self, server_id: Any) -> None:
+        super().__init__(f"mcp/connect: no MCP server with serverId {server_id!r} is provided here", data={"serverId": server_id})
+
+
+class UnknownMcpConnection(InvalidParams):
+    """`mcp/message` or `mcp/disconnect` naming a connection that is unknown, closed or not yet connected."""
+
+    reason = "unknown_connection"
+
+    def __init__(self, connection_id: Any, state: str = "unknown") -> None:
+        words = {"unknown": "is unknown", "closed": "is closed", "connecting": "is not connected yet"}
+        super().__init__(
+            f"MCP connection {connection_id!r} {words.get(state, state)}",
+            data={"connectionId": connection_id, "state": state},
+        )
+
+
+class McpConnectFailed(InternalError):
+    reason = "mcp_connect_failed"
+
+
+class McpServerExited(InternalError):
+    """The MCP server process ended while a request to it was pending."""
+
+    reason = "mcp_server_exited"
+
+
+class McpUnavailable(Exception):
+    """Agent code asked for an MCP server the session does not have, or it could not start."""
+
+
 class ClientError(Exception):
     """The client answered one of the agent's requests with a JSON-RPC error."""
 

@@ -39,6 +39,8 @@ class ServeOptions:
     max_line_bytes: int = 64 << 20
     output: OutputLimits = field(default_factory=OutputLimits)
     handle_signals: bool = True
+    #: MCP servers provided over ACP as stdio commands: (name, argv) pairs (`--provide-mcp`).
+    provide_mcp: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
 class Server:
@@ -76,6 +78,7 @@ class Server:
             self.sessions,
             self.store,
             partial(Endpoint, outbound, max_background=options.max_background),
+            provided_commands=options.provide_mcp,
         )
         endpoint = protocol.endpoint
         line_reader = LineReader(read_fd, options.max_line_bytes)
@@ -141,8 +144,12 @@ class Server:
         killed = endpoint.drain(self.options.shutdown_grace)
         if killed:
             log.warning("%d background requests were aborted at the end of the grace", killed)
+        try:
+            self.protocol.close_mcp()  # inbound bridges' processes: none outlives the agent
+        except Exception:
+            log.exception("closing MCP bridges failed")
         for session in self.sessions:
-            self.sessions.drop(session.session_id)
+            self.sessions.drop(session.session_id)  # session-scoped MCP servers stop here
         try:
             self.store.close()
         except Exception:

@@ -55,6 +55,11 @@ class ClientPolicy:
     files: dict[str, str] = field(default_factory=dict)  # what fs/read_text_file returns, by path
     use_disk: bool = False  # read and write real files when a path is not in `files`
     written: dict[str, str] = field(default_factory=dict)
+    # Custom answers to agent->client requests by method (e.g. mcp/connect, mcp/message); each
+    # gets (client, request) and answers with client.respond/respond_error, now or later.
+    handlers: dict[str, Callable[["AcpClient", dict[str, Any]], None]] = field(default_factory=dict)
+    # Observers of agent->client notifications by method (e.g. mcp/message, $/cancel_request).
+    notification_handlers: dict[str, Callable[["AcpClient", dict[str, Any]], None]] = field(default_factory=dict)
 
 
 class Pending:
@@ -253,6 +258,10 @@ class AcpClient:
             if "id" in message:
                 self.agent_requests.append(message)
                 self._answer(message)
+            else:
+                handler = self.policy.notification_handlers.get(message["method"])
+                if handler is not None:
+                    handler(self, message)
             return
         if "id" in message:
             pending = self.pending.get(_key(message["id"]))
@@ -263,7 +272,10 @@ class AcpClient:
         method = request["method"]
         params = request.get("params") or {}
         policy = self.policy
-        if method == "session/request_permission":
+        handler = policy.handlers.get(method)
+        if handler is not None:
+            handler(self, request)
+        elif method == "session/request_permission":
             if policy.permission == "hold":
                 self.hold[request["id"]] = request
                 return

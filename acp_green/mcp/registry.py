@@ -1,0 +1,232 @@
+"""The bridge registry of one ACP connection: provided servers, open connections, both directions.
+
+Inbound (the peer connects to servers we provide): `mcp/connect`, `mcp/message`,
+`mcp/disconnect` are background routes here. Outbound (agent code connects to servers the
+client declared with `type: "acp"`): connections the client issued are recorded so the
+`mcp/message` requests it sends back on them are dispatched like any background request.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import gevent
+
+from .. import wire
+from ..endpoint import Job, Outcome
+from ..errors import InvalidParams, McpError, UnknownMcpConnection, UnknownMcpServer
+from .bridge import CLOSED, CONNECTING, Bridge, InProcessBridge, ProvidedServer, StdioBridge
+from .tools import ToolServer
+
+log = logging.getLogger(__name__)
+
+#: How long `mcp/connect` waits for a launched server to answer its first ping.
+CONNECT_TIMEOUT = 30.0
+_CLOSED_MEMORY = 1024
+
+
+def provided_servers(tool_servers: Sequence[ToolServer], commands: Sequence[tuple[str, Sequence[str]]]) -> list[ProvidedServer]:
+    """Give every provided server a serverId; names must be unique (they are what users type)."""
+    servers: list[ProvidedServer] = []
+    seen: set[str] = set()
+    for tools in tool_servers:
+        if tools.name in seen:
+            raise ValueError(f"two provided MCP servers are named {tools.name!r}")
+        seen.add(tools.name)
+        servers.append(ProvidedServer(tools.name, f"acp-green:{tools.name}", tools=tools))
+    for name, argv in commands:
+        if name in seen:
+            raise ValueError(f"two provided MCP servers are named {name!r}")
+        if not argv:
+            raise ValueError(f"provided MCP server {name!r} has an empty command")
+        seen.add(name)
+        servers.append(ProvidedServer(name, f"acp-green:{name}", argv=tuple(argv)))
+    return servers
+
+
+def _mcp_params(params: Any, method: str) -> dict[str, Any]:
+    if not isinstance(params, dict):
+        raise InvalidParams(f"{method}: params must be an object")
+    return params
+
+
+def _string_field(params: dict[str, Any], name: str, method: str) -> str:
+    value = params.get(name)
+    if not isinstance(value, str):
+        state = "missing required field" if name not in params else "wrong type for field"
+        raise InvalidParams(f"{method}: {state} {name!r}", data={"field": name})
+    return value
+
+
+def _inner_params(params: dict[str, Any], method: str) -> dict[str, Any] | None:
+    inner = params.get("params")
+    if inner is not None and not isinstance(inner, dict):
+        raise InvalidParams(f"{method}: field 'params' must be an object or null", data={"field": "params"})
+    return inner
+
+
+class ConnectJob(Job):
+    """`mcp/connect`: starts the bridge in the background; answers once it can carry messages."""
+
+    def __init__(self, registry: "McpRegistry", bridge: Bridge) -> None:
+        self.registry = registry
+        self.bridge = bridge
+
+    def run(self) -> Any:
+        return self.bridge.open(self.registry.connect_timeout)
+
+    def settle(self, outcome: Outcome) -> Outcome:
+        if outcome.error is not None or outcome.killed or outcome.cancelled:
+            self.registry.retire(self.bridge)
+        return outcome
+
+    def cancel(self) -> bool:
+        return False  # the endpoint answers -32800 and kills the greenlet; settle reaps the process
+
+    def shutdown(self) -> None:
+        self.registry.retire(self.bridge)  # a pending first ping fails at once instead of using the grace
+
+
+class DisconnectJob(Job):
+    """`mcp/disconnect`: closes the bridge and reaps its process before answering."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+
+    def run(self) -> Any:
+        self.bridge.close()
+        return {}
+
+    def cancel(self) -> bool:
+        return True  # reaping is short; the normal answer stands
+
+
+class PeerRequestJob(Job):
+    """An MCP request the client's server sends us on an outbound connection."""
+
+    def __init__(self, method: str, params: Any) -> None:
+        self.method = method
+        self.params = params
+
+    def run(self) -> Any:
+        if self.method == "ping":
+            return {}
+        if self.method == "roots/list":
+            return {"roots": []}
+        raise McpError(-32601, f"Method not found: {self.method}")
+
+
+class McpRegistry:
+    """Every MCP-over-ACP connection of one ACP connection."""
+
+    def __init__(self, provided: Sequence[ProvidedServer], call_client: Callable[..., Any],
+                 notify_client: Callable[[str, Any], None], *, connect_timeout: float = CONNECT_TIMEOUT) -> None:
+        self.provided = list(provided)
+        self._by_id = {server.server_id: server for server in self.provided}
+        self.by_name = {server.name: server for server in self.provided}
+        self.call_client = call_client
+        self.notify_client = notify_client
+        self.connect_timeout = connect_timeout
+        self.bridges: dict[str, Bridge] = {}
+        self._closed: OrderedDict[str, None] = OrderedDict()
+        self.outbound: dict[str, str] = {}  # connectionId the client issued -> server name
+        self._closers: set[gevent.Greenlet] = set()
+
+    def announce(self) -> list[dict[str, Any]]:
+        """The `providedMcpServers` list of the initialize result (DESIGN §4)."""
+        return [server.to_wire() for server in self.provided]
+
+    # -- routes (admission runs in the receive loop) ---------------------------------------------
+    def admit_connect(self, params: Any, _id: wire.RequestId) -> Job:
+        method = "mcp/connect"
+        params = _mcp_params(params, method)
+        key = "serverId" if "serverId" in params else "acpId"  # acpId: the RFD's older name
+        server_id = _string_field(params, key, method)
+        server = self._by_id.get(server_id)
+        if server is None:
+            raise UnknownMcpServer(server_id)
+        connection_id = f"mcpc-{uuid.uuid4().hex}"
+        if server.tools is not None:
+            bridge: Bridge = InProcessBridge(connection_id, server)
+        else:
+            bridge = StdioBridge(connection_id, server, self.call_client, self.notify_client, self._bridge_closed)
+        self.bridges[connection_id] = bridge
+        return ConnectJob(self, bridge)
+
+    def admit_message(self, params: Any, request_id: wire.RequestId) -> Job:
+        method = "mcp/message"
+        params = _mcp_params(params, method)
+        connection_id = _string_field(params, "connectionId", method)
+        inner_method = _string_field(params, "method", method)
+        inner = _inner_params(params, method)
+        if connection_id in self.outbound:
+            return PeerRequestJob(inner_method, inner)
+        return self._open_bridge(connection_id).admit_request(request_id, inner_method, inner)
+
+    def on_message_notification(self, params: Any) -> None:
+        """An `mcp/message` notification: relayed at once, in receive order; never answered (S6)."""
+        method = "mcp/message"
+        params = _mcp_params(params, method)
+        connection_id = _string_field(params, "connectionId", method)
+        inner_method = _string_field(params, "method", method)
+        inner = _inner_params(params, method)
+        if connection_id in self.outbound:
+            log.debug("notification %s from the client's MCP server %s", inner_method, self.outbound[connection_id])
+            return
+        self._open_bridge(connection_id).admit_notification(inner_method, inner)
+
+    def admit_disconnect(self, params: Any, _id: wire.RequestId) -> Job:
+        method = "mcp/disconnect"
+        params = _mcp_params(params, method)
+        connection_id = _string_field(params, "connectionId", method)
+        bridge = self._open_bridge(connection_id)
+        self.forget(bridge)  # in receive order: later messages for it are refused as closed
+        return DisconnectJob(bridge)
+
+    def _open_bridge(self, connection_id: str) -> Bridge:
+        bridge = self.bridges.get(connection_id)
+        if bridge is None:
+            state = "closed" if connection_id in self._closed else "unknown"
+            raise UnknownMcpConnection(connection_id, state)
+        if bridge.state != "open":
+            raise UnknownMcpConnection(connection_id, bridge.state)
+        return bridge
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def forget(self, bridge: Bridge) -> None:
+        """Remove a bridge, remembering its id as closed (for a clear error later)."""
+        if bridge.state != CONNECTING:
+            bridge.state = CLOSED
+        if self.bridges.pop(bridge.connection_id, None) is not None:
+            self._closed[bridge.connection_id] = None
+            while len(self._closed) > _CLOSED_MEMORY:
+                self._closed.popitem(last=False)
+
+    def retire(self, bridge: Bridge) -> None:
+        """Forget a bridge and close it in the background (never blocks); close_all waits for it."""
+        self.forget(bridge)
+        closer = gevent.spawn(bridge.close)  # closing reaps a process: not in settle's caller
+        self._closers.add(closer)
+        closer.rawlink(self._closers.discard)
+
+    def _bridge_closed(self, bridge: Bridge) -> None:
+        """A bridge's server exited by itself."""
+        self.forget(bridge)
+
+    def add_outbound(self, connection_id: str, name: str) -> None:
+        self.outbound[connection_id] = name
+
+    def remove_outbound(self, connection_id: str) -> None:
+        self.outbound.pop(connection_id, None)
+
+    def close_all(self) -> None:
+        """Close every bridge and reap every process they started (connection end, S13)."""
+        bridges = list(self.bridges.values())
+        for bridge in bridges:
+            self.forget(bridge)
+        closers = [gevent.spawn(bridge.close) for bridge in bridges] + list(self._closers)
+        gevent.joinall(closers, timeout=10)

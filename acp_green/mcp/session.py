@@ -1,0 +1,196 @@
+"""The MCP servers of one session, as agent code reaches them through `turn.mcp(name)`.
+
+- stdio servers declared in `session/new` are started in the background when the session
+  opens, initialized once, and stopped (and reaped) when the session ends;
+- `type: "acp"` servers declared by the client are connected on first use with an
+  agent->client `mcp/connect`, and disconnected when the session ends;
+- servers this process provides (in-process tools or `--provide-mcp`) are reachable by name too.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+from gevent.event import AsyncResult
+from gevent.greenlet import Greenlet
+
+from ..errors import ClientError, McpUnavailable, RpcError, TurnCancelled, one_line
+from ..sessions import CancelToken
+from .bridge import ProvidedServer
+from .client import AcpChannel, LoopbackChannel, McpClientSession, StdioChannel
+from .jsonrpc import JsonRpcLink
+
+log = logging.getLogger(__name__)
+
+#: How long a stdio server may take to start and answer `initialize`.
+START_TIMEOUT = 30.0
+
+
+class _StdioServer:
+    """A stdio MCP server started for a session: starts in the background, initialized once."""
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str] | None, cwd: str | None) -> None:
+        self.name = name
+        self.argv = argv
+        self.env = env
+        self.cwd = cwd
+        self.link: JsonRpcLink | None = None
+        self.ready: AsyncResult = AsyncResult()
+        self._starter = Greenlet(self._start)
+        self._starter.name = f"mcp-start-{name}"
+        self._starter.start()
+
+    def _start(self) -> None:
+        try:
+            self.link = JsonRpcLink(self.argv, name=self.name, env=self.env, cwd=self.cwd)
+        except OSError as exc:
+            self.ready.set_exception(McpUnavailable(f"cannot start MCP server {self.name!r} ({self.argv[0]}): {exc.strerror or exc}"))
+            return
+        session = McpClientSession(self.name, StdioChannel(self.link))
+        try:
+            session.initialize(timeout=START_TIMEOUT)
+        except (RpcError, gevent.Timeout) as exc:
+            detail = exc.message if isinstance(exc, RpcError) else f"no answer within {START_TIMEOUT:g}s"
+            self.ready.set_exception(McpUnavailable(f"MCP server {self.name!r} did not initialize: {detail}"))
+            return
+        self.ready.set(session)
+
+    @property
+    def pid(self) -> int | None:
+        return self.link.pid if self.link is not None else None
+
+    def close(self) -> None:
+        self._starter.kill(block=True, timeout=2)
+        if self.link is not None:
+            self.link.close()
+
+
+class SessionMcp:
+    """Resolves `turn.mcp(name)` for one session and owns what that starts."""
+
+    def __init__(self, session_id: str, cwd: str | None, servers: list[dict[str, Any]], provided: dict[str, ProvidedServer],
+                 call_client: Callable[..., Any], notify_client: Callable[[str, Any], None],
+                 on_outbound: Callable[[str, str | None], None]) -> None:
+        self.session_id = session_id
+        self.cwd = cwd
+        self.declared = {s["name"]: s for s in servers if isinstance(s.get("name"), str)}
+        self.provided = provided
+        self._call_client = call_client
+        self._notify_client = notify_client
+        self._on_outbound = on_outbound  # (connectionId, name) registers; (connectionId, None) removes
+        self.stdio: dict[str, _StdioServer] = {}
+        self.sessions: dict[str, McpClientSession] = {}
+        self.outbound: dict[str, str] = {}  # name -> connectionId
+        self.closed = False
+
+    def start(self) -> None:
+        """Start every declared stdio server in the background (ACP: agents SHOULD connect to all)."""
+        for name, entry in self.declared.items():
+            if _kind(entry) == "stdio":
+                try:
+                    argv, env = _stdio_command(entry)
+                except ValueError as exc:
+                    log.warning("session %s: MCP server %r: %s", self.session_id, name, exc)
+                    continue
+                self.stdio[name] = _StdioServer(name, argv, env, self.cwd)
+
+    def get(self, name: str, token: CancelToken) -> McpClientSession:
+        """An initialized MCP client session for `name`; McpUnavailable if there is none."""
+        if self.closed:
+            raise McpUnavailable("the session has ended")
+        session = self.sessions.get(name)
+        if session is not None:
+            return session
+        if name in self.stdio:
+            return self._wait_stdio(self.stdio[name], token)
+        entry = self.declared.get(name)
+        if entry is not None:
+            kind = _kind(entry)
+            if kind == "acp":
+                return self._connect_acp(name, entry, token)
+            raise McpUnavailable(f"MCP server {name!r} uses the {kind} transport, which this agent does not support")
+        server = self.provided.get(name)
+        if server is None:
+            raise McpUnavailable(f"this session has no MCP server named {name!r}")
+        if server.tools is not None:
+            session = McpClientSession(name, LoopbackChannel(server.tools))
+            session.initialize(token)
+            self.sessions[name] = session
+            return session
+        self.stdio[name] = _StdioServer(name, list(server.argv), None, None)
+        return self._wait_stdio(self.stdio[name], token)
+
+    def _wait_stdio(self, server: _StdioServer, token: CancelToken) -> McpClientSession:
+        gevent.wait([server.ready, token.event], count=1)
+        if not server.ready.ready():
+            raise TurnCancelled()
+        return server.ready.get()  # raises McpUnavailable if it failed to start
+
+    def _connect_acp(self, name: str, entry: dict[str, Any], token: CancelToken) -> McpClientSession:
+        server_id = entry.get("serverId", entry.get("acpId", entry.get("id")))
+        if not isinstance(server_id, str):
+            raise McpUnavailable(f"MCP server {name!r} has no serverId")
+        try:
+            result = self._call_client("mcp/connect", {"serverId": server_id}, token=token)
+        except ClientError as exc:
+            raise McpUnavailable(f"the client refused mcp/connect for {name!r}: {exc.error_message}") from None
+        connection_id = (result or {}).get("connectionId")
+        if not isinstance(connection_id, str):
+            raise McpUnavailable(f"mcp/connect for {name!r} returned no connectionId")
+        self.outbound[name] = connection_id
+        self._on_outbound(connection_id, name)
+        session = McpClientSession(name, AcpChannel(self._call_client, self._notify_client, connection_id))
+        try:
+            session.initialize(token)
+        except BaseException:  # cancelled or refused: do not leave the client's connection open
+            del self.outbound[name]
+            self._on_outbound(connection_id, None)
+            gevent.spawn(self._disconnect, connection_id)
+            raise
+        self.sessions[name] = session
+        return session
+
+    def pids(self) -> dict[str, int]:
+        """Process ids of the stdio servers started for this session (diagnostics, tests)."""
+        return {name: s.pid for name, s in self.stdio.items() if s.pid is not None}
+
+    def close(self) -> None:
+        """The session ended: stop and reap its servers; disconnect its ACP bridges."""
+        self.closed = True
+        stdio, self.stdio = self.stdio, {}
+        closers = [gevent.spawn(server.close) for server in stdio.values()]
+        for name, connection_id in list(self.outbound.items()):
+            self._on_outbound(connection_id, None)
+            gevent.spawn(self._disconnect, connection_id)
+        self.outbound.clear()
+        self.sessions.clear()
+        gevent.joinall(closers, timeout=10)
+
+    def _disconnect(self, connection_id: str) -> None:
+        try:
+            self._call_client("mcp/disconnect", {"connectionId": connection_id}, timeout=5)
+        except (Exception, gevent.Timeout) as exc:  # best effort: the client may be gone
+            log.debug("mcp/disconnect %s: %s", connection_id, one_line(str(exc)))
+
+
+def _kind(entry: dict[str, Any]) -> str:
+    kind = entry.get("type")
+    return kind if isinstance(kind, str) else "stdio"  # stdio entries carry no type (schema)
+
+
+def _stdio_command(entry: dict[str, Any]) -> tuple[list[str], dict[str, str] | None]:
+    command = entry.get("command")
+    if not isinstance(command, str) or not command:
+        raise ValueError("no command")
+    args = entry.get("args") or []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ValueError("args must be a list of strings")
+    env_list = entry.get("env") or []
+    env = {}
+    for item in env_list if isinstance(env_list, list) else []:
+        if isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("value"), str):
+            env[item["name"]] = item["value"]
+    return [command, *args], env or None

@@ -1,0 +1,93 @@
+"""Helpers shared by the MCP tests: server commands, connecting, and checking processes by pid."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import gevent
+
+HERE = Path(__file__).resolve().parent
+SDK_TOOLS = str(HERE / "mcp_servers" / "sdk_tools.py")
+RECORDER = str(HERE / "mcp_servers" / "recorder.py")
+INIT_PARAMS = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
+
+
+def command(script: str, *args: str) -> str:
+    return shlex.join([sys.executable, script, *args])
+
+
+def provide(name: str, script: str, *args: str) -> list[str]:
+    """`--provide-mcp NAME=COMMAND` arguments for `acp-green serve`."""
+    return ["--provide-mcp", f"{name}={command(script, *args)}"]
+
+
+def stdio_entry(name: str, script: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """A stdio McpServer entry for `session/new`."""
+    return {"name": name, "command": sys.executable, "args": [script],
+            "env": [{"name": k, "value": v} for k, v in (env or {}).items()]}
+
+
+def connect(agent: Any, server_id: str, key: str = "serverId") -> tuple[str, int | None]:
+    """mcp/connect; returns (connectionId, pid of the process started, if any)."""
+    result = agent.call("mcp/connect", {key: server_id})
+    pid = ((result.get("_meta") or {}).get("acpGreen") or {}).get("pid")
+    return result["connectionId"], pid
+
+
+def message(agent: Any, connection_id: str, method: str, params: Any = None, request_id: Any = None) -> dict[str, Any]:
+    """An mcp/message request, built (not sent)."""
+    inner: dict[str, Any] = {"connectionId": connection_id, "method": method}
+    if params is not None:
+        inner["params"] = params
+    return agent.make_request("mcp/message", inner, request_id)
+
+
+def initialize(agent: Any, connection_id: str) -> dict[str, Any]:
+    """The MCP handshake over a bridge."""
+    request = message(agent, connection_id, "initialize", INIT_PARAMS)
+    agent.send(request)
+    result = agent.pending_for(request).result()
+    agent.notify("mcp/message", {"connectionId": connection_id, "method": "notifications/initialized"})
+    return result
+
+
+def call_tool(agent: Any, connection_id: str, tool: str, arguments: dict[str, Any], request_id: Any = None) -> dict[str, Any]:
+    return message(agent, connection_id, "tools/call", {"name": tool, "arguments": arguments}, request_id)
+
+
+def text_of(result: dict[str, Any]) -> str:
+    return "".join(block.get("text", "") for block in result.get("content", []))
+
+
+def pid_gone(pid: int) -> bool:
+    """True once no process has this pid (a zombie still counts: it was not reaped)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def wait_gone(pid: int, timeout: float = 30.0) -> bool:
+    """Wait (generously bounded) until the pid is gone; False if it is still there."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pid_gone(pid):
+            return True
+        gevent.sleep(0.02)
+    return pid_gone(pid)
+
+
+def wait_file_lines(path: str, predicate: Any, timeout: float = 30.0) -> list[str]:
+    """Wait until the recorder's file has lines satisfying predicate(lines)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = Path(path).read_text().splitlines() if os.path.exists(path) else []
+        if predicate(lines) or time.monotonic() > deadline:
+            return lines
+        gevent.sleep(0.02)

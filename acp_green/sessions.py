@@ -163,7 +163,6 @@ class SessionRegistry:
             session = Session(record, self._dormant_mcp.pop(session_id, None))
             self._live[session_id] = session
             log.debug("session %s revived from the store", session_id)
-        session.closing = False  # named again before its close completed: it stays
         session.touch()
         return session
 

@@ -212,7 +212,8 @@ def test_session_delete_cancels_running_prompt_S16(inprocess, tmp_path):
 
 
 def test_session_methods_run_in_receive_order_S2(inprocess, tmp_path):
-    """S2: load, then prompt, then delete, then prompt written in one write: each sees the one before."""
+    """S2: load, prompt, set_mode, delete, prompt in one write: each is handled after the one
+    before it finished (load waits for the store thread; nothing overtakes it)."""
     harness = _start(inprocess, tmp_path)
     client = harness.client
     sid = client.new_session()
@@ -220,13 +221,23 @@ def test_session_methods_run_in_receive_order_S2(inprocess, tmp_path):
     harness.server.sessions.drop(sid)  # as after a restart: only the store knows it
     load = client.make_request("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
     prompt = client.make_request("session/prompt", client.prompt_params(sid, "/wait"))
+    set_mode = client.make_request("session/set_mode", {"sessionId": sid, "modeId": "code"})
     delete = client.make_request("session/delete", {"sessionId": sid})
     late = client.make_request("session/prompt", client.prompt_params(sid, "after delete"))
-    client.send(load, prompt, delete, late)
+    mark = len(client.received())
+    client.send(load, prompt, set_mode, delete, late)
     client.pending_for(load).result()
+    assert client.pending_for(set_mode).result() == {}
     assert client.pending_for(prompt).result() == {"stopReason": "cancelled"}  # cancelled by the delete
     assert client.pending_for(delete).result() == {}
     assert client.pending_for(late).error()["data"]["reason"] == "unknown_session"
+    control_ids = {load["id"], set_mode["id"], delete["id"]}
+    arrived = client.received()[mark:]
+    answered = [m["id"] for m in arrived if "method" not in m and m.get("id") in control_ids]
+    assert answered == [load["id"], set_mode["id"], delete["id"]]
+    load_at = next(i for i, m in enumerate(arrived) if "method" not in m and m.get("id") == load["id"])
+    replay = [m["params"]["update"]["sessionUpdate"] for m in arrived[:load_at]]
+    assert replay == ["user_message_chunk", "agent_message_chunk"]
 
 
 def test_set_mode_persists_across_eviction_S15(inprocess, tmp_path):

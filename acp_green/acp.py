@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import time
+import uuid
 from datetime import datetime, timezone
 from collections.abc import Callable
 from typing import Any
@@ -31,7 +32,7 @@ from .errors import (
 )
 from .sessions import CancelToken, Session, SessionRegistry
 from .store import Store
-from .usage import UsageRecord
+from .usage import RUNNING, UsageRecord
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class PromptJob(Job):
         self.token = turn.token
         self.started = time.time()
         self.started_mono = time.monotonic()
+        self.usage_id = uuid.uuid4().hex
 
     def run(self) -> Any:
         turn = self.turn
@@ -427,6 +429,9 @@ class AcpAgentProtocol:
         job = PromptJob(self, session, request_id, turn)
         session.reserve(job)
         self.prompts[session_id] = job
+        # Admitted: the ledger knows of it now; settle replaces this record (S16). Only a
+        # process that dies without settling leaves it "running" (shown as interrupted).
+        self.store.record_usage(self.usage_record(job, RUNNING))
         if session.record.title is None:
             title = title_from_prompt(turn.text)
             if title:
@@ -452,9 +457,17 @@ class AcpAgentProtocol:
                 self.sessions.save(session)  # its updated time, for session/list
             except Exception:
                 log.exception("storing the history of a turn of %s failed", session_id)
-        usage = turn.usage
-        record = UsageRecord(
-            session_id=session_id,
+        record = self.usage_record(job, stop_reason)
+        try:
+            self.store.record_usage(record)
+        except Exception:
+            log.exception("recording usage for %s failed", session_id)
+        self.sessions.prompt_ended(session)
+
+    def usage_record(self, job: PromptJob, stop_reason: str) -> UsageRecord:
+        usage = job.turn.usage
+        return UsageRecord(
+            session_id=job.session.session_id,
             request_id=repr(job.request_id),
             stop_reason=stop_reason,
             started_at=job.started,
@@ -463,12 +476,8 @@ class AcpAgentProtocol:
             output_bytes=usage.output_bytes,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
+            usage_id=job.usage_id,
         )
-        try:
-            self.store.record_usage(record)
-        except Exception:
-            log.exception("recording usage for %s failed", session_id)
-        self.sessions.prompt_ended(session)
 
     def send_update(self, session_id: str, update: dict[str, Any]) -> None:
         self.endpoint.outbound.put(encode_update(session_id, update))

@@ -15,7 +15,7 @@ from typing import Any
 
 from . import statedb
 from .sessions import SessionRecord
-from .usage import UsageRecord
+from .usage import RUNNING, UsageRecord
 
 
 @contextlib.contextmanager
@@ -119,9 +119,32 @@ class UsageTotals:
         }
 
 
+INTERRUPTED = "interrupted"
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if pid is None:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def with_interrupted(records: list[UsageRecord]) -> list[UsageRecord]:
+    """A "running" record whose process is gone is a prompt that was interrupted (SIGKILL)."""
+    for record in records:
+        if record.stop_reason == RUNNING and not _pid_alive(record.pid):
+            record.stop_reason = INTERRUPTED
+    return records
+
+
 def usage_report(conn: sqlite3.Connection | None, session_id: str | None = None, with_records: bool = False) -> dict[str, Any]:
     """Totals, per-session totals (busiest first) and optionally every record."""
-    records = statedb.usage(conn, session_id) if conn is not None else []
+    records = with_interrupted(statedb.usage(conn, session_id)) if conn is not None else []
     total = UsageTotals()
     per_session: dict[str, UsageTotals] = {}
     for record in records:

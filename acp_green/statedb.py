@@ -43,6 +43,7 @@ _SCHEMA_V1 = (
     "CREATE INDEX IF NOT EXISTS turns_by_session ON turns (session_id, id)",
     """CREATE TABLE IF NOT EXISTS usage (
         id INTEGER PRIMARY KEY AUTOINCREMENT,
+        usage_id TEXT NOT NULL UNIQUE,
         session_id TEXT NOT NULL,
         request_id TEXT NOT NULL,
         stop_reason TEXT NOT NULL,
@@ -159,14 +160,19 @@ def append_turn(conn: sqlite3.Connection, session_id: str, entries: Sequence[dic
 
 
 def record_usage(conn: sqlite3.Connection, record: UsageRecord) -> None:
+    """Insert, or replace the record with the same usage_id (the "running" one of admission)."""
     conn.execute(
-        """INSERT INTO usage (session_id, request_id, stop_reason, started_at, duration, input_bytes,
-               output_bytes, input_tokens, output_tokens, recorded_at, pid)
-           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+        """INSERT INTO usage (usage_id, session_id, request_id, stop_reason, started_at, duration,
+               input_bytes, output_bytes, input_tokens, output_tokens, recorded_at, pid)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+           ON CONFLICT (usage_id) DO UPDATE SET stop_reason = excluded.stop_reason,
+               duration = excluded.duration, input_bytes = excluded.input_bytes,
+               output_bytes = excluded.output_bytes, input_tokens = excluded.input_tokens,
+               output_tokens = excluded.output_tokens, recorded_at = excluded.recorded_at""",
         (
-            record.session_id, record.request_id, record.stop_reason, record.started_at, record.duration,
-            record.input_bytes, record.output_bytes, record.input_tokens, record.output_tokens,
-            record.recorded_at, os.getpid(),
+            record.usage_id, record.session_id, record.request_id, record.stop_reason, record.started_at,
+            record.duration, record.input_bytes, record.output_bytes, record.input_tokens,
+            record.output_tokens, record.recorded_at, os.getpid() if record.pid is None else record.pid,
         ),
     )
 
@@ -220,7 +226,7 @@ def turn_count(conn: sqlite3.Connection, session_id: str) -> int:
 
 def usage(conn: sqlite3.Connection, session_id: str | None = None) -> list[UsageRecord]:
     sql = """SELECT session_id, request_id, stop_reason, started_at, duration, input_bytes, output_bytes,
-                    input_tokens, output_tokens, recorded_at FROM usage"""
+                    input_tokens, output_tokens, recorded_at, usage_id, pid FROM usage"""
     args: tuple[Any, ...] = ()
     if session_id is not None:
         sql += " WHERE session_id = ?"

@@ -42,6 +42,7 @@ class MemoryStore:
         self._sessions: dict[str, SessionRecord] = {}
         self._history: dict[str, list[dict[str, Any]]] = {}
         self._usage: list[UsageRecord] = []
+        self._usage_index: dict[str, int] = {}
 
     def save_session(self, record: SessionRecord) -> None:
         self._sessions[record.session_id] = copy.deepcopy(record)
@@ -72,7 +73,13 @@ class MemoryStore:
         return list(self._history.get(session_id, ()))
 
     def record_usage(self, record: UsageRecord) -> None:
-        self._usage.append(record)
+        """Append, or replace the record with the same usage_id (the "running" one)."""
+        index = self._usage_index.get(record.usage_id)
+        if index is not None:
+            self._usage[index] = copy.copy(record)
+            return
+        self._usage_index[record.usage_id] = len(self._usage)
+        self._usage.append(copy.copy(record))
 
     def usage(self, session_id: str | None = None) -> list[UsageRecord]:
         return [r for r in self._usage if session_id is None or r.session_id == session_id]

@@ -109,6 +109,23 @@ def _resolve_state_dir(state_dir: str | None) -> str:
     return os.path.abspath(os.path.expanduser(state_dir or default_state_dir()))
 
 
+def _open_db(state_dir: str | None) -> Any:
+    """The state database for an inspection command; a clean error when it cannot be read."""
+    import contextlib
+
+    from .state_report import StateUnreadable, open_db
+
+    @contextlib.contextmanager
+    def opened() -> Any:
+        try:
+            with open_db(_resolve_state_dir(state_dir)) as conn:
+                yield conn
+        except StateUnreadable as exc:
+            raise click.ClickException(str(exc)) from None
+
+    return opened()
+
+
 def _echo_json(value: Any) -> None:
     import json
 
@@ -127,9 +144,9 @@ def sessions() -> None:
 def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None:
     """Stored sessions, most recently active first."""
     from . import statedb
-    from .state_report import open_db, session_dict
+    from .state_report import session_dict
 
-    with open_db(_resolve_state_dir(state_dir)) as conn:
+    with _open_db(state_dir) as conn:
         records = statedb.list_sessions(conn, cwd) if conn is not None else []
         counts = {r.session_id: statedb.turn_count(conn, r.session_id) for r in records} if conn is not None else {}
     if as_json:
@@ -145,9 +162,9 @@ def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None
 @click.option("--json", "as_json", is_flag=True, help="Print the session and its history as JSON.")
 def sessions_show(state_dir: str | None, session_id: str, as_json: bool) -> None:
     """One session's metadata and its conversation."""
-    from .state_report import export_sessions, open_db, render_history
+    from .state_report import export_sessions, render_history
 
-    with open_db(_resolve_state_dir(state_dir)) as conn:
+    with _open_db(state_dir) as conn:
         found = export_sessions(conn, [session_id])
     if not found:
         raise click.ClickException(f"no stored session {session_id}")
@@ -168,15 +185,16 @@ def sessions_show(state_dir: str | None, session_id: str, as_json: bool) -> None
 def sessions_delete(state_dir: str | None, session_ids: tuple[str, ...]) -> None:
     """Delete sessions and their history (their usage records stay in the ledger)."""
     from . import statedb
-    from .state_report import open_db
 
-    with open_db(_resolve_state_dir(state_dir)) as conn:
+    with _open_db(state_dir) as conn:
         if conn is None:
             raise click.ClickException("nothing is stored there")
         conn.execute("BEGIN IMMEDIATE")
-        for session_id in session_ids:
+        found = [sid for sid in session_ids if statedb.load_session(conn, sid) is not None]
+        for session_id in found:
             statedb.delete_session(conn, session_id)
         conn.execute("COMMIT")
+    click.echo(f"deleted {len(found)} of {len(session_ids)} sessions")
 
 
 @sessions.command("export")
@@ -187,9 +205,9 @@ def sessions_export(state_dir: str | None, session_ids: tuple[str, ...], output:
     """Sessions (all, or the ones named) with their whole history, as JSON."""
     import json
 
-    from .state_report import export_sessions, open_db
+    from .state_report import export_sessions
 
-    with open_db(_resolve_state_dir(state_dir)) as conn:
+    with _open_db(state_dir) as conn:
         exported = export_sessions(conn, list(session_ids))
     output.write(json.dumps({"sessions": exported}, indent=2, ensure_ascii=False) + "\n")
 
@@ -201,9 +219,9 @@ def sessions_export(state_dir: str | None, session_ids: tuple[str, ...], output:
 @click.option("--records", is_flag=True, help="With --json: include every usage record.")
 def usage(state_dir: str | None, session_id: str | None, as_json: bool, records: bool) -> None:
     """The usage ledger: totals and per session (one record per admitted prompt)."""
-    from .state_report import open_db, usage_report, usage_table
+    from .state_report import usage_report, usage_table
 
-    with open_db(_resolve_state_dir(state_dir)) as conn:
+    with _open_db(state_dir) as conn:
         report = usage_report(conn, session_id, with_records=records)
     if as_json:
         _echo_json(report)

@@ -18,6 +18,10 @@ from .sessions import SessionRecord
 from .usage import RUNNING, UsageRecord
 
 
+class StateUnreadable(Exception):
+    """The state database exists but cannot be opened (corrupt, unreadable, newer schema)."""
+
+
 @contextlib.contextmanager
 def open_db(state_dir: str) -> Iterator[sqlite3.Connection | None]:
     """The state database of `state_dir`, or None when nothing was ever stored there."""
@@ -25,7 +29,10 @@ def open_db(state_dir: str) -> Iterator[sqlite3.Connection | None]:
     if not os.path.exists(path):
         yield None
         return
-    conn = statedb.connect(path)
+    try:
+        conn = statedb.connect(path)
+    except (OSError, sqlite3.Error, statedb.StateDbError) as exc:
+        raise StateUnreadable(f"cannot open {path}: {exc}") from None
     try:
         yield conn
     finally:

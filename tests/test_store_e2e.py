@@ -244,3 +244,35 @@ def test_two_processes_share_a_state_dir(launch, tmp_path):
     report = usage_json(state)
     assert report["totals"]["prompts"] == 2 * per_agent * rounds
     assert {s["sessionId"]: s["prompts"] for s in report["sessions"]} == {sid: rounds for sid in everyone}
+
+
+def test_sessions_and_usage_commands(launch, tmp_path):
+    """`acp-green sessions list/show/delete/export` and `acp-green usage` (table and --json)."""
+    state = str(tmp_path / "state")
+    agent = launch(*serve_args(state))
+    agent.initialize()
+    sid = agent.new_session("/work")
+    agent.prompt(sid, "hello table").result()
+    agent.prompt(sid, "/think").result()
+    assert agent.close() == 0
+    listing = acp_green("sessions", "list", "--state-dir", state)
+    assert sid in listing and "hello table" in listing and "2 turns" in listing
+    assert json.loads(acp_green("sessions", "list", "--json", "--cwd", "/work", "--state-dir", state))[0]["turns"] == 2
+    assert json.loads(acp_green("sessions", "list", "--json", "--cwd", "/elsewhere", "--state-dir", state)) == []
+    shown = acp_green("sessions", "show", sid, "--state-dir", state)
+    assert "user: hello table\nagent: hello table\nuser: /think\nthought: " in shown
+    assert json.loads(acp_green("sessions", "show", sid, "--json", "--state-dir", state))["title"] == "hello table"
+    out = tmp_path / "export.json"
+    acp_green("sessions", "export", sid, "-o", str(out), "--state-dir", state)
+    assert json.loads(out.read_text())["sessions"][0]["history"][0]["content"]["text"] == "hello table"
+    table = acp_green("usage", "--state-dir", state)
+    assert table.splitlines()[0].split()[:2] == ["session", "prompts"]
+    assert any(line.startswith("TOTAL") and line.split()[1] == "2" for line in table.splitlines())
+    assert "deleted 1 of 1" in acp_green("sessions", "delete", sid, "--state-dir", state)
+    assert json.loads(acp_green("sessions", "list", "--json", "--state-dir", state)) == []
+    assert usage_json(state)["totals"]["prompts"] == 2  # the ledger outlives the session
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "state.sqlite3").write_bytes(b"garbage" * 1000)
+    done = subprocess.run([sys.executable, "-m", "acp_green", "usage", "--state-dir", str(bad)], capture_output=True, text=True)
+    assert done.returncode == 1 and "cannot open" in done.stderr and "Traceback" not in done.stderr

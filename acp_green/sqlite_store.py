@@ -62,7 +62,11 @@ class SqliteStore:
         self.transactions = 0  # committed write transactions, for tests and diagnostics
         opened = AsyncResult()
         _start_new_thread(self._thread_main, (opened, trace, page_limit))
-        opened.get(timeout=OPEN_TIMEOUT)  # re-raises why the database could not be opened
+        try:
+            opened.get(timeout=OPEN_TIMEOUT)  # re-raises why the database could not be opened
+        except gevent.Timeout:
+            self._queue.put((_CLOSE, (), None))  # should it open after all, it closes again
+            raise statedb.StateDbError(f"opening {path} took longer than {OPEN_TIMEOUT:.0f}s") from None
 
     @property
     def degraded(self) -> bool:
@@ -138,7 +142,7 @@ class SqliteStore:
 
     def _thread_main(self, opened: AsyncResult, trace: Callable[[str], None] | None, page_limit: int | None) -> None:
         try:
-            conn = statedb.connect(self.path, trace=trace, page_limit=page_limit)
+            conn = statedb.connect(self.path, trace=trace, page_limit=page_limit, create_dir=True)
         except BaseException as exc:  # report every failure to open; the thread then ends
             self._deliver(opened, error=exc)
             return

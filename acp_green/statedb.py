@@ -68,11 +68,22 @@ def db_path(state_dir: str) -> str:
     return os.path.join(state_dir, DB_NAME)
 
 
-def connect(path: str, *, trace: Callable[[str], None] | None = None, page_limit: int | None = None) -> sqlite3.Connection:
+def prepare_dir(path: str) -> str:
+    """Create the state directory private to the user (0700) if it does not exist."""
+    path = os.path.abspath(os.path.expanduser(path))
+    if not os.path.isdir(path):
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        os.chmod(path, 0o700)  # makedirs' mode is filtered by the umask
+    return path
+
+
+def connect(path: str, *, trace: Callable[[str], None] | None = None, page_limit: int | None = None, create_dir: bool = False) -> sqlite3.Connection:
     """Open (creating it private to the user) and migrate the database; raises on any problem.
 
     `page_limit` caps the file (PRAGMA max_page_count): how the tests make a store "full".
     """
+    if create_dir:
+        prepare_dir(os.path.dirname(path))
     try:
         # Create the file 0600 ourselves: sqlite would create it with the umask's mode.
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))

@@ -19,15 +19,6 @@ def default_state_dir() -> str:
     return os.path.join(base, "acp-green")
 
 
-def prepare_state_dir(path: str) -> str:
-    """Create the directory private to the user (0700) if it does not exist; return its path."""
-    path = os.path.abspath(os.path.expanduser(path))
-    if not os.path.isdir(path):
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        os.chmod(path, 0o700)  # makedirs' mode is filtered by the umask
-    return path
-
-
 def open_store(
     state_dir: str | None = None,
     ephemeral: bool = False,
@@ -37,8 +28,8 @@ def open_store(
 ) -> Store:
     """The SQLite store in the state directory, or a MemoryStore (ephemeral, or unusable dir).
 
-    Call from a greenlet: the database is opened (and migrated) by the store thread while the
-    caller waits cooperatively.
+    Call from a greenlet: the directory is created and the database opened (and migrated) by
+    the store thread while the caller waits cooperatively.
     """
     if ephemeral:
         log.info("--ephemeral: sessions and usage are kept in memory only")
@@ -47,7 +38,7 @@ def open_store(
     try:
         from .sqlite_store import SqliteStore
 
-        return SqliteStore(db_path(prepare_state_dir(path)), trace=trace, page_limit=page_limit)
+        return SqliteStore(db_path(os.path.abspath(os.path.expanduser(path))), trace=trace, page_limit=page_limit)
     except (OSError, sqlite3.Error, StateDbError) as exc:
         log.warning(
             "state directory %s is unusable (%s): keeping sessions and usage in memory only; "

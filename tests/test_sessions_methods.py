@@ -5,7 +5,6 @@ from __future__ import annotations
 from gevent.event import Event
 
 from acp_green.demo import DemoAgent
-from acp_green.rig.client import RpcErrorResponse
 
 NEW = {"cwd": "/tmp", "mcpServers": []}
 

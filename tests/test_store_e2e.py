@@ -276,3 +276,16 @@ def test_sessions_and_usage_commands(launch, tmp_path):
     (bad / "state.sqlite3").write_bytes(b"garbage" * 1000)
     done = subprocess.run([sys.executable, "-m", "acp_green", "usage", "--state-dir", str(bad)], capture_output=True, text=True)
     assert done.returncode == 1 and "cannot open" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_default_state_dir_of_tests_is_never_home(launch, tmp_path_factory):
+    """Agents launched by tests without --state-dir keep state under a tmp XDG_STATE_HOME."""
+    agent = launch()
+    environ = open(f"/proc/{agent.pid}/environ", "rb").read().split(b"\0")
+    xdg = next(e.split(b"=", 1)[1].decode() for e in environ if e.startswith(b"XDG_STATE_HOME="))
+    assert xdg.startswith(str(tmp_path_factory.getbasetemp()))
+    agent.initialize()
+    sid = agent.new_session()
+    agent.prompt(sid, "where am I").result()
+    assert agent.close() == 0
+    assert sid in acp_green("sessions", "list", "--state-dir", os.path.join(xdg, "acp-green"))

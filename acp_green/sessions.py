@@ -181,10 +181,10 @@ class SessionRegistry:
         A running prompt keeps its reservation until it answers (S8), so a closing session
         stays live until then and `prompt_ended` frees it.
         """
+        self._dormant_mcp.pop(session_id, None)
         session = self._live.get(session_id)
         if session is None:
             return False
-        self._dormant_mcp.pop(session_id, None)
         if session.busy:
             session.cancel()
             session.closing = True

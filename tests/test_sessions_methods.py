@@ -308,3 +308,21 @@ def test_session_new_and_set_mode_never_wait_for_the_disk(inprocess, tmp_path):
     assert client.call("session/list", {})["sessions"][0]["sessionId"] == sid
     assert harness.server.store.load_session(sid).mode_id == "code"
     assert len(harness.server.store.usage(sid)) == 1
+
+
+def test_evicted_session_gets_its_mcp_servers_back_S15(inprocess, tmp_path):
+    """S15: the MCP server declarations of an evicted session (not stored: they may hold
+    secrets) come back with it when a request names it; a closed session forgets them."""
+    harness = _start(inprocess, tmp_path, idle_timeout=0.1)
+    client = harness.client
+    registry = harness.server.sessions
+    servers = [{"name": "tools", "command": "/bin/true", "args": [], "env": [{"name": "TOKEN", "value": "s3cret"}]}]
+    sid = client.new_session("/tmp", servers)
+    client.wait_for(lambda: not registry.is_live(sid), what="eviction")
+    client.prompt(sid, "back").result()
+    assert registry.live(sid).mcp_servers == servers
+    client.call("session/close", {"sessionId": sid})
+    client.prompt(sid, "again").result()
+    assert registry.live(sid).mcp_servers == []
+    export = harness.server.store.load_session(sid)
+    assert "s3cret" not in repr(export)

@@ -51,8 +51,6 @@ class StoreUnavailable(Exception):
 class SqliteStore:
     """Sessions, history and the usage ledger in `path`, served by one store thread."""
 
-    persistent = True
-
     def __init__(self, path: str, *, trace: Callable[[str], None] | None = None, page_limit: int | None = None) -> None:
         self.path = path
         self._hub = gevent.get_hub()

@@ -36,8 +36,6 @@ def _newest_first(record: SessionRecord) -> tuple[float, str]:
 class MemoryStore:
     """Everything in this process's memory (`--ephemeral`, and the fallback)."""
 
-    persistent = False
-
     def __init__(self) -> None:
         self._sessions: dict[str, SessionRecord] = {}
         self._history: dict[str, list[dict[str, Any]]] = {}

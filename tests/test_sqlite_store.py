@@ -36,10 +36,11 @@ def test_ten_thousand_chunk_turn_is_a_handful_of_transactions(inprocess, tmp_pat
     client.initialize()
     sid = client.new_session()
     store.sync()
-    before = _transactions(trace)
+    before, commits_before = _transactions(trace), store.transactions
     assert client.prompt(sid, "/stream 10000 16").result() == {"stopReason": "end_turn"}
     store.sync()
     during = _transactions(trace) - before
+    assert store.transactions - commits_before == during  # every BEGIN was committed
     print(f"transactions for a 10,000-chunk turn: {during}")
     assert 1 <= during <= 5
     history = store.history(sid)

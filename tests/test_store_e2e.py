@@ -289,3 +289,17 @@ def test_default_state_dir_of_tests_is_never_home(launch, tmp_path_factory):
     agent.prompt(sid, "where am I").result()
     assert agent.close() == 0
     assert sid in acp_green("sessions", "list", "--state-dir", os.path.join(xdg, "acp-green"))
+
+
+def test_ephemeral_writes_nothing(launch, tmp_path):
+    """`--ephemeral`: sessions work (list, load within the process) and nothing touches the disk."""
+    state = tmp_path / "state"
+    agent = launch("--ephemeral", "--state-dir", str(state))
+    agent.initialize()
+    sid = agent.new_session()
+    agent.prompt(sid, "in memory").result()
+    assert [s["sessionId"] for s in agent.call("session/list", {})["sessions"]] == [sid]
+    load = agent.request("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+    assert [u["sessionUpdate"] for u in updates_of(agent, load, sid)] == ["user_message_chunk", "agent_message_chunk"]
+    assert agent.close() == 0
+    assert not state.exists()

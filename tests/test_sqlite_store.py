@@ -202,3 +202,25 @@ def test_store_thread_is_real_under_monkey_patch(launch, tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert '"turns": 1' in done.stdout, done
     assert os.path.exists(db_path(state))
+
+
+def test_sqlite_never_runs_on_the_hub_thread(inprocess, tmp_path):
+    """Every SQL statement of a whole conversation (new, set_mode, prompt, list, load, close,
+    delete) runs on the one store thread, never on the hub's (GEVENT-NOTES A8)."""
+    import threading
+
+    threads: set[int] = set()
+    store = open_store(str(tmp_path / "state"), trace=lambda _sql: threads.add(threading.get_ident()))
+    harness = inprocess(DemoAgent(), store=store)
+    client = harness.client
+    client.initialize()
+    sid = client.new_session()
+    client.call("session/set_mode", {"sessionId": sid, "modeId": "code"})
+    client.prompt(sid, "/stream 20").result()
+    client.call("session/list", {})
+    client.call("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+    client.call("session/close", {"sessionId": sid})
+    client.call("session/delete", {"sessionId": sid})
+    harness.finish()
+    assert threads and threading.get_ident() not in threads
+    assert len(threads) == 1

@@ -204,22 +204,33 @@ def test_store_thread_is_real_under_monkey_patch(launch, tmp_path):
     assert os.path.exists(db_path(state))
 
 
-def test_sqlite_never_runs_on_the_hub_thread(inprocess, tmp_path):
-    """Every SQL statement of a whole conversation (new, set_mode, prompt, list, load, close,
-    delete) runs on the one store thread, never on the hub's (GEVENT-NOTES A8)."""
+def test_sqlite_never_runs_on_the_hub_thread(inprocess, tmp_path, monkeypatch):
+    """Every SQL statement of a whole conversation (new, set_mode, prompt, list, revive, load,
+    close, delete) runs on the one store thread, never on the hub's (GEVENT-NOTES A8). Every
+    connection statedb opens is traced, whoever opens it."""
     import threading
 
+    from acp_green import statedb
+
     threads: set[int] = set()
-    store = open_store(str(tmp_path / "state"), trace=lambda _sql: threads.add(threading.get_ident()))
-    harness = inprocess(DemoAgent(), store=store)
+    original = statedb.connect
+
+    def traced_connect(path, **kwargs):
+        kwargs["trace"] = lambda _sql: threads.add(threading.get_ident())
+        return original(path, **kwargs)
+
+    monkeypatch.setattr(statedb, "connect", traced_connect)
+    harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"))
     client = harness.client
     client.initialize()
     sid = client.new_session()
     client.call("session/set_mode", {"sessionId": sid, "modeId": "code"})
     client.prompt(sid, "/stream 20").result()
     client.call("session/list", {})
+    harness.server.sessions.drop(sid)  # as if evicted: the next request reads the store
     client.call("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
     client.call("session/close", {"sessionId": sid})
+    client.call("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "echo-careful"})
     client.call("session/delete", {"sessionId": sid})
     harness.finish()
     assert threads and threading.get_ident() not in threads

@@ -6,9 +6,14 @@ from the `Agent` they are given.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import logging
 import os
 import time
+import uuid
+from datetime import datetime, timezone
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +34,7 @@ from .sessions import CancelToken, Session, SessionRegistry
 from .mcp.registry import McpRegistry, provided_servers
 from .mcp.session import SessionMcp
 from .store import Store
-from .usage import UsageRecord
+from .usage import RUNNING, UsageRecord
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +101,7 @@ class PromptJob(Job):
         self.token = turn.token
         self.started = time.time()
         self.started_mono = time.monotonic()
+        self.usage_id = uuid.uuid4().hex
 
     def run(self) -> Any:
         turn = self.turn
@@ -179,6 +185,7 @@ class AcpAgentProtocol:
         )
         self._extensions = dict(agent.extension_methods())
         self.prompts: dict[str, PromptJob] = {}
+        self.list_page_size = LIST_PAGE_SIZE
 
     # -- the method table --------------------------------------------------------------------
     def routes(self) -> dict[str, Route]:
@@ -187,6 +194,11 @@ class AcpAgentProtocol:
             "initialize": Route(control, self.initialize),
             "authenticate": Route(control, self.authenticate),
             "session/new": Route(control, self.session_new),
+            "session/load": Route(control, self.session_load),
+            "session/resume": Route(control, self.session_resume),
+            "session/list": Route(control, self.session_list),
+            "session/delete": Route(control, self.session_delete),
+            "session/close": Route(control, self.session_close),
             "session/set_mode": Route(control, self.session_set_mode),
             "session/set_config_option": Route(control, self.session_set_config_option),
             "session/prompt": Route(background, self.admit_prompt),
@@ -223,10 +235,16 @@ class AcpAgentProtocol:
 
     def agent_capabilities(self) -> dict[str, Any]:
         return {
-            "loadSession": False,
+            "loadSession": True,
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
             "mcpCapabilities": {"http": False, "sse": False, "acp": True},
-            "sessionCapabilities": {"additionalDirectories": {}},
+            "sessionCapabilities": {
+                "additionalDirectories": {},
+                "list": {},
+                "delete": {},
+                "resume": {},
+                "close": {},
+            },
         }
 
     def authenticate(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
@@ -282,6 +300,76 @@ class AcpAgentProtocol:
                 "sessionUpdate": "available_commands_update",
                 "availableCommands": [c.to_wire() for c in self.agent.commands],
             })
+
+    def after_session_reopened(self, session: Session) -> None:
+        """After a load or resume response: the commands, and the title the client may lack."""
+        self.after_session_opened(session)
+        if session.record.title is not None:
+            self.send_update(session.session_id, session_info(session))
+
+    # -- stored sessions (all control: receive order, S2; they wait for the store thread) -----
+    def _reopen(self, params: Any, method: str, mcp_required: bool) -> Session:
+        params = _params(params, method)
+        session_id = _require(params, "sessionId", str, method)
+        cwd = _absolute_path(params, "cwd", method)
+        servers = _mcp_servers(params, method, required=mcp_required)
+        directories = _string_list(params, "additionalDirectories", method)
+        self._require_auth()
+        live = self.sessions.live(session_id)
+        if live is not None and live.busy:
+            # Replaying or re-pointing a session under a running turn would interleave two
+            # views of its history: finish (or cancel) the prompt first. (docs/SESSIONS.md)
+            raise SessionBusy(session_id)
+        return self.sessions.reopen(session_id, cwd, directories, servers)
+
+    def session_load(self, params: Any, _id: wire.RequestId) -> Reply:
+        """Replay the whole stored conversation as session/update, then answer."""
+        session = self._reopen(params, "session/load", mcp_required=True)
+        session_id = session.session_id
+        encoder = SessionUpdateEncoder(session_id)
+        put = self.endpoint.outbound.put
+        for entry in self.store.history(session_id):
+            put(encoder.wrap(entry))
+        return Reply(self.session_state(session), then=lambda: self.after_session_reopened(session))
+
+    def session_resume(self, params: Any, _id: wire.RequestId) -> Reply:
+        """Reattach without replaying anything."""
+        session = self._reopen(params, "session/resume", mcp_required=False)
+        return Reply(self.session_state(session), then=lambda: self.after_session_reopened(session))
+
+    def session_list(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        method = "session/list"
+        params = _params(params, method)
+        cwd = _optional(params, "cwd", str, method)
+        if cwd is not None and not os.path.isabs(cwd):
+            raise InvalidParams(f"{method}: field 'cwd' must be an absolute path", data={"field": "cwd"})
+        cursor = _optional(params, "cursor", str, method)
+        self._require_auth()
+        after = decode_cursor(cursor) if cursor is not None else None
+        page = self.store.list_sessions(cwd, after, self.list_page_size + 1)
+        result: dict[str, Any] = {"sessions": [session_info_wire(r) for r in page[: self.list_page_size]]}
+        if len(page) > self.list_page_size:
+            last = page[self.list_page_size - 1]
+            result["nextCursor"] = encode_cursor(last.updated_at, last.session_id)
+        return result
+
+    def session_delete(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        """Forget a session (unknown ids succeed silently); a running prompt is cancelled."""
+        method = "session/delete"
+        params = _params(params, method)
+        session_id = _require(params, "sessionId", str, method)
+        self._require_auth()
+        self.sessions.delete(session_id)
+        return {}
+
+    def session_close(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        """Cancel as session/cancel would, then free the session's resources; it stays stored."""
+        method = "session/close"
+        params = _params(params, method)
+        session_id = _require(params, "sessionId", str, method)
+        if not self.sessions.close(session_id) and self.store.load_session(session_id) is None:
+            raise UnknownSession(session_id)
+        return {}
 
     def session_set_mode(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         method = "session/set_mode"
@@ -355,23 +443,45 @@ class AcpAgentProtocol:
         job = PromptJob(self, session, request_id, turn)
         session.reserve(job)
         self.prompts[session_id] = job
+        # Admitted: the ledger knows of it now; settle replaces this record (S16). Only a
+        # process that dies without settling leaves it "running" (shown as interrupted).
+        self.store.record_usage(self.usage_record(job, RUNNING))
+        if session.record.title is None:
+            title = title_from_prompt(turn.text)
+            if title:
+                session.record.title = title
+                self.sessions.save(session)
+                # Before the prompt's own updates and its response (S5).
+                self.send_update(session_id, session_info(session))
         return job
 
     def finish_turn(self, job: PromptJob, stop_reason: str) -> None:
         """Record history and exactly one usage record for the prompt (S16); never blocks."""
-        if self.prompts.get(job.session.session_id) is job:
-            del self.prompts[job.session.session_id]
+        session = job.session
+        if self.prompts.get(session.session_id) is job:
+            del self.prompts[session.session_id]
         turn = job.turn
-        session_id = job.session.session_id
-        entries = [wire.encode_json({"sessionUpdate": "user_message_chunk", "content": block}) for block in turn.prompt]
-        entries.extend(turn.history())
+        session_id = session.session_id
+        if not session.deleted:
+            entries = [wire.encode_json({"sessionUpdate": "user_message_chunk", "content": block}) for block in turn.prompt]
+            entries.extend(turn.history())
+            try:
+                # One write for the whole turn: one row, one transaction, however many chunks.
+                self.store.append_turn(session_id, entries, stop_reason)
+                self.sessions.save(session)  # its updated time, for session/list
+            except Exception:
+                log.exception("storing the history of a turn of %s failed", session_id)
+        record = self.usage_record(job, stop_reason)
         try:
-            self.store.append_turn(session_id, entries)
+            self.store.record_usage(record)
         except Exception:
-            log.exception("storing the history of a turn of %s failed", session_id)
-        usage = turn.usage
-        record = UsageRecord(
-            session_id=session_id,
+            log.exception("recording usage for %s failed", session_id)
+        self.sessions.prompt_ended(session)
+
+    def usage_record(self, job: PromptJob, stop_reason: str) -> UsageRecord:
+        usage = job.turn.usage
+        return UsageRecord(
+            session_id=job.session.session_id,
             request_id=repr(job.request_id),
             stop_reason=stop_reason,
             started_at=job.started,
@@ -380,11 +490,8 @@ class AcpAgentProtocol:
             output_bytes=usage.output_bytes,
             input_tokens=usage.input_tokens,
             output_tokens=usage.output_tokens,
+            usage_id=job.usage_id,
         )
-        try:
-            self.store.record_usage(record)
-        except Exception:
-            log.exception("recording usage for %s failed", session_id)
 
     # -- MCP -----------------------------------------------------------------------------------
     def session_mcp_for(self, session: Session) -> SessionMcp:
@@ -439,16 +546,21 @@ class SessionUpdateEncoder:
     equal `update()` of the same chunk (tests/test_wire.py checks it).
     """
 
-    __slots__ = ("update", "_chunk_heads", "_head_length")
+    __slots__ = ("update", "_chunk_heads", "_head_length", "_head")
 
     def __init__(self, session_id: str) -> None:
         self.update = wire.notification_encoder("session/update", {"sessionId": session_id}, "update")
         self._chunk_heads: dict[str, bytes] = {}
         self._head_length = len(self.update(None)) - len(b"null}}\n")
+        self._head = self.update(None)[: self._head_length]
 
     def update_json(self, line: bytes) -> bytes:
         """The update's own JSON inside one of this encoder's lines."""
         return line[self._head_length : -3]
+
+    def wrap(self, update_json: bytes) -> bytes:
+        """The line for an update already encoded as JSON (a stored history entry)."""
+        return self._head + update_json + b"}}\n"
 
     def text_chunk(self, kind: str, text: str) -> bytes:
         head = self._chunk_heads.get(kind)
@@ -456,6 +568,55 @@ class SessionUpdateEncoder:
             sample = self.update({"sessionUpdate": kind, "content": {"type": "text", "text": ""}})
             head = self._chunk_heads[kind] = sample[: -len(b'""}}}}\n')]
         return head + wire.json_text(text) + b"}}}}\n"
+
+
+LIST_PAGE_SIZE = 50
+TITLE_LIMIT = 80
+
+
+def title_from_prompt(text: str) -> str | None:
+    """The first non-blank line of the first prompt, cut to TITLE_LIMIT characters."""
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            return line if len(line) <= TITLE_LIMIT else line[: TITLE_LIMIT - 1] + "…"
+    return None
+
+
+def iso_time(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def session_info(session: Session) -> dict[str, Any]:
+    record = session.record
+    return {"sessionUpdate": "session_info_update", "title": record.title, "updatedAt": iso_time(record.updated_at)}
+
+
+def session_info_wire(record: Any) -> dict[str, Any]:
+    """A stored session as ACP's SessionInfo."""
+    info: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "updatedAt": iso_time(record.updated_at)}
+    if record.additional_directories:
+        info["additionalDirectories"] = list(record.additional_directories)
+    if record.title is not None:
+        info["title"] = record.title
+    return info
+
+
+def encode_cursor(updated_at: float, session_id: str) -> str:
+    """Opaque keyset cursor: the position after the last session of a page."""
+    raw = json.dumps([updated_at, session_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        updated_at, session_id = json.loads(raw)
+        if isinstance(updated_at, bool) or not isinstance(updated_at, (int, float)) or not isinstance(session_id, str):
+            raise ValueError("bad cursor fields")
+    except (ValueError, TypeError, binascii.Error):
+        raise InvalidParams("session/list: field 'cursor' is not a cursor this agent returned", data={"field": "cursor"}) from None
+    return float(updated_at), session_id
 
 
 __all__ = ["AcpAgentProtocol", "PromptJob", "encode_update", "one_line", "UnknownSession"]

@@ -115,6 +115,8 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
         idle_timeout=idle_timeout,
         max_line_bytes=max_line_bytes,
         provide_mcp=provided,
+        state_dir=state_dir,
+        ephemeral=ephemeral,
     )
     if monkey_patch:
         log.info("gevent monkey-patching is on (--monkey-patch)")
@@ -122,3 +124,138 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     code = Server(agent, options).serve(read_fd, write_fd)
     sys.stderr.flush()
     sys.exit(code)
+
+
+# -- inspecting the state directory -----------------------------------------------------------
+def _state_dir_option(fn: Any) -> Any:
+    return click.option(
+        "--state-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+        help="The state directory `serve` used (default $XDG_STATE_HOME/acp-green or ~/.local/state/acp-green).",
+    )(fn)
+
+
+def _resolve_state_dir(state_dir: str | None) -> str:
+    from .statedir import default_state_dir
+
+    return os.path.abspath(os.path.expanduser(state_dir or default_state_dir()))
+
+
+def _open_db(state_dir: str | None) -> Any:
+    """The state database for an inspection command; a clean error when it cannot be read."""
+    import contextlib
+
+    from .state_report import StateUnreadable, open_db
+
+    @contextlib.contextmanager
+    def opened() -> Any:
+        try:
+            with open_db(_resolve_state_dir(state_dir)) as conn:
+                yield conn
+        except StateUnreadable as exc:
+            raise click.ClickException(str(exc)) from None
+
+    return opened()
+
+
+def _echo_json(value: Any) -> None:
+    import json
+
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+
+
+@cli.group()
+def sessions() -> None:
+    """List, show, delete and export stored sessions."""
+
+
+@sessions.command("list")
+@_state_dir_option
+@click.option("--cwd", default=None, help="Only sessions whose working directory is this.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None:
+    """Stored sessions, most recently active first."""
+    from . import statedb
+    from .state_report import session_dict
+
+    with _open_db(state_dir) as conn:
+        records = statedb.list_sessions(conn, cwd) if conn is not None else []
+        counts = {r.session_id: statedb.turn_count(conn, r.session_id) for r in records} if conn is not None else {}
+    if as_json:
+        _echo_json([{**session_dict(r), "turns": counts[r.session_id]} for r in records])
+        return
+    for record in records:
+        click.echo(f"{record.session_id}  {counts[record.session_id]:>4} turns  {record.cwd}  {record.title or ''}".rstrip())
+
+
+@sessions.command("show")
+@_state_dir_option
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the session and its history as JSON.")
+def sessions_show(state_dir: str | None, session_id: str, as_json: bool) -> None:
+    """One session's metadata and its conversation."""
+    from .state_report import export_sessions, render_history
+
+    with _open_db(state_dir) as conn:
+        found = export_sessions(conn, [session_id])
+    if not found:
+        raise click.ClickException(f"no stored session {session_id}")
+    session = found[0]
+    if as_json:
+        _echo_json(session)
+        return
+    for key in ("sessionId", "cwd", "title", "modeId", "config", "additionalDirectories"):
+        click.echo(f"{key}: {session[key]}")
+    click.echo("")
+    for line in render_history(session["history"]):
+        click.echo(line)
+
+
+@sessions.command("delete")
+@_state_dir_option
+@click.argument("session_ids", nargs=-1, required=True)
+def sessions_delete(state_dir: str | None, session_ids: tuple[str, ...]) -> None:
+    """Delete sessions and their history (their usage records stay in the ledger)."""
+    from . import statedb
+
+    with _open_db(state_dir) as conn:
+        if conn is None:
+            raise click.ClickException("nothing is stored there")
+        conn.execute("BEGIN IMMEDIATE")
+        found = [sid for sid in session_ids if statedb.load_session(conn, sid) is not None]
+        for session_id in found:
+            statedb.delete_session(conn, session_id)
+        conn.execute("COMMIT")
+    click.echo(f"deleted {len(found)} of {len(session_ids)} sessions")
+
+
+@sessions.command("export")
+@_state_dir_option
+@click.argument("session_ids", nargs=-1)
+@click.option("-o", "--output", type=click.File("w"), default="-", help="Write to this file (default stdout).")
+def sessions_export(state_dir: str | None, session_ids: tuple[str, ...], output: Any) -> None:
+    """Sessions (all, or the ones named) with their whole history, as JSON."""
+    import json
+
+    from .state_report import export_sessions
+
+    with _open_db(state_dir) as conn:
+        exported = export_sessions(conn, list(session_ids))
+    output.write(json.dumps({"sessions": exported}, indent=2, ensure_ascii=False) + "\n")
+
+
+@cli.command()
+@_state_dir_option
+@click.option("--session", "session_id", default=None, help="Only this session's prompts.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.option("--records", is_flag=True, help="With --json: include every usage record.")
+def usage(state_dir: str | None, session_id: str | None, as_json: bool, records: bool) -> None:
+    """The usage ledger: totals and per session (one record per admitted prompt)."""
+    from .state_report import usage_report, usage_table
+
+    with _open_db(state_dir) as conn:
+        report = usage_report(conn, session_id, with_records=records)
+    if as_json:
+        _echo_json(report)
+        return
+    for line in usage_table(report):
+        click.echo(line)

@@ -23,7 +23,8 @@ from .context import ConnectionContext
 from .endpoint import Endpoint
 from .errors import LineTooLong, RequestCancelled
 from .sessions import SessionRegistry
-from .store import MemoryStore, Store
+from .statedir import open_store
+from .store import Store
 from .transport import LineReader, OutputLimits, Outbound
 
 log = logging.getLogger(__name__)
@@ -41,15 +42,18 @@ class ServeOptions:
     handle_signals: bool = True
     #: MCP servers provided over ACP as stdio commands: (name, argv) pairs (`--provide-mcp`).
     provide_mcp: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    state_dir: str | None = None  # None: $XDG_STATE_HOME/acp-green, else ~/.local/state/acp-green
+    ephemeral: bool = False  # keep sessions and usage in memory only
 
 
 class Server:
     """Runs one agent over one pair of descriptors."""
 
     def __init__(self, agent: Agent, options: ServeOptions | None = None, store: Store | None = None) -> None:
+        """Opens the store of `options` unless one is given; call from a greenlet (it may wait)."""
         self.agent = agent
         self.options = options or ServeOptions()
-        self.store: Store = store if store is not None else MemoryStore()
+        self.store: Store = store if store is not None else open_store(self.options.state_dir, self.options.ephemeral)
         self.sessions = SessionRegistry(self.store, self.options.idle_timeout)
         self.context = ConnectionContext()
         self.protocol: AcpAgentProtocol | None = None
@@ -151,7 +155,7 @@ class Server:
         for session in self.sessions:
             self.sessions.drop(session.session_id)  # session-scoped MCP servers stop here
         try:
-            self.store.close()
+            self.store.close()  # commits every queued turn and usage record (S16)
         except Exception:
             log.exception("closing the store failed")
         if not outbound.close():

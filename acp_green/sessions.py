@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import gevent
 from gevent.event import Event
 
 from .errors import UnknownSession
@@ -86,6 +87,8 @@ class Session:
         self.last_active = time.monotonic()
         self.state: dict[str, Any] = {}  # free for the agent's own per-session data
         self.resources: list[Callable[[], None]] = []  # closers run when the session ends
+        self.closing = False  # session/close arrived while a prompt ran: drop it when that ends
+        self.deleted = False  # session/delete: nothing more of it may reach the store
 
     @property
     def session_id(self) -> str:
@@ -130,6 +133,9 @@ class SessionRegistry:
     def __init__(self, store: "SessionStoreLike", idle_timeout: float) -> None:
         self._store = store
         self._live: dict[str, Session] = {}
+        # MCP server declarations of evicted sessions (a few small dicts, never processes), so a
+        # revived session gets them back; the store does not keep them (they may hold secrets).
+        self._dormant_mcp: dict[str, list[dict[str, Any]]] = {}
         self.idle_timeout = idle_timeout
 
     def __len__(self) -> int:
@@ -154,14 +160,66 @@ class SessionRegistry:
             record = self._store.load_session(session_id)
             if record is None:
                 raise UnknownSession(session_id)
-            session = Session(record)
+            session = Session(record, self._dormant_mcp.pop(session_id, None))
             self._live[session_id] = session
             log.debug("session %s revived from the store", session_id)
         session.touch()
         return session
 
+    def reopen(self, session_id: Any, cwd: str, additional_directories: list[str], mcp_servers: list[dict[str, Any]]) -> Session:
+        """session/load and session/resume: the session, now with the client's cwd and servers."""
+        session = self.get(session_id)
+        session.record.cwd = cwd
+        session.record.additional_directories = list(additional_directories)
+        session.mcp_servers = list(mcp_servers)
+        self.save(session)
+        return session
+
+    def close(self, session_id: str) -> bool:
+        """session/close: cancel as session/cancel would, then free; False if it was not live.
+
+        A running prompt keeps its reservation until it answers (S8), so a closing session
+        stays live until then and `prompt_ended` frees it.
+        """
+        self._dormant_mcp.pop(session_id, None)
+        session = self._live.get(session_id)
+        if session is None:
+            return False
+        if session.busy:
+            session.cancel()
+            session.closing = True
+        else:
+            self.drop(session_id)
+        return True
+
+    def delete(self, session_id: str) -> None:
+        """session/delete: cancel a running prompt, forget the session here and in the store."""
+        self._dormant_mcp.pop(session_id, None)
+        session = self._live.pop(session_id, None)
+        if session is not None:
+            session.deleted = True
+            if session.busy:
+                session.cancel()  # its resources are freed when the prompt ends
+            else:
+                session.close_resources()
+        self._store.delete_session(session_id)
+
+    def prompt_ended(self, session: Session) -> None:
+        """A prompt released `session`: finish a close or delete that waited for it."""
+        if session.busy:
+            return
+        if session.deleted:
+            _off_hub(session.close_resources)
+        elif session.closing and self._live.get(session.session_id) is session:
+            self._live.pop(session.session_id, None)
+            _off_hub(session.close_resources)
+
     def is_live(self, session_id: str) -> bool:
         return session_id in self._live
+
+    def live(self, session_id: str) -> Session | None:
+        """The session if it is in memory now; never reads the store."""
+        return self._live.get(session_id)
 
     def save(self, session: Session) -> None:
         session.record.updated_at = time.time()
@@ -183,10 +241,20 @@ class SessionRegistry:
             if not session.busy and now - session.last_active > self.idle_timeout
         ]
         for sid in evicted:
-            self.drop(sid)
+            session = self.drop(sid)
+            if session is not None and session.mcp_servers:
+                self._dormant_mcp[sid] = session.mcp_servers
         if evicted:
             log.debug("evicted %d idle sessions", len(evicted))
         return evicted
+
+
+def _off_hub(fn: Callable[[], None]) -> None:
+    """Run `fn` now, or in a new greenlet when called from the hub, where it must not block."""
+    if gevent.getcurrent() is gevent.get_hub():
+        gevent.spawn(fn)
+    else:
+        fn()
 
 
 class SessionStoreLike:
@@ -196,4 +264,7 @@ class SessionStoreLike:
         raise NotImplementedError
 
     def load_session(self, session_id: str) -> SessionRecord | None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def delete_session(self, session_id: str) -> None:  # pragma: no cover - interface
         raise NotImplementedError

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -37,9 +38,17 @@ class UsageCounters:
             self.context_size = int(context_size)
 
 
+RUNNING = "running"  # the stop reason of a record written at admission, until the prompt settles
+
+
 @dataclass(slots=True)
 class UsageRecord:
-    """One prompt's usage as it reaches the store."""
+    """One prompt's usage as it reaches the store.
+
+    Written twice under one `usage_id`: at admission with stop reason "running", then replaced
+    when the prompt settles; a record still "running" after its process died is a prompt that
+    was interrupted (SIGKILL, power cut) and could not finish its accounting.
+    """
 
     session_id: str
     request_id: str
@@ -51,6 +60,8 @@ class UsageRecord:
     input_tokens: int | None = None
     output_tokens: int | None = None
     recorded_at: float = field(default_factory=time.time)
+    usage_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    pid: int | None = None  # the process that recorded it (filled in by the SQLite store)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -76,15 +76,33 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _state_never_in_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test writes to the real ~/.local/state: the default state dir points into tmp."""
+    previous = os.environ.get("XDG_STATE_HOME")
+    os.environ["XDG_STATE_HOME"] = str(tmp_path_factory.mktemp("xdg-state"))
+    yield
+    if previous is None:
+        os.environ.pop("XDG_STATE_HOME", None)
+    else:
+        os.environ["XDG_STATE_HOME"] = previous
+
+
 @pytest.fixture
-def launch() -> Iterator[Callable[..., AgentProcess]]:
-    """Start `acp-green serve` (or any command) over real pipes; checked and reaped at teardown."""
+def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., AgentProcess]]:
+    """Start `acp-green serve` (or any command) over real pipes; checked and reaped at teardown.
+
+    Each test's agents get their own default state dir (XDG_STATE_HOME in a tmp dir), so an
+    agent launched without --state-dir never writes to the home directory.
+    """
     started: list[tuple[AgentProcess, bool]] = []
+    state_home = str(tmp_path_factory.mktemp("state-home"))
 
     def start(*args: str, command: list[str] | None = None, policy: ClientPolicy | None = None,
               check_schema: bool = True, env: dict[str, str] | None = None) -> AgentProcess:
         full_env = dict(os.environ)
         full_env.setdefault("PYTHONUNBUFFERED", "1")
+        full_env["XDG_STATE_HOME"] = state_home
         if env:
             full_env.update(env)
         agent = AgentProcess(command or serve_command(*args), policy, env=full_env)
@@ -108,11 +126,11 @@ def launch() -> Iterator[Callable[..., AgentProcess]]:
 class InProcess:
     """A Server on os.pipe() descriptors in this process, with a client on the other ends."""
 
-    def __init__(self, agent: Agent, options: ServeOptions, policy: ClientPolicy | None = None) -> None:
+    def __init__(self, agent: Agent, options: ServeOptions, policy: ClientPolicy | None = None, store: Any = None) -> None:
         to_agent_r, to_agent_w = os.pipe()
         from_agent_r, from_agent_w = os.pipe()
         self._fds = [to_agent_r, from_agent_w]
-        self.server = Server(agent, options)
+        self.server = Server(agent, options, store)
         self.exit_code: int | None = None
         self.greenlet = Greenlet(self._run, to_agent_r, from_agent_w)
         self.greenlet.start()
@@ -140,11 +158,14 @@ def inprocess() -> Iterator[Callable[..., InProcess]]:
     """Run an agent in this process on pipes; the server is stopped and checked at teardown."""
     running: list[InProcess] = []
 
-    def start(agent: Agent, policy: ClientPolicy | None = None, **options: Any) -> InProcess:
+    def start(agent: Agent, policy: ClientPolicy | None = None, store: Any = None, **options: Any) -> InProcess:
+        """`store` or `state_dir=` for a persistent run; otherwise the server is --ephemeral."""
         options.setdefault("handle_signals", False)
+        if "state_dir" not in options:
+            options.setdefault("ephemeral", True)
         if "output" not in options:
             options["output"] = OutputLimits()
-        harness = InProcess(agent, ServeOptions(**options), policy)
+        harness = InProcess(agent, ServeOptions(**options), policy, store)
         running.append(harness)
         return harness
 

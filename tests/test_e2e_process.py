@@ -39,8 +39,11 @@ def test_no_monkey_patching_unless_asked(launch):
     patched.initialize()
     sid2 = patched.new_session()
     patched.prompt(sid2, "?").result()
-    assert plain.updates(sid)[0]["content"]["text"] == "socket patched: False"
-    assert patched.updates(sid2)[0]["content"]["text"] == "socket patched: True"
+    def said(agent, session_id):
+        return [u["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "agent_message_chunk"]
+
+    assert said(plain, sid) == ["socket patched: False"]
+    assert said(patched, sid2) == ["socket patched: True"]
 
 
 def test_importing_the_package_imports_no_gevent():

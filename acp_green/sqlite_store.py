@@ -1,0 +1,246 @@
+"""The SQLite store: one dedicated thread owns the connection (GEVENT-NOTES A8.1).
+
+Greenlets and hub callbacks put work on a thread-safe queue and never touch the disk. Writes
+return at once. Reads carry a gevent AsyncResult that the store thread resolves through the
+hub's thread-safe callback, so the asking greenlet waits cooperatively. The thread drains
+whatever is queued and applies it, in queue order, as one transaction: a burst of writes (and
+a whole streamed turn, which is one row) costs one commit, and a read sees every write queued
+before it. If the disk fails under us (full, I/O error, read-only, corrupt), the thread copies
+what it can still read into a MemoryStore, warns on stderr, and serves from memory from then on.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+from gevent.event import AsyncResult
+from gevent.monkey import get_original
+
+from . import statedb
+from .sessions import SessionRecord
+from .store import MemoryStore
+from .usage import UsageRecord
+
+log = logging.getLogger(__name__)
+
+# The real thread and queue even under --monkey-patch, which would turn them into greenlets.
+_start_new_thread = get_original("_thread", "start_new_thread")
+_SimpleQueue = get_original("queue", "SimpleQueue")
+_Empty = get_original("queue", "Empty")
+
+OPEN_TIMEOUT = 60.0  # migrations wait for other processes' write locks
+READ_TIMEOUT = 60.0
+CLOSE_TIMEOUT = 60.0
+MAX_BATCH = 1000
+BUSY_RETRIES = 12  # each attempt already waits statedb.BUSY_TIMEOUT_MS for the lock
+
+_WRITES = frozenset({"save_session", "delete_session", "append_turn", "record_usage"})
+_CLOSE = "close"
+
+
+class StoreUnavailable(Exception):
+    """The store thread did not answer in time, or the store is closed."""
+
+
+class SqliteStore:
+    """Sessions, history and the usage ledger in `path`, served by one store thread."""
+
+    def __init__(self, path: str, *, trace: Callable[[str], None] | None = None, page_limit: int | None = None) -> None:
+        self.path = path
+        self._hub = gevent.get_hub()
+        self._queue: Any = _SimpleQueue()
+        self._closed = False
+        self._memory: MemoryStore | None = None  # set by the store thread when the disk fails
+        self.transactions = 0  # committed write transactions, for tests and diagnostics
+        opened = AsyncResult()
+        _start_new_thread(self._thread_main, (opened, trace, page_limit))
+        try:
+            opened.get(timeout=OPEN_TIMEOUT)  # re-raises why the database could not be opened
+        except gevent.Timeout:
+            self._queue.put((_CLOSE, (), None))  # should it open after all, it closes again
+            raise statedb.StateDbError(f"opening {path} took longer than {OPEN_TIMEOUT:.0f}s") from None
+
+    @property
+    def degraded(self) -> bool:
+        """True once the disk failed and the store serves from memory."""
+        return self._memory is not None
+
+    # -- the greenlet side ---------------------------------------------------------------------
+    def _write(self, op: str, *args: Any) -> None:
+        if self._closed:
+            log.error("store %s is closed; dropping a %s", self.path, op)
+            return
+        self._queue.put((op, args, None))
+
+    def _read(self, op: str, *args: Any) -> Any:
+        if self._closed:
+            raise StoreUnavailable(f"store {self.path} is closed")
+        result = AsyncResult()
+        self._queue.put((op, args, result))
+        try:
+            return result.get(timeout=READ_TIMEOUT)
+        except gevent.Timeout:
+            raise StoreUnavailable(f"store {self.path} did not answer within {READ_TIMEOUT:.0f}s") from None
+
+    def save_session(self, record: SessionRecord) -> None:
+        # A copy: the live record keeps changing on the hub while the thread encodes this one.
+        self._write("save_session", copy.deepcopy(record))
+
+    def delete_session(self, session_id: str) -> None:
+        self._write("delete_session", session_id)
+
+    def append_turn(self, session_id: str, entries: list[bytes], stop_reason: str | None = None) -> None:
+        self._write("append_turn", session_id, list(entries), stop_reason)
+
+    def record_usage(self, record: UsageRecord) -> None:
+        self._write("record_usage", record)
+
+    def load_session(self, session_id: str) -> SessionRecord | None:
+        return self._read("load_session", session_id)
+
+    def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None) -> list[SessionRecord]:
+        return self._read("list_sessions", cwd, after, limit)
+
+    def history(self, session_id: str) -> list[bytes]:
+        return self._read("history", session_id)
+
+    def usage(self, session_id: str | None = None) -> list[UsageRecord]:
+        return self._read("usage", session_id)
+
+    def sync(self) -> None:
+        """Wait until every write queued so far is committed."""
+        self._read("sync")
+
+    def close(self) -> None:
+        """Commit everything queued, close the database and end the thread (S16: before exit)."""
+        if self._closed:
+            return
+        done = AsyncResult()
+        self._queue.put((_CLOSE, (), done))
+        self._closed = True
+        try:
+            done.get(timeout=CLOSE_TIMEOUT)
+        except gevent.Timeout:
+            log.error("the store thread did not finish writing %s within %.0fs", self.path, CLOSE_TIMEOUT)
+
+    # -- the store thread ----------------------------------------------------------------------
+    def _deliver(self, result: AsyncResult | None, value: Any = None, error: BaseException | None = None) -> None:
+        if result is None:
+            return
+        if error is not None:
+            self._hub.loop.run_callback_threadsafe(result.set_exception, error)
+        else:
+            self._hub.loop.run_callback_threadsafe(result.set, value)
+
+    def _thread_main(self, opened: AsyncResult, trace: Callable[[str], None] | None, page_limit: int | None) -> None:
+        try:
+            conn = statedb.connect(self.path, trace=trace, page_limit=page_limit, create_dir=True)
+        except BaseException as exc:  # report every failure to open; the thread then ends
+            self._deliver(opened, error=exc)
+            return
+        self._deliver(opened)
+        try:
+            self._serve(conn)
+        finally:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                log.exception("closing %s failed", self.path)
+
+    def _serve(self, conn: sqlite3.Connection) -> None:
+        queue = self._queue
+        while True:
+            batch = [queue.get()]
+            while len(batch) < MAX_BATCH and batch[-1][0] != _CLOSE:
+                try:
+                    batch.append(queue.get_nowait())
+                except _Empty:
+                    break
+            closing = batch[-1][0] == _CLOSE
+            work = batch[:-1] if closing else batch
+            results = self._apply(conn, work) if work else []
+            for (_op, _args, result), (value, error) in zip(work, results):
+                self._deliver(result, value, error)
+            if closing:
+                self._deliver(batch[-1][2])
+                return
+
+    def _apply(self, conn: sqlite3.Connection, work: list[tuple[str, tuple, AsyncResult | None]]) -> list[tuple[Any, BaseException | None]]:
+        """Run `work` in order; writes in one transaction that commits before any answer leaves."""
+        if self._memory is None:
+            writes = any(op in _WRITES for op, _, _ in work)
+            for attempt in range(BUSY_RETRIES):
+                try:
+                    return self._transaction(conn, work, writes)
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc) or attempt == BUSY_RETRIES - 1:
+                        self._fall_back(conn, exc)
+                        break
+                    log.info("state database busy; retrying a batch of %d operations", len(work))
+                    time.sleep(0.05 * (attempt + 1))
+                except sqlite3.Error as exc:
+                    self._fall_back(conn, exc)
+                    break
+        return [self._call(self._memory, op, args) for op, args, _ in work]
+
+    def _transaction(self, conn: sqlite3.Connection, work: list, writes: bool) -> list[tuple[Any, BaseException | None]]:
+        if writes:
+            conn.execute("BEGIN IMMEDIATE")  # take the write lock first: no upgrade deadlocks
+        results = []
+        try:
+            for op, args, _result in work:
+                results.append(self._call(None, op, args, conn))
+            if writes:
+                conn.execute("COMMIT")
+                self.transactions += 1
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return results
+
+    def _call(self, memory: MemoryStore | None, op: str, args: tuple, conn: sqlite3.Connection | None = None) -> tuple[Any, BaseException | None]:
+        """One operation; sqlite errors abort the batch, anything else fails only this one."""
+        try:
+            if op == "sync":
+                return None, None
+            if memory is not None:
+                return getattr(memory, op)(*args), None
+            return getattr(statedb, op)(conn, *args), None
+        except sqlite3.Error:
+            raise
+        except Exception as exc:
+            if op in _WRITES:
+                log.exception("dropping a %s the store could not apply", op)
+            return None, exc
+
+    def _fall_back(self, conn: sqlite3.Connection, exc: BaseException) -> None:
+        """Serve from memory from now on, starting from what the database still holds."""
+        memory = MemoryStore()
+        try:
+            for record in statedb.list_sessions(conn):
+                memory.save_session(record)
+                memory.append_turn(record.session_id, statedb.history(conn, record.session_id))
+            for usage in statedb.usage(conn):
+                memory.record_usage(usage)
+        except sqlite3.Error as read_exc:
+            log.warning("could not read back %s (%s); starting from an empty memory store", self.path, read_exc)
+        self._memory = memory
+        log.warning(
+            "state database %s is unusable (%s): keeping sessions, history and usage in memory "
+            "from now on; what happens next will not survive a restart",
+            self.path, exc,
+        )
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+    return "locked" in str(exc) or "busy" in str(exc)

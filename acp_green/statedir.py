@@ -1,0 +1,48 @@
+"""Where state lives (DESIGN §4 `--state-dir`, `--ephemeral`) and opening the right store."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sqlite3
+from collections.abc import Callable
+
+from .statedb import StateDbError, db_path
+from .store import MemoryStore, Store
+
+log = logging.getLogger(__name__)
+
+
+def default_state_dir() -> str:
+    """`$XDG_STATE_HOME/acp-green`, else `~/.local/state/acp-green`."""
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return os.path.join(base, "acp-green")
+
+
+def open_store(
+    state_dir: str | None = None,
+    ephemeral: bool = False,
+    *,
+    trace: Callable[[str], None] | None = None,
+    page_limit: int | None = None,
+) -> Store:
+    """The SQLite store in the state directory, or a MemoryStore (ephemeral, or unusable dir).
+
+    Call from a greenlet: the directory is created and the database opened (and migrated) by
+    the store thread while the caller waits cooperatively.
+    """
+    if ephemeral:
+        log.info("--ephemeral: sessions and usage are kept in memory only")
+        return MemoryStore()
+    path = state_dir or default_state_dir()
+    try:
+        from .sqlite_store import SqliteStore
+
+        return SqliteStore(db_path(os.path.abspath(os.path.expanduser(path))), trace=trace, page_limit=page_limit)
+    except (OSError, sqlite3.Error, StateDbError) as exc:
+        log.warning(
+            "state directory %s is unusable (%s): keeping sessions and usage in memory only; "
+            "nothing of this run will survive a restart",
+            path, exc,
+        )
+        return MemoryStore()

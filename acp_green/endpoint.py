@@ -350,8 +350,9 @@ class Endpoint:
             return  # unknown or finished: the normal response stands
         if task.job.cancel():
             return
-        task.answered = True
-        self._send_error(task.request_id, RequestCancelled())
+        # Settle now — slot and reservations released before the -32800 is queued (S14) — and
+        # let the kill land on the next hub turn; the greenlet's own _finish is then a no-op.
+        self._finish(task, KILLED)
         if task.greenlet is not None:
             task.greenlet.kill(block=False)
 

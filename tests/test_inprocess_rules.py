@@ -294,3 +294,16 @@ def test_turn_history_is_what_was_sent(inprocess):
     received = [u for u in client.updates(sid) if u["sessionUpdate"] not in ("available_commands_update", "session_info_update")]
     assert stored[0] == {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "/think"}}
     assert stored[1:] == [u for u in received if u["sessionUpdate"] != "usage_update"]
+
+
+def test_cancel_request_frees_the_slot_before_answering_S14(inprocess):
+    """S14: a request cancelled by $/cancel_request frees its slot before its -32800 is queued, so a
+    request written the moment that answer is read is admitted (limit of one background request)."""
+    harness = start(inprocess, max_background=1)
+    client = harness.client
+    sid = client.new_session()
+    for _ in range(3):
+        ext = client.request("_acp_green/sleep", {"seconds": 30})
+        client.notify("$/cancel_request", {"requestId": ext.id})
+        assert ext.error()["code"] == -32800
+    assert client.prompt(sid, "admitted").result() == {"stopReason": "end_turn"}

@@ -187,6 +187,7 @@ class Endpoint:
         self.max_background = max_background
         self.client = ClientRequests(outbound)
         self._tasks: dict[tuple[bool, Any], _Task] = {}
+        self._dying: set[Greenlet] = set()  # answered and killed, not yet dead (agent code may linger)
         self.admitting = True
 
     # -- the receive loop's entry point ------------------------------------------------------
@@ -353,7 +354,9 @@ class Endpoint:
         # Settle now — slot and reservations released before the -32800 is queued (S14) — and
         # let the kill land on the next hub turn; the greenlet's own _finish is then a no-op.
         self._finish(task, KILLED)
-        if task.greenlet is not None:
+        if task.greenlet is not None and not task.greenlet.dead:
+            self._dying.add(task.greenlet)
+            task.greenlet.rawlink(self._dying.discard)
             task.greenlet.kill(block=False)
 
     # -- shutdown ----------------------------------------------------------------------------
@@ -362,7 +365,9 @@ class Endpoint:
         return len(self._tasks)
 
     def greenlets(self) -> list[Greenlet]:
-        return [t.greenlet for t in self._tasks.values() if t.greenlet is not None]
+        """Every background greenlet still alive, answered or not."""
+        running = [t.greenlet for t in self._tasks.values() if t.greenlet is not None]
+        return running + [g for g in self._dying if g not in running]
 
     def drain(self, grace: float) -> int:
         """Stop admitting, ask every job to finish, wait up to `grace`, then kill and join the rest."""

@@ -13,7 +13,7 @@ def main() -> None:
     if "serve" in sys.argv[1:] and "--monkey-patch" in sys.argv[1:]:
         from gevent import monkey
 
-        monkey.patch_all()
+        monkey.patch_all()  # ok: only with --monkey-patch, before anything else is imported
     from .cli import cli
 
     cli(prog_name="acp-green")

@@ -85,7 +85,7 @@ def cli() -> None:
 @click.option("--provide-mcp", "provide_mcp", multiple=True, metavar="NAME=COMMAND",
               help="Provide a stdio MCP server over ACP (mcp/connect); repeatable; COMMAND is split like a shell would.")
 @click.option("--monkey-patch", is_flag=True,
-              help="Apply gevent.monkey.patch_all() before anything else is imported, for agents that call blocking libraries.")
+              help="Apply gevent monkey-patching before anything else is imported, for agents that call blocking libraries.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="WARNING", show_default=True,
               help="Log threshold; logs go to stderr, never stdout.")
 def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, idle_timeout: float,

@@ -199,7 +199,7 @@ class SqliteStore:
             if writes:
                 conn.execute("COMMIT")
                 self.transactions += 1
-        except BaseException:
+        except BaseException:  # ok: roll back, then re-raise
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise

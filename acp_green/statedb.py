@@ -107,7 +107,7 @@ def connect(path: str, *, trace: Callable[[str], None] | None = None, page_limit
         migrate(conn)
         for suffix in ("-wal", "-shm"):
             _make_private(path + suffix)
-    except BaseException:
+    except BaseException:  # ok: close, then re-raise
         conn.close()
         raise
     return conn
@@ -132,7 +132,7 @@ def migrate(conn: sqlite3.Connection) -> None:
                 conn.execute(statement)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
-    except BaseException:
+    except BaseException:  # ok: roll back, then re-raise
         conn.execute("ROLLBACK")
         raise
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import gevent
+import gevent.os
 from gevent.event import Event
 from gevent.fileobject import FileObjectPosix
 from gevent.greenlet import Greenlet
@@ -49,6 +50,22 @@ def claim_stdio() -> tuple[int, int]:
     os.close(devnull)
     os.dup2(2, 1)
     return wire_in, wire_out
+
+
+def read_chunks(fd: int, size: int = 64 * 1024) -> Iterator[bytes]:
+    """Cooperatively read a descriptor (made non-blocking) until EOF or a read error.
+
+    For draining a child's stderr, which must never be left as an unread pipe (GEVENT-NOTES A8.3).
+    """
+    os.set_blocking(fd, False)
+    while True:
+        try:
+            chunk = gevent.os.nb_read(fd, size)
+        except OSError:
+            return
+        if not chunk:
+            return
+        yield chunk
 
 
 @dataclass(slots=True)

@@ -17,13 +17,13 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import gevent
-import gevent.os
 from gevent import subprocess
 from gevent.event import Event
 from gevent.greenlet import Greenlet
 from gevent.queue import Queue
 
 from .. import wire
+from ..transport import read_chunks
 
 log = logging.getLogger(__name__)
 
@@ -147,15 +147,7 @@ class StdioProcess:
             log.exception("handling a message from MCP server %s failed", self.name)
 
     def _drain_stderr(self) -> None:
-        fd = self.proc.stderr.fileno()
-        os.set_blocking(fd, False)
-        while True:
-            try:
-                chunk = gevent.os.nb_read(fd, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
+        for chunk in read_chunks(self.proc.stderr.fileno()):
             self._stderr_tail.append(chunk)
             self._stderr_size += len(chunk)
             while self._stderr_size - len(self._stderr_tail[0]) >= STDERR_TAIL:

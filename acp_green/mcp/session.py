@@ -145,7 +145,7 @@ class SessionMcp:
         session = McpClientSession(name, AcpChannel(self._call_client, self._notify_client, connection_id))
         try:
             session.initialize(token)
-        except BaseException:  # cancelled or refused: do not leave the client's connection open
+        except BaseException:  # ok: re-raised; cancelled or refused, do not leave the client's connection open
             del self.outbound[name]
             self._on_outbound(connection_id, None)
             gevent.spawn(self._disconnect, connection_id)

@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
-import gevent.os
 from gevent import subprocess
 from gevent.event import AsyncResult, Event
 from gevent.fileobject import FileObjectPosix
 from gevent.greenlet import Greenlet
+
+from ..transport import read_chunks
 
 PROTOCOL_VERSION = 1
 
@@ -333,15 +334,7 @@ class AgentProcess(AcpClient):
         super().__init__(self.proc.stdout.fileno(), self.proc.stdin.fileno(), policy, close_fds=False)
 
     def _drain_stderr(self) -> None:
-        fd = self.proc.stderr.fileno()
-        os.set_blocking(fd, False)
-        while True:
-            try:
-                chunk = gevent.os.nb_read(fd, 65536)
-            except OSError:
-                return
-            if not chunk:
-                return
+        for chunk in read_chunks(self.proc.stderr.fileno()):
             if len(self.stderr) < (4 << 20):
                 self.stderr.extend(chunk)
 

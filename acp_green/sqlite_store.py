@@ -38,6 +38,10 @@ OPEN_TIMEOUT = 60.0  # migrations wait for other processes' write locks
 READ_TIMEOUT = 60.0
 CLOSE_TIMEOUT = 60.0
 MAX_BATCH = 1000
+# Writes wait this long on the hub before they are handed to the store thread, so a burst of
+# control requests costs one hand-off (one thread wake-up, one GIL round trip) instead of one
+# each. Reads, sync and close hand over what is waiting first, so ordering is unchanged.
+WRITE_DELAY = 0.005
 BUSY_RETRIES = 12  # each attempt already waits statedb.BUSY_TIMEOUT_MS for the lock
 
 _WRITES = frozenset({"save_session", "delete_session", "append_turn", "record_usage"})
@@ -55,6 +59,8 @@ class SqliteStore:
         self.path = path
         self._hub = gevent.get_hub()
         self._queue: Any = _SimpleQueue()
+        self._unflushed: list[tuple[str, tuple, None]] = []
+        self._flush_timer: Any = None
         self._closed = False
         self._memory: MemoryStore | None = None  # set by the store thread when the disk fails
         self.transactions = 0  # committed write transactions, for tests and diagnostics
@@ -73,14 +79,28 @@ class SqliteStore:
 
     # -- the greenlet side ---------------------------------------------------------------------
     def _write(self, op: str, *args: Any) -> None:
+        """Queue a write; never blocks, safe from hub callbacks."""
         if self._closed:
             log.error("store %s is closed; dropping a %s", self.path, op)
             return
-        self._queue.put((op, args, None))
+        self._unflushed.append((op, args, None))
+        if self._flush_timer is None:
+            self._flush_timer = self._hub.loop.timer(WRITE_DELAY)
+            self._flush_timer.start(self._flush)
+
+    def _flush(self) -> None:
+        """Hand the waiting writes to the store thread, in order."""
+        timer, self._flush_timer = self._flush_timer, None
+        if timer is not None:
+            timer.close()
+        writes, self._unflushed = self._unflushed, []
+        for work in writes:
+            self._queue.put(work)
 
     def _read(self, op: str, *args: Any) -> Any:
         if self._closed:
             raise StoreUnavailable(f"store {self.path} is closed")
+        self._flush()
         result = AsyncResult()
         self._queue.put((op, args, result))
         try:
@@ -121,6 +141,7 @@ class SqliteStore:
         """Commit everything queued, close the database and end the thread (S16: before exit)."""
         if self._closed:
             return
+        self._flush()
         done = AsyncResult()
         self._queue.put((_CLOSE, (), done))
         self._closed = True

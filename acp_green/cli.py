@@ -135,7 +135,7 @@ def _state_dir_option(fn: Any) -> Any:
 
 
 def _resolve_state_dir(state_dir: str | None) -> str:
-    from .statedir import default_state_dir
+    from .store.statedir import default_state_dir
 
     return os.path.abspath(os.path.expanduser(state_dir or default_state_dir()))
 
@@ -144,7 +144,7 @@ def _open_db(state_dir: str | None) -> Any:
     """The state database for an inspection command; a clean error when it cannot be read."""
     import contextlib
 
-    from .state_report import StateUnreadable, open_db
+    from .store.report import StateUnreadable, open_db
 
     @contextlib.contextmanager
     def opened() -> Any:
@@ -174,8 +174,8 @@ def sessions() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None:
     """Stored sessions, most recently active first."""
-    from . import statedb
-    from .state_report import session_dict
+    from .store import statedb
+    from .store.report import session_dict
 
     with _open_db(state_dir) as conn:
         records = statedb.list_sessions(conn, cwd) if conn is not None else []
@@ -193,7 +193,7 @@ def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None
 @click.option("--json", "as_json", is_flag=True, help="Print the session and its history as JSON.")
 def sessions_show(state_dir: str | None, session_id: str, as_json: bool) -> None:
     """One session's metadata and its conversation."""
-    from .state_report import export_sessions, render_history
+    from .store.report import export_sessions, render_history
 
     with _open_db(state_dir) as conn:
         found = export_sessions(conn, [session_id])
@@ -215,7 +215,7 @@ def sessions_show(state_dir: str | None, session_id: str, as_json: bool) -> None
 @click.argument("session_ids", nargs=-1, required=True)
 def sessions_delete(state_dir: str | None, session_ids: tuple[str, ...]) -> None:
     """Delete sessions and their history (their usage records stay in the ledger)."""
-    from . import statedb
+    from .store import statedb
 
     with _open_db(state_dir) as conn:
         if conn is None:
@@ -236,7 +236,7 @@ def sessions_export(state_dir: str | None, session_ids: tuple[str, ...], output:
     """Sessions (all, or the ones named) with their whole history, as JSON."""
     import json
 
-    from .state_report import export_sessions
+    from .store.report import export_sessions
 
     with _open_db(state_dir) as conn:
         exported = export_sessions(conn, list(session_ids))
@@ -250,7 +250,7 @@ def sessions_export(state_dir: str | None, session_ids: tuple[str, ...], output:
 @click.option("--records", is_flag=True, help="With --json: include every usage record.")
 def usage(state_dir: str | None, session_id: str | None, as_json: bool, records: bool) -> None:
     """The usage ledger: totals and per session (one record per admitted prompt)."""
-    from .state_report import usage_report, usage_table
+    from .store.report import usage_report, usage_table
 
     with _open_db(state_dir) as conn:
         report = usage_report(conn, session_id, with_records=records)

@@ -23,7 +23,7 @@ from .context import ConnectionContext
 from .endpoint import Endpoint
 from .errors import LineTooLong, RequestCancelled
 from .sessions import SessionRegistry
-from .statedir import open_store
+from .store import open_store
 from .store import Store
 from .transport import LineReader, OutputLimits, Outbound
 

@@ -258,7 +258,7 @@ def _off_hub(fn: Callable[[], None]) -> None:
 
 
 class SessionStoreLike:
-    """The part of the store the registry needs (see store.py)."""
+    """The part of the store the registry needs (see store/base.py)."""
 
     def save_session(self, record: SessionRecord) -> None:  # pragma: no cover - interface
         raise NotImplementedError

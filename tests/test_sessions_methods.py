@@ -295,7 +295,7 @@ def test_session_new_and_set_mode_never_wait_for_the_disk(inprocess, tmp_path):
     session/new, set_mode and prompts still answer; the writes land once the lock is gone."""
     import sqlite3
 
-    from acp_green.statedb import db_path
+    from acp_green.store.statedb import db_path
 
     harness = _start(inprocess, tmp_path)
     client = harness.client

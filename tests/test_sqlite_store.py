@@ -16,9 +16,9 @@ from gevent import subprocess
 
 from acp_green.demo import DemoAgent
 from acp_green.sessions import SessionRecord
-from acp_green.sqlite_store import SqliteStore
-from acp_green.statedb import DB_NAME, db_path
-from acp_green.statedir import open_store
+from acp_green.store.sqlite import SqliteStore
+from acp_green.store.statedb import DB_NAME, db_path
+from acp_green.store.statedir import open_store
 from acp_green.store import MemoryStore
 from acp_green.usage import UsageRecord
 
@@ -212,7 +212,7 @@ def test_sqlite_never_runs_on_the_hub_thread(inprocess, tmp_path, monkeypatch):
     connection statedb opens is traced, whoever opens it."""
     import threading
 
-    from acp_green import statedb
+    from acp_green.store import statedb
 
     threads: set[int] = set()
     original = statedb.connect

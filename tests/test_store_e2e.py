@@ -17,7 +17,7 @@ import gevent
 from gevent import subprocess
 from gevent.event import Event
 
-from acp_green.statedb import db_path
+from acp_green.store.statedb import db_path
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 LIVE_ONLY = {"available_commands_update", "session_info_update", "usage_update"}

@@ -10,8 +10,8 @@ from __future__ import annotations
 import copy
 from typing import Any, Protocol
 
-from .sessions import SessionRecord
-from .usage import UsageRecord
+from ..sessions import SessionRecord
+from ..usage import UsageRecord
 
 
 class Store(Protocol):

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import statedb
-from .sessions import SessionRecord
-from .usage import RUNNING, UsageRecord
+from ..sessions import SessionRecord
+from ..usage import RUNNING, UsageRecord
 
 
 class StateUnreadable(Exception):

@@ -8,7 +8,7 @@ import sqlite3
 from collections.abc import Callable
 
 from .statedb import StateDbError, db_path
-from .store import MemoryStore, Store
+from .base import MemoryStore, Store
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def open_store(
         return MemoryStore()
     path = state_dir or default_state_dir()
     try:
-        from .sqlite_store import SqliteStore
+        from .sqlite import SqliteStore
 
         return SqliteStore(db_path(os.path.abspath(os.path.expanduser(path))), trace=trace, page_limit=page_limit)
     except (OSError, sqlite3.Error, StateDbError) as exc:

@@ -23,9 +23,9 @@ from gevent.event import AsyncResult
 from gevent.monkey import get_original
 
 from . import statedb
-from .sessions import SessionRecord
-from .store import MemoryStore
-from .usage import UsageRecord
+from ..sessions import SessionRecord
+from .base import MemoryStore
+from ..usage import UsageRecord
 
 log = logging.getLogger(__name__)
 
@@ -38,10 +38,13 @@ OPEN_TIMEOUT = 60.0  # migrations wait for other processes' write locks
 READ_TIMEOUT = 60.0
 CLOSE_TIMEOUT = 60.0
 MAX_BATCH = 1000
-# Writes wait this long on the hub before they are handed to the store thread, so a burst of
-# control requests costs one hand-off (one thread wake-up, one GIL round trip) instead of one
-# each. Reads, sync and close hand over what is waiting first, so ordering is unchanged.
+# Session saves (set_mode, set_config_option...) wait this long on the hub before they are
+# handed to the store thread, so a burst of control requests costs one hand-off (one thread
+# wake-up, one GIL round trip) instead of one each. A finished turn, a usage record or a delete
+# is handed over at once, with whatever waits before it: a SIGKILL right after a turn ends must
+# still find it stored. Reads, sync and close hand over what is waiting first, so ordering holds.
 WRITE_DELAY = 0.005
+_HAND_OVER_AT_ONCE = frozenset({"append_turn", "record_usage", "delete_session"})
 BUSY_RETRIES = 12  # each attempt already waits statedb.BUSY_TIMEOUT_MS for the lock
 
 _WRITES = frozenset({"save_session", "delete_session", "append_turn", "record_usage"})
@@ -84,7 +87,9 @@ class SqliteStore:
             log.error("store %s is closed; dropping a %s", self.path, op)
             return
         self._unflushed.append((op, args, None))
-        if self._flush_timer is None:
+        if op in _HAND_OVER_AT_ONCE:
+            self._flush()
+        elif self._flush_timer is None:
             self._flush_timer = self._hub.loop.timer(WRITE_DELAY)
             self._flush_timer.start(self._flush)
 

@@ -1,6 +1,6 @@
 """The state database: schema, migration and the queries, on a plain sqlite3 connection.
 
-Nothing here knows about threads or gevent: the store thread (sqlite_store.py) and the
+Nothing here knows about threads or gevent: the store thread (sqlite.py) and the
 inspection commands (`acp-green sessions`, `acp-green usage`) both call these functions on a
 connection they own. A turn is one row holding its updates as one JSON array, so a streamed
 turn of any length is one INSERT in one transaction.
@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .sessions import SessionRecord
-from .usage import UsageRecord
+from ..sessions import SessionRecord
+from ..usage import UsageRecord
 
 DB_NAME = "state.sqlite3"
 SCHEMA_VERSION = 1

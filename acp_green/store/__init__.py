@@ -1,0 +1,15 @@
+"""Where sessions, their history and the usage ledger live.
+
+| module | concern |
+|---|---|
+| `base.py` | the `Store` interface the runtime writes to, and `MemoryStore` (`--ephemeral`, the fallback) |
+| `sqlite.py` | `SqliteStore`: one store thread owns the SQLite connection; the hub never touches the disk |
+| `statedb.py` | the schema and every SQL statement |
+| `statedir.py` | the state directory: where it is, opening it, falling back to memory |
+| `report.py` | what `acp-green sessions` and `acp-green usage` read and print |
+"""
+
+from .base import MemoryStore, Store
+from .statedir import open_store
+
+__all__ = ["MemoryStore", "Store", "open_store"]

@@ -175,3 +175,26 @@ def test_idle_agent_exits_at_once_on_eof_S13(launch):
     open_session(agent)
     agent.close_input()
     assert agent.wait_exit(timeout=10) == 0
+
+
+def test_receive_loop_keeps_serving_while_prompts_run_S1(launch):
+    """S1: while one prompt waits on the client and another streams, the connection still answers
+    control requests, runs other background requests, and routes the client's answer back."""
+    from acp_green.rig.client import ClientPolicy
+
+    agent = launch(policy=ClientPolicy(permission="hold"))
+    sids = open_session(agent, 3)
+    asking = agent.prompt(sids[0], "/write /tmp/s1.txt text")
+    agent.wait_for(lambda: agent.hold, what="the permission request")
+    streaming = agent.prompt(sids[1], "/stream 2000000 64")
+    agent.wait_for(lambda: len(agent.updates(sids[1])) > 10, what="the stream to start")
+    assert agent.call("session/set_mode", {"sessionId": sids[2], "modeId": "code"}) == {}
+    assert agent.new_session().startswith("sess_")
+    assert agent.call("_acp_green/echo", {"x": 1}) == {"params": {"x": 1}}
+    assert agent.prompt(sids[2], "meanwhile").result() == {"stopReason": "end_turn"}
+    assert not asking.done and not streaming.done
+    [request_id] = list(agent.hold)
+    agent.respond(request_id, {"outcome": {"outcome": "selected", "optionId": "reject"}})
+    assert asking.result() == {"stopReason": "end_turn"}
+    agent.cancel(sids[1])
+    assert streaming.result() == {"stopReason": "cancelled"}

@@ -320,7 +320,14 @@ class AcpAgentProtocol:
             # Replaying or re-pointing a session under a running turn would interleave two
             # views of its history: finish (or cancel) the prompt first. (docs/SESSIONS.md)
             raise SessionBusy(session_id)
-        return self.sessions.reopen(session_id, cwd, directories, servers)
+        session = self.sessions.reopen(session_id, cwd, directories, servers)
+        # The client declares the session's MCP servers anew: stop what the old declaration
+        # started (in the background) and start the new stdio servers, as session/new does.
+        previous = self.session_mcp.pop(session_id, None)
+        if previous is not None:
+            self.mcp.close_in_background(previous.close)
+        self.session_mcp_for(session).start()
+        return session
 
     def session_load(self, params: Any, _id: wire.RequestId) -> Reply:
         """Replay the whole stored conversation as session/update, then answer."""
@@ -509,7 +516,8 @@ class AcpAgentProtocol:
             def close(found: SessionMcp = found) -> None:
                 if self.session_mcp.get(session_id) is found:
                     del self.session_mcp[session_id]
-                found.close()
+                # Reaping its processes can take a second: never in the receive loop (S10).
+                self.mcp.close_in_background(found.close)
 
             session.resources.append(close)
         return found

@@ -148,12 +148,12 @@ class Server:
         killed = endpoint.drain(self.options.shutdown_grace)
         if killed:
             log.warning("%d background requests were aborted at the end of the grace", killed)
+        for session in self.sessions:
+            self.sessions.drop(session.session_id)  # session-scoped MCP servers start closing here
         try:
-            self.protocol.close_mcp()  # inbound bridges' processes: none outlives the agent
+            self.protocol.close_mcp()  # bridges and session servers: none outlives the agent
         except Exception:
             log.exception("closing MCP bridges failed")
-        for session in self.sessions:
-            self.sessions.drop(session.session_id)  # session-scoped MCP servers stop here
         try:
             self.store.close()  # commits every queued turn and usage record (S16)
         except Exception:

@@ -115,3 +115,18 @@ def test_demo_mcp_command_reaches_provided_servers_by_name(launch):
     agent.wait_for(lambda: any(u["sessionUpdate"] == "tool_call" for u in agent.updates(session_id)[-3:]), what="tool call")
     agent.cancel(session_id)
     assert prompt.result() == {"stopReason": "cancelled"}
+
+
+def test_stdio_servers_declared_in_load_and_resume_are_started(launch, tmp_path):
+    """session/load and session/resume carry mcpServers too: their stdio servers are started for the
+    session, and a server of the previous declaration is stopped and reaped."""
+    agent = launch("--state-dir", str(tmp_path / "state"))
+    agent.initialize()
+    session_id = agent.new_session(mcp_servers=[stdio_entry("st", SDK_TOOLS)])
+    agent.prompt(session_id, "/mcp st pid").result()
+    first_pid = int(agent.updates(session_id)[-2]["content"]["text"])
+    for method in ("session/load", "session/resume"):
+        agent.call(method, {"sessionId": session_id, "cwd": "/tmp", "mcpServers": [stdio_entry("again", SDK_TOOLS)]})
+        assert agent.prompt(session_id, '/mcp again echo {"text": "after ' + method + '"}').result() == {"stopReason": "end_turn"}
+        assert chunks(agent, session_id).endswith("after " + method)
+    assert wait_gone(first_pid)

@@ -209,7 +209,11 @@ class McpRegistry:
     def retire(self, bridge: Bridge) -> None:
         """Forget a bridge and close it in the background (never blocks); close_all waits for it."""
         self.forget(bridge)
-        closer = gevent.spawn(bridge.close)  # closing reaps a process: not in settle's caller
+        self.close_in_background(bridge.close)  # closing reaps a process: not in settle's caller
+
+    def close_in_background(self, close: Callable[[], None]) -> None:
+        """Run a closer that may wait for a process to exit off the caller's path; close_all joins it."""
+        closer = gevent.spawn(close)
         self._closers.add(closer)
         closer.rawlink(self._closers.discard)
 

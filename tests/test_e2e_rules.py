@@ -198,3 +198,16 @@ def test_receive_loop_keeps_serving_while_prompts_run_S1(launch):
     assert asking.result() == {"stopReason": "end_turn"}
     agent.cancel(sids[1])
     assert streaming.result() == {"stopReason": "cancelled"}
+
+
+def test_client_that_stopped_reading_cannot_hold_the_process_S13(launch):
+    """S13: with stdout unread and a stream blocked on the backlog, EOF still ends the process
+    with exit 0 — the final flush is bounded."""
+    agent = launch("--shutdown-grace", "1")
+    [sid] = open_session(agent)
+    agent.pause_reading()
+    agent.prompt(sid, "/stream 10000000 256")
+    gevent.sleep(0.5)  # let the pipe fill (not a timing assertion)
+    agent.close_input()
+    assert agent.wait_exit(timeout=60) == 0
+    agent.wait_for(lambda: b"output not fully flushed" in agent.stderr, what="the shutdown warning on stderr")

@@ -90,6 +90,18 @@ def _mcp_servers(params: dict[str, Any], method: str, required: bool) -> list[di
     return list(servers)
 
 
+def _prompt_blocks(params: dict[str, Any], method: str) -> list[dict[str, Any]]:
+    """The prompt's content blocks, with the fields the runtime reads checked (DESIGN §6)."""
+    prompt = _require(params, "prompt", list, method)
+    for index, block in enumerate(prompt):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise InvalidParams(f"{method}: prompt[{index}] must be an object with a 'type'", data={"field": "prompt"})
+        required = {"text": "text", "resource_link": "uri"}.get(block["type"])
+        if required is not None and not isinstance(block.get(required), str):
+            raise InvalidParams(f"{method}: prompt[{index}].{required} must be a string", data={"field": "prompt"})
+    return prompt
+
+
 class PromptJob(Job):
     """One `session/prompt`: admitted with its session reserved and its token bound."""
 
@@ -256,6 +268,12 @@ class AcpAgentProtocol:
         self.context.authenticated(method_id)
         return {}
 
+    def _named_session(self, params: dict[str, Any], method: str) -> Session:
+        """The session a request names, after the auth check (a stored session is no way around it)."""
+        session_id = _require(params, "sessionId", str, method)
+        self._require_auth()
+        return self.sessions.get(session_id)
+
     def _require_auth(self) -> None:
         if self.agent.auth_methods and not self.context.snapshot.authenticated:
             raise AuthRequired("Authentication required: call authenticate with one of the advertised authMethods")
@@ -268,14 +286,18 @@ class AcpAgentProtocol:
         directories = _string_list(params, "additionalDirectories", method)
         self._require_auth()
         session = self.sessions.create(cwd, directories, servers)
-        self.session_mcp_for(session).start()  # declared stdio servers start in the background
         record = session.record
         if self.agent.modes:
             record.mode_id = self.agent.modes[0].id
         for option in self.agent.config_options:
             record.config[option.id] = option.default
-        self.agent.session_started(SessionView.of(session), self.context.snapshot)
+        try:
+            self.agent.session_started(SessionView.of(session), self.context.snapshot)
+        except BaseException:  # ok: re-raised; a session the client never learned of must not linger
+            self.sessions.delete(session.session_id)
+            raise
         self.sessions.save(session)
+        self.session_mcp_for(session)  # declared stdio servers start in the background
         result = {"sessionId": session.session_id, **self.session_state(session)}
         return Reply(result, then=lambda: self.after_session_opened(session))
 
@@ -326,7 +348,7 @@ class AcpAgentProtocol:
         previous = self.session_mcp.pop(session_id, None)
         if previous is not None:
             self.mcp.close_in_background(previous.close)
-        self.session_mcp_for(session).start()
+        self.session_mcp_for(session)
         return session
 
     def session_load(self, params: Any, _id: wire.RequestId) -> Reply:
@@ -374,6 +396,7 @@ class AcpAgentProtocol:
         method = "session/close"
         params = _params(params, method)
         session_id = _require(params, "sessionId", str, method)
+        self._require_auth()
         if not self.sessions.close(session_id) and self.store.load_session(session_id) is None:
             raise UnknownSession(session_id)
         return {}
@@ -381,7 +404,7 @@ class AcpAgentProtocol:
     def session_set_mode(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         method = "session/set_mode"
         params = _params(params, method)
-        session = self.sessions.get(_require(params, "sessionId", str, method))
+        session = self._named_session(params, method)
         mode_id = _require(params, "modeId", str, method)
         if not any(m.id == mode_id for m in self.agent.modes):
             raise InvalidParams(f"{method}: unknown modeId {mode_id!r}", data={"field": "modeId"})
@@ -392,7 +415,7 @@ class AcpAgentProtocol:
     def session_set_config_option(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         method = "session/set_config_option"
         params = _params(params, method)
-        session = self.sessions.get(_require(params, "sessionId", str, method))
+        session = self._named_session(params, method)
         config_id = _require(params, "configId", str, method)
         option = next((o for o in self.agent.config_options if o.id == config_id), None)
         if option is None:
@@ -428,10 +451,8 @@ class AcpAgentProtocol:
         method = "session/prompt"
         params = _params(params, method)
         session_id = _require(params, "sessionId", str, method)
-        prompt = _require(params, "prompt", list, method)
-        if not all(isinstance(b, dict) and isinstance(b.get("type"), str) for b in prompt):
-            raise InvalidParams(f"{method}: every prompt block must be an object with a 'type'", data={"field": "prompt"})
-        session = self.sessions.get(session_id)
+        prompt = _prompt_blocks(params, method)
+        session = self._named_session(params, method)
         if session.busy:
             raise SessionBusy(session_id)
         endpoint = self.endpoint
@@ -448,18 +469,18 @@ class AcpAgentProtocol:
             mcp=self.session_mcp_for(session).get,
         )
         job = PromptJob(self, session, request_id, turn)
+        title = title_from_prompt(turn.text) if session.record.title is None else None
+        # Nothing below can fail: a reservation is only taken once admission is certain (S14).
         session.reserve(job)
         self.prompts[session_id] = job
         # Admitted: the ledger knows of it now; settle replaces this record (S16). Only a
         # process that dies without settling leaves it "running" (shown as interrupted).
         self.store.record_usage(self.usage_record(job, RUNNING))
-        if session.record.title is None:
-            title = title_from_prompt(turn.text)
-            if title:
-                session.record.title = title
-                self.sessions.save(session)
-                # Before the prompt's own updates and its response (S5).
-                self.send_update(session_id, session_info(session))
+        if title:
+            session.record.title = title
+            self.sessions.save(session)
+            # Before the prompt's own updates and its response (S5).
+            self.send_update(session_id, session_info(session))
         return job
 
     def finish_turn(self, job: PromptJob, stop_reason: str) -> None:
@@ -502,7 +523,8 @@ class AcpAgentProtocol:
 
     # -- MCP -----------------------------------------------------------------------------------
     def session_mcp_for(self, session: Session) -> SessionMcp:
-        """The session's MCP servers; stopped through the session's closers when it ends."""
+        """The session's MCP servers, started on first use (session/new, load, resume, or the
+        first prompt after an eviction); stopped through the session's closers when it ends."""
         found = self.session_mcp.get(session.session_id)
         if found is None:
             session_id = session.session_id
@@ -520,6 +542,7 @@ class AcpAgentProtocol:
                 self.mcp.close_in_background(found.close)
 
             session.resources.append(close)
+            found.start()
         return found
 
     def _outbound_changed(self, connection_id: str, name: str | None) -> None:

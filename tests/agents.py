@@ -72,3 +72,15 @@ class PatchReportAgent(Agent):
 
         turn.say(f"socket patched: {monkey.is_module_patched('socket')}")
         return "end_turn"
+
+
+class FailingSessionStartAgent(Agent):
+    """Its session hook raises: session/new must fail and leave nothing behind."""
+
+    name = "failing-session-start"
+
+    def session_started(self, session, snapshot) -> None:
+        raise RuntimeError("session setup failed")
+
+    def prompt(self, turn: Turn) -> str:
+        return "end_turn"

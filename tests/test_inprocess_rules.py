@@ -324,3 +324,33 @@ def test_cancel_request_frees_the_slot_before_answering_S14(inprocess):
     client.notify("$/cancel_request", {"requestId": ext.id})
     assert ext.error()["code"] == -32800
     assert client.prompt(sid, "admitted").result() == {"stopReason": "end_turn"}
+
+
+@pytest.mark.parametrize("block", [
+    {"type": "text", "text": ["not", "a", "string"]},
+    {"type": "text", "text": 5},
+    {"type": "text"},
+    {"type": "resource_link", "name": "x", "uri": 7},
+])
+def test_malformed_prompt_block_is_refused_before_reserving_S14(inprocess, block):
+    """§6/S14: an ill-typed prompt block is -32602 naming the field, and the session is not left
+    reserved: its next prompt runs."""
+    harness = start(inprocess)
+    client = harness.client
+    sid = client.new_session()
+    error = client.request("session/prompt", {"sessionId": sid, "prompt": [block]}).error()
+    assert error["code"] == -32602 and "prompt[0]" in error["message"]
+    assert client.prompt(sid, "fine").result() == {"stopReason": "end_turn"}
+    assert [r.stop_reason for r in harness.server.store.usage(sid)] == ["end_turn"]
+
+
+def test_failed_session_setup_leaves_no_session_behind(inprocess):
+    """A session hook that raises answers -32603 and leaves no live or stored session."""
+    from tests.agents import FailingSessionStartAgent
+
+    harness = start(inprocess, FailingSessionStartAgent())
+    client = harness.client
+    error = client.request("session/new", {"cwd": "/tmp", "mcpServers": []}).error()
+    assert error["code"] == -32603 and "session setup failed" in error["message"]
+    assert len(harness.server.sessions) == 0
+    assert harness.server.store.list_sessions() == []

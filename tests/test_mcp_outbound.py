@@ -130,3 +130,16 @@ def test_stdio_servers_declared_in_load_and_resume_are_started(launch, tmp_path)
         assert agent.prompt(session_id, '/mcp again echo {"text": "after ' + method + '"}').result() == {"stopReason": "end_turn"}
         assert chunks(agent, session_id).endswith("after " + method)
     assert wait_gone(first_pid)
+
+
+def test_session_stdio_server_comes_back_after_idle_eviction_S15(launch):
+    """S15: eviction stops a session's stdio servers; the first prompt after revival starts them again."""
+    agent = launch("--ephemeral", "--idle-timeout", "0.3")
+    agent.initialize()
+    session_id = agent.new_session(mcp_servers=[stdio_entry("st", SDK_TOOLS)])
+    agent.prompt(session_id, "/mcp st pid").result()
+    first_pid = int(agent.updates(session_id)[-2]["content"]["text"])
+    assert wait_gone(first_pid)  # evicted: its server was reaped
+    assert agent.prompt(session_id, '/mcp st echo {"text": "revived"}').result() == {"stopReason": "end_turn"}
+    assert chunks(agent, session_id).endswith("revived")
+    assert tool_status(agent, session_id) == "completed"

@@ -306,3 +306,26 @@ def test_ephemeral_writes_nothing(launch, tmp_path):
     assert [u["sessionUpdate"] for u in replay] == ["user_message_chunk", "agent_message_chunk"]
     assert agent.close() == 0
     assert not state.exists()
+
+
+def test_stored_sessions_are_no_way_around_authentication(launch, tmp_path):
+    """An agent that requires authentication refuses every request naming a stored session until
+    the connection authenticates, not only session/new and session/load (-32000 auth_required)."""
+    state = str(tmp_path / "state")
+    first = launch(*serve_args(state), "--agent", "tests.agents:NeedsAuthAgent")
+    first.initialize()
+    first.call("authenticate", {"methodId": "token"})
+    sid = first.new_session()
+    assert first.close() == 0
+    second = launch(*serve_args(state), "--agent", "tests.agents:NeedsAuthAgent")
+    second.initialize()
+    for method, params in [
+        ("session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": "hi"}]}),
+        ("session/set_mode", {"sessionId": sid, "modeId": "x"}),
+        ("session/set_config_option", {"sessionId": sid, "configId": "x", "value": "y"}),
+        ("session/close", {"sessionId": sid}),
+    ]:
+        error = second.request(method, params).error()
+        assert error["code"] == -32000 and error["data"]["reason"] == "auth_required", (method, error)
+    second.call("authenticate", {"methodId": "token"})
+    assert second.prompt(sid, "hi").result() == {"stopReason": "end_turn"}

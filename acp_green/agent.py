@@ -251,7 +251,9 @@ class Turn:
         channel.put(data)
         self.sent.append(data)
         if channel.over_high_water:
-            channel.wait_below_high_water(self.token.event)
+            # Not released by the token: a cancelled turn that flushes what it has left must not
+            # bury control responses under an unbounded backlog (S10). Shutdown ends the wait.
+            channel.wait_below_high_water()
         else:
             self._fair.yield_if_due()
 

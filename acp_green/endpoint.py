@@ -18,6 +18,7 @@ from typing import Any
 import gevent
 from gevent.event import AsyncResult
 from gevent.greenlet import Greenlet
+from gevent import GreenletExit
 
 from . import wire
 from .errors import (
@@ -257,6 +258,9 @@ class Endpoint:
         except gevent.Timeout as exc:
             self._send_error(request.id, InternalError(f"Timed out: {one_line(str(exc))}"))
             return
+        except GreenletExit:  # the reader is killed at shutdown: still one answer, then go
+            self._send_error(request.id, RequestCancelled("The agent is shutting down"))
+            raise
         except SystemExit:
             log.error("control handler for %s called sys.exit", request.method)
             self._send_error(request.id, InternalError("Agent code tried to exit the process"))
@@ -386,6 +390,11 @@ class Endpoint:
         if survivors:
             log.warning("killed %d background requests still running after %.1fs", len(survivors), grace)
             gevent.joinall(survivors, timeout=2)
+        for task in list(self._tasks.values()):
+            # Agent code that swallowed the kill (a bare except): answer and release anyway;
+            # the greenlet is abandoned to the process exit (S14, S16).
+            log.error("%s #%r ignored its kill; answered as aborted", task.method, task.request_id)
+            self._finish(task, KILLED)
         return len(survivors)
 
     def reject_line(self, error: RpcError) -> None:

@@ -94,10 +94,13 @@ class Server:
         try:
             self._stop.wait()
         finally:
-            for handler in handlers:
-                handler.cancel()
-            self._shutdown(endpoint, outbound, evictor)
-            line_reader.close()
+            try:
+                self._shutdown(endpoint, outbound, evictor)
+                line_reader.close()
+            finally:
+                # Only now: a second SIGTERM during shutdown must not kill the process (S13, S16).
+                for handler in handlers:
+                    handler.cancel()
         return 0
 
     def _receive(self, line_reader: LineReader, endpoint: Endpoint) -> None:
@@ -116,6 +119,12 @@ class Server:
                     endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
                 else:
                     endpoint.handle_line(line.data)
+                if endpoint.outbound.over_input_limit:
+                    # Over the hard limit background work is refused (output_backlog), but every
+                    # request, even garbage, still queues a reply: a client that writes without
+                    # reading could grow our memory without bound. Read on once it reads.
+                    log.warning("output backlog at twice its hard limit: input paused until the client reads")
+                    endpoint.outbound.wait_below_high_water()
                 gevent.sleep(0)  # a buffered burst must not starve the greenlets it admitted
         except OSError as exc:
             reason = f"input failed: {exc}"

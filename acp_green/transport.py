@@ -154,6 +154,11 @@ class Outbound:
     def over_hard_limit(self) -> bool:
         return self.queued_bytes > self.limits.hard_limit
 
+    @property
+    def over_input_limit(self) -> bool:
+        """Twice the hard limit: even error replies to a client that never reads must stop here."""
+        return self.queued_bytes > 2 * self.limits.hard_limit
+
     def wait_below_high_water(self, cancelled: Event | None = None) -> None:
         """Hold a background producer while the backlog is over its high-water mark.
 

@@ -95,7 +95,8 @@ def classify(value: dict[str, Any]) -> Message:
     request_id = value.get("id", _MISSING)
     if request_id is not _MISSING and not is_valid_id(request_id):
         raise InvalidMessage(f"Invalid id {request_id!r}: must be an integer, a string or null")
-    echo_id = None if request_id is _MISSING else request_id
+    # Only a request's id may be echoed: a response-shaped message carries an id of *our* requests.
+    echo_id = None if request_id is _MISSING or "method" not in value else request_id
     if value.get("jsonrpc") != "2.0":
         raise InvalidMessage('Missing or wrong "jsonrpc": must be "2.0"', echo_id)
     method = value.get("method", _MISSING)

@@ -84,3 +84,29 @@ class FailingSessionStartAgent(Agent):
 
     def prompt(self, turn: Turn) -> str:
         return "end_turn"
+
+
+class SwallowsKillAgent(Agent):
+    """A prompt whose code swallows its kill (a bare except), so only abandoning it ends the turn."""
+
+    name = "swallows-kill"
+
+    def prompt(self, turn: Turn) -> str:
+        turn.say("stubborn")
+        try:
+            gevent.sleep(60)
+        except BaseException:  # noqa: B036 - what this agent is for
+            gevent.sleep(3)
+        return "end_turn"
+
+
+class FloodsAfterCancelAgent(Agent):
+    """Flushes a large buffer of output after it is cancelled (ACP allows late updates)."""
+
+    name = "floods-after-cancel"
+
+    def prompt(self, turn: Turn) -> str:
+        turn.wait_cancelled()
+        for i in range(4000):
+            turn.say(f"{i}:" + "x" * 1024)
+        return "cancelled"

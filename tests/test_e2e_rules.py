@@ -211,3 +211,17 @@ def test_client_that_stopped_reading_cannot_hold_the_process_S13(launch):
     agent.close_input()
     assert agent.wait_exit(timeout=60) == 0
     agent.wait_for(lambda: b"output not fully flushed" in agent.stderr, what="the shutdown warning on stderr")
+
+
+def test_second_signal_during_shutdown_does_not_kill_the_process_S13(launch):
+    """S13: a second SIGTERM while the first is being handled keeps to the same path: the winding-down
+    prompt still answers `cancelled` and the process exits 0."""
+    agent = launch("--agent", "tests.agents:SlowToCancelAgent")
+    [sid] = open_session(agent)
+    pending = agent.prompt(sid, "wind down for 1.0")
+    agent.wait_for(lambda: agent.updates(sid), what="the prompt to start")
+    agent.signal(signal.SIGTERM)
+    gevent.sleep(0.3)  # inside the 1 s wind-down (not a timing assertion: an early exit fails below)
+    agent.signal(signal.SIGTERM)
+    assert agent.wait_exit(timeout=30) == 0
+    assert pending.result(timeout=5) == {"stopReason": "cancelled"}

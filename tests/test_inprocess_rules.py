@@ -228,9 +228,12 @@ def test_output_backlog_over_hard_limit_refuses_background_work(inprocess, monke
     monkeypatch.setattr(endpoint, "handle", lambda message: (original(message), handled.append(getattr(message, "id", None))))
     sid = client.new_session()
     client.pause_reading()
-    # Enough responses to fill the pipe (the transport grows it to 1 MiB) and pass the hard limit.
+    # Responses pile up (the client reads nothing) until the backlog passes the hard limit.
     params = {"sessionId": sid, "configId": "model", "value": "echo-careful"}
-    floods = [client.request("session/set_config_option", params) for _ in range(((1 << 20) + limits.hard_limit) // 300 * 2)]
+    floods = []
+    while endpoint.outbound.queued_bytes <= limits.hard_limit * 1.25:
+        floods += [client.request("session/set_config_option", params) for _ in range(50)]
+        client.wait_for(lambda: floods[-1].id in handled, what="the agent to read the flood")
     refused = client.prompt(sid, "hello")
     client.wait_for(lambda: refused.id in handled, what="the agent to read the prompt")
     assert endpoint.outbound.over_hard_limit
@@ -354,3 +357,60 @@ def test_failed_session_setup_leaves_no_session_behind(inprocess):
     assert error["code"] == -32603 and "session setup failed" in error["message"]
     assert len(harness.server.sessions) == 0
     assert harness.server.store.list_sessions() == []
+
+
+def test_input_pauses_when_a_client_writes_without_reading(inprocess):
+    """DESIGN §5: replies to a client that never reads cannot grow memory without bound: past twice
+    the hard limit the agent stops reading until the client reads; then every line is answered."""
+    limits = OutputLimits(high_water=16 << 10, low_water=4 << 10, hard_limit=64 << 10, flush_timeout=2)
+    harness = start(inprocess, output=limits)
+    client = harness.client
+    server = harness.server
+    outbound = server.protocol.endpoint.outbound
+    client.pause_reading()
+    lines = 6000  # about 540 KB of -32700 replies: far more than the pipe and twice the limit
+    gevent.spawn(client.send_raw, b"not json\n" * lines)
+    client.wait_for(lambda: outbound.over_input_limit and server._reading is False, what="input to pause")
+    gevent.sleep(0.2)
+    assert outbound.queued_bytes < 2 * limits.hard_limit + 4096
+    client.resume_reading()
+    client.wait_for(lambda: sum(1 for r in client.records if r.direction == "in" and b"-32700" in r.raw) == lines,
+                    timeout=60, what="every garbage line to be answered")
+
+
+def test_prompt_that_swallows_its_kill_is_still_answered_at_shutdown_S13_S16(inprocess):
+    """S13/S14/S16: agent code that swallows the kill at the end of the grace cannot leave its prompt
+    unanswered or its usage record unfinished: it is answered `cancelled` and recorded "aborted"."""
+    from tests.agents import SwallowsKillAgent
+
+    harness = start(inprocess, SwallowsKillAgent(), shutdown_grace=0.2)
+    client = harness.client
+    sid = client.new_session()
+    pending = client.prompt(sid, "go")
+    client.wait_for(lambda: client.updates(sid), what="the prompt to start")
+    harness.finish()
+    assert pending.result(timeout=5) == {"stopReason": "cancelled"}
+    assert [r.stop_reason for r in harness.server.store.usage(sid)] == ["aborted"]
+
+
+def test_cancelled_turn_still_waits_on_the_backlog_S10(inprocess, monkeypatch):
+    """S10, DESIGN §5: a cancelled turn that flushes output keeps to the high-water mark, so control
+    responses are never buried under an unbounded backlog."""
+    from tests.agents import FloodsAfterCancelAgent
+
+    harness = start(inprocess, FloodsAfterCancelAgent())
+    client = harness.client
+    sid = client.new_session()
+    outbound = harness.server.protocol.endpoint.outbound
+    peak = [0]
+    original = outbound.put
+
+    def put(data: bytes) -> None:
+        original(data)
+        peak[0] = max(peak[0], outbound.queued_bytes)
+
+    monkeypatch.setattr(outbound, "put", put)
+    pending = client.prompt(sid, "flood later")
+    client.cancel(sid)
+    assert pending.result() == {"stopReason": "cancelled"}
+    assert peak[0] <= outbound.limits.high_water + 4096, peak[0]

@@ -329,3 +329,26 @@ def test_stored_sessions_are_no_way_around_authentication(launch, tmp_path):
         assert error["code"] == -32000 and error["data"]["reason"] == "auth_required", (method, error)
     second.call("authenticate", {"methodId": "token"})
     assert second.prompt(sid, "hi").result() == {"stopReason": "end_turn"}
+
+
+def test_shutdown_is_bounded_and_answers_a_waiting_control_request_when_the_store_is_locked_S13(launch, tmp_path):
+    """S13: with another process holding the state database, a session/list waiting for the store is
+    answered (-32800) when SIGTERM ends the wait, and the process still exits 0 in bounded time."""
+    state = str(tmp_path / "state")
+    agent = launch(*serve_args(state, "--shutdown-grace", "1"))
+    agent.initialize()
+    sid = agent.new_session()
+    agent.call("session/list", {})  # the database exists and is in use
+    locker = sqlite3.connect(db_path(state), timeout=0, isolation_level=None)
+    locker.execute("BEGIN EXCLUSIVE")
+    try:
+        # A save queued ahead of the read: the store thread's batch needs the write lock first.
+        assert agent.call("session/set_mode", {"sessionId": sid, "modeId": "code"}) == {}
+        waiting = agent.request("session/list", {})
+        gevent.sleep(0.3)  # the store thread is now waiting for the lock (not a timing assertion)
+        agent.signal(signal.SIGTERM)
+        assert agent.wait_exit(timeout=60) == 0
+        assert waiting.error(timeout=5)["code"] == -32800
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()

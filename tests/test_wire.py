@@ -310,3 +310,15 @@ def test_fast_text_chunk_encoding_equals_the_general_encoder():
             expected = wire.encode_notification("session/update", {"sessionId": 'sess_"odd/id"', "update": update})
             assert encoder.text_chunk(kind, text) == expected
             assert encoder.update(update) == expected
+
+
+def test_response_shaped_invalid_message_never_echoes_its_id():
+    """A response-shaped message that is invalid carries an id of the agent's own requests: an error
+    reply must not echo it, or the client would match it to one of its requests."""
+    for raw in (b'{"id":0,"result":{}}', b'{"jsonrpc":"1.0","id":3,"result":1}', b'{"jsonrpc":"2.0","id":4,"result":1,"error":{"code":1,"message":"x"}}'):
+        with pytest.raises(wire.InvalidMessage) as caught:
+            wire.decode(raw)
+        assert caught.value.request_id is None
+    with pytest.raises(wire.InvalidMessage) as caught:
+        wire.decode(b'{"id":5,"method":"x"}')
+    assert caught.value.request_id == 5

@@ -36,7 +36,7 @@ _Empty = get_original("queue", "Empty")
 
 OPEN_TIMEOUT = 60.0  # migrations wait for other processes' write locks
 READ_TIMEOUT = 60.0
-CLOSE_TIMEOUT = 60.0
+CLOSE_TIMEOUT = 10.0  # bounded exit (S13) even when another process holds the database
 MAX_BATCH = 1000
 # Session saves (set_mode, set_config_option...) wait this long on the hub before they are
 # handed to the store thread, so a burst of control requests costs one hand-off (one thread

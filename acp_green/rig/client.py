@@ -23,6 +23,8 @@ from gevent.event import AsyncResult, Event
 from gevent.fileobject import FileObjectPosix
 from gevent.greenlet import Greenlet
 
+from . import reaper
+
 PROTOCOL_VERSION = 1
 
 
@@ -306,6 +308,8 @@ class AgentProcess(AcpClient):
 
     def __init__(self, command: Sequence[str], policy: ClientPolicy | None = None, *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         self.command = list(command)
+        # Orphans of the agent must come back to us, or they vanish from any walk (reaper.py).
+        reaper.become_subreaper()
         self.proc = subprocess.Popen(
             self.command,
             stdin=subprocess.PIPE,
@@ -316,6 +320,7 @@ class AgentProcess(AcpClient):
             start_new_session=True,
         )
         self.pid = self.proc.pid
+        self.tracker = reaper.Tracker(self.pid)
         self.stderr = bytearray()
         self._stderr_drain = gevent.spawn(self._drain_stderr)
         super().__init__(self.proc.stdout.fileno(), self.proc.stdin.fileno(), policy, close_fds=False)
@@ -341,6 +346,29 @@ class AgentProcess(AcpClient):
 
     def signal(self, signum: int = signal.SIGTERM) -> None:
         self.proc.send_signal(signum)
+
+    @property
+    def exited(self) -> bool:
+        return self.proc.poll() is not None
+
+    def memory_rss(self) -> int | None:
+        """Resident set size in bytes from /proc, or None once the process is gone."""
+        try:
+            with open(f"/proc/{self.pid}/statm", "rb") as handle:
+                return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def open_fds(self) -> int | None:
+        """How many descriptors the agent holds open, from /proc, or None once it is gone."""
+        try:
+            return len(os.listdir(f"/proc/{self.pid}/fd"))
+        except OSError:
+            return None
+
+    def survivors(self) -> list[reaper.ProcInfo]:
+        """Processes the agent started that are still alive (call after it exited)."""
+        return self.tracker.survivors()
 
     def wait_exit(self, timeout: float = 30.0) -> int:
         """Wait for the process to exit; AssertionError if it does not in time."""

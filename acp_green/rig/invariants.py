@@ -280,9 +280,6 @@ class InvariantChecker:
             return
         index = int(found.group(1))
         if index != prompt.chunks_seen:
-            if prompt.chunks_seen == 0 and index != 0:
-                prompt.grammar_off = True
-                return
             self._add("prompt_updates_in_order", f"expected chunk {prompt.chunks_seen}, got chunk {index}",
                       [prompt.record, record])
             prompt.grammar_off = True

@@ -44,6 +44,7 @@ class CheckedAgent(AgentProcess):
         super().__init__(command, policy, env=env, cwd=cwd)
         self.checker = InvariantChecker()
         self.ended_by = "eof"
+        self.exit_timeout = EXIT_TIMEOUT
         self._input_closed = False
         self._result: RunResult | None = None
 
@@ -60,11 +61,12 @@ class CheckedAgent(AgentProcess):
             self.ended_by = signals.Signals(signum).name
         super().signal(signum)
 
-    def finish(self, timeout: float = EXIT_TIMEOUT) -> RunResult:
+    def finish(self, timeout: float | None = None) -> RunResult:
         """End the run: close stdin, expect an exit, look for survivors, run the final checks."""
         if self._result is not None:
             return self._result
         checker = self.checker
+        timeout = self.exit_timeout if timeout is None else timeout
         self.tracker.snapshot()
         if not self._input_closed:
             self.close_input()

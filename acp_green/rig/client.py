@@ -22,6 +22,7 @@ from gevent import subprocess
 from gevent.event import AsyncResult, Event
 from gevent.fileobject import FileObjectPosix
 from gevent.greenlet import Greenlet
+from gevent.lock import Semaphore
 
 from . import reaper
 
@@ -105,6 +106,9 @@ class AcpClient:
         self._ids = itertools.count(1)
         self._reader_file = FileObjectPosix(read_fd, "rb", closefd=close_fds)
         self._writer_file = FileObjectPosix(write_fd, "wb", closefd=close_fds)
+        # Several greenlets send (scenario, sampler, the reader answering the agent); a buffered
+        # FileObjectPosix raises "reentrant call" if a second writer arrives while one waits.
+        self._write_lock = Semaphore()
         self._changed = Event()
         self._reading = Event()
         self._reading.set()
@@ -119,8 +123,7 @@ class AcpClient:
     def send_raw(self, data: bytes) -> None:
         """Write bytes as they are (several messages, garbage, no newline...)."""
         self.records.append(Record(time.monotonic(), "out", data, None))
-        self._writer_file.write(data)
-        self._writer_file.flush()
+        self._write(data)
 
     def send(self, *messages: dict[str, Any]) -> None:
         """Write messages in one write."""
@@ -130,8 +133,12 @@ class AcpClient:
             self.records.append(Record(now, "out", b"", message))
             if "id" in message and "method" in message:
                 self.pending[_key(message["id"])] = Pending(message["id"], message["method"], now)
-        self._writer_file.write(data)
-        self._writer_file.flush()
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        with self._write_lock:
+            self._writer_file.write(data)
+            self._writer_file.flush()
 
     def make_request(self, method: str, params: Any = None, request_id: Any = None) -> dict[str, Any]:
         if request_id is None:

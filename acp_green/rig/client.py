@@ -399,6 +399,7 @@ class AgentProcess(AcpClient):
             code = self.proc.wait(timeout=10)
         self._reader.join(timeout=5)
         self._stderr_drain.join(timeout=5)
+        reaper.LAUNCHED.discard(self.pid)  # reaped: the pid may be reused by anyone
         for stream in (self.proc.stdout, self.proc.stderr):
             try:
                 stream.close()

@@ -20,6 +20,9 @@ log = logging.getLogger(__name__)
 
 PR_SET_CHILD_SUBREAPER = 36
 _enabled = False
+# Pids the rig launched itself; any other child of the rig in a session of its own is an orphan
+# some agent left behind (reparented to us because we are the subreaper).
+LAUNCHED: set[int] = set()
 
 
 def become_subreaper() -> bool:
@@ -48,6 +51,7 @@ class ProcInfo:
     sid: int
     state: str
     comm: str
+    start: int = 0  # clock ticks after boot
 
 
 def proc_info(pid: int) -> ProcInfo | None:
@@ -62,7 +66,7 @@ def proc_info(pid: int) -> ProcInfo | None:
     comm = head.partition("(")[2]
     fields = rest.split()
     try:
-        return ProcInfo(pid, int(fields[1]), int(fields[2]), int(fields[3]), fields[0], comm)
+        return ProcInfo(pid, int(fields[1]), int(fields[2]), int(fields[3]), fields[0], comm, int(fields[19]))
     except (IndexError, ValueError):
         return None
 
@@ -99,6 +103,9 @@ class Tracker:
     def __init__(self, agent_pid: int) -> None:
         self.agent_pid = agent_pid
         self.known: dict[int, ProcInfo] = {}
+        LAUNCHED.add(agent_pid)
+        info = proc_info(agent_pid)
+        self.agent_start = info.start if info is not None else 0
 
     def snapshot(self, processes: list[ProcInfo] | None = None) -> None:
         """Record the agent's current descendants (call while it runs)."""
@@ -115,6 +122,12 @@ class Tracker:
                 found[info.pid] = info
         for info in descendants(self.agent_pid, processes):
             found[info.pid] = info
+        me, my_session = os.getpid(), os.getsid(0)
+        for info in processes:
+            # Reparented to us after the agent (or its child) died, in a session of its own: an
+            # orphan no walk of the agent's tree can find. Only ones started after this agent.
+            if info.ppid == me and info.pid not in LAUNCHED and info.sid != my_session and info.start >= self.agent_start:
+                found[info.pid] = info
         for pid, seen in self.known.items():
             now = alive.get(pid)
             # Same pid and same command: the process we saw, not a recycled pid.

@@ -86,9 +86,12 @@ class Agent:
                                "agentInfo": {"name": "fault-agent", "version": "0.0.1"}})
         elif method == "session/new":
             if self.flags.orphan:
-                # A grandchild in its own session, never reaped: it outlives the agent.
-                subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], start_new_session=True,
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                # Double fork: the middle process exits at once, so the sleeper (in a session of
+                # its own) is an orphan right away, reparented away from this agent's tree.
+                daemonize = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], "
+                             "start_new_session=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)")
+                subprocess.run([sys.executable, "-c", daemonize], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL, check=False)
             session_id = uuid.uuid4().hex
             self.cancel_events[session_id] = threading.Event()
             self.respond(rid, {"sessionId": session_id, "modes": {"currentModeId": "ask", "availableModes": [

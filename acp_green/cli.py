@@ -114,3 +114,13 @@ def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, s
     cfg = ProbeConfig(list(command), long_prompt=long_prompt, stream_prompt=stream_prompt,
                       timeout=timeout, sessions=sessions)
     sys.exit(main(cfg, as_json, only))
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--deny", is_flag=True, help="Refuse the agent's permission requests (default: allow).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def chat(deny: bool, command: tuple[str, ...]) -> None:
+    """Talk to an agent in the terminal: acp-green chat [-- COMMAND [ARGS...]] (default: the demo agent)."""
+    from .rig.chat import main
+
+    sys.exit(main(command, allow=not deny))

@@ -115,6 +115,8 @@ class AcpClient:
         self.eof = Event()
         self.start_time = time.monotonic()
         self.agent_requests: list[dict[str, Any]] = []
+        # Called (in the reader greenlet) with every message the agent sends, after it is recorded.
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self.hold: dict[Any, dict[str, Any]] = {}
         self._reader = Greenlet(self._read_loop)
         self._reader.start()
@@ -250,6 +252,8 @@ class AcpClient:
                 self.records.append(Record(now, "in", line, message))
                 if isinstance(message, dict):
                     self._dispatch(message, now)
+                    for listener in self.listeners:
+                        listener(message)
                 self._changed.set()
         except OSError:
             pass

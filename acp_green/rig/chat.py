@@ -148,6 +148,8 @@ def run_chat(options: ChatOptions) -> int:
                 continue
             pending = agent.prompt(session_id, text)
             current[:] = [pending]
+            # Shows the turn has started (and that Ctrl-C now cancels it) before any reply arrives.
+            renderer._text(click.style("… ", dim=True))
             while True:
                 try:
                     message = pending.response(timeout=1.0)

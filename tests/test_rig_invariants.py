@@ -184,3 +184,11 @@ def test_checking_is_incremental():
     convo.chunk("late")
     new = checker.update(convo.records)
     assert [v.invariant for v in new] == ["no_update_after_response"]
+
+
+def test_a_session_goes_quiet_only_when_none_of_its_prompts_is_still_running():
+    """An agent that runs two turns at once (no S8) may still stream the first after the second ends."""
+    convo = opened().prompt(2, "long").chunk("a").prompt(3, "short").stop(3, "end_turn").chunk("b").stop(2, "end_turn")
+    assert check(convo) == []
+    convo.chunk("late")
+    assert check(convo) == ["no_update_after_response"]

@@ -78,6 +78,11 @@ class Pending:
     def done(self) -> bool:
         return self._result.ready()
 
+    @property
+    def waitable(self) -> AsyncResult:
+        """Something gevent.wait() can wait on together with other events."""
+        return self._result
+
     def response(self, timeout: float | None = 30.0) -> dict[str, Any]:
         """The full response message; raises gevent.Timeout if none arrives in time."""
         return self._result.get(timeout=timeout)

@@ -98,7 +98,8 @@ class InvariantChecker:
         self._schema = StreamChecker("agent")
         self._requests: dict[tuple[str, Any], _Request] = {}
         self._prompts: dict[tuple[str, Any], _Prompt] = {}
-        self._running: dict[str, tuple[str, Any]] = {}  # session -> key of its admitted prompt
+        self._running: dict[str, tuple[str, Any]] = {}  # session -> key of its latest prompt
+        self._open: dict[str, set[tuple[str, Any]]] = {}  # session -> its prompts not yet answered
         self._quiet: dict[str, Record] = {}  # session -> the prompt response after which it must stay quiet
         self._null_budget = 0  # client lines that may legitimately be answered with id null
         self._last_notification: Record | None = None
@@ -190,6 +191,7 @@ class InvariantChecker:
             self._prompts[key] = _Prompt(record, session_id, int(match.group(1)) if match else None,
                                          must_cancel=key in self._must_cancel)
             self._running[session_id] = key
+            self._open.setdefault(session_id, set()).add(key)
 
     # -- agent side --------------------------------------------------------------------------
     def _agent_record(self, record: Record) -> None:
@@ -233,12 +235,15 @@ class InvariantChecker:
         key = _id_key(message.get("id"))
         if self._running.get(prompt.session_id) == key:
             del self._running[prompt.session_id]
+        still_open = self._open.get(prompt.session_id, set())
+        still_open.discard(key)
         error = message.get("error")
         refused = isinstance(error, dict) and isinstance(error.get("data"), dict) and error["data"].get("reason") in _REFUSALS
         if refused:
             return
         self.prompts_answered += 1
-        self._quiet[prompt.session_id] = record
+        if not still_open:  # another prompt of the session still running may still send (S8 is checked apart)
+            self._quiet[prompt.session_id] = record
         stop = message.get("result", {}).get("stopReason") if isinstance(message.get("result"), dict) else None
         if stop == "cancelled":
             self.cancelled_prompts += 1

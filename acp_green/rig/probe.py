@@ -78,15 +78,21 @@ class CheckSkipped(Exception):
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def _answer(pending: Pending, cfg: ProbeConfig, what: str) -> dict[str, Any]:
-    try:
-        return pending.response(cfg.timeout)
-    except gevent.Timeout:
-        raise CheckFailed(f"no response to {what} within {cfg.timeout:g}s") from None
+def _answer(agent: CheckedAgent, pending: Pending, cfg: ProbeConfig, what: str) -> dict[str, Any]:
+    """The response, or CheckFailed when it does not come in time or the agent closed its stdout."""
+    deadline = time.monotonic() + cfg.timeout
+    while not pending.done:
+        if agent.eof.is_set():
+            raise CheckFailed(f"the agent closed its stdout before answering {what} (exit code {agent.proc.poll()})")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise CheckFailed(f"no response to {what} within {cfg.timeout:g}s")
+        gevent.wait([pending.waitable, agent.eof], count=1, timeout=left)
+    return pending.response(0)
 
 
-def _result(pending: Pending, cfg: ProbeConfig, what: str) -> Any:
-    message = _answer(pending, cfg, what)
+def _result(agent: CheckedAgent, pending: Pending, cfg: ProbeConfig, what: str) -> Any:
+    message = _answer(agent, pending, cfg, what)
     if "error" in message:
         raise CheckFailed(f"{what} failed: {json.dumps(message['error'])[:200]}")
     return message.get("result")
@@ -94,12 +100,12 @@ def _result(pending: Pending, cfg: ProbeConfig, what: str) -> Any:
 
 def _ready(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """initialize + session/new; returns the session id."""
-    _result(agent.request("initialize", agent.initialize_params()), cfg, "initialize")
+    _result(agent, agent.request("initialize", agent.initialize_params()), cfg, "initialize")
     return _new_session(agent, cfg)
 
 
 def _new_session(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    result = _result(agent.request("session/new", {"cwd": "/tmp", "mcpServers": []}), cfg, "session/new")
+    result = _result(agent, agent.request("session/new", {"cwd": "/tmp", "mcpServers": []}), cfg, "session/new")
     if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
         raise CheckFailed(f"session/new gave no sessionId: {result!r}")
     return result["sessionId"]
@@ -132,12 +138,12 @@ def _late_updates(agent: CheckedAgent, session_id: str, start: int) -> int:
 # -- the checks ------------------------------------------------------------------------------
 def check_version(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """initialize with v1 echoes 1; with an unknown future version the agent answers its own latest."""
-    result = _result(agent.request("initialize", agent.initialize_params(version=1)), cfg, "initialize(v1)")
+    result = _result(agent, agent.request("initialize", agent.initialize_params(version=1)), cfg, "initialize(v1)")
     if result.get("protocolVersion") != 1:
         raise CheckFailed(f"initialize(protocolVersion=1) answered protocolVersion {result.get('protocolVersion')!r}")
     other = CheckedAgent(cfg.command, env=cfg.env)
     try:
-        future = _result(other.request("initialize", other.initialize_params(version=999)), cfg, "initialize(v999)")
+        future = _result(other, other.request("initialize", other.initialize_params(version=999)), cfg, "initialize(v999)")
     finally:
         other.exit_timeout = cfg.exit_timeout
         agent.checker.violations.extend(other.finish().violations)
@@ -155,7 +161,7 @@ def check_ids_echoed(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     agent.send(*messages)
     seen = []
     for message in messages:
-        answer = _answer(agent.pending_for(message), cfg, f"request id {message['id']!r}")
+        answer = _answer(agent, agent.pending_for(message), cfg, f"request id {message['id']!r}")
         if answer.get("id") != message["id"] or type(answer.get("id")) is not type(message["id"]):
             raise CheckFailed(f"sent id {message['id']!r}, got {answer.get('id')!r}")
         code = (answer.get("error") or {}).get("code")
@@ -177,7 +183,7 @@ def check_notifications(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     )
     sentinel = agent.make_request("session/new", {"cwd": "/tmp", "mcpServers": []})
     agent.send(sentinel)
-    _result(agent.pending_for(sentinel), cfg, "session/new after the notifications")
+    _result(agent, agent.pending_for(sentinel), cfg, "session/new after the notifications")
     agent.check()
     extra = agent.checker.responses - before - 1
     if extra:
@@ -209,10 +215,10 @@ def check_init_and_new_one_write(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     init = agent.make_request("initialize", agent.initialize_params())
     new = agent.make_request("session/new", {"cwd": "/tmp", "mcpServers": []})
     agent.send(init, new)
-    _result(agent.pending_for(init), cfg, "initialize")
-    result = _result(agent.pending_for(new), cfg, "session/new")
+    _result(agent, agent.pending_for(init), cfg, "initialize")
+    result = _result(agent, agent.pending_for(new), cfg, "session/new")
     # S2: a prompt written the moment the session/new response is read works.
-    answer = _answer(agent.prompt(result["sessionId"], "hello"), cfg, "a prompt right after session/new")
+    answer = _answer(agent, agent.prompt(result["sessionId"], "hello"), cfg, "a prompt right after session/new")
     if "error" in answer:
         raise CheckFailed(f"the prompt after session/new failed: {_brief(answer)}")
     return f"both answered in one write; prompt right after -> {_stop_reason(answer)}"
@@ -225,7 +231,7 @@ def check_cancel_long(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     agent.checker.expect_cancelled(pending.id)
     sent = time.monotonic()
     agent.cancel(session_id)
-    answer = _answer(pending, cfg, "the cancelled prompt")
+    answer = _answer(agent, pending, cfg, "the cancelled prompt")
     if _stop_reason(answer) != "cancelled":
         raise CheckFailed(f"cancelled prompt answered {_brief(answer)}")
     return f"cancelled after {time.monotonic() - sent:.3f}s"
@@ -237,7 +243,7 @@ def check_cancel_same_write(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     message = agent.make_request("session/prompt", agent.prompt_params(session_id, cfg.long_prompt))
     agent.checker.expect_cancelled(message["id"])
     agent.send(message, {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}})
-    answer = _answer(agent.pending_for(message), cfg, "the prompt cancelled in the same write")
+    answer = _answer(agent, agent.pending_for(message), cfg, "the prompt cancelled in the same write")
     if _stop_reason(answer) != "cancelled":
         raise CheckFailed(f"answered {_brief(answer)}")
     return "answered cancelled"
@@ -249,11 +255,11 @@ def check_second_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     first = _start_long(agent, session_id, cfg)
     agent.checker.expect_cancelled(first.id)
     second = agent.prompt(session_id, "second")
-    answer = _answer(second, cfg, "the second prompt")
+    answer = _answer(agent, second, cfg, "the second prompt")
     if first.done:
         raise CheckFailed(f"the first prompt ended when the second arrived: {_brief(first.response(0))}")
     agent.cancel(session_id)
-    first_answer = _answer(first, cfg, "the first prompt after cancel")
+    first_answer = _answer(agent, first, cfg, "the first prompt after cancel")
     error = answer.get("error")
     if not isinstance(error, dict) or error.get("code") != -32000:
         raise CheckFailed(f"second prompt answered {_brief(answer)} while the first was running (expected -32000)")
@@ -265,9 +271,9 @@ def check_second_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 def check_control_while_streaming(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """S1/S10: set_mode and session/new are answered while a prompt streams."""
-    init = _result(agent.request("initialize", agent.initialize_params()), cfg, "initialize")
+    init = _result(agent, agent.request("initialize", agent.initialize_params()), cfg, "initialize")
     del init
-    new = _result(agent.request("session/new", {"cwd": "/tmp", "mcpServers": []}), cfg, "session/new")
+    new = _result(agent, agent.request("session/new", {"cwd": "/tmp", "mcpServers": []}), cfg, "session/new")
     session_id = new["sessionId"]
     modes = [m.get("id") for m in ((new.get("modes") or {}).get("availableModes") or [])]
     prompt = agent.prompt(session_id, cfg.stream_prompt)
@@ -285,7 +291,7 @@ def check_control_while_streaming(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     notes = []
     for method, params in controls:
         pending = agent.request(method, params)
-        answer = _answer(pending, cfg, method)
+        answer = _answer(agent, pending, cfg, method)
         if "error" in answer:
             raise CheckFailed(f"{method} during the prompt failed: {_brief(answer)}")
         if prompt.done and prompt.answered_at is not None and pending.answered_at is not None \
@@ -295,19 +301,19 @@ def check_control_while_streaming(agent: CheckedAgent, cfg: ProbeConfig) -> str:
         notes.append(f"{method} in {pending.answered_at - pending.sent_at:.3f}s")
     if not prompt.done:
         agent.cancel(session_id)
-    _answer(prompt, cfg, "the streaming prompt")
+    _answer(agent, prompt, cfg, "the streaming prompt")
     return "; ".join(notes) + " while the prompt ran"
 
 
 def check_many_sessions(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """Many sessions, one prompt each at once: every prompt is answered, none fails."""
-    _result(agent.request("initialize", agent.initialize_params()), cfg, "initialize")
+    _result(agent, agent.request("initialize", agent.initialize_params()), cfg, "initialize")
     sessions = [_new_session(agent, cfg) for _ in range(cfg.sessions)]
     messages = [agent.make_request("session/prompt", agent.prompt_params(s, f"hello {i}")) for i, s in enumerate(sessions)]
     agent.send(*messages)
     reasons: dict[str, int] = {}
     for message in messages:
-        answer = _answer(agent.pending_for(message), cfg, f"prompt #{message['id']}")
+        answer = _answer(agent, agent.pending_for(message), cfg, f"prompt #{message['id']}")
         if "error" in answer:
             raise CheckFailed(f"prompt on one of {cfg.sessions} sessions failed: {_brief(answer)}")
         reason = str(_stop_reason(answer))
@@ -361,11 +367,17 @@ def run_probe(cfg: ProbeConfig, progress: Callable[[CheckResult], None] | None =
               only: Sequence[str] = ()) -> ProbeReport:
     """Run every check (or those whose names contain one of `only`) and the invariant rows."""
     report = ProbeReport(list(cfg.command))
+    runs = 0
     for name, check in CHECKS:
         if only and not any(o in name for o in only):
             continue
-        agent = CheckedAgent(cfg.command, env=cfg.env)
+        try:
+            agent = CheckedAgent(cfg.command, env=cfg.env)
+        except OSError as exc:
+            report.results.append(CheckResult(name, FAIL, f"cannot start {cfg.command[0]!r}: {exc}"))
+            break  # nothing else can run either
         agent.exit_timeout = cfg.exit_timeout
+        runs += 1
         try:
             evidence = check(agent, cfg)
             row = CheckResult(name, PASS, evidence)
@@ -383,13 +395,14 @@ def run_probe(cfg: ProbeConfig, progress: Callable[[CheckResult], None] | None =
         report.results.append(row)
         if progress is not None:
             progress(row)
-    runs = len(report.results)
     for invariant in INVARIANTS:
         broken = [v for v in report.violations if v.invariant == invariant]
         if broken:
             first = broken[0]
             evidence = f"{len(broken)} violation(s); first: {first.detail}" + "".join(f" | {m[:110]}" for m in first.messages[:2])
             row = CheckResult(_INVARIANT_ROWS[invariant], FAIL, evidence)
+        elif not runs:
+            row = CheckResult(_INVARIANT_ROWS[invariant], SKIP, "no check ran")
         else:
             row = CheckResult(_INVARIANT_ROWS[invariant], PASS, f"held in all {runs} runs")
         report.results.append(row)
@@ -422,6 +435,9 @@ def main(cfg: ProbeConfig, as_json: bool = False, only: Sequence[str] = ()) -> i
     def progress(row: CheckResult) -> None:
         click.echo(f"  {row.verdict:<4}  {row.check}", err=True)
 
+    unknown = [o for o in only if not any(o in name for name, _ in CHECKS)]
+    if unknown:
+        raise click.UsageError(f"no check matches {', '.join(map(repr, unknown))}; checks: {', '.join(n for n, _ in CHECKS)}")
     click.echo(f"probing {' '.join(cfg.command)}", err=True)
     report = run_probe(cfg, progress, only)
     if as_json:

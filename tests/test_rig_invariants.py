@@ -192,3 +192,11 @@ def test_a_session_goes_quiet_only_when_none_of_its_prompts_is_still_running():
     assert check(convo) == []
     convo.chunk("late")
     assert check(convo) == ["no_update_after_response"]
+
+
+def test_after_a_signal_only_requests_the_agent_must_have_read_are_owed_answers():
+    convo = opened().prompt(2, "/wait").prompt(3, "hi").stop(3, "end_turn").prompt(4, "/wait")
+    assert check(convo, complete="read") == ["one_response_per_request"]  # #2 was read: #3, sent later, was answered
+    assert "#2" in InvariantChecker().finish(convo.records, complete="read")[0].detail
+    convo = opened().prompt(2, "hi").stop(2, "end_turn").prompt(3, "/wait")
+    assert check(convo, complete="read") == []  # #3 may never have been read

@@ -133,15 +133,26 @@ class InvariantChecker:
                 self._agent_record(record)
         return self.violations[before:]
 
-    def finish(self, records: Sequence[Record], *, complete: bool = True) -> list[Violation]:
-        """Final checks once the connection is over; `complete` means every request should be answered."""
+    def finish(self, records: Sequence[Record], *, complete: bool | str = True) -> list[Violation]:
+        """Final checks once the connection is over.
+
+        `complete=True`: every request must have been answered (the agent read all its input:
+        it saw EOF). `complete="read"`: only requests the agent must have read, those sent before
+        a request it answered (an agent reads in order; a signal may stop it before the rest).
+        `complete=False`: no answer is owed.
+        """
         before = len(self.violations)
         self.update(records)
-        if complete:
-            for request in self._requests.values():
-                if not request.responses:
-                    self._add("one_response_per_request", f"{request.method} #{request.record.message['id']!r} never got a response",
-                              [request.record])
+        requests = list(self._requests.values())  # in the order the client sent them
+        if complete == "read":
+            answered = [i for i, r in enumerate(requests) if r.responses]
+            requests = requests[: answered[-1]] if answered else []
+        elif not complete:
+            requests = []
+        for request in requests:
+            if not request.responses:
+                self._add("one_response_per_request", f"{request.method} #{request.record.message['id']!r} never got a response",
+                          [request.record])
         return self.violations[before:]
 
     def add(self, invariant: str, detail: str, records: Sequence[Record] = ()) -> None:

@@ -89,8 +89,9 @@ class CheckedAgent(AgentProcess):
         kill_all(survivors)
         if code is None:
             code = self.proc.wait(timeout=10)
-        # An agent killed by a signal may leave prompts unanswered; a clean exit (0) promises answers (S13).
-        complete = code == 0
+        # After EOF a clean exit (0) promises an answer to everything (S13). A signal may stop the
+        # agent before it read the last requests: only those it must have read are owed answers.
+        complete: bool | str = True if (code == 0 and self.ended_by == "eof") else "read"
         checker.finish(self.records, complete=complete)
         self.close()
         tail = bytes(self.stderr[-2000:]).decode("utf-8", "replace")

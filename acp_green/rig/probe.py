@@ -16,7 +16,7 @@ from typing import Any
 
 import gevent
 
-from .client import Pending, RpcErrorResponse
+from .client import Pending
 from .invariants import INVARIANTS, Violation
 from .run import CheckedAgent
 

@@ -27,6 +27,8 @@ setup(
     extras_require={
         # The rig validates what an agent writes against the ACP JSON Schemas.
         "rig": ["jsonschema>=4.20"],
+        # Only for the soak's memory plot (scripts/soak.sh installs it).
+        "plot": ["matplotlib>=3.8"],
         "test": TEST_REQUIRES,
     },
     entry_points={"console_scripts": ["acp-green = acp_green.__main__:main"]},

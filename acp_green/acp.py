@@ -33,6 +33,7 @@ from .errors import (
 from .sessions import CancelToken, Session, SessionRegistry
 from .mcp.registry import McpRegistry, provided_servers
 from .mcp.session import SessionMcp
+from .stats import STATS_METHOD, runtime_stats
 from .store import Store
 from .usage import RUNNING, UsageRecord
 
@@ -195,7 +196,8 @@ class AcpAgentProtocol:
             fallback=self._extension_route,
             notifications={"session/cancel": self.on_session_cancel, "mcp/message": self.mcp.on_message_notification},
         )
-        self._extensions = dict(agent.extension_methods())
+        # The runtime's own counters first, so the rig can sample any acp_green agent; an agent may override.
+        self._extensions = {STATS_METHOD: self._stats, **agent.extension_methods()}
         self.prompts: dict[str, PromptJob] = {}
         self.list_page_size = LIST_PAGE_SIZE
 
@@ -559,6 +561,10 @@ class AcpAgentProtocol:
         self.endpoint.outbound.put(encode_update(session_id, update))
 
     # -- extensions --------------------------------------------------------------------------
+    def _stats(self, call: ExtensionCall) -> dict[str, Any]:
+        outbound = self.endpoint.outbound
+        return runtime_stats(self.endpoint.active, len(self.sessions), outbound.queued_bytes)
+
     def admit_extension(self, method: str, params: Any) -> ExtensionJob:
         handler = self._extensions.get(method)
         if handler is None:

@@ -259,3 +259,36 @@ def usage(state_dir: str | None, session_id: str | None, as_json: bool, records:
         return
     for line in usage_table(report):
         click.echo(line)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for machines).")
+@click.option("--long-prompt", default="/wait", show_default=True, metavar="TEXT",
+              help="A prompt that runs until cancelled (for agents without acp-green's /wait).")
+@click.option("--stream-prompt", default="/stream 20000 256", show_default=True, metavar="TEXT",
+              help="A prompt that streams many updates.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
+              help="How long any single answer may take before its check fails.")
+@click.option("--sessions", type=click.IntRange(min=1), default=16, show_default=True,
+              help="Sessions opened at once by the many-sessions check.")
+@click.option("--check", "only", multiple=True, metavar="NAME",
+              help="Run only the checks whose names contain NAME (repeatable).")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, sessions: int,
+          only: tuple[str, ...], command: tuple[str, ...]) -> None:
+    """Check any stdio ACP agent from outside: acp-green probe -- COMMAND [ARGS...]"""
+    from .rig.probe import ProbeConfig, main
+
+    cfg = ProbeConfig(list(command), long_prompt=long_prompt, stream_prompt=stream_prompt,
+                      timeout=timeout, sessions=sessions)
+    sys.exit(main(cfg, as_json, only))
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--deny", is_flag=True, help="Refuse the agent's permission requests (default: allow).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def chat(deny: bool, command: tuple[str, ...]) -> None:
+    """Talk to an agent in the terminal: acp-green chat [-- COMMAND [ARGS...]] (default: the demo agent)."""
+    from .rig.chat import main
+
+    sys.exit(main(command, allow=not deny))

@@ -1,1 +1,6 @@
-"""Test rig helpers: schema validation of ACP traffic."""
+"""The multiprocess test rig: drive any stdio ACP agent and check what it does.
+
+client (AcpClient, AgentProcess), schema (strict validation), invariants (checks on every run),
+reaper (child subreaper, survivors), run (CheckedAgent), scenario (composable steps),
+probe (`acp-green probe`), soak (scripts/soak.sh), chat (`acp-green chat`).
+"""

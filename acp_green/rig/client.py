@@ -21,6 +21,9 @@ from gevent import subprocess
 from gevent.event import AsyncResult, Event
 from gevent.fileobject import FileObjectPosix
 from gevent.greenlet import Greenlet
+from gevent.lock import Semaphore
+
+from . import reaper
 
 from ..transport import read_chunks
 
@@ -81,6 +84,11 @@ class Pending:
     def done(self) -> bool:
         return self._result.ready()
 
+    @property
+    def waitable(self) -> AsyncResult:
+        """Something gevent.wait() can wait on together with other events."""
+        return self._result
+
     def response(self, timeout: float | None = 30.0) -> dict[str, Any]:
         """The full response message; raises gevent.Timeout if none arrives in time."""
         return self._result.get(timeout=timeout)
@@ -109,12 +117,17 @@ class AcpClient:
         self._ids = itertools.count(1)
         self._reader_file = FileObjectPosix(read_fd, "rb", closefd=close_fds)
         self._writer_file = FileObjectPosix(write_fd, "wb", closefd=close_fds)
+        # Several greenlets send (scenario, sampler, the reader answering the agent); a buffered
+        # FileObjectPosix raises "reentrant call" if a second writer arrives while one waits.
+        self._write_lock = Semaphore()
         self._changed = Event()
         self._reading = Event()
         self._reading.set()
         self.eof = Event()
         self.start_time = time.monotonic()
         self.agent_requests: list[dict[str, Any]] = []
+        # Called (in the reader greenlet) with every message the agent sends, after it is recorded.
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self.hold: dict[Any, dict[str, Any]] = {}
         self._reader = Greenlet(self._read_loop)
         self._reader.start()
@@ -123,8 +136,7 @@ class AcpClient:
     def send_raw(self, data: bytes) -> None:
         """Write bytes as they are (several messages, garbage, no newline...)."""
         self.records.append(Record(time.monotonic(), "out", data, None))
-        self._writer_file.write(data)
-        self._writer_file.flush()
+        self._write(data)
 
     def send(self, *messages: dict[str, Any]) -> None:
         """Write messages in one write."""
@@ -134,8 +146,12 @@ class AcpClient:
             self.records.append(Record(now, "out", b"", message))
             if "id" in message and "method" in message:
                 self.pending[_key(message["id"])] = Pending(message["id"], message["method"], now)
-        self._writer_file.write(data)
-        self._writer_file.flush()
+        self._write(data)
+
+    def _write(self, data: bytes) -> None:
+        with self._write_lock:
+            self._writer_file.write(data)
+            self._writer_file.flush()
 
     def make_request(self, method: str, params: Any = None, request_id: Any = None) -> dict[str, Any]:
         if request_id is None:
@@ -247,6 +263,8 @@ class AcpClient:
                 self.records.append(Record(now, "in", line, message))
                 if isinstance(message, dict):
                     self._dispatch(message, now)
+                    for listener in self.listeners:
+                        listener(message)
                 self._changed.set()
         except OSError:
             pass
@@ -319,6 +337,8 @@ class AgentProcess(AcpClient):
 
     def __init__(self, command: Sequence[str], policy: ClientPolicy | None = None, *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         self.command = list(command)
+        # Orphans of the agent must come back to us, or they vanish from any walk (reaper.py).
+        reaper.become_subreaper()
         self.proc = subprocess.Popen(
             self.command,
             stdin=subprocess.PIPE,
@@ -329,6 +349,7 @@ class AgentProcess(AcpClient):
             start_new_session=True,
         )
         self.pid = self.proc.pid
+        self.tracker = reaper.Tracker(self.pid)
         self.stderr = bytearray()
         self._stderr_drain = gevent.spawn(self._drain_stderr)
         super().__init__(self.proc.stdout.fileno(), self.proc.stdin.fileno(), policy, close_fds=False)
@@ -346,6 +367,29 @@ class AgentProcess(AcpClient):
 
     def signal(self, signum: int = signal.SIGTERM) -> None:
         self.proc.send_signal(signum)
+
+    @property
+    def exited(self) -> bool:
+        return self.proc.poll() is not None
+
+    def memory_rss(self) -> int | None:
+        """Resident set size in bytes from /proc, or None once the process is gone."""
+        try:
+            with open(f"/proc/{self.pid}/statm", "rb") as handle:
+                return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, IndexError, ValueError):
+            return None
+
+    def open_fds(self) -> int | None:
+        """How many descriptors the agent holds open, from /proc, or None once it is gone."""
+        try:
+            return len(os.listdir(f"/proc/{self.pid}/fd"))
+        except OSError:
+            return None
+
+    def survivors(self) -> list[reaper.ProcInfo]:
+        """Processes the agent started that are still alive (call after it exited)."""
+        return self.tracker.survivors()
 
     def wait_exit(self, timeout: float = 30.0) -> int:
         """Wait for the process to exit; AssertionError if it does not in time."""
@@ -369,6 +413,7 @@ class AgentProcess(AcpClient):
             code = self.proc.wait(timeout=10)
         self._reader.join(timeout=5)
         self._stderr_drain.join(timeout=5)
+        reaper.LAUNCHED.discard(self.pid)  # reaped: the pid may be reused by anyone
         for stream in (self.proc.stdout, self.proc.stderr):
             try:
                 stream.close()

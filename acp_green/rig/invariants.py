@@ -1,0 +1,318 @@
+"""Invariants every rig run checks, fed incrementally from a client's records.
+
+Each broken invariant becomes a `Violation` that names the invariant and quotes the messages
+that broke it, so a failing soak or probe points at the wire, not at a stack trace.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .client import Record
+from .schema import StreamChecker, message_kind
+
+__all__ = ["INVARIANTS", "InvariantChecker", "Violation", "render"]
+
+# Names are part of the rig's output (probe table, soak summary): keep them stable.
+INVARIANTS = (
+    "valid_json_rpc",  # every stdout line is one JSON-RPC 2.0 object
+    "schema",  # ... and passes strict schema validation
+    "one_response_per_request",  # each client request gets exactly one response
+    "no_response_to_notification",
+    "prompt_updates_in_order",  # a /stream prompt's chunks arrive 0, 1, 2, ...
+    "no_update_after_response",  # nothing for a session after its prompt's response (S5)
+    "cancelled_answers_cancelled",
+    "exit_after_eof",
+    "no_orphan_processes",
+)
+
+_STREAM = re.compile(r"^/stream\s+(\d+)")
+_CHUNK_INDEX = re.compile(r"^(\d+):")
+# Errors that refuse a prompt at admission, before any turn ran: a cancel cannot apply to them.
+_REFUSALS = frozenset({"session_busy", "connection_busy", "output_backlog"})
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken invariant and the messages that broke it."""
+
+    invariant: str
+    detail: str
+    messages: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        quoted = "".join(f"\n    {m}" for m in self.messages)
+        return f"{self.invariant}: {self.detail}{quoted}"
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready form for summaries."""
+        return {"invariant": self.invariant, "detail": self.detail, "messages": list(self.messages)}
+
+
+def render(record: Record, limit: int = 300) -> str:
+    """One record as a short line: time, direction and the message (or raw bytes)."""
+    arrow = "agent->client" if record.direction == "in" else "client->agent"
+    if record.message is not None:
+        text = json.dumps(record.message, separators=(",", ":"), default=repr)
+    else:
+        text = repr(record.raw)
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    return f"[{record.t:.3f} {arrow}] {text}"
+
+
+def _id_key(value: Any) -> tuple[str, Any]:
+    return (type(value).__name__, value)
+
+
+@dataclass(slots=True)
+class _Prompt:
+    """What the checker knows about one prompt request the client sent."""
+
+    record: Record
+    session_id: str
+    expected_chunks: int | None  # N of a `/stream N` prompt, else None
+    cancel_sent: bool = False
+    must_cancel: bool = False
+    chunks_seen: int = 0
+    grammar_off: bool = False  # the agent does not follow the /stream grammar: no order check
+
+
+@dataclass(slots=True)
+class _Request:
+    record: Record
+    method: str
+    responses: list[Record] = field(default_factory=list)
+
+
+class InvariantChecker:
+    """Checks one agent connection; feed it records in order, then `finish` when it ended."""
+
+    def __init__(self, must_cancel_ids: Iterable[Any] = (), max_violations: int = 50) -> None:
+        self.violations: list[Violation] = []
+        self.max_violations = max_violations
+        self._schema = StreamChecker("agent")
+        self._requests: dict[tuple[str, Any], _Request] = {}
+        self._prompts: dict[tuple[str, Any], _Prompt] = {}
+        self._running: dict[str, tuple[str, Any]] = {}  # session -> key of its latest prompt
+        self._open: dict[str, set[tuple[str, Any]]] = {}  # session -> its prompts not yet answered
+        self._quiet: dict[str, Record] = {}  # session -> the prompt response after which it must stay quiet
+        self._null_budget = 0  # client lines that may legitimately be answered with id null
+        self._last_notification: Record | None = None
+        self._must_cancel = {_id_key(i) for i in must_cancel_ids}
+        self._fed = 0
+        self.responses = 0
+        self.prompts_answered = 0
+        self.cancelled_prompts = 0
+
+    # -- public ------------------------------------------------------------------------------
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def expect_cancelled(self, request_id: Any) -> None:
+        """Declare a prompt that cannot end on its own: once cancelled it must answer `cancelled`."""
+        self._must_cancel.add(_id_key(request_id))
+        prompt = self._prompts.get(_id_key(request_id))
+        if prompt is not None:
+            prompt.must_cancel = True
+
+    def update(self, records: Sequence[Record]) -> list[Violation]:
+        """Check the records not seen yet; returns the new violations."""
+        before = len(self.violations)
+        while self._fed < len(records):
+            record = records[self._fed]
+            self._fed += 1
+            if record.direction == "out":
+                self._client_record(record)
+            else:
+                self._agent_record(record)
+        return self.violations[before:]
+
+    def finish(self, records: Sequence[Record], *, complete: bool | str = True) -> list[Violation]:
+        """Final checks once the connection is over.
+
+        `complete=True`: every request must have been answered (the agent read all its input:
+        it saw EOF). `complete="read"`: only requests the agent must have read, those sent before
+        a request it answered (an agent reads in order; a signal may stop it before the rest).
+        `complete=False`: no answer is owed.
+        """
+        before = len(self.violations)
+        self.update(records)
+        requests = list(self._requests.values())  # in the order the client sent them
+        if complete == "read":
+            answered = [i for i, r in enumerate(requests) if r.responses]
+            requests = requests[: answered[-1]] if answered else []
+        elif not complete:
+            requests = []
+        for request in requests:
+            if not request.responses:
+                self._add("one_response_per_request", f"{request.method} #{request.record.message['id']!r} never got a response",
+                          [request.record])
+        return self.violations[before:]
+
+    def add(self, invariant: str, detail: str, records: Sequence[Record] = ()) -> None:
+        """Record a violation found outside the message stream (exit, orphans)."""
+        self._add(invariant, detail, records)
+
+    # -- client side -------------------------------------------------------------------------
+    def _client_record(self, record: Record) -> None:
+        if record.message is not None:
+            self._client_message(record, record.message)
+            return
+        for line in record.raw.split(b"\n"):
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                self._null_budget += 1  # garbage: answered with -32700, id null
+                continue
+            self._client_message(Record(record.t, "out", line, message), message)
+
+    def _client_message(self, record: Record, message: Any) -> None:
+        self._schema.observe(message, from_sender=False)
+        kind = message_kind(message)
+        if kind is None or (kind == "request" and not _valid_request_id(message.get("id"))):
+            self._null_budget += 1  # an invalid request may be answered with id null
+            return
+        if kind == "response":
+            return
+        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        session_id = params.get("sessionId") if isinstance(params.get("sessionId"), str) else None
+        if kind == "notification":
+            self._last_notification = record
+            if message.get("method") == "session/cancel" and session_id in self._running:
+                prompt = self._prompts.get(self._running[session_id])
+                if prompt is not None:
+                    prompt.cancel_sent = True
+            return
+        key = _id_key(message["id"])
+        if message["id"] is None:
+            self._null_budget += 1
+        self._requests[key] = _Request(record, message.get("method"))
+        if session_id is not None:
+            self._quiet.pop(session_id, None)  # the client's next request for the session (S5)
+        if message.get("method") == "session/prompt" and session_id is not None:
+            match = _STREAM.match(_prompt_text(params))
+            self._prompts[key] = _Prompt(record, session_id, int(match.group(1)) if match else None,
+                                         must_cancel=key in self._must_cancel)
+            self._running[session_id] = key
+            self._open.setdefault(session_id, set()).add(key)
+
+    # -- agent side --------------------------------------------------------------------------
+    def _agent_record(self, record: Record) -> None:
+        message = record.message
+        if not isinstance(message, dict) or message_kind(message) is None:
+            text = "not JSON" if message is None else "not a JSON-RPC request, notification or response"
+            self._add("valid_json_rpc", f"the agent wrote a line that is {text}", [record])
+            return
+        problems = self._schema.observe(message, from_sender=True)
+        if problems:
+            self._add("schema", "; ".join(problems[:3]), [record])
+        kind = message_kind(message)
+        if kind == "response":
+            self._response(record, message)
+        elif kind == "notification" and message.get("method") == "session/update":
+            self._session_update(record, message)
+
+    def _response(self, record: Record, message: dict[str, Any]) -> None:
+        self.responses += 1
+        rid = message.get("id")
+        request = self._requests.get(_id_key(rid)) if _valid_request_id(rid) else None
+        if request is None:
+            if rid is None and self._null_budget > 0 and "error" in message:
+                self._null_budget -= 1
+                return
+            context = [self._last_notification] if self._last_notification is not None and rid is None else []
+            what = "answers no request (a notification was answered?)" if rid is None else f"has id {rid!r}, which the client never sent"
+            self._add("no_response_to_notification" if rid is None else "one_response_per_request", f"a response {what}",
+                      [*context, record])
+            return
+        request.responses.append(record)
+        if len(request.responses) > 1:
+            self._add("one_response_per_request", f"{request.method} #{rid!r} was answered {len(request.responses)} times",
+                      [request.record, *request.responses])
+            return
+        prompt = self._prompts.get(_id_key(rid))
+        if prompt is not None:
+            self._prompt_answered(prompt, record, message)
+
+    def _prompt_answered(self, prompt: _Prompt, record: Record, message: dict[str, Any]) -> None:
+        key = _id_key(message.get("id"))
+        if self._running.get(prompt.session_id) == key:
+            del self._running[prompt.session_id]
+        still_open = self._open.get(prompt.session_id, set())
+        still_open.discard(key)
+        error = message.get("error")
+        refused = isinstance(error, dict) and isinstance(error.get("data"), dict) and error["data"].get("reason") in _REFUSALS
+        if refused:
+            return
+        self.prompts_answered += 1
+        if not still_open:  # another prompt of the session still running may still send (S8 is checked apart)
+            self._quiet[prompt.session_id] = record
+        stop = message.get("result", {}).get("stopReason") if isinstance(message.get("result"), dict) else None
+        if stop == "cancelled":
+            self.cancelled_prompts += 1
+        if prompt.cancel_sent:
+            if error is not None:
+                self._add("cancelled_answers_cancelled", "a cancelled prompt was answered with an error, not stopReason \"cancelled\"",
+                          [prompt.record, record])
+            elif prompt.must_cancel and stop != "cancelled":
+                self._add("cancelled_answers_cancelled", f"a prompt that only ends by cancellation answered {stop!r}",
+                          [prompt.record, record])
+        elif (prompt.expected_chunks is not None and not prompt.grammar_off and stop == "end_turn"
+              and prompt.chunks_seen != prompt.expected_chunks):
+            self._add("prompt_updates_in_order", f"/stream {prompt.expected_chunks} ended after {prompt.chunks_seen} chunks",
+                      [prompt.record, record])
+
+    def _session_update(self, record: Record, message: dict[str, Any]) -> None:
+        params = message.get("params") or {}
+        session_id = params.get("sessionId")
+        if session_id in self._quiet:
+            self._add("no_update_after_response", f"session/update for {session_id} after its prompt's response",
+                      [self._quiet[session_id], record])
+            return
+        key = self._running.get(session_id)
+        prompt = self._prompts.get(key) if key is not None else None
+        update = params.get("update") if isinstance(params.get("update"), dict) else {}
+        if prompt is None or prompt.expected_chunks is None or prompt.grammar_off:
+            return
+        if update.get("sessionUpdate") != "agent_message_chunk":
+            return
+        text = (update.get("content") or {}).get("text", "")
+        found = _CHUNK_INDEX.match(text) if isinstance(text, str) else None
+        if found is None:
+            if prompt.chunks_seen == 0:
+                prompt.grammar_off = True  # not the demo grammar: nothing to check
+                return
+            self._add("prompt_updates_in_order", f"chunk {prompt.chunks_seen} of a /stream prompt has no index",
+                      [prompt.record, record])
+            prompt.grammar_off = True
+            return
+        index = int(found.group(1))
+        if index != prompt.chunks_seen:
+            self._add("prompt_updates_in_order", f"expected chunk {prompt.chunks_seen}, got chunk {index}",
+                      [prompt.record, record])
+            prompt.grammar_off = True
+            return
+        prompt.chunks_seen += 1
+
+    def _add(self, invariant: str, detail: str, records: Sequence[Record]) -> None:
+        if len(self.violations) < self.max_violations:
+            self.violations.append(Violation(invariant, detail, tuple(render(r) for r in records if r is not None)))
+
+
+def _valid_request_id(value: Any) -> bool:
+    return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _prompt_text(params: dict[str, Any]) -> str:
+    blocks = params.get("prompt")
+    if not isinstance(blocks, list):
+        return ""
+    return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text").strip()

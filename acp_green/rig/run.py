@@ -1,0 +1,113 @@
+"""One agent process from launch to reaped, with every invariant checked along the way."""
+
+from __future__ import annotations
+
+import os
+import signal as signals
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+from gevent import subprocess
+
+from .client import AgentProcess, ClientPolicy
+from .invariants import InvariantChecker, Violation
+from .reaper import kill_all
+
+__all__ = ["CheckedAgent", "RunResult", "EXIT_TIMEOUT"]
+
+# Generous: the runtime's shutdown grace is 5 s; a hang shows up as a violation, not a stuck rig.
+EXIT_TIMEOUT = 15.0
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What one agent process did: exit code, violations, message counts."""
+
+    exit_code: int | None
+    violations: list[Violation]
+    messages_in: int
+    messages_out: int
+    prompts_answered: int
+    cancelled_prompts: int
+    stderr_tail: str = ""
+    ended_by: str = "eof"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class CheckedAgent(AgentProcess):
+    """An AgentProcess whose conversation runs through an InvariantChecker."""
+
+    def __init__(self, command: Sequence[str], policy: ClientPolicy | None = None, *,
+                 env: dict[str, str] | None = None, cwd: str | None = None) -> None:
+        super().__init__(command, policy, env=env, cwd=cwd)
+        self.checker = InvariantChecker()
+        self.ended_by = "eof"
+        self.exit_timeout = EXIT_TIMEOUT
+        self._input_closed = False
+        self._result: RunResult | None = None
+
+    def check(self) -> list[Violation]:
+        """Check what arrived since the last call (continuous checking); returns new violations."""
+        return self.checker.update(self.records)
+
+    def close_input(self) -> None:
+        self._input_closed = True
+        super().close_input()
+
+    def signal(self, signum: int = signals.SIGTERM) -> None:
+        if signum in (signals.SIGTERM, signals.SIGINT):
+            self.ended_by = signals.Signals(signum).name
+        super().signal(signum)
+
+    def finish(self, timeout: float | None = None) -> RunResult:
+        """End the run: close stdin, expect an exit, look for survivors, run the final checks."""
+        if self._result is not None:
+            return self._result
+        checker = self.checker
+        timeout = self.exit_timeout if timeout is None else timeout
+        self.tracker.snapshot()
+        if not self._input_closed:
+            self.close_input()
+        code: int | None
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+            checker.add("exit_after_eof", f"the agent was still running {timeout:.0f}s after its stdin closed ({self.ended_by})")
+        # Give the reader a moment to take the last lines the agent wrote before it exited.
+        self._reader.join(timeout=5)
+        survivors = self.survivors()
+        if survivors:
+            listing = ", ".join(f"pid {p.pid} ({p.comm}, sid {p.sid})" for p in survivors)
+            checker.add("no_orphan_processes", f"{len(survivors)} process(es) outlived the agent: {listing}")
+        try:
+            os.killpg(self.pid, signals.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        kill_all(survivors)
+        if code is None:
+            code = self.proc.wait(timeout=10)
+        # After EOF a clean exit (0) promises an answer to everything (S13). A signal may stop the
+        # agent before it read the last requests: only those it must have read are owed answers.
+        complete: bool | str = True if (code == 0 and self.ended_by == "eof") else "read"
+        checker.finish(self.records, complete=complete)
+        self.close()
+        tail = bytes(self.stderr[-2000:]).decode("utf-8", "replace")
+        self._result = RunResult(
+            exit_code=code,
+            violations=list(checker.violations),
+            messages_in=sum(1 for r in self.records if r.direction == "in"),
+            messages_out=sum(1 for r in self.records if r.direction == "out"),
+            prompts_answered=checker.prompts_answered,
+            cancelled_prompts=checker.cancelled_prompts,
+            stderr_tail=tail,
+            ended_by=self.ended_by,
+        )
+        return self._result
+
+
+def sleep(seconds: float) -> None:
+    """Cooperative sleep (re-exported so scenarios need not import gevent)."""
+    gevent.sleep(seconds)

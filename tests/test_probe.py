@@ -1,0 +1,111 @@
+"""`acp-green probe`: every check passes against `acp-green serve`; the fault agent fails the
+check named after what it breaks; what the probe finds in agents built on the official SDKs
+(docs/PROBE.md) stays what the document says."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from acp_green.rig.probe import FAIL, PASS, ProbeConfig, run_probe
+
+HERE = os.path.dirname(__file__)
+FAULT_AGENT = [sys.executable, os.path.join(HERE, "peer_agents", "fault_agent.py")]
+SDK_AGENT = [sys.executable, os.path.join(HERE, "peer_agents", "sdk_agent.py")]
+NODE_DIR = os.path.join(HERE, "node")
+TS_AGENT = ["node", os.path.join(NODE_DIR, "sdk_agent.mjs")]
+ACP_GREEN = [sys.executable, "-m", "acp_green"]
+LONG_PROMPT = " ".join(["word"] * 400)  # the SDK agents stream one word per 50 ms: 20 s
+
+
+def probe_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*ACP_GREEN, "probe", *args], capture_output=True, text=True, timeout=600)
+
+
+def verdicts(report) -> dict[str, str]:
+    return {row.check: row.verdict for row in report.results}
+
+
+def test_acp_green_serve_passes_every_check_of_the_probe():
+    """Acceptance: `acp-green probe -- acp-green serve` passes every check (exit 0, --json)."""
+    done = probe_cli("--json", "--", *ACP_GREEN, "serve", "--ephemeral")
+    report = json.loads(done.stdout)
+    failed = [row for row in report["checks"] if row["verdict"] != PASS]
+    assert failed == [], failed
+    assert done.returncode == 0
+    assert len(report["checks"]) >= 20
+
+
+def test_probe_table_and_exit_code_on_failure():
+    done = probe_cli("--check", "cancel during", "--", *FAULT_AGENT, "--cancel-ignored")
+    assert done.returncode == 1
+    header = done.stdout.splitlines()[0].split()
+    assert header == ["check", "verdict", "evidence"]
+    assert "cancelled prompt answers cancelled" in done.stdout and "FAIL" in done.stdout
+
+
+FAULTS = [
+    ("--bad-json", "many sessions", "stdout hygiene (every line JSON-RPC)"),
+    ("--bad-schema", "many sessions", "strict schema validity"),
+    ("--double-response", "ids echoed", "one response per request"),
+    ("--answer-notifications", "notifications unanswered", "no response to a notification"),
+    ("--out-of-order", "streaming", "prompt updates in order"),
+    ("--update-after-response", "many sessions", "no update after the prompt response"),
+    ("--cancel-ignored", "cancel during", "cancelled prompt answers cancelled"),
+    ("--ignore-eof", "exit on EOF", "process exits after stdin closes"),
+    ("--orphan", "exit on EOF", "no descendant survives"),
+]
+
+
+@pytest.mark.parametrize("flag,check,row", FAULTS, ids=[f[0] for f in FAULTS])
+def test_the_probe_names_what_the_fault_agent_breaks(flag, check, row):
+    cfg = ProbeConfig(FAULT_AGENT + [flag], exit_timeout=2.0)
+    report = run_probe(cfg, only=[check])
+    found = verdicts(report)
+    assert found[row] == FAIL, report.results
+    assert not report.ok
+
+
+def test_the_fault_agent_without_flags_passes_the_probe():
+    report = run_probe(ProbeConfig(FAULT_AGENT))
+    assert [r for r in report.results if r.verdict != PASS] == []
+
+
+# What the probe finds in small agents on the official SDKs; docs/PROBE.md explains each finding.
+PYTHON_SDK_FAILS = {"-32700 for garbage", "second prompt on a busy session"}
+TS_SDK_FAILS = {
+    "ids echoed",  # 2**53 + 1 comes back as 2**53: JavaScript numbers
+    "initialize+session/new in one write",
+    "second prompt on a busy session",
+    "strict schema validity",  # ... the mangled id answers a request never sent
+    "one response per request",
+}
+
+
+def test_what_the_probe_finds_in_an_agent_on_the_python_sdk():
+    report = run_probe(ProbeConfig(SDK_AGENT, long_prompt=LONG_PROMPT))
+    failed = {r.check for r in report.results if r.verdict == FAIL}
+    assert failed == PYTHON_SDK_FAILS, report.results
+    assert all(r.verdict == PASS for r in report.results if r.check not in failed)
+
+
+NO_NODE = shutil.which("node") is None
+
+
+def require_node_modules() -> None:
+    """Tests never reach the network: .ci/run installs the pinned SDK first (scripts/setup-node.sh)."""
+    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@agentclientprotocol", "sdk")):
+        pytest.fail("tests/node/node_modules is missing: run scripts/setup-node.sh (.ci/run does)")
+
+
+@pytest.mark.skipif(NO_NODE, reason="node is not installed: the TypeScript SDK peers cannot run")
+def test_what_the_probe_finds_in_an_agent_on_the_typescript_sdk():
+    require_node_modules()
+    report = run_probe(ProbeConfig(TS_AGENT, long_prompt=LONG_PROMPT))
+    failed = {r.check for r in report.results if r.verdict == FAIL}
+    assert failed == TS_SDK_FAILS, report.results

@@ -1,0 +1,63 @@
+"""Soak runs, shortened: a healthy agent passes, a leaking agent fails naming the growing
+resource, a faulty agent fails naming the broken invariant, and the seed fixes the mix."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from acp_green.rig.soak import SoakConfig, Sample, growth, plan, run_soak
+
+HERE = os.path.dirname(__file__)
+SERVE = [sys.executable, "-m", "acp_green", "serve", "--ephemeral"]
+FAULT_AGENT = [sys.executable, os.path.join(HERE, "peer_agents", "fault_agent.py")]
+
+
+def test_a_short_soak_of_acp_green_serve_passes(tmp_path):
+    summary = run_soak(SoakConfig(SERVE, agents=2, duration=3, sample_interval=0.5, out_dir=str(tmp_path), plot=False))
+    assert summary["failures"] == [] and summary["ok"]
+    assert summary["prompts"] > 0
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk["ok"] and on_disk["seed"] == 1
+    assert all(agent["first_sample"]["rss"] > 0 for agent in on_disk["per_agent"])
+
+
+def test_a_leaking_agent_fails_the_soak_naming_memory(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "peer_agents"))
+    command = [sys.executable, "-m", "acp_green", "serve", "--ephemeral", "--agent", "leaky_agent:LeakyAgent"]
+    summary = run_soak(SoakConfig(command, agents=1, duration=5, sample_interval=0.1, out_dir=str(tmp_path), env=env, plot=False))
+    assert not summary["ok"]
+    assert summary["growing_resources"] == ["rss"]
+    assert summary["failed_invariants"] == []
+
+
+def test_a_faulty_agent_fails_the_soak_naming_the_invariant(tmp_path):
+    summary = run_soak(SoakConfig(FAULT_AGENT + ["--out-of-order"], agents=1, duration=3, out_dir=str(tmp_path), plot=False))
+    assert not summary["ok"]
+    assert "prompt_updates_in_order" in summary["failed_invariants"]
+
+
+def test_the_seed_fixes_the_mix():
+    assert plan(7, 0, 100) == plan(7, 0, 100)
+    assert plan(7, 0, 300)[:100] == plan(7, 0, 100)  # extending a plan keeps its start
+    assert plan(7, 0, 100) != plan(8, 0, 100)
+    assert plan(7, 0, 100) != plan(7, 1, 100)
+
+
+def test_growth_is_the_slope_of_the_windowed_floor_over_the_second_half():
+    # Activity spikes that grow (busier and busier) on a floor that stays put: not a leak.
+    busy_on_a_flat_floor = [Sample(t / 10, 100 + (t if t % 3 == 0 else 0), 5, 6) for t in range(200)]
+    assert abs(growth(busy_on_a_flat_floor, "rss", 20.0)) < 1.0
+    rising = [Sample(t / 10, 100 + t, 5, None) for t in range(200)]
+    assert round(growth(rising, "rss", 20.0)) == 600  # 1 per 0.1 s
+    assert growth(rising, "greenlets", 20.0) is None  # never sampled: unknown, not zero
+
+
+def test_the_soak_entry_prints_its_summary(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "acp_green.rig.soak", "--duration", "2", "--agents", "1", "--no-plot",
+                           "--out", str(tmp_path), "--", *SERVE], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "soak PASSED: 1 agents, 2s, seed 1" in done.stdout
+    assert (tmp_path / "summary.json").exists()

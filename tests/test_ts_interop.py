@@ -1,0 +1,38 @@
+"""Interop: a Node script on the official TypeScript SDK (@agentclientprotocol/sdk, pinned in
+tests/node/package-lock.json) drives `acp-green serve`: initialize, session, a streamed prompt,
+a permission round trip with an fs write, and a cancel."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+NODE_DIR = os.path.join(os.path.dirname(__file__), "node")
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed: the TypeScript SDK client cannot run")
+def test_typescript_sdk_client_drives_acp_green_serve(tmp_path):
+    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@agentclientprotocol", "sdk")):
+        pytest.fail("tests/node/node_modules is missing: run scripts/setup-node.sh (.ci/run does)")
+    done = subprocess.run(
+        ["node", os.path.join(NODE_DIR, "interop_client.mjs"), str(tmp_path), "--",
+         sys.executable, "-m", "acp_green", "serve", "--ephemeral"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["protocolVersion"] == 1
+    assert report["agentName"] == "acp-green-demo"
+    assert report["modes"] == ["ask", "code"]
+    assert report["stream"]["stopReason"] == "end_turn"
+    assert [c.split(":")[0] for c in report["stream"]["chunks"]] == [str(i) for i in range(40)]
+    path = str(tmp_path / "from-ts.txt")
+    assert report["write"] == {"stopReason": "end_turn", "permissions": [f"Write {path}"], "writes": {path: "hello from node"}}
+    assert report["cancel"] == {"stopReason": "cancelled"}
+    assert report["after"] == {"stopReason": "end_turn", "text": "still here"}
+    assert report["exit"] == {"code": 0, "signal": None}

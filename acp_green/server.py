@@ -150,6 +150,7 @@ class Server:
             self._reader.join(timeout=self.options.shutdown_grace)  # finishing a control message
             self._reader.kill(block=True, timeout=1)
         evictor.kill(block=False)
+        outbound.release_producers()
         for session in self.sessions:
             if session.busy:
                 session.cancel()

@@ -124,6 +124,8 @@ class Outbound:
         self._below_high.set()
         self._idle = Event()
         self._idle.set()
+        self._released = Event()
+        self._releasing = False
         self._closed = False
         self.failed = False
         os.set_blocking(fd, False)
@@ -162,13 +164,21 @@ class Outbound:
     def wait_below_high_water(self, cancelled: Event | None = None) -> None:
         """Hold a background producer while the backlog is over its high-water mark.
 
-        Returns once the writer has drained below the low-water mark, the token is set,
-        or the output is gone.
+        Returns once the writer has drained below the low-water mark, the given event is set,
+        the connection is shutting down (`release_producers`), or the output is gone.
         """
+        if self._releasing:
+            return
         if cancelled is None:
-            self._below_high.wait()
+            gevent.wait([self._below_high, self._released], count=1)
         else:
-            gevent.wait([self._below_high, cancelled], count=1)
+            gevent.wait([self._below_high, self._released, cancelled], count=1)
+
+    def release_producers(self) -> None:
+        """Shutdown: no producer waits on the backlog any more, so cancelled turns end promptly
+        and answer while stdout is alive (S13); the shutdown grace bounds what they still send."""
+        self._releasing = True
+        self._released.set()
 
     # -- writer ------------------------------------------------------------------------------
     def _run(self) -> None:

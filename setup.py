@@ -27,6 +27,8 @@ setup(
     extras_require={
         # The rig validates what an agent writes against the ACP JSON Schemas.
         "rig": ["jsonschema>=4.20"],
+        # `acp-green bench --chart` draws with matplotlib; scripts/bench.sh installs it.
+        "bench": ["matplotlib>=3.7"],
         "test": TEST_REQUIRES,
     },
     entry_points={"console_scripts": ["acp-green = acp_green.__main__:main"]},

@@ -67,7 +67,8 @@ def _chunk(sid: str, index: int, spaced: bool = False) -> bytes:
 
 def test_scanner_counts_chunks_matches_responses_and_checks_order() -> None:
     responses: list[dict[str, Any]] = []
-    scanner = Scanner(lambda message, now: responses.append(message), keep_limit=1 << 20)
+    positions: list[int] = []
+    scanner = Scanner(lambda message, now, position: (responses.append(message), positions.append(position)), keep_limit=1 << 20)
     data = b"".join(_chunk(f"s{i % 3}", i // 3, spaced=i % 2 == 1) for i in range(30))
     data += b'{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}\n'
     data += b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s0","update":{"sessionUpdate":"usage_update","used":1,"size":2}}}\n'
@@ -76,13 +77,14 @@ def test_scanner_counts_chunks_matches_responses_and_checks_order() -> None:
         scanner.feed(data[start : start + 37], 1.0)
     assert scanner.chunks == 30
     assert [m["id"] for m in responses] == [7, 8]
+    assert [data[p : p + 17] for p in positions] == [b'{"jsonrpc":"2.0",'] * 2 and positions[0] < positions[1]
     check = scanner.validate()
     assert check.in_order() and check.complete
     assert {sid: check.chunks_of(sid) for sid in ("s0", "s1", "s2")} == {"s0": 10, "s1": 10, "s2": 10}
 
 
 def test_scanner_sees_a_gap_and_a_line_the_regex_misses() -> None:
-    scanner = Scanner(lambda message, now: None, keep_limit=1 << 20)
+    scanner = Scanner(lambda message, now, position: None, keep_limit=1 << 20)
     scanner.feed(_chunk("a", 0) + _chunk("a", 2), 0.0)  # chunk 1 missing
     # update before sessionId: the regex cannot pair it, the line-by-line path still does
     scanner.feed(b'{"params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"text":"0:x"}},"sessionId":"b"}}\n', 0.0)

@@ -42,6 +42,7 @@ class Call:
     method: str
     sent_at: float
     answered_at: float = 0.0
+    answered_pos: int = 0  # byte offset of the response in the agent's output: exact ordering
     response: dict[str, Any] | None = None
 
     @property
@@ -192,11 +193,12 @@ class AgentConn:
         """Send a request and wait for its result."""
         return self.wait(self.send(method, params), timeout)
 
-    def _matched(self, message: dict[str, Any], now: float) -> None:
+    def _matched(self, message: dict[str, Any], now: float, position: int) -> None:
         call = self.calls.get(message.get("id"))  # type: ignore[arg-type]
         if call is None or call.done:
             return
         call.answered_at = now
+        call.answered_pos = position
         call.response = message
         if self.on_response is not None:
             self.on_response(call)

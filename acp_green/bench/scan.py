@@ -53,10 +53,11 @@ class Validation:
 class Scanner:
     """Feeds on raw bytes; counts chunks, hands responses to a callback, keeps blocks to check."""
 
-    def __init__(self, on_response: Callable[[dict[str, Any], float], None], keep_limit: int = 0) -> None:
-        self.on_response = on_response
+    def __init__(self, on_response: Callable[[dict[str, Any], float, int], None], keep_limit: int = 0) -> None:
+        self.on_response = on_response  # (message, time read, byte offset of its line in the output)
         self.chunks = 0
         self.bytes = 0
+        self.scanned = 0  # bytes of complete lines scanned so far
         self.keep_limit = keep_limit
         self.kept: list[bytes] = []
         self.kept_bytes = 0
@@ -88,8 +89,9 @@ class Scanner:
             while at >= 0:
                 start = block.rfind(b"\n", 0, at) + 1
                 end = block.find(b"\n", at)
-                self._decode(block[start:end], now)
+                self._decode(block[start:end], now, self.scanned + start)
                 at = block.find(mark, end)
+        self.scanned += len(block)
         if self.keep_limit:
             if self.kept_bytes + len(block) <= self.keep_limit:
                 self.kept.append(block)
@@ -97,7 +99,7 @@ class Scanner:
             else:
                 self.keep_overflow = True
 
-    def _decode(self, line: bytes, now: float) -> None:
+    def _decode(self, line: bytes, now: float, position: int) -> None:
         try:
             message = json.loads(line)
         except ValueError:
@@ -105,7 +107,7 @@ class Scanner:
             return
         # A line holding both marks is decoded twice; only the first sighting counts.
         if isinstance(message, dict) and "method" not in message and "id" in message:
-            self.on_response(message, now)
+            self.on_response(message, now, position)
 
     def validate(self) -> Validation:
         """Check the kept output: chunk counts and `i:` order per session."""

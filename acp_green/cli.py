@@ -109,9 +109,11 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None, metavar="DIR", help="Where peers' SDKs are installed (default: .bench-cache in the repository).")
 @click.option("--peers-dir", type=click.Path(file_okay=False, exists=True), default=None, metavar="DIR", help="Where the peer agents' sources are (default: bench/peers in the repository).")
 @click.option("--no-ceiling", is_flag=True, help="Skip measuring the bench client's own read rate.")
+@click.option("--read-pause", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
+              help="Calibration only: sleep before each read, like a lazy client (inflates every latency).")
 def bench(agents: tuple[str, ...], only: tuple[str, ...], workloads: tuple[str, ...], repeat: int, scale: float,
           json_path: str | None, chart_path: str | None, install_peers: bool, cache_dir: str | None, peers_dir: str | None,
-          no_ceiling: bool) -> None:
+          no_ceiling: bool, read_pause: float) -> None:
     """Benchmark ACP agents side by side (issue 6's W1-W6): medians and spread as a table, JSON and a chart."""
     from pathlib import Path
 
@@ -123,6 +125,6 @@ def bench(agents: tuple[str, ...], only: tuple[str, ...], workloads: tuple[str, 
         agents=agents, only=only, workloads=workloads or tuple(WORKLOADS), repeat=repeat, scale=scale,
         json_path=Path(json_path) if json_path else None, chart_path=Path(chart_path) if chart_path else None,
         install=install_peers, cache_dir=Path(cache_dir) if cache_dir else default_cache_dir(),
-        peers_dir=Path(peers_dir) if peers_dir else default_peers_dir(), ceiling=not no_ceiling,
+        peers_dir=Path(peers_dir) if peers_dir else default_peers_dir(), ceiling=not no_ceiling, read_pause=read_pause,
     )
     sys.exit(run(settings))

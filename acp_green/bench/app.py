@@ -29,6 +29,7 @@ class BenchSettings:
     cache_dir: Path
     peers_dir: Path
     ceiling: bool
+    read_pause: float = 0.0
 
 
 def log(message: str) -> None:
@@ -67,7 +68,8 @@ def run(settings: BenchSettings) -> int:
     for agent in lineup.agents:
         log(f"agent {agent.name}: {' '.join(agent.command)}" + (f" ({agent.note})" if agent.note else ""))
     options = BenchOptions(lineup.agents, list(settings.workloads), settings.repeat, settings.scale,
-                           ceiling_lines=400_000 if settings.ceiling else 0, skipped=lineup.skipped)
+                           ceiling_lines=400_000 if settings.ceiling else 0, read_pause=settings.read_pause,
+                           skipped=lineup.skipped)
     report = run_bench(options, log)
     if settings.json_path:
         write_json(report, settings.json_path)

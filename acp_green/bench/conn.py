@@ -58,8 +58,9 @@ class Call:
 class AgentConn:
     """One agent process over pipes, read either by a background greenlet or by `pump`."""
 
-    def __init__(self, command: Sequence[str], *, keep_limit: int = 0, env: dict[str, str] | None = None) -> None:
+    def __init__(self, command: Sequence[str], *, keep_limit: int = 0, read_pause: float = 0.0, env: dict[str, str] | None = None) -> None:
         self.command = list(command)
+        self.read_pause = read_pause
         self._stderr = tempfile.TemporaryFile(prefix="acp-bench-stderr-")
         self.started_at = time.perf_counter()
         try:
@@ -136,6 +137,10 @@ class AgentConn:
     # -- reading ---------------------------------------------------------------------------
     def read_once(self) -> bool:
         """One read from the agent's stdout into the scanner; False at EOF."""
+        if self.read_pause:
+            # A lazy client (calibration only): an agent that writes one small write per message
+            # runs faster when no reader is parked on the pipe to be woken by each write.
+            gevent.sleep(self.read_pause)
         while True:
             try:
                 data = os.read(self._in_fd, READ_SIZE)

@@ -29,12 +29,13 @@ class BenchOptions:
     repeat: int = 3
     scale: float = 1.0
     ceiling_lines: int = 400_000
+    read_pause: float = 0.0
     skipped: dict[str, str] = field(default_factory=dict)
 
 
 def run_bench(options: BenchOptions, log: Log) -> dict[str, Any]:
     """Every workload on every agent, `repeat` rounds; returns the JSON-ready report."""
-    sizes = Sizes().scaled(options.scale)
+    sizes = dataclasses.replace(Sizes().scaled(options.scale), read_pause=options.read_pause)
     report: dict[str, Any] = {
         "format": 1,
         "started": _now(),

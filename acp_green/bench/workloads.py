@@ -34,6 +34,7 @@ class Sizes:
     w6_sessions: int = 1_000
     settle: float = 0.5  # pause before reading RSS, so start-up work has finished
     timeout: float = 300.0
+    read_pause: float = 0.0  # seconds the client sleeps before each read (calibration experiments)
 
     def scaled(self, scale: float) -> "Sizes":
         """Chunk counts, round trips and sessions times `scale` (concurrency stays as is)."""
@@ -47,7 +48,7 @@ class Sizes:
 
 def w1_stream(command: Sequence[str], sizes: Sizes) -> Metrics:
     """W1: one prompt streaming N chunks; chunks/s from writing the prompt to reading its response."""
-    with AgentConn(command, keep_limit=KEEP_FOR_CHECK) as conn:
+    with AgentConn(command, keep_limit=KEEP_FOR_CHECK, read_pause=sizes.read_pause) as conn:
         conn.initialize(sizes.timeout)
         (sid,) = conn.new_sessions(1)
         call = conn.send("session/prompt", conn.prompt_params(sid, f"/stream {sizes.w1_chunks} {sizes.chunk_size}"))
@@ -59,7 +60,7 @@ def w1_stream(command: Sequence[str], sizes: Sizes) -> Metrics:
 
 def w2_fanout(command: Sequence[str], sizes: Sizes) -> Metrics:
     """W2: many prompts streaming at once while `session/set_mode` pings an idle session."""
-    with AgentConn(command, keep_limit=KEEP_FOR_CHECK) as conn:
+    with AgentConn(command, keep_limit=KEEP_FOR_CHECK, read_pause=sizes.read_pause) as conn:
         conn.start_reader()
         conn.initialize(sizes.timeout)
         idle, *streams = conn.new_sessions(sizes.w2_prompts + 1)
@@ -121,7 +122,7 @@ def _ping(conn: AgentConn, session_id: str, interval: float, done: Event, pings:
 
 def w3_cancel(command: Sequence[str], sizes: Sizes) -> Metrics:
     """W3: streams run while waiting prompts are cancelled one by one; cancel write → response read."""
-    with AgentConn(command) as conn:
+    with AgentConn(command, read_pause=sizes.read_pause) as conn:
         conn.start_reader()
         conn.initialize(sizes.timeout)
         sids = conn.new_sessions(sizes.w3_streams + sizes.w3_waiters)
@@ -160,7 +161,7 @@ def w3_cancel(command: Sequence[str], sizes: Sizes) -> Metrics:
 
 def w4_round_trips(command: Sequence[str], sizes: Sizes) -> Metrics:
     """W4: sequential `session/set_mode` round trips on an idle session."""
-    with AgentConn(command) as conn:
+    with AgentConn(command, read_pause=sizes.read_pause) as conn:
         conn.initialize(sizes.timeout)
         (sid,) = conn.new_sessions(1)
         modes = ("code", "ask")
@@ -174,14 +175,14 @@ def w4_round_trips(command: Sequence[str], sizes: Sizes) -> Metrics:
 
 def w5_startup(command: Sequence[str], sizes: Sizes) -> Metrics:
     """W5: from just before the process is spawned to reading the `initialize` response."""
-    with AgentConn(command) as conn:
+    with AgentConn(command, read_pause=sizes.read_pause) as conn:
         call = conn.initialize(sizes.timeout)
         return {"init_ms": (call.answered_at - conn.started_at) * 1000}
 
 
 def w6_memory(command: Sequence[str], sizes: Sizes) -> Metrics:
     """W6: resident memory (process tree) idle after `initialize`, then after N `session/new`."""
-    with AgentConn(command) as conn:
+    with AgentConn(command, read_pause=sizes.read_pause) as conn:
         conn.initialize(sizes.timeout)
         gevent.sleep(sizes.settle)
         idle = tree_rss_bytes(conn.pid)

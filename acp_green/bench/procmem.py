@@ -1,4 +1,4 @@
-"""Resident memory of a process and its descendants, from /proc."""
+"""Resident memory and CPU time of a process and its descendants, from /proc."""
 
 from __future__ import annotations
 
@@ -40,5 +40,30 @@ def tree_rss_bytes(pid: int) -> int:
     while todo:
         current = todo.pop()
         total += rss_bytes(current)
+        todo.extend(children(current))
+    return total
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of one process, all threads (0 if it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            fields = handle.read().rpartition(")")[2].split()
+    except OSError:
+        return 0.0
+    # After the command name: state is field 3, utime and stime are fields 14 and 15.
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU time of `pid` plus every live descendant."""
+    total = 0.0
+    todo = [pid]
+    while todo:
+        current = todo.pop()
+        total += cpu_seconds(current)
         todo.extend(children(current))
     return total

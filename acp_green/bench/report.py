@@ -16,16 +16,22 @@ class Row:
     workload: str
     metric: str
     label: str
-    kind: str  # "rate", "ms", "mib", "kib", "count", "flag"
+    kind: str  # "rate", "ms", "us", "share", "mib", "kib", "count"
 
 
 ROWS = (
     Row("W1", "chunks_per_s", "W1 stream, chunks/s", "rate"),
+    Row("W1", "agent_cpu_us_per_chunk", "W1 agent CPU per chunk, µs", "us"),
+    Row("W1", "agent_cpu_share", "W1 agent CPU, cores", "share"),
+    Row("W1", "client_cpu_share", "W1 bench client CPU, cores", "share"),
     Row("W2", "chunks_per_s", "W2 fan-out, chunks/s", "rate"),
     Row("W2", "ping_p50_ms", "W2 ping p50, ms", "ms"),
     Row("W2", "ping_p99_ms", "W2 ping p99, ms", "ms"),
     Row("W2", "pings_answered_while_streaming", "W2 pings answered while streaming", "count"),
     Row("W2", "pings_sent", "W2 pings sent", "count"),
+    Row("W2", "agent_cpu_us_per_chunk", "W2 agent CPU per chunk, µs", "us"),
+    Row("W2", "agent_cpu_share", "W2 agent CPU, cores", "share"),
+    Row("W2", "client_cpu_share", "W2 bench client CPU, cores", "share"),
     Row("W3", "cancel_p50_ms", "W3 cancel p50, ms", "ms"),
     Row("W3", "cancel_p99_ms", "W3 cancel p99, ms", "ms"),
     Row("W3", "streams_running", "W3 streams still running at last cancel", "count"),
@@ -47,8 +53,10 @@ def fmt(value: float | None, kind: str) -> str:
         return f"{value / 1000:.1f}k" if value < 1e6 else f"{value / 1e6:.2f}M"
     if kind == "ms":
         return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
-    if kind in ("mib", "kib"):
+    if kind in ("mib", "kib", "us"):
         return f"{value:.1f}"
+    if kind == "share":
+        return f"{value:.2f}"
     return f"{value:.0f}"
 
 

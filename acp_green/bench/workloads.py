@@ -10,7 +10,7 @@ import gevent
 from gevent.event import Event
 
 from .conn import AgentConn, AgentFailed, Call
-from .procmem import tree_rss_bytes
+from .procmem import tree_cpu_seconds, tree_rss_bytes
 from .stats import percentile
 
 Metrics = dict[str, float]
@@ -51,11 +51,15 @@ def w1_stream(command: Sequence[str], sizes: Sizes) -> Metrics:
     with AgentConn(command, keep_limit=KEEP_FOR_CHECK, read_pause=sizes.read_pause) as conn:
         conn.initialize(sizes.timeout)
         (sid,) = conn.new_sessions(1)
+        cpu = _CpuMeter(conn.pid)
         call = conn.send("session/prompt", conn.prompt_params(sid, f"/stream {sizes.w1_chunks} {sizes.chunk_size}"))
         conn.wait(call, sizes.timeout)
+        agent_cpu, client_cpu = cpu.stop()
         check = conn.scanner.validate()
         ok = check.in_order() and check.chunks_of(sid) == sizes.w1_chunks
-        return {"chunks_per_s": sizes.w1_chunks / call.latency, "seconds": call.latency, "valid": float(ok)}
+        return {"chunks_per_s": sizes.w1_chunks / call.latency, "seconds": call.latency, "valid": float(ok),
+                "agent_cpu_us_per_chunk": agent_cpu / sizes.w1_chunks * 1e6, "agent_cpu_share": agent_cpu / call.latency,
+                "client_cpu_share": client_cpu / call.latency}
 
 
 def w2_fanout(command: Sequence[str], sizes: Sizes) -> Metrics:
@@ -75,6 +79,7 @@ def w2_fanout(command: Sequence[str], sizes: Sizes) -> Metrics:
 
         conn.on_response = on_response
         text = f"/stream {sizes.w2_chunks} {sizes.chunk_size}"
+        cpu = _CpuMeter(conn.pid)
         prompts = conn.send_many([("session/prompt", conn.prompt_params(s, text)) for s in streams])
         pings: list[Call] = []
         pinger = gevent.spawn(_ping, conn, idle, sizes.w2_ping_interval, done, pings)
@@ -83,6 +88,7 @@ def w2_fanout(command: Sequence[str], sizes: Sizes) -> Metrics:
         pinger.join(timeout=5)
         pinger.kill()
         ended = max(call.answered_at for call in prompts)
+        agent_cpu, client_cpu = cpu.stop()
         last_response = max(call.answered_pos for call in prompts)
         for call in pings:
             try:
@@ -94,15 +100,32 @@ def w2_fanout(command: Sequence[str], sizes: Sizes) -> Metrics:
         check = conn.scanner.validate()
         ok = check.in_order() and all(check.chunks_of(s) == sizes.w2_chunks for s in streams)
         total = sizes.w2_prompts * sizes.w2_chunks
+        wall = ended - prompts[0].sent_at
         return {
-            "chunks_per_s": total / (ended - prompts[0].sent_at),
+            "chunks_per_s": total / wall,
             "ping_p50_ms": percentile(rtts, 50),
             "ping_p99_ms": percentile(rtts, 99),
             "pings_sent": float(len(pings)),
             # By position in the output, not by read time: a read can hold many lines.
             "pings_answered_while_streaming": float(sum(1 for c in answered if c.answered_pos < last_response)),
             "valid": float(ok),
+            # CPU until the pings were wound down (slightly past the last prompt response).
+            "agent_cpu_us_per_chunk": agent_cpu / total * 1e6,
+            "agent_cpu_share": agent_cpu / wall,
+            "client_cpu_share": client_cpu / wall,
         }
+
+
+class _CpuMeter:
+    """CPU seconds used by the agent's process tree and by this client over a window."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.agent0 = tree_cpu_seconds(pid)
+        self.client0 = time.process_time()
+
+    def stop(self) -> tuple[float, float]:
+        return tree_cpu_seconds(self.pid) - self.agent0, time.process_time() - self.client0
 
 
 def _ping(conn: AgentConn, session_id: str, interval: float, done: Event, pings: list[Call]) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 import uuid
+from typing import Any, BinaryIO
 
 # Chunk text is `i:` plus dots, which never needs JSON escaping, so the line is a template:
 # this is the most a Python process can push through the pipe, not how a real agent encodes.
@@ -18,11 +19,13 @@ CHUNK = '{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":%s,"up
 MODES = {"currentModeId": "ask", "availableModes": [{"id": "ask", "name": "Ask"}, {"id": "code", "name": "Code"}]}
 
 
-def reply(out, request_id, result) -> None:
+def reply(out: BinaryIO, request_id: Any, result: Any) -> None:
+    """Write one response line."""
     out.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode() + b"\n")
 
 
-def stream(out, session_id: str, count: int, size: int) -> None:
+def stream(out: BinaryIO, session_id: str, count: int, size: int) -> None:
+    """Write `count` numbered chunk updates into the buffered stdout (it writes when full)."""
     sid = json.dumps(session_id)
     write = out.write
     for i in range(count):
@@ -31,9 +34,10 @@ def stream(out, session_id: str, count: int, size: int) -> None:
 
 
 def main() -> None:
+    """Read a line, handle it to the end, repeat until EOF."""
     inp = sys.stdin.buffer
     out = sys.stdout.buffer
-    waiting: dict[str, object] = {}  # sessionId -> id of its unanswered /wait prompt
+    waiting: dict[str, Any] = {}  # sessionId -> id of its unanswered /wait prompt
     for line in inp:
         try:
             message = json.loads(line)
@@ -64,8 +68,8 @@ def main() -> None:
             reply(out, request_id, {"stopReason": "end_turn"})
         elif request_id is not None and method is not None:
             out.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": f"Method not found: {method}"}}).encode() + b"\n")
-        # Flush only when the input pipe has nothing more buffered would need a poll; flushing
-        # after every message keeps latency low and costs nothing at stream sizes.
+        # One flush per message handled: answers leave at once, and a stream still goes out in
+        # buffer-sized writes.
         out.flush()
 
 

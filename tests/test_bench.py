@@ -17,9 +17,9 @@ from acp_green.bench.stats import percentile, summarize
 
 WORKLOAD_METRICS = {
     "W1": {"chunks_per_s", "seconds", "valid", "agent_cpu_us_per_chunk", "agent_cpu_share", "client_cpu_share"},
-    "W2": {"chunks_per_s", "ping_p50_ms", "ping_p99_ms", "pings_sent", "pings_answered_while_streaming", "valid",
+    "W2": {"chunks_per_s", "ping_p50_ms", "ping_p99_ms", "pings_sent", "pings_answered_while_streaming", "valid", "ping_behind_kib_p50",
            "agent_cpu_us_per_chunk", "agent_cpu_share", "client_cpu_share"},
-    "W3": {"cancel_p50_ms", "cancel_p99_ms", "cancel_max_ms", "streams_running", "all_streams_running"},
+    "W3": {"cancel_p50_ms", "cancel_p99_ms", "cancel_max_ms", "cancel_behind_kib_p50", "streams_running", "all_streams_running"},
     "W4": {"rtt_p50_ms", "rtt_p99_ms"},
     "W5": {"init_ms"},
     "W6": {"idle_mib", "after_mib", "per_session_kib"},

@@ -41,6 +41,7 @@ class Call:
     id: int
     method: str
     sent_at: float
+    read_at_send: int = 0  # bytes of output the client had read when it sent the request
     answered_at: float = 0.0
     answered_pos: int = 0  # byte offset of the response in the agent's output: exact ordering
     response: dict[str, Any] | None = None
@@ -53,6 +54,12 @@ class Call:
     def latency(self) -> float:
         """Seconds from writing the request to reading its response."""
         return self.answered_at - self.sent_at
+
+    @property
+    def queued_ahead(self) -> int:
+        """Bytes of output the response came behind: what the agent had written (pipe, queues) or
+        wrote before it, that the client had not read when it sent the request."""
+        return max(0, self.answered_pos - self.read_at_send)
 
 
 class AgentConn:
@@ -114,6 +121,7 @@ class AgentConn:
     def send(self, method: str, params: Any) -> Call:
         """Write one request; its send time is taken just before the write."""
         call, line = self.make_call(method, params)
+        call.read_at_send = self.scanner.bytes
         call.sent_at = time.perf_counter()
         self.write(line)
         return call

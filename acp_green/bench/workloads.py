@@ -97,6 +97,7 @@ def w2_fanout(command: Sequence[str], sizes: Sizes) -> Metrics:
                 pass
         answered = [c for c in pings if c.done]
         rtts = [c.latency * 1000 for c in answered]
+        ahead = [c.queued_ahead / 1024 for c in answered]
         check = conn.scanner.validate()
         ok = check.in_order() and all(check.chunks_of(s) == sizes.w2_chunks for s in streams)
         total = sizes.w2_prompts * sizes.w2_chunks
@@ -106,6 +107,7 @@ def w2_fanout(command: Sequence[str], sizes: Sizes) -> Metrics:
             "ping_p50_ms": percentile(rtts, 50),
             "ping_p99_ms": percentile(rtts, 99),
             "pings_sent": float(len(pings)),
+            "ping_behind_kib_p50": percentile(ahead, 50),
             # By position in the output, not by read time: a read can hold many lines.
             "pings_answered_while_streaming": float(sum(1 for c in answered if c.answered_pos < last_response)),
             "valid": float(ok),
@@ -159,15 +161,18 @@ def w3_cancel(command: Sequence[str], sizes: Sizes) -> Metrics:
                 gevent.sleep(0.001)
         gevent.sleep(sizes.w3_settle)
         latencies = []
+        ahead = []
         last_answer = 0
         for sid, call in zip(waiters, waits):
             if call.done:
                 raise AgentFailed(f"W3: /wait answered before its cancel: {call.response}")
+            read_at_send = conn.scanner.bytes
             sent = conn.notify("session/cancel", {"sessionId": sid})
             result = conn.wait(call, sizes.timeout)
             if result.get("stopReason") != "cancelled":
                 raise AgentFailed(f"W3: cancelled /wait answered {result}")
             latencies.append((call.answered_at - sent) * 1000)
+            ahead.append(max(0, call.answered_pos - read_at_send) / 1024)
             last_answer = call.answered_pos
         # A stream counts as running if its response came after the last cancel's in the output.
         running = sum(1 for c in streams if not c.done or c.answered_pos > last_answer)
@@ -177,6 +182,7 @@ def w3_cancel(command: Sequence[str], sizes: Sizes) -> Metrics:
             "cancel_p50_ms": percentile(latencies, 50),
             "cancel_p99_ms": percentile(latencies, 99),
             "cancel_max_ms": max(latencies),
+            "cancel_behind_kib_p50": percentile(ahead, 50),
             "streams_running": float(running),
             "all_streams_running": float(running == sizes.w3_streams),
         }

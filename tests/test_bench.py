@@ -53,7 +53,7 @@ def test_bench_smoke_writes_well_formed_json(tmp_path: Path) -> None:
             assert set(summary) >= {"median", "min", "max", "spread", "runs"}
             assert len(summary["runs"]) == 1 and _number(summary["median"]), (workload, name, summary)
     assert results["W1"]["valid"]["median"] == 1 and results["W2"]["valid"]["median"] == 1
-    assert [c["sessions"] for c in report["client_ceiling"]] == [1, 32]
+    assert [(c["sessions"], c["write_bytes"]) for c in report["client_ceiling"]] == [(1, 0), (32, 0), (1, 8192)]
     assert all(_number(c["read_chunks_per_s"]) and c["valid"] for c in report["client_ceiling"])
     assert "W1 stream, chunks/s" in proc.stdout  # the table went to stdout
 

@@ -1,7 +1,8 @@
 """A trivial writer for the client-ceiling check: pre-built chunk lines to stdout, as fast as it can.
 
-usage: python -m acp_green.bench.blaster LINES SESSIONS SIZE
-The lines look like acp_green's `agent_message_chunk` updates, round-robin over SESSIONS
+usage: python -m acp_green.bench.blaster LINES SESSIONS SIZE [WRITE_BYTES]
+WRITE_BYTES caps each write (0, the default: as much as the pipe takes); 8192 writes like a
+buffered Python stdout, so the reader is woken for every 8 KiB. The lines look like acp_green's `agent_message_chunk` updates, round-robin over SESSIONS
 session ids, and end with one prompt response (id 1). Nothing is built while writing.
 """
 
@@ -26,10 +27,11 @@ def build(lines: int, sessions: int, size: int) -> bytes:
 
 def main() -> None:
     lines, sessions, size = (int(a) for a in sys.argv[1:4])
+    cap = int(sys.argv[4]) if len(sys.argv) > 4 else 0
     data = memoryview(build(lines, sessions, size))
     sys.stdin.read(1)  # wait for the go signal, so building is not timed
     while data:
-        data = data[os.write(1, data):]
+        data = data[os.write(1, data[:cap] if cap else data):]
 
 
 if __name__ == "__main__":

@@ -97,7 +97,8 @@ def table(report: dict[str, Any]) -> str:
         if three and three.get("runs") and not all(three["runs"]):
             notes.append(f"{agent} W3: some streams had finished before the last cancel was answered")
     for ceiling in report.get("client_ceiling", []):
-        notes.append(f"client ceiling ({ceiling['sessions']} session(s)): reads and scans {ceiling['read_chunks_per_s']:,.0f} chunks/s; "
+        writes = f"{ceiling['write_bytes']}-byte writes" if ceiling.get("write_bytes") else "big writes"
+        notes.append(f"client ceiling ({ceiling['sessions']} session(s), {writes}): reads and scans {ceiling['read_chunks_per_s']:,.0f} chunks/s; "
                      f"order check afterwards {ceiling['check_chunks_per_s']:,.0f} chunks/s")
     for name, reason in report.get("skipped", {}).items():
         notes.append(f"skipped {name}: {reason}")

@@ -53,9 +53,12 @@ def run_bench(options: BenchOptions, log: Log) -> dict[str, Any]:
     }
     if options.ceiling_lines:
         lines = max(1000, round(options.ceiling_lines * min(1.0, options.scale * 10)))
-        for sessions in (1, 32):
-            ceiling = measure_ceiling(lines, sessions)
-            log(f"client ceiling, {sessions} session(s): read+scan {ceiling.read_chunks_per_s:,.0f} chunks/s")
+        # Big writes show the scan's limit; 8 KiB writes (a buffered Python stdout) add a wake-up
+        # of the client per write, as the fastest peer causes.
+        for sessions, write_bytes in ((1, 0), (32, 0), (1, 8192)):
+            ceiling = measure_ceiling(lines, sessions, write_bytes)
+            log(f"client ceiling, {sessions} session(s), writes of {write_bytes or 'any'} bytes: "
+                f"read+scan {ceiling.read_chunks_per_s:,.0f} chunks/s")
             report["client_ceiling"].append(dataclasses.asdict(ceiling))
     runs: dict[str, dict[str, dict[str, list[float]]]] = {a.name: {} for a in options.agents}
     agents = list(options.agents)

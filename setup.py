@@ -29,6 +29,8 @@ setup(
         "rig": ["jsonschema>=4.20"],
         # Only for the soak's memory plot (scripts/soak.sh installs it).
         "plot": ["matplotlib>=3.8"],
+        # `acp-green bench --chart` draws with matplotlib; scripts/bench.sh installs it.
+        "bench": ["matplotlib>=3.7"],
         "test": TEST_REQUIRES,
     },
     entry_points={"console_scripts": ["acp-green = acp_green.__main__:main"]},

@@ -1,0 +1,102 @@
+"""`acp-green bench`: its output is well formed (a smoke run), and its lazy scanner counts right.
+
+Benchmarks are not tests: nothing here asserts on a timing, only on shapes and counts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from acp_green.bench.scan import Scanner
+from acp_green.bench.stats import percentile, summarize
+
+WORKLOAD_METRICS = {
+    "W1": {"chunks_per_s", "seconds", "valid", "agent_cpu_us_per_chunk", "agent_cpu_share", "client_cpu_share"},
+    "W2": {"chunks_per_s", "ping_p50_ms", "ping_p99_ms", "pings_sent", "pings_answered_while_streaming", "valid", "ping_behind_kib_p50",
+           "agent_cpu_us_per_chunk", "agent_cpu_share", "client_cpu_share"},
+    "W3": {"cancel_p50_ms", "cancel_p99_ms", "cancel_max_ms", "cancel_behind_kib_p50", "streams_running", "all_streams_running"},
+    "W4": {"rtt_p50_ms", "rtt_p99_ms"},
+    "W5": {"init_ms"},
+    "W6": {"idle_mib", "after_mib", "per_session_kib"},
+}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def test_bench_smoke_writes_well_formed_json(tmp_path: Path) -> None:
+    """A tiny run on acp-green alone: every workload reports every metric as a number."""
+    out = tmp_path / "bench.json"
+    agent = f"acp-green={sys.executable} -m acp_green serve --ephemeral"
+    proc = subprocess.run(
+        [sys.executable, "-m", "acp_green", "bench", "--agent", agent, "--repeat", "1", "--scale", "0.005", "--json", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(out.read_text())
+    for key in ("format", "started", "finished", "commit", "machine", "load_before", "load_after", "sizes", "agents", "results", "client_ceiling", "failures"):
+        assert key in report, key
+    assert report["failures"] == []
+    assert [a["name"] for a in report["agents"]] == ["acp-green"]
+    assert _number(report["machine"]["nproc"]) and report["machine"]["cpu_model"]
+    results = report["results"]["acp-green"]
+    assert set(results) == set(WORKLOAD_METRICS)
+    for workload, metrics in WORKLOAD_METRICS.items():
+        assert set(results[workload]) == metrics, workload
+        for name, summary in results[workload].items():
+            assert set(summary) >= {"median", "min", "max", "spread", "runs"}
+            assert len(summary["runs"]) == 1 and _number(summary["median"]), (workload, name, summary)
+    assert results["W1"]["valid"]["median"] == 1 and results["W2"]["valid"]["median"] == 1
+    assert [(c["sessions"], c["write_bytes"]) for c in report["client_ceiling"]] == [(1, 0), (32, 0), (1, 8192)]
+    assert all(_number(c["read_chunks_per_s"]) and c["valid"] for c in report["client_ceiling"])
+    assert "W1 stream, chunks/s" in proc.stdout  # the table went to stdout
+
+
+def _chunk(sid: str, index: int, spaced: bool = False) -> bytes:
+    if spaced:  # key order and spacing of another serializer
+        return (f'{{"jsonrpc": "2.0", "method": "session/update", "params": {{"sessionId": "{sid}", "update": '
+                f'{{"content": {{"text": "{index}:....", "type": "text"}}, "sessionUpdate": "agent_message_chunk"}}}}}}\n').encode()
+    return (f'{{"jsonrpc":"2.0","method":"session/update","params":{{"sessionId":"{sid}","update":'
+            f'{{"sessionUpdate":"agent_message_chunk","content":{{"type":"text","text":"{index}:...."}}}}}}}}\n').encode()
+
+
+def test_scanner_counts_chunks_matches_responses_and_checks_order() -> None:
+    responses: list[dict[str, Any]] = []
+    positions: list[int] = []
+    scanner = Scanner(lambda message, now, position: (responses.append(message), positions.append(position)), keep_limit=1 << 20)
+    data = b"".join(_chunk(f"s{i % 3}", i // 3, spaced=i % 2 == 1) for i in range(30))
+    data += b'{"jsonrpc":"2.0","id":7,"result":{"stopReason":"end_turn"}}\n'
+    data += b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"s0","update":{"sessionUpdate":"usage_update","used":1,"size":2}}}\n'
+    data += b'{"jsonrpc":"2.0","id":8,"error":{"code":-32000,"message":"busy"}}\n'
+    for start in range(0, len(data), 37):  # reads that cut lines anywhere
+        scanner.feed(data[start : start + 37], 1.0)
+    assert scanner.chunks == 30
+    assert [m["id"] for m in responses] == [7, 8]
+    assert [data[p : p + 17] for p in positions] == [b'{"jsonrpc":"2.0",'] * 2 and positions[0] < positions[1]
+    check = scanner.validate()
+    assert check.in_order() and check.complete
+    assert {sid: check.chunks_of(sid) for sid in ("s0", "s1", "s2")} == {"s0": 10, "s1": 10, "s2": 10}
+
+
+def test_scanner_sees_a_gap_and_a_line_the_regex_misses() -> None:
+    scanner = Scanner(lambda message, now, position: None, keep_limit=1 << 20)
+    scanner.feed(_chunk("a", 0) + _chunk("a", 2), 0.0)  # chunk 1 missing
+    # update before sessionId: the regex cannot pair it, the line-by-line path still does
+    scanner.feed(b'{"params":{"update":{"sessionUpdate":"agent_message_chunk","content":{"text":"0:x"}},"sessionId":"b"}}\n', 0.0)
+    check = scanner.validate()
+    assert not check.in_order()
+    assert check.streams["a"].out_of_order == 1 and check.chunks_of("b") == 1
+
+
+def test_percentiles_and_summary() -> None:
+    assert percentile([3.0, 1.0, 2.0], 50) == 2.0
+    assert percentile(list(range(101)), 99) == 99.0
+    assert math.isnan(percentile([], 50))
+    summary = summarize([4.0, 2.0, 3.0])
+    assert (summary.median, summary.low, summary.high) == (3.0, 2.0, 4.0)

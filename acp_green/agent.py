@@ -7,10 +7,8 @@ outbound queue and asks the client through the pending-request map it is given.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
-
-import gevent
 
 from . import fairness
 from .context import ConnectionSnapshot

@@ -15,7 +15,6 @@ from tests.mcp_helpers import (
     call_tool,
     connect,
     initialize,
-    message,
     pid_gone,
     provide,
     text_of,

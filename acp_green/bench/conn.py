@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import signal
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -22,6 +21,8 @@ from gevent import subprocess
 from gevent.event import AsyncResult
 from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
+
+from ..rig.reaper import end_process
 
 from .scan import Scanner
 
@@ -256,21 +257,7 @@ class AgentConn:
 
     def close(self, grace: float = 5.0) -> int | None:
         """EOF to the agent, then SIGKILL its process group if it lingers; reap everything."""
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        code: int | None
-        try:
-            code = self.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            code = None
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        if code is None:
-            code = self.proc.wait(timeout=10)
+        code = end_process(self.proc, self.pid, grace)
         if self._reader is not None:
             self._reader.kill(block=True, timeout=2)
         for handle in (self.proc.stdout, self._stderr):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 
 
 def children(pid: int) -> list[int]:
@@ -33,15 +34,20 @@ def rss_bytes(pid: int) -> int:
     return 0
 
 
-def tree_rss_bytes(pid: int) -> int:
-    """VmRSS of `pid` plus every descendant (an agent launched through a wrapper counts whole)."""
-    total = 0
+def _tree_sum(pid: int, measure: Callable[[int], float]) -> float:
+    """`measure` of `pid` plus every live descendant."""
+    total = 0.0
     todo = [pid]
     while todo:
         current = todo.pop()
-        total += rss_bytes(current)
+        total += measure(current)
         todo.extend(children(current))
     return total
+
+
+def tree_rss_bytes(pid: int) -> int:
+    """VmRSS of `pid` plus every descendant (an agent launched through a wrapper counts whole)."""
+    return int(_tree_sum(pid, rss_bytes))
 
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -60,10 +66,4 @@ def cpu_seconds(pid: int) -> float:
 
 def tree_cpu_seconds(pid: int) -> float:
     """CPU time of `pid` plus every live descendant."""
-    total = 0.0
-    todo = [pid]
-    while todo:
-        current = todo.pop()
-        total += cpu_seconds(current)
-        todo.extend(children(current))
-    return total
+    return _tree_sum(pid, cpu_seconds)

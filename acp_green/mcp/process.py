@@ -16,7 +16,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import gevent
 from gevent import subprocess
 from gevent.event import Event
 from gevent.greenlet import Greenlet

@@ -98,7 +98,7 @@ def _content_text(content: Any) -> str:
 
 def _read_line() -> str:
     """One line from the terminal without blocking the hub (a thread reads; the tty stays blocking)."""
-    return gevent.get_hub().threadpool.spawn(sys.stdin.readline).get()
+    return gevent.get_hub().threadpool.spawn(sys.stdin.readline).get()  # ok: a thread reads; the tty stays blocking (GEVENT-NOTES A1.7)
 
 
 def run_chat(options: ChatOptions) -> int:

@@ -400,17 +400,7 @@ class AgentProcess(AcpClient):
 
     def close(self) -> int | None:
         """End the agent: EOF, then SIGKILL its process group if it lingers; reap everything."""
-        self.close_input()
-        try:
-            code = self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            code = None
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        if code is None:
-            code = self.proc.wait(timeout=10)
+        code = reaper.end_process(self.proc, self.pid, grace=10)
         self._reader.join(timeout=5)
         self._stderr_drain.join(timeout=5)
         reaper.LAUNCHED.discard(self.pid)  # reaped: the pid may be reused by anyone

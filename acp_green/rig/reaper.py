@@ -15,6 +15,9 @@ import logging
 import os
 import signal
 from dataclasses import dataclass
+from typing import Any
+
+from gevent import subprocess
 
 log = logging.getLogger(__name__)
 
@@ -143,3 +146,24 @@ def kill_all(processes: list[ProcInfo]) -> None:
             os.kill(info.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def end_process(proc: Any, pid: int, grace: float) -> int:
+    """EOF to a child started in its own session, SIGKILL its group if it lingers, reap it.
+
+    `proc` is a gevent.subprocess.Popen whose stdin the caller hands over here.
+    """
+    try:
+        proc.stdin.close()
+    except OSError:
+        pass
+    code: int | None
+    try:
+        code = proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        code = None
+    try:
+        os.killpg(pid, signal.SIGKILL)  # what it started in its group goes too
+    except (ProcessLookupError, PermissionError):
+        pass
+    return proc.wait(timeout=10) if code is None else code

@@ -8,7 +8,7 @@ see every write this process made before them.
 from __future__ import annotations
 
 import copy
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..sessions import SessionRecord
 from ..usage import UsageRecord

@@ -69,6 +69,14 @@ def _inner_params(params: dict[str, Any], method: str) -> dict[str, Any] | None:
     return inner
 
 
+def _message_fields(params: Any) -> tuple[str, str, dict[str, Any] | None]:
+    """An `mcp/message`'s connectionId, inner method and inner params, checked (-32602)."""
+    method = "mcp/message"
+    params = _mcp_params(params, method)
+    connection_id = _string_field(params, "connectionId", method)
+    return connection_id, _string_field(params, "method", method), _inner_params(params, method)
+
+
 class ConnectJob(Job):
     """`mcp/connect`: starts the bridge in the background; answers once it can carry messages."""
 
@@ -158,22 +166,14 @@ class McpRegistry:
         return ConnectJob(self, bridge)
 
     def admit_message(self, params: Any, request_id: wire.RequestId) -> Job:
-        method = "mcp/message"
-        params = _mcp_params(params, method)
-        connection_id = _string_field(params, "connectionId", method)
-        inner_method = _string_field(params, "method", method)
-        inner = _inner_params(params, method)
+        connection_id, inner_method, inner = _message_fields(params)
         if connection_id in self.outbound:
             return PeerRequestJob(inner_method, inner)
         return self._open_bridge(connection_id).admit_request(request_id, inner_method, inner)
 
     def on_message_notification(self, params: Any) -> None:
         """An `mcp/message` notification: relayed at once, in receive order; never answered (S6)."""
-        method = "mcp/message"
-        params = _mcp_params(params, method)
-        connection_id = _string_field(params, "connectionId", method)
-        inner_method = _string_field(params, "method", method)
-        inner = _inner_params(params, method)
+        connection_id, inner_method, inner = _message_fields(params)
         if connection_id in self.outbound:
             log.debug("notification %s from the client's MCP server %s", inner_method, self.outbound[connection_id])
             return

@@ -7,6 +7,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from acp_green.acp import _mcp_servers
+from acp_green.errors import InvalidParams, TooManyMcpServers
 from acp_green.rig.reaper import descendants
 from tests.mcp_helpers import RECORDER, stdio_entry, wait_gone
 
@@ -79,14 +84,15 @@ def test_max_mcp_servers_option_sets_the_cap(launch):
 
 
 def test_a_server_that_fails_to_start_is_logged_at_warning_and_fails_the_turns_tool_call(launch):
-    """Issue area (MCP limits): a missing command, or a server that exits at once, is logged at WARNING
+    """Issue area (MCP limits): a missing or empty command, or a server that exits at once, is logged at WARNING
     with its name and why; `/mcp` on it fails its tool call with that reason and the turn ends normally."""
     agent = launch("--ephemeral")
     agent.initialize()
     missing = {"name": "ghost", "command": "/nonexistent/mcp-server", "args": [], "env": []}
     quits = {"name": "quitter", "command": sys.executable, "args": [RECORDER, "--exit-now"], "env": []}
-    session_id = agent.new_session(mcp_servers=[missing, quits])
-    for name, reason in [("ghost", "No such file or directory"), ("quitter", "exited with code 4")]:
+    blank = {"name": "blank", "command": "", "args": [], "env": []}
+    session_id = agent.new_session(mcp_servers=[missing, quits, blank])
+    for name, reason in [("ghost", "No such file or directory"), ("quitter", "exited with code 4"), ("blank", "no command")]:
         assert agent.prompt(session_id, f"/mcp {name} echo").result() == {"stopReason": "end_turn"}
         update = last_tool_update(agent, session_id)
         assert update["status"] == "failed"
@@ -162,3 +168,30 @@ def test_servers_beyond_the_descriptor_limit_are_reported_and_the_agent_stays_re
     assert agent.new_session()
     agent.close_input()
     assert agent.wait_exit() == 0
+
+
+entries = st.one_of(
+    st.dictionaries(st.sampled_from(["name", "command", "type", "url"]), st.text(max_size=4), max_size=2),
+    st.none(), st.booleans(), st.integers(), st.text(max_size=4), st.lists(st.integers(), max_size=2),
+)
+
+
+@settings(deadline=None, max_examples=150)
+@given(servers=st.lists(entries, max_size=70), limit=st.integers(min_value=0, max_value=70),
+       method=st.sampled_from(["session/new", "session/load", "session/resume"]))
+def test_mcp_servers_check_refuses_exactly_the_lists_over_the_cap(servers, limit, method):
+    """Issue area (MCP limits), property: a list longer than the cap is refused with too_many_mcp_servers
+    whatever its entries hold; one within the cap is refused only for an entry that is not an object,
+    and otherwise comes back unchanged."""
+    params = {"mcpServers": servers}
+    try:
+        accepted = _mcp_servers(params, method, required=True, limit=limit)
+    except TooManyMcpServers as exc:
+        assert len(servers) > limit
+        assert exc.code == -32602 and exc.data == {"reason": "too_many_mcp_servers", "field": "mcpServers",
+                                                   "count": len(servers), "limit": limit}
+    except InvalidParams as exc:
+        assert len(servers) <= limit and not all(isinstance(s, dict) for s in servers)
+        assert exc.data == {"field": "mcpServers"}
+    else:
+        assert len(servers) <= limit and accepted == servers

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from acp_green.acp import _mcp_servers
 from acp_green.errors import InvalidParams, TooManyMcpServers
-from acp_green.rig.reaper import descendants
-from tests.mcp_helpers import RECORDER, stdio_entry, wait_gone
+from acp_green.rig.reaper import descendants, kill_all
+from tests.mcp_helpers import RECORDER, pid_gone, stdio_entry, wait_gone
 
 SLEEPER = {"name": "sleeper", "command": sys.executable, "args": ["-c", "import time; time.sleep(600)"], "env": []}
 
@@ -109,7 +109,8 @@ def test_many_servers_start_while_control_is_answered_and_are_all_reaped_at_eof_
     answered meanwhile, every server works, and at EOF every one is reaped (no orphan)."""
     agent = launch("--ephemeral")
     agent.initialize()
-    entries = [stdio_entry(f"s{i}", RECORDER) for i in range(40)]
+    # Servers that outlive their stdin: only the agent's close path (EOF, SIGTERM, SIGKILL) ends them.
+    entries = [{"name": f"s{i}", "command": sys.executable, "args": [RECORDER, "--ignore-eof"], "env": []} for i in range(40)]
     opening = agent.request("session/new", {"cwd": "/tmp", "mcpServers": entries})
     lists = [agent.request("session/list", {}) for _ in range(20)]
     session_id = opening.result()["sessionId"]
@@ -120,9 +121,12 @@ def test_many_servers_start_while_control_is_answered_and_are_all_reaped_at_eof_
     pids = [p.pid for p in descendants(agent.pid)]
     agent.tracker.snapshot()
     agent.close_input()
-    assert agent.wait_exit() == 0
-    assert all(wait_gone(pid) for pid in pids)
-    assert agent.survivors() == []
+    try:
+        assert agent.wait_exit() == 0
+        agent.wait_for(lambda: all(pid_gone(pid) for pid in pids), what="every server process reaped")
+        assert agent.survivors() == []
+    finally:
+        kill_all(agent.survivors())
 
 
 def serve_with_fd_limit(launch: Any, limit: int) -> Any:

@@ -91,8 +91,8 @@ def cli() -> None:
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="WARNING", show_default=True,
               help="Log threshold; logs go to stderr, never stdout.")
 def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, idle_timeout: float,
-          max_line_bytes: int, max_mcp_servers: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
-          log_level: str) -> None:
+          max_line_bytes: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
+          log_level: str, max_mcp_servers: int) -> None:
     """Run an ACP agent on stdin/stdout (the main job: point your editor at this)."""
     from . import logsetup
     from .server import ServeOptions, Server

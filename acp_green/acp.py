@@ -27,6 +27,7 @@ from .errors import (
     InvalidParams,
     MethodNotFound,
     SessionBusy,
+    TooManyMcpServers,
     UnknownSession,
     one_line,
 )
@@ -81,11 +82,14 @@ def _string_list(params: dict[str, Any], name: str, method: str) -> list[str]:
     return list(values)
 
 
-def _mcp_servers(params: dict[str, Any], method: str, required: bool) -> list[dict[str, Any]]:
+def _mcp_servers(params: dict[str, Any], method: str, required: bool, limit: int) -> list[dict[str, Any]]:
+    """The declared MCP servers; refused above `limit` before anything is created or started."""
     if required:
         servers = _require(params, "mcpServers", list, method)
     else:
         servers = _optional(params, "mcpServers", list, method, [])
+    if len(servers) > limit:
+        raise TooManyMcpServers(method, len(servers), limit)
     if not all(isinstance(s, dict) for s in servers):
         raise InvalidParams(f"{method}: every entry of 'mcpServers' must be an object", data={"field": "mcpServers"})
     return list(servers)
@@ -180,8 +184,10 @@ class AcpAgentProtocol:
         store: Store,
         endpoint_factory: Callable[..., Endpoint],
         provided_commands: tuple[tuple[str, tuple[str, ...]], ...] = (),
+        max_mcp_servers: int = 64,
     ) -> None:
         self.agent = agent
+        self.max_mcp_servers = max_mcp_servers
         self.context = context
         self.sessions = sessions
         self.store = store
@@ -284,7 +290,7 @@ class AcpAgentProtocol:
         method = "session/new"
         params = _params(params, method)
         cwd = _absolute_path(params, "cwd", method)
-        servers = _mcp_servers(params, method, required=True)
+        servers = _mcp_servers(params, method, required=True, limit=self.max_mcp_servers)
         directories = _string_list(params, "additionalDirectories", method)
         self._require_auth()
         session = self.sessions.create(cwd, directories, servers)
@@ -336,7 +342,7 @@ class AcpAgentProtocol:
         params = _params(params, method)
         session_id = _require(params, "sessionId", str, method)
         cwd = _absolute_path(params, "cwd", method)
-        servers = _mcp_servers(params, method, required=mcp_required)
+        servers = _mcp_servers(params, method, required=mcp_required, limit=self.max_mcp_servers)
         directories = _string_list(params, "additionalDirectories", method)
         self._require_auth()
         live = self.sessions.live(session_id)

@@ -79,6 +79,8 @@ def cli() -> None:
               help="Evict sessions idle longer than this from memory (never one with a running prompt).")
 @click.option("--max-line-bytes", type=click.IntRange(min=1024), default=64 << 20, show_default=True, metavar="N",
               help="Longest input line; a longer one is skipped with -32600 line_too_long.")
+@click.option("--max-mcp-servers", type=click.IntRange(min=0), default=64, show_default=True, metavar="N",
+              help="Most MCP servers one session may declare (any transport); more is refused with -32602 too_many_mcp_servers.")
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Where sessions and the usage ledger are kept (default $XDG_STATE_HOME/acp-green or ~/.local/state/acp-green).")
 @click.option("--ephemeral", is_flag=True, help="Keep everything in memory; write nothing to disk.")
@@ -90,7 +92,7 @@ def cli() -> None:
               help="Log threshold; logs go to stderr, never stdout.")
 def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, idle_timeout: float,
           max_line_bytes: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
-          log_level: str) -> None:
+          log_level: str, max_mcp_servers: int) -> None:
     """Run an ACP agent on stdin/stdout (the main job: point your editor at this)."""
     from . import logsetup
     from .server import ServeOptions, Server
@@ -114,6 +116,7 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
         shutdown_grace=shutdown_grace,
         idle_timeout=idle_timeout,
         max_line_bytes=max_line_bytes,
+        max_mcp_servers=max_mcp_servers,
         provide_mcp=provided,
         state_dir=state_dir,
         ephemeral=ephemeral,

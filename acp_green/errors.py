@@ -158,6 +158,18 @@ class UnknownMcpConnection(InvalidParams):
         )
 
 
+class TooManyMcpServers(InvalidParams):
+    """A session declares more MCP servers than the agent accepts (every transport counts)."""
+
+    reason = "too_many_mcp_servers"
+
+    def __init__(self, method: str, count: int, limit: int) -> None:
+        super().__init__(
+            f"{method}: field 'mcpServers' declares {count} MCP servers; at most {limit} are accepted per session",
+            data={"field": "mcpServers", "count": count, "limit": limit},
+        )
+
+
 class McpConnectFailed(InternalError):
     reason = "mcp_connect_failed"
 

@@ -38,6 +38,7 @@ class ServeOptions:
     shutdown_grace: float = 5.0
     idle_timeout: float = 1800.0
     max_line_bytes: int = 64 << 20
+    max_mcp_servers: int = 64  # per session/new, load or resume, every transport counted
     output: OutputLimits = field(default_factory=OutputLimits)
     handle_signals: bool = True
     #: MCP servers provided over ACP as stdio commands: (name, argv) pairs (`--provide-mcp`).
@@ -83,6 +84,7 @@ class Server:
             self.store,
             partial(Endpoint, outbound, max_background=options.max_background),
             provided_commands=options.provide_mcp,
+            max_mcp_servers=options.max_mcp_servers,
         )
         endpoint = protocol.endpoint
         line_reader = LineReader(read_fd, options.max_line_bytes)

@@ -19,6 +19,7 @@ from typing import Any
 from gevent import subprocess
 from gevent.event import Event
 from gevent.greenlet import Greenlet
+from gevent.lock import Semaphore
 from gevent.queue import Queue
 
 from .. import wire
@@ -31,6 +32,12 @@ MAX_LINE_BYTES = 64 << 20
 #: How much of the child's stderr is kept for error messages.
 STDERR_TAIL = 4096
 _STOP = object()
+#: Children are started one at a time, process-wide. A fork blocks the hub for a few ms; a
+#: session declaring dozens of servers would otherwise fork them all back to back in one hub
+#: turn (their starter greenlets run as one batch of callbacks) and nothing is read or written
+#: meanwhile. Held until the child has exec'd (gevent's Popen waits for that cooperatively), so
+#: the loop polls I/O between two forks.
+_LAUNCHING = Semaphore()
 
 
 class StdioProcess:
@@ -61,16 +68,17 @@ class StdioProcess:
         if env:
             full_env = dict(os.environ)
             full_env.update(env)
-        self.proc = subprocess.Popen(
-            self.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=full_env,
-            cwd=cwd,
-            start_new_session=True,
-            close_fds=True,
-        )
+        with _LAUNCHING:
+            self.proc = subprocess.Popen(
+                self.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=full_env,
+                cwd=cwd,
+                start_new_session=True,
+                close_fds=True,
+            )
         self.pid: int = self.proc.pid
         # gevent.subprocess already wraps the pipes in cooperative file objects.
         self._stdin = self.proc.stdin

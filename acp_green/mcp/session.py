@@ -10,14 +10,16 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
 import gevent
 from gevent.event import AsyncResult
 from gevent.greenlet import Greenlet
+from gevent.lock import Semaphore
 
-from ..errors import ClientError, McpUnavailable, RpcError, TurnCancelled, one_line
+from ..errors import ClientError, McpServerExited, McpUnavailable, RpcError, TurnCancelled, one_line
 from ..sessions import CancelToken
 from .bridge import ProvidedServer
 from .client import AcpChannel, LoopbackChannel, McpClientSession, StdioChannel
@@ -27,16 +29,45 @@ log = logging.getLogger(__name__)
 
 #: How long a stdio server may take to start and answer `initialize`.
 START_TIMEOUT = 30.0
+#: How many stdio servers may be starting (launched, `initialize` not yet answered) at once in
+#: this process. Starting is CPU-heavy (a server on the official SDK imports for ~0.5 s of CPU):
+#: dozens at once on a few cores starve the agent itself and its control answers come late.
+STARTING_AT_ONCE = max(2, os.cpu_count() or 2)
+#: A server slow to initialize gives its starting place back after this long, so one that
+#: never answers delays the servers queued behind it by this much, not by START_TIMEOUT.
+STAGGER = 2.0
+_starting = Semaphore(STARTING_AT_ONCE)
+
+
+class _StartingPlace:
+    """One of the STARTING_AT_ONCE places, given back on release() or after STAGGER seconds."""
+
+    def __init__(self) -> None:
+        _starting.acquire()
+        self._held = True
+        self._expiry = gevent.spawn_later(STAGGER, self.release)
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            _starting.release()
+            if self._expiry is not gevent.getcurrent():
+                self._expiry.kill(block=False)
 
 
 class _StdioServer:
-    """A stdio MCP server started for a session: starts in the background, initialized once."""
+    """A stdio MCP server started for a session: starts in the background, initialized once.
 
-    def __init__(self, name: str, argv: list[str], env: dict[str, str] | None, cwd: str | None) -> None:
+    A server that cannot start is logged at WARNING with why, and `ready` holds McpUnavailable
+    with the same words for the turn that asks for it.
+    """
+
+    def __init__(self, name: str, argv: list[str], env: dict[str, str] | None, cwd: str | None, session_id: str) -> None:
         self.name = name
         self.argv = argv
         self.env = env
         self.cwd = cwd
+        self.session_id = session_id
         self.link: JsonRpcLink | None = None
         self.ready: AsyncResult = AsyncResult()
         self._starter = Greenlet(self._start)
@@ -44,19 +75,30 @@ class _StdioServer:
         self._starter.start()
 
     def _start(self) -> None:
+        place = _StartingPlace()
+        try:
+            self.ready.set(self._launch_and_initialize())
+        except McpUnavailable as exc:
+            log.warning("session %s: %s", self.session_id, exc)
+            self.ready.set_exception(exc)
+        finally:
+            place.release()
+
+    def _launch_and_initialize(self) -> McpClientSession:
         try:
             self.link = JsonRpcLink(self.argv, name=self.name, env=self.env, cwd=self.cwd)
-        except OSError as exc:
-            self.ready.set_exception(McpUnavailable(f"cannot start MCP server {self.name!r} ({self.argv[0]}): {exc.strerror or exc}"))
-            return
+        except OSError as exc:  # no such command, not executable, out of descriptors (EMFILE)...
+            raise McpUnavailable(f"MCP server {self.name!r} failed to start ({self.argv[0]}): {exc.strerror or exc}") from None
         session = McpClientSession(self.name, StdioChannel(self.link))
         try:
             session.initialize(timeout=START_TIMEOUT)
-        except (RpcError, gevent.Timeout) as exc:
-            detail = exc.message if isinstance(exc, RpcError) else f"no answer within {START_TIMEOUT:g}s"
-            self.ready.set_exception(McpUnavailable(f"MCP server {self.name!r} did not initialize: {detail}"))
-            return
-        self.ready.set(session)
+        except McpServerExited as exc:  # exited at once: its message has the code and its stderr's tail
+            raise McpUnavailable(f"MCP server {self.name!r} failed to start: {exc.message}") from None
+        except RpcError as exc:
+            raise McpUnavailable(f"MCP server {self.name!r} failed to start: initialize failed: {exc.message}") from None
+        except gevent.Timeout:
+            raise McpUnavailable(f"MCP server {self.name!r} failed to start: no answer to initialize within {START_TIMEOUT:g}s") from None
+        return session
 
     @property
     def pid(self) -> int | None:
@@ -82,6 +124,7 @@ class SessionMcp:
         self._notify_client = notify_client
         self._on_outbound = on_outbound  # (connectionId, name) registers; (connectionId, None) removes
         self.stdio: dict[str, _StdioServer] = {}
+        self.unstartable: dict[str, str] = {}  # name -> why its declaration cannot be started
         self.sessions: dict[str, McpClientSession] = {}
         self.outbound: dict[str, str] = {}  # name -> connectionId
         self.closed = False
@@ -93,9 +136,10 @@ class SessionMcp:
                 try:
                     argv, env = _stdio_command(entry)
                 except ValueError as exc:
-                    log.warning("session %s: MCP server %r: %s", self.session_id, name, exc)
+                    self.unstartable[name] = f"MCP server {name!r} failed to start: {exc}"
+                    log.warning("session %s: %s", self.session_id, self.unstartable[name])
                     continue
-                self.stdio[name] = _StdioServer(name, argv, env, self.cwd)
+                self.stdio[name] = _StdioServer(name, argv, env, self.cwd, self.session_id)
 
     def get(self, name: str, token: CancelToken) -> McpClientSession:
         """An initialized MCP client session for `name`; McpUnavailable if there is none."""
@@ -106,6 +150,8 @@ class SessionMcp:
             return session
         if name in self.stdio:
             return self._wait_stdio(self.stdio[name], token)
+        if name in self.unstartable:
+            raise McpUnavailable(self.unstartable[name])
         entry = self.declared.get(name)
         if entry is not None:
             kind = _kind(entry)
@@ -120,7 +166,7 @@ class SessionMcp:
             session.initialize(token)
             self.sessions[name] = session
             return session
-        self.stdio[name] = _StdioServer(name, list(server.argv), None, None)
+        self.stdio[name] = _StdioServer(name, list(server.argv), None, None, self.session_id)
         return self._wait_stdio(self.stdio[name], token)
 
     def _wait_stdio(self, server: _StdioServer, token: CancelToken) -> McpClientSession:

@@ -15,6 +15,7 @@ from . import __version__
 log = logging.getLogger(__name__)
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+STDERR_EXIT_FLUSH = 2.0  # seconds the last stderr lines may take to reach a reader at exit
 
 
 def load_agent(spec: str) -> Any:
@@ -100,8 +101,9 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     Signals: SIGTERM, SIGINT and SIGHUP shut down cleanly (running prompts answer
     "cancelled", usage is recorded, MCP servers are stopped, exit 0). SIGQUIT writes the
     stack of every thread and greenlet to stderr and keeps running.
+    Stderr never stalls the agent: what an unread stderr cannot take is dropped and counted.
     """
-    from . import logsetup
+    from . import logsetup, stderrsink
     from .server import ServeOptions, Server
     from .transport import OutputLimits, claim_stdio
 
@@ -131,8 +133,16 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     if monkey_patch:
         log.info("gevent monkey-patching is on (--monkey-patch)")
     read_fd, write_fd = claim_stdio()
-    code = Server(agent, options).serve(read_fd, write_fd)
-    sys.stderr.flush()
+    # From here on nothing may block on fd 2 (usage errors above still go straight to stderr).
+    sink = stderrsink.install()
+    logsetup.configure(log_level)  # again: the handler now writes through the sink
+    try:
+        code = Server(agent, options).serve(read_fd, write_fd)
+    except Exception:
+        log.critical("acp-green serve failed", exc_info=True)
+        code = 1
+    finally:
+        sink.flush(timeout=STDERR_EXIT_FLUSH)  # bounded: a stderr nobody reads cannot hold the exit
     sys.exit(code)
 
 

@@ -159,9 +159,9 @@ class Server:
         from gevent.util import format_run_info
 
         try:
-            report = "\n".join(["acp-green: SIGQUIT: the stack of every thread and greenlet (still serving)",
-                                 *format_run_info(), ""])
-            sys.stderr.write(report)
+            lines = ["acp-green: SIGQUIT: the stack of every thread and greenlet (still serving)", *format_run_info()]
+            for line in lines:  # line by line: a dump bigger than the sink loses its tail, not all of it
+                sys.stderr.write(line + "\n")
         except Exception:
             log.exception("dumping the stacks failed")
 

@@ -8,6 +8,8 @@ import os
 import sys
 import termios
 
+import pytest
+
 from acp_green.stderrsink import SinkTextStream, StderrSink
 from acp_green.transport import read_chunks
 
@@ -37,12 +39,14 @@ def pipe_fill(pid: int) -> int:
         os.close(fd)
 
 
-def test_agent_whose_stderr_is_never_read_answers_everything_and_exits(launch):
+@pytest.mark.parametrize("patching", [(), ("--monkey-patch",)], ids=["plain", "monkey-patched"])
+def test_agent_whose_stderr_is_never_read_answers_everything_and_exits(launch, patching):
     """Issue area stderr: with a stderr pipe nobody reads, hundreds of failing turns — each
     logging a traceback, printing, warning and letting the hub report a dead greenlet — and
-    malformed notifications are all answered; then EOF ends the process with exit 0."""
+    malformed notifications are all answered; then EOF ends the process with exit 0. Under
+    --monkey-patch too: the sink's thread must stay a real thread."""
     agent = launch(command=[sys.executable, "-c", UNREAD_STDERR_LAUNCHER, "--ephemeral", "--log-level", "DEBUG",
-                            "--agent", "tests.stderr_agents:StderrFloodAgent"])
+                            "--agent", "tests.stderr_agents:StderrFloodAgent", *patching])
     agent.initialize()
     sid = agent.new_session()
     turns = 300

@@ -15,6 +15,7 @@ from . import __version__
 log = logging.getLogger(__name__)
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+STDERR_EXIT_FLUSH = 2.0  # seconds the last stderr lines may take to reach a reader at exit
 
 
 def load_agent(spec: str) -> Any:
@@ -90,13 +91,23 @@ def cli() -> None:
               help="Apply gevent monkey-patching before anything else is imported, for agents that call blocking libraries.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="WARNING", show_default=True,
               help="Log threshold; logs go to stderr, never stdout.")
+@click.option("--flush-stall-timeout", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
+              help="At exit, keep writing the last answers while the client reads them; give up once it has read "
+                   "nothing for this long (30 s at most in all; at once if it closed its end).")
 def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, idle_timeout: float,
           max_line_bytes: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
-          log_level: str, max_mcp_servers: int) -> None:
-    """Run an ACP agent on stdin/stdout (the main job: point your editor at this)."""
-    from . import logsetup
+          log_level: str, max_mcp_servers: int, flush_stall_timeout: float) -> None:
+    """Run an ACP agent on stdin/stdout (the main job: point your editor at this).
+
+    \b
+    Signals: SIGTERM, SIGINT and SIGHUP shut down cleanly (running prompts answer
+    "cancelled", usage is recorded, MCP servers are stopped, exit 0). SIGQUIT writes the
+    stack of every thread and greenlet to stderr and keeps running.
+    Stderr never stalls the agent: what an unread stderr cannot take is dropped and counted.
+    """
+    from . import logsetup, stderrsink
     from .server import ServeOptions, Server
-    from .transport import claim_stdio
+    from .transport import OutputLimits, claim_stdio
 
     logsetup.configure(log_level)
     provided = parse_provide_mcp(provide_mcp)
@@ -120,12 +131,21 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
         provide_mcp=provided,
         state_dir=state_dir,
         ephemeral=ephemeral,
+        output=OutputLimits(flush_stall_timeout=flush_stall_timeout),
     )
     if monkey_patch:
         log.info("gevent monkey-patching is on (--monkey-patch)")
     read_fd, write_fd = claim_stdio()
-    code = Server(agent, options).serve(read_fd, write_fd)
-    sys.stderr.flush()
+    # From here on nothing may block on fd 2 (usage errors above still go straight to stderr).
+    sink = stderrsink.install()
+    logsetup.configure(log_level)  # again: the handler now writes through the sink
+    try:
+        code = Server(agent, options).serve(read_fd, write_fd)
+    except Exception:
+        log.critical("acp-green serve failed", exc_info=True)
+        code = 1
+    finally:
+        sink.flush(timeout=STDERR_EXIT_FLUSH)  # bounded: a stderr nobody reads cannot hold the exit
     sys.exit(code)
 
 

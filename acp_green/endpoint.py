@@ -401,6 +401,36 @@ class Endpoint:
         """Answer input that never became a message (a line over the size limit)."""
         self._send_error(None, error)
 
+    def refuse_unread(self, line: bytes) -> None:
+        """Shutdown: answer a line that was read but never dispatched; nothing of it runs.
+
+        A request gets -32800 with its id (a prompt too: it never started, so it has no stop
+        reason); notifications and responses are dropped. A line that is not a valid message
+        gets the answer it would have got at any other time, so every line read is accounted
+        for the same way.
+        """
+        line = line.rstrip(b"\r\n")
+        if not line.strip():
+            return
+        try:
+            message = wire.decode(line)
+        except wire.InvalidMessage as exc:
+            self._send_error(exc.request_id, exc)
+            return
+        except RpcError as exc:
+            self._send_error(None, exc)
+            return
+        except Exception as exc:  # whatever the decoder trips on, the shutdown goes on
+            log.warning("unreadable line at shutdown: %s", type(exc).__name__)
+            self._send_error(None, InvalidRequest("Invalid request"))
+            return
+        if not isinstance(message, wire.Request):
+            return
+        if wire.id_key(message.id) in self._tasks:
+            self._send_error(message.id, InvalidRequest("Request id is already in flight"))
+        else:
+            self._send_error(message.id, RequestCancelled("The agent is shutting down"))
+
     # -- responses ---------------------------------------------------------------------------
     def _send_result(self, request_id: wire.RequestId, result: Any) -> None:
         try:

@@ -1,7 +1,9 @@
 """Logging to stderr that can never take the process down.
 
-stderr may share a non-blocking file description with the wire (a client that ran the agent
-with `2>&1`, GEVENT-NOTES A8.5); a log line that would block is dropped, not raised.
+During `acp-green serve`, sys.stderr is a sink that never blocks (stderrsink.py); configure
+after installing it. Elsewhere stderr may share a non-blocking file description with the wire
+(a client that ran the agent with `2>&1`, GEVENT-NOTES A8.5): a line that cannot be written
+is dropped, not raised.
 """
 
 from __future__ import annotations

@@ -1,14 +1,17 @@
 """Serving one ACP connection: wire the parts together, run until EOF or a signal, shut down.
 
-Shutdown (S13): stop admitting, cancel every active prompt so its normal completion path
-runs, give background work `shutdown_grace` seconds, kill and join what is left, free session
-resources (child processes), flush the store, then flush the writer for a bounded time.
+Shutdown (S13): stop admitting, answer -32800 to every request read but not yet dispatched,
+cancel every active prompt so its normal completion path runs, give background work
+`shutdown_grace` seconds, kill and join what is left, free session resources (child
+processes), flush the store, then flush the writer while the client reads (bounded).
+SIGTERM, SIGINT and SIGHUP all take that path; SIGQUIT dumps every stack and serves on.
 """
 
 from __future__ import annotations
 
 import logging
 import signal
+import sys
 import threading
 from dataclasses import dataclass, field
 from functools import partial
@@ -97,7 +100,7 @@ class Server:
             self._stop.wait()
         finally:
             try:
-                self._shutdown(endpoint, outbound, evictor)
+                self._shutdown(endpoint, outbound, evictor, line_reader)
                 line_reader.close()
             finally:
                 # Only now: a second SIGTERM during shutdown must not kill the process (S13, S16).
@@ -144,13 +147,37 @@ class Server:
         return [
             gevent.signal_handler(signal.SIGTERM, self.request_stop, "SIGTERM"),
             gevent.signal_handler(signal.SIGINT, self.request_stop, "SIGINT"),
+            # The editor's terminal closed: the same orderly end as SIGTERM, not the default kill.
+            gevent.signal_handler(signal.SIGHUP, self.request_stop, "SIGHUP"),
+            gevent.signal_handler(signal.SIGQUIT, self.dump_stacks),
         ]
 
-    def _shutdown(self, endpoint: Endpoint, outbound: Outbound, evictor: Greenlet) -> None:
+    def dump_stacks(self) -> None:
+        """Write the stack of every thread and greenlet to stderr; serving goes on (SIGQUIT).
+
+        Written to sys.stderr rather than logged: it was asked for, whatever the log level.
+        Under `acp-green serve` sys.stderr is the sink, so an unread stderr cannot stall us.
+        """
+        from gevent.util import format_run_info
+
+        try:
+            lines = ["acp-green: SIGQUIT: the stack of every thread and greenlet (still serving)", *format_run_info()]
+            for line in lines:  # line by line: a dump bigger than the sink loses its tail, not all of it
+                sys.stderr.write(line + "\n")
+        except Exception:
+            log.exception("dumping the stacks failed")
+
+    def _shutdown(self, endpoint: Endpoint, outbound: Outbound, evictor: Greenlet, line_reader: LineReader) -> None:
         endpoint.admitting = False
         if self._reader is not None and not self._reader.dead:
             self._reader.join(timeout=self.options.shutdown_grace)  # finishing a control message
             self._reader.kill(block=True, timeout=1)
+        # Lines already read but never dispatched: each request among them gets one answer.
+        for line in line_reader.unread_lines():
+            if line.too_long:
+                endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
+            else:
+                endpoint.refuse_unread(line.data)
         evictor.kill(block=False)
         outbound.release_producers()
         for session in self.sessions:

@@ -11,6 +11,7 @@ import errno
 import fcntl
 import logging
 import os
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 import gevent
 import gevent.os
 from gevent.event import Event
-from gevent.fileobject import FileObjectPosix
 from gevent.greenlet import Greenlet
 
 log = logging.getLogger(__name__)
@@ -29,12 +29,18 @@ _READ_CHUNK = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class OutputLimits:
-    """Byte thresholds of the outbound queue (DESIGN §5)."""
+    """Byte thresholds of the outbound queue (DESIGN §5) and the bounds of the final flush.
+
+    At exit the writer keeps flushing while the client reads: it gives up once the client has
+    read nothing for `flush_stall_timeout` seconds, or after `flush_total_timeout` seconds in
+    all, or at once when the client closed its end.
+    """
 
     high_water: int = 64 << 10
     low_water: int = 16 << 10
     hard_limit: int = 64 << 20
-    flush_timeout: float = 2.0
+    flush_stall_timeout: float = 5.0
+    flush_total_timeout: float = 30.0
 
 
 def claim_stdio() -> tuple[int, int]:
@@ -77,37 +83,112 @@ class Line:
 
 
 class LineReader:
-    """Reads newline-framed lines cooperatively with bounded memory."""
+    """Reads newline-framed lines cooperatively with bounded memory, from a buffer it owns.
+
+    Reads are non-blocking 64 KiB chunks; on EAGAIN the greenlet waits on an io watcher, so
+    the hub runs meanwhile. A line longer than `max_line_bytes` (newline excluded) is skipped
+    without being held in memory and reported as `Line(b"", too_long=True)`. A last line
+    without a newline before EOF still counts. Because the buffer is ours, shutdown can see
+    the complete lines that were read but never handed out (`unread_lines`).
+    """
 
     def __init__(self, fd: int, max_line_bytes: int) -> None:
-        self._file = FileObjectPosix(fd, "rb", closefd=False)
+        self._fd = fd
         self._max = max_line_bytes
+        # Like FileObjectPosix: O_NONBLOCK on the description (GEVENT-NOTES A1.2); claim_stdio
+        # gave us a private duplicate, so the flag does not reach fd 0 or a terminal.
+        os.set_blocking(fd, False)
+        self._watcher = gevent.get_hub().loop.io(fd, 1)
+        self._chunk = b""  # the last chunk read; bytes before `_pos` were handed out already
+        self._pos = 0
+        self._partial: list[bytes] = []  # the start of a line that spans chunks
+        self._partial_len = 0
+        self._closed = False
 
     def lines(self) -> Iterator[Line]:
         """Yield lines until EOF; raises OSError on a read failure."""
-        limit = self._max + 1
-        readline = self._file.readline
+        limit = self._max
+        partial = self._partial
         while True:
-            data = readline(limit)
-            if not data:
-                return
-            if data.endswith(b"\n"):
-                yield Line(data)
+            chunk, pos = self._chunk, self._pos
+            newline = chunk.find(b"\n", pos)
+            if newline >= 0:
+                self._pos = newline + 1
+                if partial:
+                    length = self._partial_len + newline - pos
+                    data = b"".join(partial) + chunk[pos:newline + 1] if length <= limit else b""
+                    partial.clear()
+                    self._partial_len = 0
+                else:
+                    length = newline - pos
+                    data = chunk[pos:newline + 1]
+                yield Line(b"", too_long=True) if length > limit else Line(data)
                 continue
-            if len(data) < limit:
-                yield Line(data)  # final line without a newline before EOF
+            if pos < len(chunk):
+                partial.append(chunk[pos:] if pos else chunk)
+                self._partial_len += len(chunk) - pos
+            self._chunk, self._pos = b"", 0
+            if self._partial_len > limit:
+                # Over the limit: discard up to the next newline without holding it in memory.
+                partial.clear()
+                self._partial_len = 0
+                found = self._skip_to_newline()
+                yield Line(b"", too_long=True)
+                if not found:
+                    return
+                continue
+            chunk = self._read()
+            if not chunk:
+                if partial:
+                    data = b"".join(partial)
+                    partial.clear()
+                    self._partial_len = 0
+                    yield Line(data)  # final line without a newline before EOF
                 return
-            # Over the limit: discard up to the next newline without holding it in memory.
-            while True:
-                rest = readline(_READ_CHUNK)
-                if not rest or rest.endswith(b"\n"):
-                    break
-            yield Line(b"", too_long=True)
-            if not rest:
-                return
+            self._chunk = chunk
+
+    def _skip_to_newline(self) -> bool:
+        """Read and drop bytes up to the next newline; keep what follows. False at EOF."""
+        while True:
+            chunk = self._read()
+            if not chunk:
+                return False
+            newline = chunk.find(b"\n")
+            if newline >= 0:
+                self._chunk, self._pos = chunk, newline + 1
+                return True
+
+    def _read(self) -> bytes:
+        hub = gevent.get_hub()
+        while True:
+            try:
+                return os.read(self._fd, _READ_CHUNK)
+            except OSError as exc:
+                if exc.errno not in _RETRY_ERRNOS:
+                    raise
+            hub.wait(self._watcher)
+
+    def unread_lines(self) -> list[Line]:
+        """The complete lines read into the buffer but never handed out; takes them out.
+
+        A partial last line is not included: the rest of it was never read.
+        """
+        pending = b"".join([*self._partial, self._chunk[self._pos:]])
+        self._partial.clear()
+        self._partial_len = 0
+        self._chunk, self._pos = b"", 0
+        cut = pending.rfind(b"\n")
+        if cut < 0:
+            return []
+        return [
+            Line(b"", too_long=True) if len(data) > self._max else Line(data + b"\n")
+            for data in pending[:cut].split(b"\n")
+        ]
 
     def close(self) -> None:
-        self._file.close()
+        if not self._closed:
+            self._closed = True
+            self._watcher.close()
 
 
 class Outbound:
@@ -127,6 +208,7 @@ class Outbound:
         self._released = Event()
         self._releasing = False
         self._closed = False
+        self._last_progress = 0.0
         self.failed = False
         os.set_blocking(fd, False)
         self._watcher = gevent.get_hub().loop.io(fd, 2)
@@ -223,13 +305,30 @@ class Outbound:
             self.queued_bytes -= written
             if self.queued_bytes <= low and not self._below_high.is_set():
                 self._below_high.set()
+            if self._closed:
+                self._last_progress = time.monotonic()  # the final flush measures stalls from here
 
     # -- shutdown ----------------------------------------------------------------------------
-    def close(self, timeout: float | None = None) -> bool:
-        """Stop accepting, let the writer drain for up to `timeout` seconds; True if drained."""
+    def close(self) -> bool:
+        """Stop accepting and let the writer drain while the client keeps reading; True if drained.
+
+        Bounded whatever the client does: `flush_stall_timeout` without progress, at most
+        `flush_total_timeout` in all, and no wait at all once the output has failed (EPIPE).
+        """
         self._closed = True
         self._wake.set()
-        drained = self._idle.wait(self.limits.flush_timeout if timeout is None else timeout)
+        started = self._last_progress = time.monotonic()
+        stall = self.limits.flush_stall_timeout
+        deadline = started + self.limits.flush_total_timeout
+        drained = False
+        while not self.failed:
+            now = time.monotonic()
+            wait = min(self._last_progress + stall, deadline) - now
+            if wait <= 0:
+                break
+            if self._idle.wait(wait):
+                drained = True
+                break
         if not self._writer.dead:
             self._writer.kill(block=True, timeout=1)
         self._watcher.close()

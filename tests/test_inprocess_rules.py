@@ -219,7 +219,7 @@ def test_authentication_required_until_authenticated(inprocess):
 def test_output_backlog_over_hard_limit_refuses_background_work(inprocess, monkeypatch):
     """DESIGN §5: while the client does not read and the backlog is over the hard limit, new
     background requests get -32000 output_backlog; control is still answered once it reads."""
-    limits = OutputLimits(high_water=16 << 10, low_water=4 << 10, hard_limit=128 << 10, flush_timeout=2)
+    limits = OutputLimits(high_water=16 << 10, low_water=4 << 10, hard_limit=128 << 10, flush_stall_timeout=2)
     harness = start(inprocess, output=limits)
     client = harness.client
     endpoint = harness.server.protocol.endpoint
@@ -362,7 +362,7 @@ def test_failed_session_setup_leaves_no_session_behind(inprocess):
 def test_input_pauses_when_a_client_writes_without_reading(inprocess):
     """DESIGN §5: replies to a client that never reads cannot grow memory without bound: past twice
     the hard limit the agent stops reading until the client reads; then every line is answered."""
-    limits = OutputLimits(high_water=16 << 10, low_water=4 << 10, hard_limit=64 << 10, flush_timeout=2)
+    limits = OutputLimits(high_water=16 << 10, low_water=4 << 10, hard_limit=64 << 10, flush_stall_timeout=2)
     harness = start(inprocess, output=limits)
     client = harness.client
     server = harness.server

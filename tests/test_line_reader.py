@@ -1,0 +1,95 @@
+"""The line reader: framing, the size bound and the lines it holds unread (DESIGN §2 transport)."""
+
+from __future__ import annotations
+
+import os
+
+import gevent
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from acp_green.transport import Line, LineReader
+
+MAX = 1024
+
+line_bodies = st.lists(
+    st.one_of(st.binary(max_size=40), st.binary(min_size=MAX - 2, max_size=MAX + 2), st.binary(min_size=3 * MAX, max_size=70_000))
+    .map(lambda b: b.replace(b"\n", b" ")),
+    max_size=12,
+)
+
+
+def expected(bodies: list[bytes], final: bytes) -> list[Line]:
+    out = [Line(b"", too_long=True) if len(b) > MAX else Line(b + b"\n") for b in bodies]
+    if final:
+        out.append(Line(b"", too_long=True) if len(final) > MAX else Line(final))
+    return out
+
+
+def read_all(chunks: list[bytes]) -> list[Line]:
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+
+    def feed() -> None:
+        try:
+            for chunk in chunks:
+                view = memoryview(chunk)
+                while view:
+                    view = view[gevent.os.nb_write(write_end, view):]
+        finally:
+            os.close(write_end)
+
+    writer = gevent.spawn(feed)
+    reader = LineReader(read_end, MAX)
+    try:
+        return list(reader.lines())
+    finally:
+        writer.join()
+        reader.close()
+        os.close(read_end)
+
+
+@settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(bodies=line_bodies, final=st.binary(max_size=MAX + 5).map(lambda b: b.replace(b"\n", b" ")), cuts=st.lists(st.integers(1, 100_000), max_size=8))
+def test_lines_framed_exactly_whatever_the_write_boundaries(bodies, final, cuts):
+    """Every line comes out once and whole; a line over the limit (newline excluded) is one
+    too_long marker and never held whole; a last line without a newline at EOF still counts."""
+    stream = b"".join(b + b"\n" for b in bodies) + final
+    chunks, at = [], 0
+    for cut in sorted(cuts):
+        if at < cut < len(stream):
+            chunks.append(stream[at:cut])
+            at = cut
+    chunks.append(stream[at:])
+    assert read_all(chunks) == expected(bodies, final)
+
+
+@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(bodies=st.lists(st.one_of(st.binary(max_size=40), st.binary(min_size=MAX - 2, max_size=MAX + 40)).map(lambda b: b.replace(b"\n", b" ")),
+                      min_size=1, max_size=40),
+       taken=st.integers(0, 40), partial=st.binary(max_size=30).map(lambda b: b.replace(b"\n", b" ")))
+def test_unread_lines_are_exactly_the_complete_lines_not_handed_out(bodies, taken, partial):
+    """S13 (unread requests): what the reader read but did not hand out is given back in order,
+    complete lines only, too-long ones as markers; nothing is handed out twice."""
+    taken = min(taken, len(bodies))
+    read_end, write_end = os.pipe()
+    os.write(write_end, b"".join(b + b"\n" for b in bodies) + partial)  # < 64 KiB: one read takes it all
+    reader = LineReader(read_end, MAX)
+    try:
+        lines = reader.lines()
+        handed = [next(lines) for _ in range(taken)]
+        if taken:
+            assert handed + reader.unread_lines() == expected(bodies, b"")
+        else:
+            assert reader.unread_lines() == []  # nothing read yet: all of it is still the kernel's
+        assert reader.unread_lines() == []
+    finally:
+        reader.close()
+        os.close(read_end)
+        os.close(write_end)
+
+
+def test_a_line_far_over_the_limit_is_skipped_with_bounded_memory():
+    """DESIGN §6 line_too_long: a 20 MB line is reported once and the next line is still read."""
+    big = b"x" * (20 << 20)
+    assert read_all([big[: 5 << 20], big[5 << 20:] + b"\n{}\n"]) == [Line(b"", too_long=True), Line(b"{}\n")]

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
+from array import array
+from itertools import accumulate
 from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any, Union
@@ -155,7 +158,7 @@ def decode(line: bytes) -> Message:
     except UnicodeDecodeError as exc:
         raise ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}") from None
     seen = _unrepresentable_seen
-    value = _decode_text(text)
+    value = _decode_text(text, line)
     if isinstance(value, list):
         raise InvalidMessage("Batch requests are not supported")
     if not isinstance(value, dict):
@@ -174,7 +177,7 @@ def decode_value(data: bytes | str) -> Any:
     except UnicodeDecodeError as exc:
         raise ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}") from None
     seen = _unrepresentable_seen
-    value = _decode_text(text)
+    value = _decode_text(text, data if isinstance(data, bytes) else None)
     if _unrepresentable_seen != seen:
         found = find_unrepresentable(value)
         if found is not None:
@@ -182,7 +185,34 @@ def decode_value(data: bytes | str) -> Any:
     return value
 
 
-def _decode_text(text: str) -> Any:
+MAX_NESTING = 512  # levels of arrays and objects a message may use; ACP needs a few dozen
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_ONLY_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEP = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1 / -1 as signed bytes
+
+
+def _too_deep(data: bytes) -> bool:
+    """True if the JSON text nests arrays and objects deeper than MAX_NESTING.
+
+    Cheap first: a text cannot nest deeper than its length or its count of opening brackets,
+    so only a line with more than MAX_NESTING of them is measured (strings removed, then the
+    running depth summed in C).
+    """
+    if len(data) <= MAX_NESTING or data.count(b"[") + data.count(b"{") <= MAX_NESTING:
+        return False
+    steps = array("b", _JSON_STRING.sub(b"", data).translate(None, _ONLY_BRACKETS).translate(_BRACKET_STEP))
+    return max(accumulate(steps), default=0) > MAX_NESTING
+
+
+def _decode_text(text: str, data: bytes | None = None) -> Any:
+    # A fixed limit, checked before decoding, rather than only catching the scanner's
+    # RecursionError: that would cost nothing on ordinary lines, but its limit moves with the
+    # interpreter's recursion limit and the caller's stack (so ~990 levels could pass, be
+    # stored and be replayed to clients whose own parsers stop near 1000). The check costs a
+    # length test on lines up to MAX_NESTING bytes and two byte counts on longer ones.
+    if _too_deep(data if data is not None else text.encode("utf-8", "surrogatepass")):
+        raise ParseError(f"Parse error: nesting deeper than {MAX_NESTING} levels of arrays and objects")
     try:
         try:
             return _DECODER.decode(text)
@@ -194,12 +224,8 @@ def _decode_text(text: str) -> Any:
         raise ParseError(_parse_error_words(exc, text)) from None
     except _NotJson as exc:
         raise ParseError(f"Parse error: {exc}") from None
-    except RecursionError:
-        # The C scanner recurses once per array/object level and stops at the interpreter's
-        # recursion limit: catching that costs nothing on ordinary lines, which a depth
-        # pre-scan of every line would not (and it would still need this for deeper stacks).
-        limit = sys.getrecursionlimit()
-        raise ParseError(f"Parse error: arrays and objects nested too deeply (the limit is below {limit} levels)") from None
+    except RecursionError:  # a caller already deep in its own stack
+        raise ParseError(f"Parse error: nesting deeper than this agent can decode here") from None
 
 
 def _parse_error_words(exc: json.JSONDecodeError, text: str) -> str:
@@ -268,7 +294,7 @@ def render_path(link: Any) -> str:
         elif key.isidentifier() and key.isascii() and len(key) <= 64:
             parts.append(("." if parts else "") + key)
         else:
-            parts.append("[" + json.dumps(excerpt(key, 40)) + "]")
+            parts.append("[" + json.dumps(excerpt(key, 40), ensure_ascii=False) + "]")
     return "".join(parts)
 
 
@@ -291,7 +317,7 @@ def describe(value: Any) -> str:
     if isinstance(value, float):
         return f"the number {value!r}"
     if isinstance(value, str):
-        return f"the string {json.dumps(excerpt(value, 40))}"
+        return f"the string {json.dumps(excerpt(value, 40), ensure_ascii=False)}"
     if isinstance(value, list):
         return f"an array of {len(value)} item{'' if len(value) == 1 else 's'}"
     if isinstance(value, dict):

@@ -54,13 +54,49 @@ def test_nan_and_infinity_inside_strings_are_plain_text():
     assert message.params == {"x": ["NaN", "Infinity", "-Infinity"]}
 
 
-@pytest.mark.parametrize("depth", [1_000, 2_000, 100_000])
+@pytest.mark.parametrize("depth", [wire.MAX_NESTING - 1, 1_000, 2_000, 100_000])
 def test_deep_nesting_is_a_parse_error_never_a_recursion_error(depth):
-    """Hostile input: nesting of any depth is -32700 saying so, never RecursionError out of decode."""
+    """Hostile input: nesting past MAX_NESTING, to any depth, is -32700 saying so, never RecursionError."""
     for fragment in (b"[" * depth + b"]" * depth, b'{"a":' * depth + b"1" + b"}" * depth):
         with pytest.raises(ParseError) as info:
-            wire.decode(envelope(fragment))
-        assert "nested too deeply" in info.value.message
+            wire.decode(envelope(fragment))  # the envelope adds two levels
+        assert info.value.message == f"Parse error: nesting deeper than {wire.MAX_NESTING} levels of arrays and objects"
+
+
+def test_nesting_up_to_the_limit_is_accepted():
+    depth = wire.MAX_NESTING - 2
+    message = wire.decode(envelope(b"[" * depth + b"]" * depth))
+    assert isinstance(message, wire.Request)
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting():
+    text = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "x", "params": {"s": '\\"' + "[{" * 2_000, "t": "]" * 900}})
+    assert wire.decode(text.encode()).params["t"] == "]" * 900
+
+
+def _depth(value) -> int:
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, (dict, list)):
+            level += 1
+            deepest = max(deepest, level)
+            stack.extend((v, level) for v in (node.values() if isinstance(node, dict) else node))
+    return deepest
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.recursive(st.text(alphabet='[]{}"\\ab', max_size=4) | st.integers(),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(alphabet='[]{}"\\', max_size=3), inner, max_size=3),
+                    max_leaves=12),
+       st.integers(0, 600))
+def test_depth_precheck_agrees_with_the_value(value, wrap):
+    """The pre-check measures JSON text exactly as deep as the decoded value, strings ignored."""
+    value = {"v": value}
+    for _ in range(wrap):
+        value = [value]
+    text = json.dumps(value).encode()
+    assert wire._too_deep(text) == (_depth(value) > wire.MAX_NESTING)
 
 
 def test_nan_with_deep_nesting_is_answered_not_raised():
@@ -71,8 +107,8 @@ def test_nan_with_deep_nesting_is_answered_not_raised():
 
 
 def test_deeply_nested_id_is_described_not_repred():
-    """Hostile input: an id nested ~900 levels is -32600 with a message that describes it, not repr()."""
-    line = b'{"jsonrpc":"2.0","id":' + b"[" * 900 + b"]" * 900 + b',"method":"x"}'
+    """Hostile input: an id nested 500 levels is -32600 with a message that describes it, not repr()."""
+    line = b'{"jsonrpc":"2.0","id":' + b"[" * 500 + b"]" * 500 + b',"method":"x"}'
     with pytest.raises(wire.InvalidMessage) as info:
         wire.decode(line)
     assert info.value.code == INVALID_REQUEST and info.value.request_id is None
@@ -133,8 +169,8 @@ def test_unrepresentable_number_in_an_unread_field_is_ignored():
 
 
 def test_path_of_an_unrepresentable_number_is_bounded_at_any_depth():
-    """The walk is iterative and the path it renders is bounded, even ~900 levels down."""
-    line = envelope(b'{"a":' * 900 + b"1e400" + b"}" * 900)
+    """The walk is iterative and the path it renders is bounded, even 500 levels down."""
+    line = envelope(b'{"a":' * 500 + b"1e400" + b"}" * 500)
     with pytest.raises(wire.UnrepresentableNumber) as info:
         wire.decode(line)
     field = info.value.data["field"]
@@ -178,7 +214,7 @@ def hostile_lines(draw: st.DrawFn) -> bytes:
                               '"\\udc00x"', '"\t"', "1e-400", "[1,]", "{}", "null"])),
     ]
     fragment = ",".join(draw(st.lists(st.sampled_from(pieces), min_size=1, max_size=3)))
-    request_id = draw(st.sampled_from(["1", '"a"', "null", "true", "1.5", "[]", '{"a":[[[]]]}', _nest(1_500, ""), "9" * 5000]))
+    request_id = draw(st.sampled_from(["1", '"a"', "null", "true", "1.5", "[]", '{"a":[[[]]]}', _nest(1_500, ""), _nest(500, ""), "9" * 5000]))
     line = ('{"jsonrpc":"2.0","id":' + request_id + ',"method":"m","params":[' + fragment + "]}").encode("utf-8", "surrogatepass")
     junk = draw(st.binary(max_size=6))
     where = draw(st.integers(0, len(line)))

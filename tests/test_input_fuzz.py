@@ -218,7 +218,7 @@ def ledger(inprocess) -> Ledger:
 
 
 @settings(
-    deadline=None, max_examples=120,
+    deadline=None, max_examples=150,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(data=st.data())

@@ -344,6 +344,6 @@ def test_unencodable_turn_still_answers_its_stop_reason_and_records_usage_S16(in
     assert [r.stop_reason for r in records] == ["max_tokens"]
     assert not [r for r in harness.server.store.usage() if r.stop_reason == RUNNING]
     assert harness.server.protocol.prompts == {}
-    assert client.prompt(sid, "again").result() == {"stopReason": "max_tokens"}
     # What could be encoded of the turn is kept: the agent's own reply is in the stored history.
     assert any(b'"ok"' in entry for entry in harness.server.store.history(sid))
+    assert client.prompt(sid, "again").result() == {"stopReason": "max_tokens"}

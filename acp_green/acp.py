@@ -534,7 +534,10 @@ class AcpAgentProtocol:
         the rest of the turn is still worth keeping.
         """
         entries = []
-        for index, block in enumerate(turn.prompt):
+        blocks = turn.prompt if isinstance(turn.prompt, list) else []
+        if blocks is not turn.prompt:
+            log.error("the prompt of a turn of %s is no longer a list of blocks; stored without it", turn.session_id)
+        for index, block in enumerate(blocks):
             try:
                 entries.append(wire.encode_json({"sessionUpdate": "user_message_chunk", "content": block}))
             except Exception as exc:

@@ -282,7 +282,7 @@ class AcpAgentProtocol:
         params = _params(params, "authenticate")
         method_id = _require(params, "methodId", str, "authenticate")
         if not any(m.id == method_id for m in self.agent.auth_methods):
-            raise InvalidParams(f"authenticate: unknown methodId {method_id!r}", data={"field": "methodId"})
+            raise InvalidParams(f"authenticate: unknown methodId {wire.excerpt(method_id)!r}", data={"field": "methodId"})
         self.agent.authenticate(method_id, self.context.snapshot)
         self.context.authenticated(method_id)
         return {}
@@ -426,7 +426,7 @@ class AcpAgentProtocol:
         session = self._named_session(params, method)
         mode_id = _require_id(params, "modeId", method)
         if not any(m.id == mode_id for m in self.agent.modes):
-            raise InvalidParams(f"{method}: unknown modeId {mode_id!r}", data={"field": "modeId"})
+            raise InvalidParams(f"{method}: unknown modeId {wire.excerpt(mode_id)!r}", data={"field": "modeId"})
         session.record.mode_id = mode_id
         self.sessions.save(session)
         return {}
@@ -438,12 +438,12 @@ class AcpAgentProtocol:
         config_id = _require_id(params, "configId", method)
         option = next((o for o in self.agent.config_options if o.id == config_id), None)
         if option is None:
-            raise InvalidParams(f"{method}: unknown configId {config_id!r}", data={"field": "configId"})
+            raise InvalidParams(f"{method}: unknown configId {wire.excerpt(config_id)!r}", data={"field": "configId"})
         if "value" not in params:
             raise InvalidParams(f"{method}: missing required field 'value'", data={"field": "value"})
         value = params["value"]
         if not option.accepts(value):
-            raise InvalidParams(f"{method}: {wire.describe(value)} is not a value of {config_id!r}", data={"field": "value"})
+            raise InvalidParams(f"{method}: {wire.describe(value)} is not a value of {wire.excerpt(config_id)!r}", data={"field": "value"})
         session.record.config[config_id] = value
         self.sessions.save(session)
         return {"configOptions": self.config_options(session)}

@@ -372,10 +372,10 @@ class Endpoint:
         except gevent.Timeout as exc:  # a BaseException: would otherwise leave the request unanswered
             outcome = Outcome(error=InternalError(f"Timed out: {one_line(str(exc))}"))
         except SystemExit:  # agent code must not end the server from a pooled greenlet (GEVENT-NOTES 0.10)
-            log.error("%s #%r called sys.exit; answered as an internal error", task.method, task.request_id)
+            log.error("%s #%s called sys.exit; answered as an internal error", task.method, _id_text(task.request_id))
             outcome = Outcome(error=InternalError("Agent code tried to exit the process"))
         except Exception as exc:
-            log.exception("%s #%r failed", task.method, task.request_id)
+            log.exception("%s #%s failed", task.method, _id_text(task.request_id))
             outcome = Outcome(error=InternalError(one_line(f"{type(exc).__name__}: {exc}")))
         finally:
             self._finish(task, outcome)
@@ -389,7 +389,7 @@ class Endpoint:
         try:
             outcome = task.job.settle(outcome)
         except Exception as exc:
-            log.exception("settling %s #%r failed", task.method, task.request_id)
+            log.exception("settling %s #%s failed", task.method, _id_text(task.request_id))
             outcome = Outcome(error=InternalError(one_line(f"{type(exc).__name__}: {exc}")))
         if task.answered:
             return
@@ -447,7 +447,7 @@ class Endpoint:
         for task in list(self._tasks.values()):
             # Agent code that swallowed the kill (a bare except): answer and release anyway;
             # the greenlet is abandoned to the process exit (S14, S16).
-            log.error("%s #%r ignored its kill; answered as aborted", task.method, task.request_id)
+            log.error("%s #%s ignored its kill; answered as aborted", task.method, _id_text(task.request_id))
             self._finish(task, KILLED)
         return len(survivors)
 
@@ -466,7 +466,7 @@ class Endpoint:
         try:
             data = wire.encode_result(request_id, result)
         except (TypeError, ValueError, OverflowError) as exc:
-            log.error("result for %r cannot be encoded: %s", request_id, exc)
+            log.error("result for %s cannot be encoded: %s", _id_text(request_id), exc)
             data = wire.encode_error(request_id, InternalError(one_line(f"Result not encodable: {exc}")).to_wire())
         self.outbound.put(data)
 

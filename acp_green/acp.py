@@ -26,6 +26,7 @@ from .errors import (
     InternalError,
     InvalidParams,
     MethodNotFound,
+    RpcError,
     SessionBusy,
     TooManyMcpServers,
     UnknownSession,
@@ -56,6 +57,19 @@ def _require(params: dict[str, Any], name: str, kind: type | tuple[type, ...], m
     value = params[name]
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         raise InvalidParams(f"{method}: field {name!r} has the wrong type", data={"field": name})
+    return value
+
+
+def _require_id(params: dict[str, Any], name: str, method: str) -> str:
+    """An id field: a string that UTF-8 can carry. A lone surrogate (from a \\udXXX escape) is
+    refused here only: ids are keys the store must bind, while paths, titles and prompt text
+    keep theirs (a non-UTF-8 path byte arrives as one)."""
+    value = _require(params, name, str, method)
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidParams(f"{method}: field {name!r} holds a lone surrogate, which no id may", data={"field": name}) from None
     return value
 
 
@@ -144,9 +158,12 @@ class PromptJob(Job):
         else:
             stop, final = outcome.result["stopReason"], outcome
         usage = turn.usage
-        if usage.context_size is not None and not turn.closed:
-            used = usage.context_used if usage.context_used is not None else (usage.input_tokens or 0) + (usage.output_tokens or 0)
-            turn.send_final({"sessionUpdate": "usage_update", "used": used, "size": usage.context_size})
+        try:
+            if usage.context_size is not None and not turn.closed:
+                used = usage.context_used if usage.context_used is not None else (usage.input_tokens or 0) + (usage.output_tokens or 0)
+                turn.send_final({"sessionUpdate": "usage_update", "used": used, "size": usage.context_size})
+        except Exception:  # counters the agent set that JSON cannot carry: the record still counts (S16)
+            log.exception("the final usage_update of a turn of %s could not be sent", self.session.session_id)
         turn.closed = True
         self.protocol.finish_turn(self, stop)
         return final
@@ -271,14 +288,14 @@ class AcpAgentProtocol:
         params = _params(params, "authenticate")
         method_id = _require(params, "methodId", str, "authenticate")
         if not any(m.id == method_id for m in self.agent.auth_methods):
-            raise InvalidParams(f"authenticate: unknown methodId {method_id!r}", data={"field": "methodId"})
+            raise InvalidParams(f"authenticate: unknown methodId {wire.excerpt(method_id)!r}", data={"field": "methodId"})
         self.agent.authenticate(method_id, self.context.snapshot)
         self.context.authenticated(method_id)
         return {}
 
     def _named_session(self, params: dict[str, Any], method: str) -> Session:
         """The session a request names, after the auth check (a stored session is no way around it)."""
-        session_id = _require(params, "sessionId", str, method)
+        session_id = _require_id(params, "sessionId", method)
         self._require_auth()
         return self.sessions.get(session_id)
 
@@ -340,7 +357,7 @@ class AcpAgentProtocol:
     # -- stored sessions (all control: receive order, S2; they wait for the store thread) -----
     def _reopen(self, params: Any, method: str, mcp_required: bool) -> Session:
         params = _params(params, method)
-        session_id = _require(params, "sessionId", str, method)
+        session_id = _require_id(params, "sessionId", method)
         cwd = _absolute_path(params, "cwd", method)
         servers = _mcp_servers(params, method, required=mcp_required, limit=self.max_mcp_servers)
         directories = _string_list(params, "additionalDirectories", method)
@@ -394,7 +411,7 @@ class AcpAgentProtocol:
         """Forget a session (unknown ids succeed silently); a running prompt is cancelled."""
         method = "session/delete"
         params = _params(params, method)
-        session_id = _require(params, "sessionId", str, method)
+        session_id = _require_id(params, "sessionId", method)
         self._require_auth()
         self.sessions.delete(session_id)
         return {}
@@ -403,7 +420,7 @@ class AcpAgentProtocol:
         """Cancel as session/cancel would, then free the session's resources; it stays stored."""
         method = "session/close"
         params = _params(params, method)
-        session_id = _require(params, "sessionId", str, method)
+        session_id = _require_id(params, "sessionId", method)
         self._require_auth()
         if not self.sessions.close(session_id) and self.store.load_session(session_id) is None:
             raise UnknownSession(session_id)
@@ -413,9 +430,9 @@ class AcpAgentProtocol:
         method = "session/set_mode"
         params = _params(params, method)
         session = self._named_session(params, method)
-        mode_id = _require(params, "modeId", str, method)
+        mode_id = _require_id(params, "modeId", method)
         if not any(m.id == mode_id for m in self.agent.modes):
-            raise InvalidParams(f"{method}: unknown modeId {mode_id!r}", data={"field": "modeId"})
+            raise InvalidParams(f"{method}: unknown modeId {wire.excerpt(mode_id)!r}", data={"field": "modeId"})
         session.record.mode_id = mode_id
         self.sessions.save(session)
         return {}
@@ -424,15 +441,15 @@ class AcpAgentProtocol:
         method = "session/set_config_option"
         params = _params(params, method)
         session = self._named_session(params, method)
-        config_id = _require(params, "configId", str, method)
+        config_id = _require_id(params, "configId", method)
         option = next((o for o in self.agent.config_options if o.id == config_id), None)
         if option is None:
-            raise InvalidParams(f"{method}: unknown configId {config_id!r}", data={"field": "configId"})
+            raise InvalidParams(f"{method}: unknown configId {wire.excerpt(config_id)!r}", data={"field": "configId"})
         if "value" not in params:
             raise InvalidParams(f"{method}: missing required field 'value'", data={"field": "value"})
         value = params["value"]
         if not option.accepts(value):
-            raise InvalidParams(f"{method}: {value!r} is not a value of {config_id!r}", data={"field": "value"})
+            raise InvalidParams(f"{method}: {wire.describe(value)} is not a value of {wire.excerpt(config_id)!r}", data={"field": "value"})
         session.record.config[config_id] = value
         self.sessions.save(session)
         return {"configOptions": self.config_options(session)}
@@ -440,7 +457,7 @@ class AcpAgentProtocol:
     # -- notifications -----------------------------------------------------------------------
     def on_session_cancel(self, params: Any) -> None:
         params = _params(params, "session/cancel")
-        session_id = _require(params, "sessionId", str, "session/cancel")
+        session_id = _require_id(params, "sessionId", "session/cancel")
         if not self.sessions.is_live(session_id):
             log.debug("session/cancel for a session that is not live: %s", session_id)
             return
@@ -458,7 +475,7 @@ class AcpAgentProtocol:
         """In the receive loop: validate, reserve the session, bind its current token (S8, S11)."""
         method = "session/prompt"
         params = _params(params, method)
-        session_id = _require(params, "sessionId", str, method)
+        session_id = _require_id(params, "sessionId", method)
         prompt = _prompt_blocks(params, method)
         session = self._named_session(params, method)
         if session.busy:
@@ -492,27 +509,47 @@ class AcpAgentProtocol:
         return job
 
     def finish_turn(self, job: PromptJob, stop_reason: str) -> None:
-        """Record history and exactly one usage record for the prompt (S16); never blocks."""
+        """Record history and exactly one usage record for the prompt (S16); never blocks.
+
+        Nothing that goes wrong with the history (a value JSON cannot carry, a store failure)
+        may skip the usage record or leave the session marked as prompting.
+        """
         session = job.session
-        if self.prompts.get(session.session_id) is job:
-            del self.prompts[session.session_id]
-        turn = job.turn
         session_id = session.session_id
-        if not session.deleted:
-            entries = [wire.encode_json({"sessionUpdate": "user_message_chunk", "content": block}) for block in turn.prompt]
-            entries.extend(turn.history())
-            try:
-                # One write for the whole turn: one row, one transaction, however many chunks.
-                self.store.append_turn(session_id, entries, stop_reason)
-                self.sessions.save(session)  # its updated time, for session/list
-            except Exception:
-                log.exception("storing the history of a turn of %s failed", session_id)
-        record = self.usage_record(job, stop_reason)
         try:
-            self.store.record_usage(record)
+            if self.prompts.get(session_id) is job:
+                del self.prompts[session_id]
+            if not session.deleted:
+                # One write for the whole turn: one row, one transaction, however many chunks.
+                self.store.append_turn(session_id, self._history_entries(job.turn), stop_reason)
+                self.sessions.save(session)  # its updated time, for session/list
+        except Exception:
+            log.exception("storing the history of a turn of %s failed", session_id)
+        try:
+            self.store.record_usage(self.usage_record(job, stop_reason))
         except Exception:
             log.exception("recording usage for %s failed", session_id)
-        self.sessions.prompt_ended(session)
+        finally:
+            self.sessions.prompt_ended(session)
+
+    @staticmethod
+    def _history_entries(turn: Turn) -> list[bytes]:
+        """The turn as stored history: each prompt block, then every update sent (already JSON).
+
+        A block the agent changed into something JSON cannot carry is left out (and logged):
+        the rest of the turn is still worth keeping.
+        """
+        entries = []
+        blocks = turn.prompt if isinstance(turn.prompt, list) else []
+        if blocks is not turn.prompt:
+            log.error("the prompt of a turn of %s is no longer a list of blocks; stored without it", turn.session_id)
+        for index, block in enumerate(blocks):
+            try:
+                entries.append(wire.encode_json({"sessionUpdate": "user_message_chunk", "content": block}))
+            except Exception as exc:
+                log.error("prompt block %d of a turn of %s cannot be stored: %s", index, turn.session_id, one_line(str(exc)))
+        entries.extend(turn.history())
+        return entries
 
     def usage_record(self, job: PromptJob, stop_reason: str) -> UsageRecord:
         usage = job.turn.usage
@@ -652,14 +689,20 @@ def encode_cursor(updated_at: float, session_id: str) -> str:
 
 
 def decode_cursor(cursor: str) -> tuple[float, str]:
+    """The position a cursor from `encode_cursor` names; -32602 for anything else a client sends."""
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        updated_at, session_id = json.loads(raw)
+        # Strict and bounded: a forged cursor may hold deep nesting or a huge number.
+        position = wire.decode_value(raw)
+        if not isinstance(position, list) or len(position) != 2:
+            raise ValueError("not a cursor")
+        updated_at, session_id = position
         if isinstance(updated_at, bool) or not isinstance(updated_at, (int, float)) or not isinstance(session_id, str):
             raise ValueError("bad cursor fields")
-    except (ValueError, TypeError, binascii.Error):
+        updated_at = float(updated_at)  # decode_value admits no non-finite float; a long int may overflow
+    except (ValueError, TypeError, OverflowError, binascii.Error, RpcError):
         raise InvalidParams("session/list: field 'cursor' is not a cursor this agent returned", data={"field": "cursor"}) from None
-    return float(updated_at), session_id
+    return updated_at, session_id
 
 
 __all__ = ["AcpAgentProtocol", "PromptJob", "encode_update", "one_line", "UnknownSession"]

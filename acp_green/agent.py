@@ -209,7 +209,9 @@ class Turn:
         self._call_client = call_client
         self._fair = fairness.share()
         self._mcp = mcp
-        self.usage.input_bytes = sum(len(b.get("text", "")) for b in prompt if isinstance(b, dict))
+        # Only text a block of type "text" carries (checked at admission); other blocks may hold
+        # a "text" field of any type, an extra field ACP lets a client send.
+        self.usage.input_bytes = sum(len(b["text"]) for b in prompt if b.get("type") == "text")
 
     # -- input -------------------------------------------------------------------------------
     @property

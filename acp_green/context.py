@@ -10,12 +10,32 @@ PROTOCOL_VERSION = 1
 
 
 def _frozen(value: Any) -> Any:
-    """A read-only deep copy of decoded JSON, so a snapshot cannot be changed through it."""
-    if isinstance(value, dict):
-        return MappingProxyType({k: _frozen(v) for k, v in value.items()})
-    if isinstance(value, list):
-        return tuple(_frozen(v) for v in value)
-    return value
+    """A read-only deep copy of decoded JSON, so a snapshot cannot be changed through it.
+
+    Iterative: a client chooses the depth. Containers are listed parents first, then frozen
+    in reverse, so every child is frozen before the container that holds it.
+    """
+    if not isinstance(value, (dict, list)):
+        return value
+    order: list[Any] = []
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        stack.extend(v for v in (node.values() if isinstance(node, dict) else node) if isinstance(v, (dict, list)))
+    frozen: dict[int, Any] = {}  # by id(): every node stays alive in `order` meanwhile
+    for node in reversed(order):
+        if isinstance(node, dict):
+            frozen[id(node)] = MappingProxyType({k: frozen.get(id(v), v) if isinstance(v, (dict, list)) else v for k, v in node.items()})
+        else:
+            frozen[id(node)] = tuple(frozen[id(v)] if isinstance(v, (dict, list)) else v for v in node)
+    return frozen[id(value)]
+
+
+def _advertised(capabilities: Mapping[str, Any], group: str, name: str) -> bool:
+    """`capabilities[group][name] is True`; a group of the wrong type advertises nothing."""
+    found = capabilities.get(group)
+    return isinstance(found, Mapping) and found.get(name) is True
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +53,10 @@ class ConnectionSnapshot:
         return self.protocol_version is not None
 
     def can_read_files(self) -> bool:
-        fs = self.client_capabilities.get("fs") or {}
-        return fs.get("readTextFile") is True
+        return _advertised(self.client_capabilities, "fs", "readTextFile")
 
     def can_write_files(self) -> bool:
-        fs = self.client_capabilities.get("fs") or {}
-        return fs.get("writeTextFile") is True
+        return _advertised(self.client_capabilities, "fs", "writeTextFile")
 
     def has_terminal(self) -> bool:
         return self.client_capabilities.get("terminal") is True

@@ -29,6 +29,7 @@ from .errors import (
     InvalidRequest,
     MethodNotFound,
     OutputBacklog,
+    ParseError,
     RequestCancelled,
     RpcError,
     TurnCancelled,
@@ -152,7 +153,7 @@ class ClientRequests:
     def resolve(self, response: wire.Response) -> None:
         entry = self._pending.pop(wire.id_key(response.id), None)
         if entry is None:
-            log.warning("ignoring a response to id %r, which the agent is not waiting for", response.id)
+            log.warning("ignoring a response to id %s, which the agent is not waiting for", _id_text(response.id))
             return
         method, result = entry
         if response.error is not None:
@@ -190,25 +191,76 @@ class Endpoint:
         self._tasks: dict[tuple[bool, Any], _Task] = {}
         self._dying: set[Greenlet] = set()  # answered and killed, not yet dead (agent code may linger)
         self.admitting = True
+        # The request of the line being handled (id key) and whether it has been answered:
+        # what the last-resort guard of handle_line needs to never answer twice.
+        self._line_key: tuple[bool, Any] | None = None
+        self._line_answered = False
 
     # -- the receive loop's entry point ------------------------------------------------------
     def handle_line(self, line: bytes) -> None:
-        """Handle one framed line; never raises for bad input."""
+        """Handle one framed line; never raises for any input (a kill, GreenletExit, passes through).
+
+        Whatever escapes the handling of a line is logged and answered by a last-resort guard,
+        unless the line's request was answered already or a started greenlet owns its answer:
+        a request is never answered twice.
+        """
         if line.endswith(b"\n"):
             line = line[:-1]
         if line.endswith(b"\r"):
             line = line[:-1]
         if not line.strip():
             return
+        message: wire.Message | None = None
+        self._line_answered = False
         try:
-            message = wire.decode(line)
-        except wire.InvalidMessage as exc:
-            self._send_error(exc.request_id, exc)
-            return
-        except RpcError as exc:
-            self._send_error(None, exc)
-            return
-        self.handle(message)
+            try:
+                message = wire.decode(line)
+            except wire.InvalidMessage as exc:
+                self._send_error(exc.request_id, exc)
+                return
+            except wire.UnrepresentableNumber as exc:
+                self._refuse_unrepresentable(exc)
+                return
+            except RpcError as exc:
+                self._send_error(None, exc)
+                return
+            if isinstance(message, wire.Request):
+                self._line_key = wire.id_key(message.id)
+            self.handle(message)
+        except (Exception, gevent.Timeout) as exc:  # a Timeout here is one the line's handling raised
+            self._last_resort(message, exc)
+        finally:
+            self._line_key = None
+
+    def _refuse_unrepresentable(self, exc: wire.UnrepresentableNumber) -> None:
+        """Valid JSON with a number Python cannot carry: a request gets -32602, a notification nothing."""
+        source = exc.source
+        if isinstance(source, wire.Request):
+            if wire.id_key(source.id) in self._tasks:
+                self._send_error(source.id, InvalidRequest(f"Request id {_id_text(source.id)} is already in flight"))
+            else:
+                self._send_error(source.id, exc)
+        else:
+            log.warning("ignoring a %s notification: %s", wire.excerpt(source.method), exc.message)
+
+    def _last_resort(self, message: wire.Message | None, exc: BaseException) -> None:
+        """Answer a line whose handling failed unexpectedly, at most once and only if unanswered."""
+        try:
+            log.error("handling a line failed (%s); answered by the last-resort guard", _kind(message), exc_info=exc)
+            detail = one_line(f"{type(exc).__name__}: {exc}", 200)
+            if message is None:
+                self._send_error(None, ParseError(f"Parse error: the line could not be decoded ({detail})"))
+            elif isinstance(message, wire.Request) and not self._line_answered:
+                task = self._tasks.get(wire.id_key(message.id))
+                if task is None:
+                    self._send_error(message.id, InternalError(f"Internal error while handling {wire.excerpt(message.method)}: {detail}"))
+                elif task.greenlet is None or not (task.greenlet.started or task.greenlet.dead):
+                    # Admitted in this line but never started: nothing else will ever answer it.
+                    self._finish(task, Outcome(error=InternalError(f"Internal error while admitting {task.method}: {detail}")))
+                # else a started greenlet answers it (its body or its rawlink)
+            # a notification is never answered, and a response is not a request
+        except Exception:
+            log.exception("the last-resort guard itself failed")
 
     def handle(self, message: wire.Message) -> None:
         if isinstance(message, wire.Request):
@@ -223,10 +275,10 @@ class Endpoint:
         if route is None and self.fallback is not None:
             route = self.fallback(request.method)
         if route is None:
-            self._send_error(request.id, MethodNotFound(request.method))
+            self._send_error(request.id, MethodNotFound(wire.excerpt(request.method, 200)))
             return
         if wire.id_key(request.id) in self._tasks:
-            self._send_error(request.id, InvalidRequest(f"Request id {request.id!r} is already in flight"))
+            self._send_error(request.id, InvalidRequest(f"Request id {_id_text(request.id)} is already in flight"))
             return
         if route.kind is Kind.CONTROL:
             self._run_control(request, route)
@@ -298,11 +350,13 @@ class Endpoint:
             self._send_error(request.id, InternalError(one_line(f"{type(exc).__name__}: {exc}")))
             return
         task = _Task(request.id, request.method, job)
+        # In the table first: should anything below fail, handle_line's guard finds the task
+        # unstarted and settles it, so its reservations are released and it is answered.
+        self._tasks[wire.id_key(request.id)] = task
         greenlet = Greenlet(self._run_task, task)
         greenlet.name = f"{request.method}#{request.id}"
         greenlet.rawlink(lambda _g: self._finish(task, KILLED))
         task.greenlet = greenlet
-        self._tasks[wire.id_key(request.id)] = task
         greenlet.start()
 
     def _run_task(self, task: _Task) -> None:
@@ -318,10 +372,10 @@ class Endpoint:
         except gevent.Timeout as exc:  # a BaseException: would otherwise leave the request unanswered
             outcome = Outcome(error=InternalError(f"Timed out: {one_line(str(exc))}"))
         except SystemExit:  # agent code must not end the server from a pooled greenlet (GEVENT-NOTES 0.10)
-            log.error("%s #%r called sys.exit; answered as an internal error", task.method, task.request_id)
+            log.error("%s #%s called sys.exit; answered as an internal error", task.method, _id_text(task.request_id))
             outcome = Outcome(error=InternalError("Agent code tried to exit the process"))
         except Exception as exc:
-            log.exception("%s #%r failed", task.method, task.request_id)
+            log.exception("%s #%s failed", task.method, _id_text(task.request_id))
             outcome = Outcome(error=InternalError(one_line(f"{type(exc).__name__}: {exc}")))
         finally:
             self._finish(task, outcome)
@@ -335,7 +389,7 @@ class Endpoint:
         try:
             outcome = task.job.settle(outcome)
         except Exception as exc:
-            log.exception("settling %s #%r failed", task.method, task.request_id)
+            log.exception("settling %s #%s failed", task.method, _id_text(task.request_id))
             outcome = Outcome(error=InternalError(one_line(f"{type(exc).__name__}: {exc}")))
         if task.answered:
             return
@@ -393,7 +447,7 @@ class Endpoint:
         for task in list(self._tasks.values()):
             # Agent code that swallowed the kill (a bare except): answer and release anyway;
             # the greenlet is abandoned to the process exit (S14, S16).
-            log.error("%s #%r ignored its kill; answered as aborted", task.method, task.request_id)
+            log.error("%s #%s ignored its kill; answered as aborted", task.method, _id_text(task.request_id))
             self._finish(task, KILLED)
         return len(survivors)
 
@@ -432,17 +486,39 @@ class Endpoint:
             self._send_error(message.id, RequestCancelled("The agent is shutting down"))
 
     # -- responses ---------------------------------------------------------------------------
+    def _mark_answered(self, request_id: wire.RequestId) -> None:
+        """Note an answer to the current line's request (ids in flight are unique, S4)."""
+        if self._line_key is not None and wire.id_key(request_id) == self._line_key:
+            self._line_answered = True
+
     def _send_result(self, request_id: wire.RequestId, result: Any) -> None:
+        self._mark_answered(request_id)
         try:
             data = wire.encode_result(request_id, result)
         except (TypeError, ValueError, OverflowError) as exc:
-            log.error("result for %r cannot be encoded: %s", request_id, exc)
+            log.error("result for %s cannot be encoded: %s", _id_text(request_id), exc)
             data = wire.encode_error(request_id, InternalError(one_line(f"Result not encodable: {exc}")).to_wire())
         self.outbound.put(data)
 
     def _send_error(self, request_id: wire.RequestId, error: RpcError) -> None:
+        self._mark_answered(request_id)
         try:
             data = wire.encode_error(request_id, error.to_wire())
         except (TypeError, ValueError, OverflowError):
             data = wire.encode_error(request_id, {"code": error.code, "message": one_line(repr(error.message))})
         self.outbound.put(data)
+
+
+def _id_text(request_id: wire.RequestId) -> str:
+    """A request id for a message or a log line, bounded however long the client made it."""
+    if isinstance(request_id, str):
+        return repr(wire.excerpt(request_id, 60))
+    return wire.excerpt(str(request_id), 60)
+
+
+def _kind(message: wire.Message | None) -> str:
+    if message is None:
+        return "while decoding"
+    if isinstance(message, wire.Response):
+        return f"a response to id {_id_text(message.id)}"
+    return f"{type(message).__name__.lower()} {wire.excerpt(message.method)}"

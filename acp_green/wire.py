@@ -1,17 +1,27 @@
 """JSON-RPC 2.0 framing: decode a line into a message, classify it, encode one.
 
-This is the only module that imports ujson, so the codec can change in one place.
+Input is strict JSON (RFC 8259), decoded with the standard library's `json` and hooks that
+refuse what it would otherwise accept (NaN, Infinity) or cannot hold (numbers that overflow a
+double, integers over Python's digit limit); ujson encodes, the hot path (DESIGN §5). This is
+the only module that imports ujson or decodes wire input, so each codec can change in one place.
+No walk over decoded values here recurses: a client controls their depth.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
+import sys
+from array import array
+from itertools import accumulate
 from dataclasses import dataclass
 from collections.abc import Callable
 from typing import Any, Union
 
 import ujson
 
-from .errors import InvalidRequest, ParseError
+from .errors import InvalidParams, InvalidRequest, ParseError
 
 RequestId = Union[int, str, None]
 
@@ -59,42 +69,267 @@ def id_key(request_id: RequestId) -> tuple[bool, RequestId]:
     return (isinstance(request_id, str), request_id)
 
 
+class UnrepresentableNumber(InvalidParams):
+    """A request's or notification's params hold a number this runtime cannot carry.
+
+    Valid JSON, so not a parse error: `1e400` overflows a double, and an integer longer than
+    Python's digit limit cannot be converted. `source` is the message, to answer it (a request)
+    or drop it (a notification).
+    """
+
+    def __init__(self, source: "Request | Notification", field: str, what: str) -> None:
+        super().__init__(f"{excerpt(source.method)}: field {field!r} is {what}", data={"field": field})
+        self.source = source
+
+
+class _Unrepresentable:
+    """Stands in, in a decoded value, for a number Python cannot hold as JSON gave it."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def describe(self) -> str:
+        if "." in self.text or "e" in self.text or "E" in self.text:
+            return f"a number too large for a double ({excerpt(self.text, 24)} overflows to infinity)"
+        digits = len(self.text.lstrip("-"))
+        return f"an integer of {digits} digits (at most {sys.get_int_max_str_digits()} are accepted)"
+
+
+class _NotJson(ValueError):
+    """Raised by the decoder's hooks for text RFC 8259 rejects but `json` would accept."""
+
+
+# How many unrepresentable numbers the hooks have met: decode walks a value only when this
+# moved while decoding it (the walk is exact, so another thread moving it costs a walk, no error).
+_unrepresentable_seen = 0
+
+
+def _reject_constant(name: str) -> Any:
+    raise _NotJson(f"{name} is not JSON (numbers must be finite)")
+
+
+def _parse_float(text: str) -> Any:
+    value = float(text)
+    if math.isinf(value):  # float() of a JSON number is never NaN
+        global _unrepresentable_seen
+        _unrepresentable_seen += 1
+        return _Unrepresentable(text)
+    return value
+
+
+def _parse_long_int(text: str) -> Any:
+    if len(text) - text.startswith("-") > sys.get_int_max_str_digits() > 0:
+        global _unrepresentable_seen
+        _unrepresentable_seen += 1
+        return _Unrepresentable(text)
+    return int(text)
+
+
+# Integers are left to the C scanner (the common case, and a Python hook per integer would
+# double the cost of a small message); only a line with an over-long one is decoded again,
+# by the second decoder.
+_DECODER = json.JSONDecoder(parse_float=_parse_float, parse_constant=_reject_constant)
+_LONG_INT_DECODER = json.JSONDecoder(parse_float=_parse_float, parse_constant=_reject_constant, parse_int=_parse_long_int)
+
+# The json module's messages, in a client author's words.
+_PARSE_WORDS = {
+    "Expecting value": "expected a value",
+    "Expecting property name enclosed in double quotes": "expected a member name in double quotes",
+    "Expecting ':' delimiter": "expected ':' after a member name",
+    "Expecting ',' delimiter": "expected ',' or a closing bracket",
+    "Unterminated string starting at": "unterminated string starting",
+    "Invalid control character at": "raw control character inside a string (escape it)",
+    "Invalid \\escape": "invalid escape sequence in a string",
+    "Invalid \\uXXXX escape": "invalid \\u escape in a string",
+    "Extra data": "unexpected text after the message",
+}
+
+
 def decode(line: bytes) -> Message:
-    """Turn one line (without its newline) into a message, or raise ParseError/InvalidMessage."""
+    """Turn one line (without its newline) into a message, or raise ParseError/InvalidMessage.
+
+    Raises UnrepresentableNumber for a request or notification whose params hold a number
+    Python cannot carry; a response holding one becomes an error response for its waiter.
+    """
     try:
-        value = ujson.loads(line)
-    except (ValueError, OverflowError) as exc:
-        raise ParseError(f"Parse error: {exc}") from None
-    if b"\xed" in line:  # ujson lets UTF-8-encoded surrogates (ED A0..BF xx) through
-        try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ParseError(f"Parse error: invalid UTF-8: {exc.reason}") from None
-    if (b"NaN" in line or b"Infinity" in line) and _has_non_finite(value):
-        raise ParseError("Parse error: NaN and Infinity are not JSON")
+        text = line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}") from None
+    seen = _unrepresentable_seen
+    value = _decode_text(text, line)
     if isinstance(value, list):
         raise InvalidMessage("Batch requests are not supported")
     if not isinstance(value, dict):
         raise InvalidMessage("A JSON-RPC message must be an object")
-    return classify(value)
+    message = classify(value)
+    if _unrepresentable_seen != seen:
+        return _without_unrepresentable(message)
+    return message
 
 
-def _has_non_finite(value: Any) -> bool:
-    """ujson accepts the non-JSON literals NaN and Infinity; find them (rarely reached)."""
+def decode_value(data: bytes | str) -> Any:
+    """Any strict JSON value (not a message); ParseError for anything else, including numbers
+    Python cannot hold as given."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+    except UnicodeDecodeError as exc:
+        raise ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}") from None
+    seen = _unrepresentable_seen
+    value = _decode_text(text, data if isinstance(data, bytes) else None)
+    if _unrepresentable_seen != seen:
+        found = find_unrepresentable(value)
+        if found is not None:
+            raise ParseError(f"Parse error: {found[0] or 'the value'} is {found[1]}")
+    return value
+
+
+MAX_NESTING = 512  # levels of arrays and objects a message may use; ACP needs a few dozen
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_ONLY_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_BRACKET_STEP = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1 / -1 as signed bytes
+
+
+def _too_deep(data: bytes) -> bool:
+    """True if the JSON text nests arrays and objects deeper than MAX_NESTING.
+
+    Cheap first: a text cannot nest deeper than its length or its count of opening brackets,
+    so only a line with more than MAX_NESTING of them is measured (strings removed, then the
+    running depth summed in C).
+    """
+    if len(data) <= MAX_NESTING or data.count(b"[") + data.count(b"{") <= MAX_NESTING:
+        return False
+    steps = array("b", _JSON_STRING.sub(b"", data).translate(None, _ONLY_BRACKETS).translate(_BRACKET_STEP))
+    return max(accumulate(steps), default=0) > MAX_NESTING
+
+
+def _decode_text(text: str, data: bytes | None = None) -> Any:
+    # A fixed limit, checked before decoding, rather than only catching the scanner's
+    # RecursionError: that would cost nothing on ordinary lines, but its limit moves with the
+    # interpreter's recursion limit and the caller's stack (so ~990 levels could pass, be
+    # stored and be replayed to clients whose own parsers stop near 1000). The check costs a
+    # length test on lines up to MAX_NESTING bytes and two byte counts on longer ones.
+    if _too_deep(data if data is not None else text.encode("utf-8", "surrogatepass")):
+        raise ParseError(f"Parse error: nesting deeper than {MAX_NESTING} levels of arrays and objects")
+    try:
+        try:
+            return _DECODER.decode(text)
+        except ValueError as exc:
+            if type(exc) is not ValueError:  # only int() over the digit limit raises a plain one
+                raise
+            return _LONG_INT_DECODER.decode(text)
+    except json.JSONDecodeError as exc:
+        raise ParseError(_parse_error_words(exc, text)) from None
+    except _NotJson as exc:
+        raise ParseError(f"Parse error: {exc}") from None
+    except RecursionError:  # a caller already deep in its own stack
+        raise ParseError(f"Parse error: nesting deeper than this agent can decode here") from None
+
+
+def _parse_error_words(exc: json.JSONDecodeError, text: str) -> str:
+    at = len(text[: exc.pos].encode("utf-8"))
+    if exc.pos == 0 and text.startswith("\ufeff"):
+        return "Parse error: a byte order mark (BOM) is not allowed before the message"
+    if exc.msg == "Invalid control character at":
+        return f"Parse error: raw control character U+{ord(text[exc.pos]):04X} inside a string at byte {at} (escape it)"
+    words = _PARSE_WORDS.get(exc.msg, exc.msg)
+    if exc.pos >= len(text):
+        return f"Parse error: {words} at byte {at}, where the line ends"
+    return f"Parse error: {words} at byte {at}"
+
+
+def _without_unrepresentable(message: Message) -> Message:
+    """Refuse a message whose params or result hold an unrepresentable number (rare path)."""
+    if isinstance(message, Response):
+        part = {"error": message.error} if message.error is not None else {"result": message.result}
+        found = find_unrepresentable(part)
+        if found is None:
+            return message
+        error = {"code": InvalidParams.code, "message": f"The client's response holds {found[1]} at {found[0]}"}
+        return Response(message.id, None, error)
+    found = find_unrepresentable(message.params)
+    if found is None:  # in a field nobody reads: ignored, as every unknown field is
+        return message
+    raise UnrepresentableNumber(message, found[0], found[1])
+
+
+def find_unrepresentable(value: Any) -> tuple[str, str] | None:
+    """The path of the first unrepresentable number in `value` and what it is; iterative."""
+    stack: list[tuple[Any, Any]] = [(value, None)]  # (node, (key, parent link) | None)
+    while stack:
+        node, link = stack.pop()
+        if isinstance(node, _Unrepresentable):
+            return render_path(link), node.describe()
+        if isinstance(node, dict):
+            children = [(v, (k, link)) for k, v in node.items() if isinstance(v, (dict, list, _Unrepresentable))]
+        elif isinstance(node, list):
+            children = [(v, (i, link)) for i, v in enumerate(node) if isinstance(v, (dict, list, _Unrepresentable))]
+        else:
+            continue
+        children.reverse()  # the first in document order is popped first
+        stack.extend(children)
+    return None
+
+
+_PATH_SEGMENTS = 24
+
+
+def render_path(link: Any) -> str:
+    """A field path such as `prompt[0]._meta.x` from a (key, parent) chain; bounded in length."""
+    keys: list[Any] = []
+    while link is not None:
+        key, link = link
+        keys.append(key)
+    keys.reverse()
+    if len(keys) > _PATH_SEGMENTS:
+        keys = keys[: _PATH_SEGMENTS // 2] + [Ellipsis] + keys[-(_PATH_SEGMENTS // 2) :]
+    parts: list[str] = []
+    for key in keys:
+        if key is Ellipsis:
+            parts.append("…")
+        elif isinstance(key, int):
+            parts.append(f"[{key}]")
+        elif key.isidentifier() and key.isascii() and len(key) <= 64:
+            parts.append(("." if parts else "") + key)
+        else:
+            parts.append("[" + json.dumps(excerpt(key, 40), ensure_ascii=False) + "]")
+    return "".join(parts)
+
+
+def excerpt(text: str, limit: int = 80) -> str:
+    """At most `limit` characters of a client-supplied string, for messages and logs."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def describe(value: Any) -> str:
+    """What a client-supplied value is, in a few words and never its whole content: safe in an
+    error message whatever its size or depth."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, _Unrepresentable):
+        return value.describe()
+    if isinstance(value, int):
+        return "an integer"
     if isinstance(value, float):
-        return value != value or value in (float("inf"), float("-inf"))
-    if isinstance(value, dict):
-        return any(_has_non_finite(v) for v in value.values())
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {json.dumps(excerpt(value, 40), ensure_ascii=False)}"
     if isinstance(value, list):
-        return any(_has_non_finite(v) for v in value)
-    return False
+        return f"an array of {len(value)} item{'' if len(value) == 1 else 's'}"
+    if isinstance(value, dict):
+        return f"an object of {len(value)} member{'' if len(value) == 1 else 's'}"
+    return f"a {type(value).__name__}"
 
 
 def classify(value: dict[str, Any]) -> Message:
     """Sort a decoded object into request, notification or response."""
     request_id = value.get("id", _MISSING)
     if request_id is not _MISSING and not is_valid_id(request_id):
-        raise InvalidMessage(f"Invalid id {request_id!r}: must be an integer, a string or null")
+        raise InvalidMessage(f"Invalid id: {describe(request_id)}; an id must be an integer, a string or null")
     # Only a request's id may be echoed: a response-shaped message carries an id of *our* requests.
     echo_id = None if request_id is _MISSING or "method" not in value else request_id
     if value.get("jsonrpc") != "2.0":

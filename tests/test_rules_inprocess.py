@@ -3,10 +3,9 @@
 
 from __future__ import annotations
 
+import select
 from typing import Any
 
-import pytest
-from gevent.event import Event
 from click.testing import CliRunner
 
 from acp_green.demo import DemoAgent
@@ -116,22 +115,37 @@ def test_S13_shutdown_releases_producers_waiting_on_the_backlog(inprocess, monke
     client = harness.client
     server = harness.server
     session_id = client.new_session()
+    client.wait_for(lambda: client.updates(session_id), what="the session's commands")  # nothing else in flight
     outbound = server.protocol.endpoint.outbound
-    held = Event()
+    waiting = [0]
     original_wait = outbound.wait_below_high_water
 
     def wait_below_high_water(cancelled=None) -> None:
-        held.set()
-        original_wait(cancelled)
+        waiting[0] += 1
+        try:
+            original_wait(cancelled)
+        finally:
+            waiting[0] -= 1
 
     monkeypatch.setattr(outbound, "wait_below_high_water", wait_below_high_water)
     client.pause_reading()
+    # The client's reader takes this answer (the read it was in) and then reads nothing more.
+    assert client.call("session/set_mode", {"sessionId": session_id, "modeId": "code"}) == {}
     pending = client.prompt(session_id, "/stream 1000000 256")
-    assert held.wait(30), "the stream never waited on the backlog"
+    agent_out = harness._fds[1]  # the server's end of the pipe to the client
+    # Held for good: waiting on the backlog while the pipe takes no more and nobody reads it.
+    client.wait_for(lambda: waiting[0] and not writable(agent_out), what="the stream to be held")
     client.close_input()
-    # The prompt settles (removed from the table) before the final flush; only then read again.
+    # The prompt settles (leaves the table) before the final flush; only then read again.
     client.wait_for(lambda: not server.protocol.prompts, timeout=30, what="the stream to settle")
     client.resume_reading()
     harness.greenlet.join(timeout=30)
     assert pending.result() == {"stopReason": "cancelled"}
     assert [r.stop_reason for r in server.store.usage(session_id)] == ["cancelled"]
+
+
+def writable(fd: int) -> bool:
+    """The pipe would take a write now (a writer parked on it is not stuck)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return bool(poller.poll(0))

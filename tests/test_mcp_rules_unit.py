@@ -4,7 +4,6 @@ disconnected at session end, and no process of a stdio server's group left behin
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import sys

@@ -99,8 +99,8 @@ def test_S9_max_background_option_of_the_cli_reaches_serve_options(monkeypatch):
             return 0
 
     monkeypatch.setattr(server, "Server", RecordingServer)
-    monkeypatch.setattr(transport, "claim_stdio", lambda: (-1, -1))
-    monkeypatch.setattr(logsetup, "configure", lambda level: None)
+    monkeypatch.setattr(transport, "claim_stdio", lambda *args, **kwargs: (-1, -1))
+    monkeypatch.setattr(logsetup, "configure", lambda *args, **kwargs: None)
     result = CliRunner().invoke(cli, ["serve", "--ephemeral", "--max-background", "3"])
     assert result.exit_code == 0, result.output
     assert [options.max_background for options in seen] == [3]

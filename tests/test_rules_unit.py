@@ -5,23 +5,18 @@ test hands it over. Each test names the rule it proves and goes red under a one-
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 import gevent
 import pytest
 from gevent.event import Event
 
-from acp_green import Agent, ExtensionCall, Turn
+from acp_green import Agent, Turn
 from acp_green import sessions as sessions_module
 from acp_green.demo import DemoAgent
-from acp_green.mcp import Tool, ToolServer
 from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore
-from tests.mcp_helpers import RECORDER, INIT_PARAMS
-from tests.unit_harness import UnitConnection, same_id, unit, wait_until  # noqa: F401 - `unit` is a fixture
-
-DEMO_SERVER = "acp-green:demo"
+from tests.unit_harness import UnitConnection, same_id, unit  # noqa: F401 - `unit` is a fixture
 
 
 # -- S3 ---------------------------------------------------------------------------------------

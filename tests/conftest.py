@@ -7,6 +7,7 @@ validation (DESIGN §7) and no process of its group is left behind.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -63,7 +64,41 @@ def schema_problems(client: AcpClient) -> list[str]:
                 problems.append(f"unparseable line from the agent: {record.raw[:200]!r}")
             continue
         problems.extend(checker.observe(record.message, from_sender=record.direction == "in"))
-    return problems
+    return problems + null_id_problems(client)
+
+
+#: The only errors that may be answered with id null: the line's id could not be read (DESIGN §6).
+NULL_ID_CODES = (-32700, -32600)
+
+
+def null_id_problems(client: AcpClient) -> list[str]:
+    """Errors with id null other than -32700/-32600, unless the client sent a request with id null
+    (a notification is never answered, S6; a readable id is echoed, S4)."""
+    sent_null_id = False
+    for record in client.records:
+        if record.direction != "out":
+            continue
+        messages = [record.message] if record.message is not None else _decodable_lines(record.raw)
+        sent_null_id = sent_null_id or any(isinstance(m, dict) and "method" in m and "id" in m and m["id"] is None for m in messages)
+    if sent_null_id:
+        return []
+    return [
+        f"error {record.message['error'].get('code')} answered with id null: {record.raw[:200]!r}"
+        for record in client.records
+        if record.direction == "in" and isinstance(record.message, dict) and "method" not in record.message
+        and record.message.get("id", 0) is None and isinstance(record.message.get("error"), dict)
+        and record.message["error"].get("code") not in NULL_ID_CODES
+    ]
+
+
+def _decodable_lines(raw: bytes) -> list[Any]:
+    decoded = []
+    for line in raw.splitlines():
+        try:
+            decoded.append(json.loads(line))
+        except ValueError:
+            pass
+    return decoded
 
 
 def group_alive(pgid: int) -> bool:

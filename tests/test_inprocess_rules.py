@@ -124,8 +124,12 @@ def test_idle_sessions_evicted_busy_ones_kept_and_revived_without_replay_S15(inp
     assert client.prompt(idle, "remember me").result() == {"stopReason": "end_turn"}
     waiting = client.prompt(busy, "/wait")
     sessions = harness.server.sessions
+    passes = []
+    original = sessions.evict_idle
+    sessions.evict_idle = lambda now=None: passes.append(1) or original(now)
     client.wait_for(lambda: not sessions.is_live(idle), timeout=10, what="the idle session to be evicted")
-    gevent.sleep(0.5)
+    seen = len(passes)
+    client.wait_for(lambda: len(passes) >= seen + 3, what="three more eviction passes")
     assert sessions.is_live(busy), "a session with an active prompt was evicted"
     before = len(client.updates(idle))
     assert client.call("session/set_mode", {"sessionId": idle, "modeId": "code"}) == {}

@@ -163,8 +163,12 @@ def test_S7_acp_id_alias_and_clear_errors_for_unknown_and_closed(launch):
     connection_id, _ = connect(agent, DEMO, key="acpId")
     error = agent.request("mcp/message", {"connectionId": "mcpc-nope", "method": "ping"}).error()
     assert (error["code"], error["data"]["reason"], error["data"]["state"]) == (-32602, "unknown_connection", "unknown")
+    mark = len(agent.received())
     agent.notify("mcp/message", {"connectionId": "mcpc-nope", "method": "notifications/initialized"})  # ignored (S6)
-    assert agent.call("mcp/disconnect", {"connectionId": connection_id}) == {}
+    disconnect = agent.request("mcp/disconnect", {"connectionId": connection_id})
+    assert disconnect.result() == {}
+    # An error for the notification would have been queued when it was read, before this answer.
+    assert [m for m in agent.received()[mark:] if "method" not in m] == [disconnect.response()], "a notification was answered"
     error = agent.request("mcp/message", {"connectionId": connection_id, "method": "ping"}).error()
     assert (error["data"]["reason"], error["data"]["state"]) == ("unknown_connection", "closed")
     error = agent.request("mcp/disconnect", {"connectionId": connection_id}).error()

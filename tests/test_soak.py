@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from acp_green.rig.soak import SoakConfig, Sample, growth, plan, run_soak
+from acp_green.rig.soak import THRESHOLDS, SoakConfig, Sample, growth, plan, run_soak
 
 HERE = os.path.dirname(__file__)
 SERVE = [sys.executable, "-m", "acp_green", "serve", "--ephemeral"]
@@ -16,12 +16,23 @@ FAULT_AGENT = [sys.executable, os.path.join(HERE, "peer_agents", "fault_agent.py
 
 
 def test_a_short_soak_of_acp_green_serve_passes(tmp_path):
-    summary = run_soak(SoakConfig(SERVE, agents=2, duration=3, sample_interval=0.5, out_dir=str(tmp_path), plot=False))
-    assert summary["failures"] == [] and summary["ok"]
+    """No invariant broken, and no growth of descriptors (or greenlets, when enough counts came back):
+    the second half holds enough samples (WINDOW per point, several points) for a slope to be
+    computed, so the check can fail.
+    RSS over a few seconds moves by megabytes per minute either way (allocator noise, history kept
+    in memory by --ephemeral); its slope is computed here but judged only by long soaks."""
+    summary = run_soak(SoakConfig(SERVE, agents=2, duration=4, sample_interval=0.05, out_dir=str(tmp_path), plot=False))
+    assert [f for f in summary["failures"] if not (f["kind"] == "growth" and f["resource"] == "rss")] == []
     assert summary["prompts"] > 0
     on_disk = json.loads((tmp_path / "summary.json").read_text())
-    assert on_disk["ok"] and on_disk["seed"] == 1
-    assert all(agent["first_sample"]["rss"] > 0 for agent in on_disk["per_agent"])
+    assert on_disk["seed"] == 1 and on_disk["failed_invariants"] == []
+    for agent in on_disk["per_agent"]:
+        assert agent["first_sample"]["rss"] > 0
+        slopes = agent["slopes_per_min"]
+        assert None not in (slopes["rss"], slopes["fds"]), slopes  # sampled from /proc at every tick
+        assert slopes["fds"] <= THRESHOLDS["fds"], slopes
+        # Greenlet counts come back through the agent, fewer of them on a loaded machine.
+        assert slopes["greenlets"] is None or slopes["greenlets"] <= THRESHOLDS["greenlets"], slopes
 
 
 def test_a_leaking_agent_fails_the_soak_naming_memory(tmp_path):

@@ -345,10 +345,23 @@ def test_shutdown_is_bounded_and_answers_a_waiting_control_request_when_the_stor
         # A save queued ahead of the read: the store thread's batch needs the write lock first.
         assert agent.call("session/set_mode", {"sessionId": sid, "modeId": "code"}) == {}
         waiting = agent.request("session/list", {})
-        gevent.sleep(0.3)  # the store thread is now waiting for the lock (not a timing assertion)
+        # The agent has read the request (the pipe to it is empty): its receive loop now waits in
+        # session/list for the store thread, which waits for the lock.
+        agent.wait_for(lambda: unread_bytes(agent.proc.stdin.fileno()) == 0, what="the agent to read session/list")
         agent.signal(signal.SIGTERM)
         assert agent.wait_exit(timeout=60) == 0
         assert waiting.error(timeout=5)["code"] == -32800
     finally:
         locker.execute("ROLLBACK")
         locker.close()
+
+
+def unread_bytes(fd: int) -> int:
+    """Bytes written to a pipe and not yet read by the other end (FIONREAD works on either end)."""
+    import array
+    import fcntl
+    import termios
+
+    count = array.array("i", [0])
+    fcntl.ioctl(fd, termios.FIONREAD, count)
+    return count[0]

@@ -72,13 +72,6 @@ def test_response_ids_are_kept_exactly_S4(request_id):
     assert message.id == request_id and type(message.id) is type(request_id)
 
 
-def test_id_key_keeps_int_and_string_ids_apart_S4():
-    assert wire.id_key(1) != wire.id_key("1")
-    assert wire.id_key(0) != wire.id_key("0")
-    assert wire.id_key(None) != wire.id_key("None")
-    assert wire.id_key(5) == wire.id_key(5)
-
-
 @pytest.mark.parametrize("raw_id", ["true", "false", "1.5", "1.0", "-0.5", "1e3", "1e400", "{}", "[1]", "[]"])
 def test_bool_float_and_structured_ids_are_invalid_requests_S4(raw_id):
     """S4, DESIGN §6: a boolean or non-integer id is an invalid request (-32600): True == 1 in Python."""

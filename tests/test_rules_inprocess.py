@@ -86,7 +86,9 @@ def test_S9_max_background_from_serve_options_reaches_the_endpoint(inprocess):
 def test_S9_max_background_option_of_the_cli_reaches_serve_options(monkeypatch):
     """S9: `acp-green serve --max-background N` builds ServeOptions with N (checked without serving:
     the Server is replaced by one that records its options)."""
-    from acp_green import logsetup, server, transport
+    from types import SimpleNamespace
+
+    from acp_green import logsetup, server, stderrsink, transport
     from acp_green.cli import cli
 
     seen: list[Any] = []
@@ -101,6 +103,8 @@ def test_S9_max_background_option_of_the_cli_reaches_serve_options(monkeypatch):
     monkeypatch.setattr(server, "Server", RecordingServer)
     monkeypatch.setattr(transport, "claim_stdio", lambda *args, **kwargs: (-1, -1))
     monkeypatch.setattr(logsetup, "configure", lambda *args, **kwargs: None)
+    # Serving would route this worker's sys.stderr through a sink: not for a test process.
+    monkeypatch.setattr(stderrsink, "install", lambda *args, **kwargs: SimpleNamespace(flush=lambda timeout: True))
     result = CliRunner().invoke(cli, ["serve", "--ephemeral", "--max-background", "3"])
     assert result.exit_code == 0, result.output
     assert [options.max_background for options in seen] == [3]
@@ -110,7 +114,7 @@ def test_S13_shutdown_releases_producers_waiting_on_the_backlog(inprocess, monke
     """S13, DESIGN §5: a stream held at the high-water mark by a client that stopped reading is
     released at shutdown, sees its cancellation and ends by itself: usage "cancelled", not killed
     at the end of the grace ("aborted")."""
-    limits = OutputLimits(high_water=16 << 10, low_water=4 << 10, hard_limit=64 << 20, flush_timeout=30)
+    limits = OutputLimits(high_water=16 << 10, low_water=4 << 10, hard_limit=64 << 20, flush_stall_timeout=30)
     harness = start(inprocess, output=limits, shutdown_grace=3)
     client = harness.client
     server = harness.server

@@ -8,6 +8,7 @@ TEST_REQUIRES = [
     "jsonschema>=4.20",
     "agent-client-protocol==0.12.1",
     "mcp==2.3.0",
+    "hypothesis>=6.100",
 ]
 
 setup(

@@ -563,7 +563,7 @@ class AcpAgentProtocol:
     # -- extensions --------------------------------------------------------------------------
     def _stats(self, call: ExtensionCall) -> dict[str, Any]:
         outbound = self.endpoint.outbound
-        return runtime_stats(self.endpoint.active, len(self.sessions), outbound.queued_bytes)
+        return runtime_stats(self.endpoint.active, len(self.sessions), outbound.queued_bytes, self.store.failed_writes)
 
     def admit_extension(self, method: str, params: Any) -> ExtensionJob:
         handler = self._extensions.get(method)

@@ -8,7 +8,11 @@ of ours, never reached through a symbolic link, and are 0600. Anything else is r
 Checks run on open descriptors (O_NOFOLLOW, fstat, fchmod), not on names, so a name swapped
 between the check and the change cannot redirect the change. Once the directory is ours and
 0700, only we (or root) can change its entries, so SQLite's own later open of the checked name
-reaches the checked file.
+reaches the checked file; the -wal and -shm SQLite creates get the database file's mode (0600).
+
+All of it runs before this process opens the database: closing any descriptor of a file drops
+every POSIX lock the process holds on it, SQLite's included, so no file SQLite has open may
+be opened here.
 """
 
 from __future__ import annotations
@@ -65,8 +69,9 @@ def secure_dir(path: str, *, named: bool = False) -> None:
 
 
 def secure_file(path: str, *, create: bool) -> bool:
-    """Make `path` a private regular file of ours (creating it 0600 if `create`); False if absent."""
-    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    """Make `path` a private regular file of ours (creating it 0600, read-write, if `create`);
+    False if it is absent."""
+    flags = (os.O_RDWR if create else os.O_RDONLY) | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
     try:
         if create:
             try:

@@ -184,22 +184,20 @@ class SqliteStore:
         except BaseException as exc:  # report every failure to open; the thread then ends
             self._deliver(opened, error=exc)
             return
-        try:
-            private.secure_companions(self.path)  # the -wal and -shm SQLite just created
-        except BaseException as exc:  # ok: reported to the opener, which falls back to memory
-            conn.close()
-            self._deliver(opened, error=exc)
-            return
         self._deliver(opened)
+        closed: AsyncResult | None = None
         try:
-            self._serve(conn)
+            closed = self._serve(conn)
         finally:
             try:
                 conn.close()
             except sqlite3.Error:
                 log.exception("closing %s failed", self.path)
+            # Only now: whoever waits in close() may reopen the database, or exit.
+            self._deliver(closed)
 
-    def _serve(self, conn: sqlite3.Connection) -> None:
+    def _serve(self, conn: sqlite3.Connection) -> AsyncResult | None:
+        """Apply queued work until close is asked; returns close's result, to answer once closed."""
         queue = self._queue
         while True:
             batch = [queue.get()]
@@ -214,8 +212,7 @@ class SqliteStore:
             for (_op, _args, result), (value, error) in zip(work, results):
                 self._deliver(result, value, error)
             if closing:
-                self._deliver(batch[-1][2])
-                return
+                return batch[-1][2]
 
     def _apply(self, conn: sqlite3.Connection, work: list[tuple[str, tuple, AsyncResult | None]]) -> list[tuple[Any, BaseException | None]]:
         """Run `work` in order; writes in one transaction that commits before any answer leaves."""

@@ -41,16 +41,21 @@ class MemoryStore:
     """Everything in this process's memory (`--ephemeral`, and the fallback).
 
     A stored session is kept compact, because a long-running agent keeps every session it ever
-    opened: (updated_at, cwd, the rest pickled), about 300 bytes with its key. Pickling also
-    gives the copy semantics a store needs (a later change to the live record is not stored
-    until it is saved), and it keeps every str exactly, lone surrogates included.
+    opened: (updated_at, cwd, the rest pickled), about 220 bytes with its key and dict slot.
+    Sessions of one project share their cwd string, and sessions that keep the same settings
+    (most keep the agent's defaults) share one pickled rest. Pickling also gives the copy
+    semantics a store needs (a later change to the live record is not stored until it is
+    saved), and it keeps every str exactly, lone surrogates included.
     """
+
+    SHARED_RESTS = 64  # distinct pickled rests kept for sharing, the most recently used
 
     def __init__(self) -> None:
         self._sessions: dict[str, tuple[float, str, bytes]] = {}
         self._history: dict[str, list[bytes]] = {}  # each entry: one SessionUpdate's JSON
         self._usage: list[UsageRecord] = []
         self._usage_index: dict[str, int] = {}
+        self._shared_rests: dict[bytes, bytes] = {}
         self.failed_writes = 0
 
     def save_session(self, record: SessionRecord) -> None:
@@ -62,7 +67,15 @@ class MemoryStore:
             self.failed_writes += 1
             log.error("dropped a save_session of session %s: %s: %s", ascii(record.session_id), type(exc).__name__, exc)
             return
-        self._sessions[record.session_id] = (record.updated_at, cwd, rest)
+        self._sessions[record.session_id] = (record.updated_at, cwd, self._shared(rest))
+
+    def _shared(self, rest: bytes) -> bytes:
+        """An equal bytes object already stored, if one is among the recently used."""
+        shared = self._shared_rests.pop(rest, rest)
+        self._shared_rests[shared] = shared  # re-inserted: the most recently used is last
+        if len(self._shared_rests) > self.SHARED_RESTS:
+            del self._shared_rests[next(iter(self._shared_rests))]
+        return shared
 
     def load_session(self, session_id: str) -> SessionRecord | None:
         stored = self._sessions.get(session_id)

@@ -322,7 +322,7 @@ class AcpAgentProtocol:
             self.sessions.delete(session.session_id)
             raise
         self.sessions.save(session)
-        self.session_mcp_for(session)  # declared stdio servers start in the background
+        self.start_declared_mcp(session)
         result = {"sessionId": session.session_id, **self.session_state(session)}
         return Reply(result, then=lambda: self.after_session_opened(session))
 
@@ -373,7 +373,7 @@ class AcpAgentProtocol:
         previous = self.session_mcp.pop(session_id, None)
         if previous is not None:
             self.mcp.close_in_background(previous.close)
-        self.session_mcp_for(session)
+        self.start_declared_mcp(session)
         return session
 
     def session_load(self, params: Any, _id: wire.RequestId) -> Reply:
@@ -483,6 +483,7 @@ class AcpAgentProtocol:
         endpoint = self.endpoint
         outbound = endpoint.outbound
         token = session.token
+        self.start_declared_mcp(session)  # after an eviction, the servers start again
         turn = Turn(
             session=session,
             prompt=prompt,
@@ -491,7 +492,7 @@ class AcpAgentProtocol:
             channel=outbound,
             encoder=SessionUpdateEncoder(session_id),
             call_client=endpoint.client.call,
-            mcp=self.session_mcp_for(session).get,
+            mcp=lambda name, token: self.session_mcp_for(session).get(name, token),
         )
         job = PromptJob(self, session, request_id, turn)
         title = title_from_prompt(turn.text) if session.record.title is None else None
@@ -567,6 +568,12 @@ class AcpAgentProtocol:
         )
 
     # -- MCP -----------------------------------------------------------------------------------
+    def start_declared_mcp(self, session: Session) -> None:
+        """Start the servers `session` declares, in the background. A session that declares
+        none gets its SessionMcp on first use: the many that never use MCP cost no closer."""
+        if session.mcp_servers:
+            self.session_mcp_for(session)
+
     def session_mcp_for(self, session: Session) -> SessionMcp:
         """The session's MCP servers, started on first use (session/new, load, resume, or the
         first prompt after an eviction); stopped through the session's closers when it ends."""
@@ -606,7 +613,7 @@ class AcpAgentProtocol:
     # -- extensions --------------------------------------------------------------------------
     def _stats(self, call: ExtensionCall) -> dict[str, Any]:
         outbound = self.endpoint.outbound
-        return runtime_stats(self.endpoint.active, len(self.sessions), outbound.queued_bytes)
+        return runtime_stats(self.endpoint.active, len(self.sessions), outbound.queued_bytes, self.store.failed_writes)
 
     def admit_extension(self, method: str, params: Any) -> ExtensionJob:
         handler = self._extensions.get(method)

@@ -163,8 +163,9 @@ def _resolve_state_dir(state_dir: str | None) -> str:
     return os.path.abspath(os.path.expanduser(state_dir or default_state_dir()))
 
 
-def _open_db(state_dir: str | None) -> Any:
-    """The state database for an inspection command; a clean error when it cannot be read."""
+def _open_db(state_dir: str | None, write: bool = False) -> Any:
+    """The state database for an inspection command (read-only unless `write`); a clean error
+    when it cannot be read."""
     import contextlib
 
     from .store.report import StateUnreadable, open_db
@@ -172,7 +173,7 @@ def _open_db(state_dir: str | None) -> Any:
     @contextlib.contextmanager
     def opened() -> Any:
         try:
-            with open_db(_resolve_state_dir(state_dir)) as conn:
+            with open_db(_resolve_state_dir(state_dir), write=write) as conn:
                 yield conn
         except StateUnreadable as exc:
             raise click.ClickException(str(exc)) from None
@@ -181,9 +182,9 @@ def _open_db(state_dir: str | None) -> Any:
 
 
 def _echo_json(value: Any) -> None:
-    import json
+    from .store.report import json_text
 
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False))
+    click.echo(json_text(value))
 
 
 @cli.group()
@@ -198,7 +199,7 @@ def sessions() -> None:
 def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None:
     """Stored sessions, most recently active first."""
     from .store import statedb
-    from .store.report import session_dict
+    from .store.report import printable, session_dict
 
     with _open_db(state_dir) as conn:
         records = statedb.list_sessions(conn, cwd) if conn is not None else []
@@ -207,7 +208,7 @@ def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None
         _echo_json([{**session_dict(r), "turns": counts[r.session_id]} for r in records])
         return
     for record in records:
-        click.echo(f"{record.session_id}  {counts[record.session_id]:>4} turns  {record.cwd}  {record.title or ''}".rstrip())
+        click.echo(printable(f"{record.session_id}  {counts[record.session_id]:>4} turns  {record.cwd}  {record.title or ''}".rstrip()))
 
 
 @sessions.command("show")
@@ -216,7 +217,7 @@ def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None
 @click.option("--json", "as_json", is_flag=True, help="Print the session and its history as JSON.")
 def sessions_show(state_dir: str | None, session_id: str, as_json: bool) -> None:
     """One session's metadata and its conversation."""
-    from .store.report import export_sessions, render_history
+    from .store.report import export_sessions, printable, render_history
 
     with _open_db(state_dir) as conn:
         found = export_sessions(conn, [session_id])
@@ -227,10 +228,10 @@ def sessions_show(state_dir: str | None, session_id: str, as_json: bool) -> None
         _echo_json(session)
         return
     for key in ("sessionId", "cwd", "title", "modeId", "config", "additionalDirectories"):
-        click.echo(f"{key}: {session[key]}")
+        click.echo(printable(f"{key}: {session[key]}"))
     click.echo("")
     for line in render_history(session["history"]):
-        click.echo(line)
+        click.echo(printable(line))
 
 
 @sessions.command("delete")
@@ -240,7 +241,7 @@ def sessions_delete(state_dir: str | None, session_ids: tuple[str, ...]) -> None
     """Delete sessions and their history (their usage records stay in the ledger)."""
     from .store import statedb
 
-    with _open_db(state_dir) as conn:
+    with _open_db(state_dir, write=True) as conn:
         if conn is None:
             raise click.ClickException("nothing is stored there")
         conn.execute("BEGIN IMMEDIATE")
@@ -257,13 +258,11 @@ def sessions_delete(state_dir: str | None, session_ids: tuple[str, ...]) -> None
 @click.option("-o", "--output", type=click.File("w"), default="-", help="Write to this file (default stdout).")
 def sessions_export(state_dir: str | None, session_ids: tuple[str, ...], output: Any) -> None:
     """Sessions (all, or the ones named) with their whole history, as JSON."""
-    import json
-
-    from .store.report import export_sessions
+    from .store.report import export_sessions, json_text
 
     with _open_db(state_dir) as conn:
         exported = export_sessions(conn, list(session_ids))
-    output.write(json.dumps({"sessions": exported}, indent=2, ensure_ascii=False) + "\n")
+    output.write(json_text({"sessions": exported}) + "\n")
 
 
 @cli.command()

@@ -20,11 +20,13 @@ def greenlet_count() -> int:
     return sum(1 for obj in gc.get_objects() if isinstance(obj, greenlet))
 
 
-def runtime_stats(active_requests: int, live_sessions: int, queued_bytes: int) -> dict[str, Any]:
-    """The answer to `_acp_green/stats`."""
+def runtime_stats(active_requests: int, live_sessions: int, queued_bytes: int, store_failed_writes: int = 0) -> dict[str, Any]:
+    """The answer to `_acp_green/stats`; `storeFailedWrites`: writes the store dropped (each
+    logged at ERROR) since it opened."""
     return {
         "greenlets": greenlet_count(),
         "activeRequests": active_requests,
         "liveSessions": live_sessions,
         "outboundQueuedBytes": queued_bytes,
+        "storeFailedWrites": store_failed_writes,
     }

@@ -6,6 +6,7 @@
 | `sqlite.py` | `SqliteStore`: one store thread owns the SQLite connection; the hub never touches the disk |
 | `statedb.py` | the schema and every SQL statement |
 | `statedir.py` | the state directory: where it is, opening it, falling back to memory |
+| `private.py` | keeping the state directory and database files the user's own: 0700/0600, no symlinks |
 | `report.py` | what `acp-green sessions` and `acp-green usage` read and print |
 """
 

@@ -1,7 +1,8 @@
 """What `acp-green sessions` and `acp-green usage` show: read straight from the state database.
 
 These run outside any ACP connection (no hub to protect), so they use the database directly
-and synchronously; WAL lets them read while agents are writing.
+and synchronously; WAL lets them read while agents are writing. They never create the state
+directory or the database, never change a mode and never migrate: that is `serve`'s job.
 """
 
 from __future__ import annotations
@@ -9,12 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import statedb
+from . import private, statedb
 from ..sessions import SessionRecord
 from ..usage import RUNNING, UsageRecord
 
@@ -24,20 +26,42 @@ class StateUnreadable(Exception):
 
 
 @contextlib.contextmanager
-def open_db(state_dir: str) -> Iterator[sqlite3.Connection | None]:
-    """The state database of `state_dir`, or None when nothing was ever stored there."""
+def open_db(state_dir: str, *, write: bool = False) -> Iterator[sqlite3.Connection | None]:
+    """The state database of `state_dir` (read-only unless `write`), or None when nothing was
+    ever stored there."""
     path = statedb.db_path(state_dir)
-    if not os.path.exists(path):
+    conn = None
+    if os.path.lexists(path):
+        try:
+            private.refuse_symlink(path)
+            conn = statedb.connect_existing(path, write=write)
+        except (OSError, sqlite3.Error, statedb.StateDbError) as exc:
+            raise StateUnreadable(f"cannot open {path}: {exc}") from None
+    if conn is None:
         yield None
         return
-    try:
-        conn = statedb.connect(path)
-    except (OSError, sqlite3.Error, statedb.StateDbError) as exc:
-        raise StateUnreadable(f"cannot open {path}: {exc}") from None
     try:
         yield conn
     finally:
         conn.close()
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def json_text(value: Any) -> str:
+    """Indented JSON that keeps non-ASCII text readable and any str exact.
+
+    A lone surrogate (how a non-UTF-8 path byte reaches Python) cannot be written as UTF-8, so
+    it is written as its \\u escape, which a JSON reader turns back into the same str.
+    """
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+def printable(text: str) -> str:
+    """`text` for a terminal: a lone surrogate is shown as its \\u escape."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def session_dict(record: SessionRecord) -> dict[str, Any]:

@@ -7,6 +7,9 @@ whatever is queued and applies it, in queue order, as one transaction: a burst o
 a whole streamed turn, which is one row) costs one commit, and a read sees every write queued
 before it. If the disk fails under us (full, I/O error, read-only, corrupt), the thread copies
 what it can still read into a MemoryStore, warns on stderr, and serves from memory from then on.
+A write that fails because of its own record (a value SQLite cannot bind, a row too big) is not
+a disk failure: it is logged at ERROR and counted in `failed_writes`, and the rest of its batch
+and every later write still reach the disk.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import gevent
 from gevent.event import AsyncResult
 from gevent.monkey import get_original
 
-from . import statedb
+from . import private, statedb
 from ..sessions import SessionRecord
 from .base import MemoryStore
 from ..usage import UsageRecord
@@ -58,7 +61,15 @@ class StoreUnavailable(Exception):
 class SqliteStore:
     """Sessions, history and the usage ledger in `path`, served by one store thread."""
 
-    def __init__(self, path: str, *, trace: Callable[[str], None] | None = None, page_limit: int | None = None) -> None:
+    def __init__(
+        self,
+        path: str,
+        *,
+        trace: Callable[[str], None] | None = None,
+        page_limit: int | None = None,
+        named_dir: bool = False,
+    ) -> None:
+        """Open `path` on the store thread; `named_dir`: the user chose its directory (--state-dir)."""
         self.path = path
         self._hub = gevent.get_hub()
         self._queue: Any = _SimpleQueue()
@@ -67,8 +78,9 @@ class SqliteStore:
         self._closed = False
         self._memory: MemoryStore | None = None  # set by the store thread when the disk fails
         self.transactions = 0  # committed write transactions, for tests and diagnostics
+        self.failed_writes = 0  # writes dropped and logged at ERROR (written by the store thread)
         opened = AsyncResult()
-        _start_new_thread(self._thread_main, (opened, trace, page_limit))
+        _start_new_thread(self._thread_main, (opened, trace, page_limit, named_dir))
         try:
             opened.get(timeout=OPEN_TIMEOUT)  # re-raises why the database could not be opened
         except gevent.Timeout:
@@ -84,6 +96,7 @@ class SqliteStore:
     def _write(self, op: str, *args: Any) -> None:
         """Queue a write; never blocks, safe from hub callbacks."""
         if self._closed:
+            self.failed_writes += 1
             log.error("store %s is closed; dropping a %s", self.path, op)
             return
         self._unflushed.append((op, args, None))
@@ -164,22 +177,27 @@ class SqliteStore:
         else:
             self._hub.loop.run_callback_threadsafe(result.set, value)
 
-    def _thread_main(self, opened: AsyncResult, trace: Callable[[str], None] | None, page_limit: int | None) -> None:
+    def _thread_main(self, opened: AsyncResult, trace: Callable[[str], None] | None, page_limit: int | None, named_dir: bool) -> None:
         try:
-            conn = statedb.connect(self.path, trace=trace, page_limit=page_limit, create_dir=True)
+            private.prepare(self.path, named=named_dir)
+            conn = statedb.connect(self.path, trace=trace, page_limit=page_limit)
         except BaseException as exc:  # report every failure to open; the thread then ends
             self._deliver(opened, error=exc)
             return
         self._deliver(opened)
+        closed: AsyncResult | None = None
         try:
-            self._serve(conn)
+            closed = self._serve(conn)
         finally:
             try:
                 conn.close()
             except sqlite3.Error:
                 log.exception("closing %s failed", self.path)
+            # Only now: whoever waits in close() may reopen the database, or exit.
+            self._deliver(closed)
 
-    def _serve(self, conn: sqlite3.Connection) -> None:
+    def _serve(self, conn: sqlite3.Connection) -> AsyncResult | None:
+        """Apply queued work until close is asked; returns close's result, to answer once closed."""
         queue = self._queue
         while True:
             batch = [queue.get()]
@@ -194,8 +212,7 @@ class SqliteStore:
             for (_op, _args, result), (value, error) in zip(work, results):
                 self._deliver(result, value, error)
             if closing:
-                self._deliver(batch[-1][2])
-                return
+                return batch[-1][2]
 
     def _apply(self, conn: sqlite3.Connection, work: list[tuple[str, tuple, AsyncResult | None]]) -> list[tuple[Any, BaseException | None]]:
         """Run `work` in order; writes in one transaction that commits before any answer leaves."""
@@ -232,19 +249,26 @@ class SqliteStore:
         return results
 
     def _call(self, memory: MemoryStore | None, op: str, args: tuple, conn: sqlite3.Connection | None = None) -> tuple[Any, BaseException | None]:
-        """One operation; sqlite errors abort the batch, anything else fails only this one."""
+        """One operation; a failing database aborts the batch, a failing record only this one."""
         try:
             if op == "sync":
                 return None, None
             if memory is not None:
                 return getattr(memory, op)(*args), None
             return getattr(statedb, op)(conn, *args), None
-        except sqlite3.Error:
-            raise
+        except sqlite3.Error as exc:
+            if not isinstance(exc, _RECORD_ERRORS):
+                raise
+            return None, self._record_failed(op, args, exc)
         except Exception as exc:
-            if op in _WRITES:
-                log.exception("dropping a %s the store could not apply", op)
-            return None, exc
+            return None, self._record_failed(op, args, exc)
+
+    def _record_failed(self, op: str, args: tuple, exc: Exception) -> Exception:
+        """A write dropped for its own content is said at ERROR and counted; the store goes on."""
+        if op in _WRITES:
+            self.failed_writes += 1
+            log.error("dropped a %s of session %s: %s: %s", op, _session_of(args), type(exc).__name__, exc)
+        return exc
 
     def _fall_back(self, conn: sqlite3.Connection, exc: BaseException) -> None:
         """Serve from memory from now on, starting from what the database still holds."""
@@ -263,6 +287,18 @@ class SqliteStore:
             "from now on; what happens next will not survive a restart",
             self.path, exc,
         )
+
+
+# What one record's content can cause (a value that cannot be bound, a row too big, a constraint);
+# every other sqlite3.Error (I/O, full, read-only, corrupt, locked) is the database's.
+_RECORD_ERRORS = (sqlite3.DataError, sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError)
+
+
+def _session_of(args: tuple) -> str:
+    """The session a write was for, for its error message."""
+    first = args[0] if args else None
+    session_id = getattr(first, "session_id", first)
+    return ascii(session_id)
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:

@@ -2,8 +2,14 @@
 
 Nothing here knows about threads or gevent: the store thread (sqlite.py) and the
 inspection commands (`acp-green sessions`, `acp-green usage`) both call these functions on a
-connection they own. A turn is one row holding its updates as one JSON array, so a streamed
+connection they own. A turn is one row holding its updates as JSON Lines, so a streamed
 turn of any length is one INSERT in one transaction.
+
+A Python str may hold lone surrogates (a JSON `\\udce9` escape, or how a non-UTF-8 path byte
+reaches Python), which SQLite cannot store as TEXT. Every str column therefore holds TEXT when
+the value is valid Unicode, and otherwise a BLOB of its UTF-8 bytes with the surrogates passed
+through: lossless, ordinary rows stay readable text, and equality filters still work because
+one str always encodes the same way (`_column`).
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import json
 import os
 import sqlite3
 import time
+import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,7 +26,10 @@ from ..sessions import SessionRecord
 from ..usage import UsageRecord
 
 DB_NAME = "state.sqlite3"
-SCHEMA_VERSION = 1
+# 1: the tables. 2: a str column may hold a BLOB (a str with lone surrogates, see above); the
+# tables are unchanged, so a version-1 database is a valid version-2 one. The bump keeps an
+# older acp-green, which would misread such a BLOB, from opening the database at all.
+SCHEMA_VERSION = 2
 BUSY_TIMEOUT_MS = 5000
 
 _SCHEMA_V1 = (
@@ -68,27 +78,12 @@ def db_path(state_dir: str) -> str:
     return os.path.join(state_dir, DB_NAME)
 
 
-def prepare_dir(path: str) -> str:
-    """Create the state directory private to the user (0700) if it does not exist."""
-    path = os.path.abspath(os.path.expanduser(path))
-    if not os.path.isdir(path):
-        os.makedirs(path, mode=0o700, exist_ok=True)
-        os.chmod(path, 0o700)  # makedirs' mode is filtered by the umask
-    return path
+def connect(path: str, *, trace: Callable[[str], None] | None = None, page_limit: int | None = None) -> sqlite3.Connection:
+    """Open and migrate the database `path` for serving; raises on any problem.
 
-
-def connect(path: str, *, trace: Callable[[str], None] | None = None, page_limit: int | None = None, create_dir: bool = False) -> sqlite3.Connection:
-    """Open (creating it private to the user) and migrate the database; raises on any problem.
-
+    The caller has made the file safe to open (store/private.py: ours, 0600, no symlink).
     `page_limit` caps the file (PRAGMA max_page_count): how the tests make a store "full".
     """
-    if create_dir:
-        prepare_dir(os.path.dirname(path))
-    try:
-        # Create the file 0600 ourselves: sqlite would create it with the umask's mode.
-        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
-    except FileExistsError:
-        pass
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None, check_same_thread=True)
     try:
         if trace is not None:
@@ -105,19 +100,40 @@ def connect(path: str, *, trace: Callable[[str], None] | None = None, page_limit
         # lose the last commits.
         conn.execute("PRAGMA synchronous = NORMAL")
         migrate(conn)
-        for suffix in ("-wal", "-shm"):
-            _make_private(path + suffix)
     except BaseException:  # ok: close, then re-raise
         conn.close()
         raise
     return conn
 
 
-def _make_private(path: str) -> None:
+def connect_existing(path: str, *, write: bool = False) -> sqlite3.Connection | None:
+    """The database for `acp-green sessions`/`usage`: never created, migrated or re-moded.
+
+    Read-only unless `write`. None when the file holds no schema yet. While no process has the
+    database open (no -wal or -shm beside it: a WAL database's last connection removes them),
+    a reader opens it `immutable`, so it creates no file at all; otherwise those files exist
+    and a plain read-only connection reads consistently through them.
+    """
+    uri = "file:" + urllib.parse.quote(os.path.abspath(path))
+    if write:
+        uri += "?mode=rw"
+    elif not any(os.path.lexists(path + suffix) for suffix in ("-wal", "-shm")):
+        uri += "?mode=ro&immutable=1"
+    else:
+        uri += "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, isolation_level=None)
     try:
-        os.chmod(path, 0o600)
-    except OSError:
-        pass
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > SCHEMA_VERSION:
+            raise StateDbError(f"the state database has schema {version}; this acp-green knows {SCHEMA_VERSION}")
+        if version < 1:
+            conn.close()
+            return None
+    except BaseException:  # ok: close, then re-raise
+        conn.close()
+        raise
+    return conn
 
 
 def migrate(conn: sqlite3.Connection) -> None:
@@ -130,11 +146,37 @@ def migrate(conn: sqlite3.Connection) -> None:
         if version < 1:
             for statement in _SCHEMA_V1:
                 conn.execute(statement)
+        if version < SCHEMA_VERSION:  # 1 -> 2 changes no table (see SCHEMA_VERSION)
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:  # ok: roll back, then re-raise
         conn.execute("ROLLBACK")
         raise
+
+
+# -- str columns ---------------------------------------------------------------------------
+def _column(value: str | None) -> str | bytes | None:
+    """TEXT for a str that is valid Unicode, else a BLOB of its bytes (surrogates passed through)."""
+    if value is None or value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass")
+    return value
+
+
+def _str(value: str | bytes | None) -> str | None:
+    """The str a column holds (the inverse of `_column`)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogatepass")
+    return value
+
+
+def _json_column(value: Any) -> str | bytes:
+    """JSON with every str kept as its characters (not \\u escapes), so that any str, even two
+    lone surrogates that would read back as one escaped pair, survives `json.loads`."""
+    return _column(json.dumps(value, ensure_ascii=False))
 
 
 # -- writes ------------------------------------------------------------------------------------
@@ -146,12 +188,12 @@ def save_session(conn: sqlite3.Connection, record: SessionRecord) -> None:
                additional_directories = excluded.additional_directories, title = excluded.title,
                mode_id = excluded.mode_id, config = excluded.config, updated_at = excluded.updated_at""",
         (
-            record.session_id,
-            record.cwd,
-            json.dumps(record.additional_directories),
-            record.title,
-            record.mode_id,
-            json.dumps(record.config),
+            _column(record.session_id),
+            _column(record.cwd),
+            _json_column(record.additional_directories),
+            _column(record.title),
+            _column(record.mode_id),
+            _json_column(record.config),
             record.updated_at,
         ),
     )
@@ -159,18 +201,24 @@ def save_session(conn: sqlite3.Connection, record: SessionRecord) -> None:
 
 def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
     """Forget a session and its history; its usage records stay in the ledger (S16)."""
-    conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
-    conn.execute("DELETE FROM turns WHERE session_id = ?", (session_id,))
+    key = _column(session_id)
+    conn.execute("DELETE FROM sessions WHERE session_id = ?", (key,))
+    conn.execute("DELETE FROM turns WHERE session_id = ?", (key,))
 
 
 def append_turn(conn: sqlite3.Connection, session_id: str, entries: Sequence[bytes], stop_reason: str | None = None) -> None:
     """One row per turn; `entries` are the updates' JSON, stored one per line (JSON Lines).
 
-    JSON escapes newlines inside strings, so the lines split back exactly, without parsing.
+    JSON escapes newlines inside strings, so the lines split back exactly, without parsing;
+    an entry holding a raw newline could not, and is refused (ValueError) rather than split.
+    The runtime's entries are ASCII and stored as TEXT; any other bytes are kept as a BLOB.
     """
+    joined = b"\n".join(entries)
+    if joined.count(b"\n") != max(len(entries) - 1, 0):
+        raise ValueError("a history entry holds a raw newline")
     conn.execute(
         "INSERT INTO turns (session_id, recorded_at, stop_reason, entries) VALUES (?, ?, ?, ?)",
-        (session_id, time.time(), stop_reason, b"\n".join(entries).decode("ascii")),
+        (_column(session_id), time.time(), _column(stop_reason), joined.decode("ascii") if joined.isascii() else joined),
     )
 
 
@@ -185,9 +233,10 @@ def record_usage(conn: sqlite3.Connection, record: UsageRecord) -> None:
                output_bytes = excluded.output_bytes, input_tokens = excluded.input_tokens,
                output_tokens = excluded.output_tokens, recorded_at = excluded.recorded_at""",
         (
-            record.usage_id, record.session_id, record.request_id, record.stop_reason, record.started_at,
-            record.duration, record.input_bytes, record.output_bytes, record.input_tokens,
-            record.output_tokens, record.recorded_at, os.getpid() if record.pid is None else record.pid,
+            _column(record.usage_id), _column(record.session_id), _column(record.request_id),
+            _column(record.stop_reason), record.started_at, record.duration, record.input_bytes,
+            record.output_bytes, record.input_tokens, record.output_tokens, record.recorded_at,
+            os.getpid() if record.pid is None else record.pid,
         ),
     )
 
@@ -198,11 +247,11 @@ _SESSION_COLUMNS = "session_id, cwd, additional_directories, title, mode_id, con
 
 def _session(row: tuple[Any, ...]) -> SessionRecord:
     sid, cwd, dirs, title, mode_id, config, updated_at = row
-    return SessionRecord(sid, cwd, json.loads(dirs), title, mode_id, json.loads(config), updated_at)
+    return SessionRecord(_str(sid), _str(cwd), json.loads(_str(dirs)), _str(title), _str(mode_id), json.loads(_str(config)), updated_at)
 
 
 def load_session(conn: sqlite3.Connection, session_id: str) -> SessionRecord | None:
-    row = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (session_id,)).fetchone()
+    row = conn.execute(f"SELECT {_SESSION_COLUMNS} FROM sessions WHERE session_id = ?", (_column(session_id),)).fetchone()
     return _session(row) if row is not None else None
 
 
@@ -216,10 +265,11 @@ def list_sessions(
     clauses, args = [], []
     if cwd is not None:
         clauses.append("cwd = ?")
-        args.append(cwd)
+        args.append(_column(cwd))
     if after is not None:
+        # Ids are generated ASCII, so TEXT ordering is the ordering of the str.
         clauses.append("(updated_at < ? OR (updated_at = ? AND session_id < ?))")
-        args.extend((after[0], after[0], after[1]))
+        args.extend((after[0], after[0], _column(after[1])))
     where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
     sql = f"SELECT {_SESSION_COLUMNS} FROM sessions {where} ORDER BY updated_at DESC, session_id DESC"
     if limit is not None:
@@ -231,14 +281,14 @@ def list_sessions(
 def history(conn: sqlite3.Connection, session_id: str) -> list[bytes]:
     """Every stored update's JSON, oldest first."""
     entries: list[bytes] = []
-    for (text,) in conn.execute("SELECT entries FROM turns WHERE session_id = ? ORDER BY id", (session_id,)):
+    for (text,) in conn.execute("SELECT entries FROM turns WHERE session_id = ? ORDER BY id", (_column(session_id),)):
         if text:
-            entries.extend(text.encode("ascii").split(b"\n"))
+            entries.extend((text.encode("utf-8") if isinstance(text, str) else text).split(b"\n"))
     return entries
 
 
 def turn_count(conn: sqlite3.Connection, session_id: str) -> int:
-    return conn.execute("SELECT count(*) FROM turns WHERE session_id = ?", (session_id,)).fetchone()[0]
+    return conn.execute("SELECT count(*) FROM turns WHERE session_id = ?", (_column(session_id),)).fetchone()[0]
 
 
 def usage(conn: sqlite3.Connection, session_id: str | None = None) -> list[UsageRecord]:
@@ -247,5 +297,9 @@ def usage(conn: sqlite3.Connection, session_id: str | None = None) -> list[Usage
     args: tuple[Any, ...] = ()
     if session_id is not None:
         sql += " WHERE session_id = ?"
-        args = (session_id,)
-    return [UsageRecord(*row) for row in conn.execute(sql + " ORDER BY id", args)]
+        args = (_column(session_id),)
+    records = []
+    for row in conn.execute(sql + " ORDER BY id", args):
+        sid, request_id, stop_reason, *numbers, usage_id, pid = row
+        records.append(UsageRecord(_str(sid), _str(request_id), _str(stop_reason), *numbers, usage_id=_str(usage_id), pid=pid))
+    return records

@@ -28,8 +28,9 @@ def open_store(
 ) -> Store:
     """The SQLite store in the state directory, or a MemoryStore (ephemeral, or unusable dir).
 
-    Call from a greenlet: the directory is created and the database opened (and migrated) by
-    the store thread while the caller waits cooperatively.
+    Call from a greenlet: the directory is created (or made private) and the database opened
+    (and migrated) by the store thread while the caller waits cooperatively. A directory or
+    file that is not safely ours (store/private.py) is refused like an unusable one.
     """
     if ephemeral:
         log.info("--ephemeral: sessions and usage are kept in memory only")
@@ -38,7 +39,9 @@ def open_store(
     try:
         from .sqlite import SqliteStore
 
-        return SqliteStore(db_path(os.path.abspath(os.path.expanduser(path))), trace=trace, page_limit=page_limit)
+        return SqliteStore(
+            db_path(os.path.abspath(os.path.expanduser(path))), trace=trace, page_limit=page_limit, named_dir=state_dir is not None,
+        )
     except (OSError, sqlite3.Error, StateDbError) as exc:
         log.warning(
             "state directory %s is unusable (%s): keeping sessions and usage in memory only; "

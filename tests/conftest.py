@@ -96,7 +96,7 @@ def _decodable_lines(raw: bytes) -> list[Any]:
     for line in raw.splitlines():
         try:
             decoded.append(json.loads(line))
-        except ValueError:
+        except (ValueError, RecursionError):  # what the client sent may be hostile (deep nesting)
             pass
     return decoded
 

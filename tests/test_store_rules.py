@@ -135,7 +135,9 @@ def test_write_queued_together_with_close_is_not_lost(tmp_path):
 def test_connections_are_wal_with_synchronous_normal(tmp_path):
     """S16: the store's connection runs in WAL mode with synchronous=NORMAL: a committed turn
     survives a crash of the process (OFF would not guarantee it)."""
-    conn = statedb.connect(db_path(str(tmp_path / "state")), create_dir=True)
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    conn = statedb.connect(db_path(str(state)))
     try:
         assert conn.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal"
         assert conn.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL

@@ -192,7 +192,7 @@ def test_receive_loop_keeps_serving_while_prompts_run_S1(launch):
     sids = open_session(agent, 3)
     asking = agent.prompt(sids[0], "/write /tmp/s1.txt text")
     agent.wait_for(lambda: agent.hold, what="the permission request")
-    streaming = agent.prompt(sids[1], "/stream 2000000 64")
+    streaming = agent.prompt(sids[1], "/stream 2000000 16384")  # big chunks: few records to check at teardown
     agent.wait_for(lambda: len(agent.updates(sids[1])) > 10, what="the stream to start")
     assert agent.call("session/set_mode", {"sessionId": sids[2], "modeId": "code"}) == {}
     assert agent.new_session().startswith("sess_")

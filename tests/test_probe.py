@@ -87,6 +87,7 @@ TS_SDK_FAILS = {
 }
 
 
+@pytest.mark.slow  # a third-party peer: the whole probe against an agent on the official SDK
 def test_what_the_probe_finds_in_an_agent_on_the_python_sdk():
     report = run_probe(ProbeConfig(SDK_AGENT, long_prompt=LONG_PROMPT))
     failed = {r.check for r in report.results if r.verdict == FAIL}
@@ -103,6 +104,7 @@ def require_node_modules() -> None:
         pytest.fail("tests/node/node_modules is missing: run scripts/setup-node.sh (.ci/run does)")
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(NO_NODE, reason="node is not installed: the TypeScript SDK peers cannot run")
 def test_what_the_probe_finds_in_an_agent_on_the_typescript_sdk():
     require_node_modules()

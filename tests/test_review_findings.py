@@ -4,6 +4,8 @@ under the defect (issue area: hostile input never stalls or breaks the agent).
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -71,3 +73,28 @@ def test_request_permission_with_a_malformed_result_grants_nothing_and_names_the
     error = conn.error(prompt_id)
     assert "malformed result" in error["message"], error
     assert not conn.sink.requests("fs/write_text_file")
+
+
+# -- ids at their limits -----------------------------------------------------------------------
+def test_a_negative_integer_id_of_the_maximum_digit_count_is_accepted():
+    """Issue area: the digit limit counts digits, not the minus sign: `-` and 4300 digits is an
+    integer Python holds, so the request keeps its id, like its positive twin, even on the slow
+    path taken when another integer of the line is over the limit (that one is -32602)."""
+    digits = "9" * sys.get_int_max_str_digits()
+    too_long = b"1" * (sys.get_int_max_str_digits() + 1)
+    for text in (digits, "-" + digits):
+        line = b'{"jsonrpc":"2.0","id":%s,"method":"m","params":{"n":%s}}' % (text.encode(), too_long)
+        with pytest.raises(wire.UnrepresentableNumber) as caught:
+            wire.decode(line)
+        assert caught.value.source.id == int(text) and caught.value.data == {"field": "n"}
+
+
+def test_a_huge_id_is_cut_to_an_excerpt_in_the_log(unit, caplog):
+    """Issue area: a response to an id the agent never used, with an id of a megabyte, is
+    ignored with a log line of bounded length (a client cannot make each log line huge)."""
+    conn: UnitConnection = unit(DemoAgent())
+    conn.initialize()
+    huge = "i" * 1_000_000
+    conn.respond(huge, {})
+    warned = [r.getMessage() for r in caplog.records if "not waiting for" in r.getMessage()]
+    assert warned and all(len(message) < 1000 for message in warned)

@@ -10,9 +10,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import fairness
+from . import fairness, wire
 from .context import ConnectionSnapshot
-from .errors import CapabilityMissing, TurnCancelled
+from .errors import CapabilityMissing, ClientError, TurnCancelled
 from .sessions import CancelToken, Session
 from .usage import UsageCounters
 
@@ -307,7 +307,13 @@ class Turn:
             "session/request_permission",
             {"sessionId": self.session_id, "toolCall": dict(tool_call), "options": [dict(o) for o in options]},
         )
-        return (result or {}).get("outcome") or {"outcome": "cancelled"}
+        outcome = result.get("outcome") if isinstance(result, dict) else result
+        if outcome is None:
+            return {"outcome": "cancelled"}
+        if not isinstance(outcome, dict):
+            # A malformed answer grants nothing; the agent code reads a dict either way.
+            raise ClientError("session/request_permission", {"message": f"malformed result: the outcome is {wire.describe(outcome)}, not an object"})
+        return outcome
 
     def read_text_file(self, path: str, *, line: int | None = None, limit: int | None = None) -> str:
         """Read a file through the client (which sees unsaved editor buffers)."""
@@ -318,7 +324,13 @@ class Turn:
             params["line"] = line
         if limit is not None:
             params["limit"] = limit
-        return (self.request("fs/read_text_file", params) or {}).get("content", "")
+        result = self.request("fs/read_text_file", params)
+        if result is None:
+            return ""
+        content = result.get("content", "") if isinstance(result, dict) else None
+        if not isinstance(content, str):
+            raise ClientError("fs/read_text_file", {"message": f"malformed result: {wire.describe(result)} without a string 'content'"})
+        return content
 
     def write_text_file(self, path: str, content: str) -> None:
         """Write a file through the client."""

@@ -187,7 +187,9 @@ def decode_value(data: bytes | str) -> Any:
 
 MAX_NESTING = 512  # levels of arrays and objects a message may use; ACP needs a few dozen
 
-_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+# The closing quote is optional so that a match never fails: a failed match would be retried
+# from every later quote, quadratic in a line of escaped quotes with no closing one.
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"?', re.DOTALL)
 _ONLY_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _BRACKET_STEP = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1 / -1 as signed bytes
 

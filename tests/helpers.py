@@ -4,7 +4,10 @@ and the invariant check every agent-launching fixture runs at teardown.
 
 from __future__ import annotations
 
+import fcntl
 import os
+import struct
+import termios
 import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -80,6 +83,18 @@ def wait_gone(pid: int, timeout: float = 30.0) -> bool:
         return wait_until(lambda: process_gone(pid), timeout, f"pid {pid} to be gone")
     except AssertionError:
         return False
+
+
+def unread_bytes(fd: int) -> int:
+    """Bytes written into the pipe `fd` reads from and not read yet (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+
+
+def wait_pipe_full(fd: int, timeout: float = 30.0) -> None:
+    """Wait until the pipe `fd` reads from is full to within one atomic write (PIPE_BUF): its writer
+    is blocked, or about to be. Linux only (F_GETPIPE_SZ)."""
+    capacity = fcntl.fcntl(fd, 1032)  # F_GETPIPE_SZ
+    wait_until(lambda: unread_bytes(fd) > capacity - 4096, timeout, f"the pipe ({capacity} bytes) to fill")
 
 
 # -- the invariant check at teardown --------------------------------------------------------------

@@ -15,6 +15,7 @@ import time
 
 from acp_green.rig.client import AgentProcess, Record
 from acp_green.rig.schema import StreamChecker
+from tests.helpers import chunk_texts
 
 SERVE = ("--ephemeral",)
 
@@ -78,7 +79,7 @@ def assert_serves_a_prompt(agent: AgentProcess) -> None:
     assert agent.initialize()["protocolVersion"] == 1
     session_id = agent.new_session()
     assert agent.prompt(session_id, "/stream 3").result() == {"stopReason": "end_turn"}
-    chunks = [u["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "agent_message_chunk"]
+    chunks = chunk_texts(agent.updates(session_id))
     assert [c.split(":")[0] for c in chunks] == ["0", "1", "2"]
 
 

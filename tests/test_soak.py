@@ -36,8 +36,8 @@ def test_a_short_soak_of_acp_green_serve_passes(tmp_path):
 
 
 def test_a_leaking_agent_fails_the_soak_naming_memory(tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "peer_agents"))
-    command = [sys.executable, "-m", "acp_green", "serve", "--ephemeral", "--agent", "leaky_agent:LeakyAgent"]
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))  # the repository root: tests.agents
+    command = [sys.executable, "-m", "acp_green", "serve", "--ephemeral", "--agent", "tests.agents:LeaksMemoryAgent"]
     summary = run_soak(SoakConfig(command, agents=1, duration=5, sample_interval=0.1, out_dir=str(tmp_path), env=env, plot=False))
     assert not summary["ok"]
     assert summary["growing_resources"] == ["rss"]

@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
-import gevent
 import pytest
 from gevent.event import Event
 

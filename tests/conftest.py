@@ -27,6 +27,7 @@ from acp_green.rig.schema import StreamChecker
 from acp_green.server import ServeOptions, Server
 from acp_green.transport import OutputLimits
 from tests.helpers import group_members, invariant_problems, tolerated_invariants
+from tests.unit_harness import unit  # noqa: F401 - the unit layer's fixture, for every test module
 
 TEST_TIMEOUT = 120
 

@@ -12,12 +12,11 @@ from __future__ import annotations
 import json
 
 import pytest
-import os
 import time
 
 from acp_green.rig.client import AgentProcess, Record
 from acp_green.rig.schema import StreamChecker
-from tests.helpers import chunk_texts
+from tests.helpers import chunk_texts, process_gone
 
 SERVE = ("--ephemeral",)
 
@@ -422,4 +421,4 @@ def test_notifications_are_never_answered_even_bad_ones_S6(launch):
     # $/cancel_request naming a finished request is ignored as well.
     assert replies_to(agent, lambda: agent.notify("$/cancel_request", {"requestId": 1})) == []
     assert_serves_a_prompt(agent)
-    assert os.path.exists(f"/proc/{agent.pid}")  # still running: nothing here ended the connection
+    assert not process_gone(agent.pid)  # still running: nothing here ended the connection

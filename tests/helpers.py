@@ -32,6 +32,20 @@ def said(updates: Iterable[dict[str, Any]]) -> str:
     return "".join(chunk_texts(updates))
 
 
+class FakeClock:
+    """Stands in for the `time` module a unit under test reads (monkeypatch it in): monotonic()
+    and time() both return `now`, which only the test moves."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now
+
+
 # -- processes ------------------------------------------------------------------------------------
 
 

@@ -15,6 +15,7 @@ from acp_green.demo import DemoAgent
 from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore
 from tests.agents import RaisesAfterCancelAgent, SnapshotReporterAgent
+from tests.helpers import FakeClock
 from tests.unit_harness import UnitConnection, same_id, unit  # noqa: F401 - `unit` is a fixture
 
 
@@ -89,19 +90,6 @@ def test_S14_reservation_and_slot_are_released_before_the_response_is_queued(uni
 
 
 # -- S15 --------------------------------------------------------------------------------------
-class FakeClock:
-    """Stands in for the `time` module inside acp_green.sessions."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return self.now
-
-
 def test_S15_releasing_a_session_refreshes_its_last_active_time(monkeypatch):
     """S15: idle time counts from the end of the last prompt, not from its start: a session whose
     long prompt just finished is not evicted at once."""

@@ -14,21 +14,9 @@ from acp_green import sessions as sessions_module
 from acp_green.errors import UnknownSession
 from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore
+from tests.helpers import FakeClock
 
 TIMEOUT = 60.0
-
-
-class FakeClock:
-    """Stands in for the `time` module sessions.py reads: monotonic() and time() return `now`."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return self.now
 
 
 @pytest.fixture

@@ -212,7 +212,8 @@ def inprocess(request: pytest.FixtureRequest) -> Iterator[Callable[..., InProces
             harness.finish()
         if "schema" not in tolerated:
             problems.extend(schema_problems(harness.client))
-        problems.extend(invariant_problems(harness.client.records, tolerated))
+        # The server read to EOF: every request it was sent is owed an answer.
+        problems.extend(invariant_problems(harness.client.records, tolerated, complete=True))
         problems.extend(f"greenlet left behind: {g}" for g in leftover_greenlets(harness.server))
     assert not problems, problems
 

@@ -69,3 +69,29 @@ def test_an_opt_out_needs_the_invariants_and_a_reason():
                    pytest.mark.breaks_invariants("schema", reason=" ").mark):
         with pytest.raises(pytest.UsageError):
             tolerated_invariants(_request_with(silent))
+
+
+# -- what the checker must survive (it runs after every test, on hostile input too) ----------------
+def test_the_checker_survives_a_prompt_whose_text_is_not_a_string():
+    """An ill-typed text block (answered -32602 by the agent) is no /stream prompt, not a crash."""
+    prompt = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+              "params": {"sessionId": "s", "prompt": [{"type": "text", "text": ["not", "a", "string"]}]}}
+    records = [out(prompt), into({"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "prompt[0].text"}})]
+    assert invariant_problems(records, complete=True) == []
+
+
+def raw_out(data: bytes) -> Record:
+    return Record(time.monotonic(), "out", data, None)
+
+
+NULL_PARSE_ERROR = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+
+
+@pytest.mark.parametrize("line", [
+    b'{"jsonrpc":"2.0","id":1,"method":"x\xed\xa0\x80"}\n',  # an encoded surrogate: not UTF-8
+    b'{"jsonrpc":"2.0","id":1,"method":"x","params":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",
+])
+def test_a_line_the_agent_cannot_read_is_garbage_to_the_checker(line):
+    """Invalid UTF-8 and nesting past the recursion limit are garbage: answered -32700 with id
+    null, no request owed an answer, and the checker does not crash."""
+    assert invariant_problems([raw_out(line), into(NULL_PARSE_ERROR)], complete=True) == []

@@ -1,20 +1,36 @@
-"""Small agents on acp_green's public API that the tests serve with `--agent tests.agents:NAME`."""
+"""Every test agent, on acp_green's public API: passed to the `inprocess`/`unit` fixtures as
+instances, or served in a subprocess with `--agent tests.agents:NAME`.
+
+Each name says what the agent does that the demo agent does not. Agents that break a rule on
+purpose without acp_green (to test the rig) live apart, in tests/peer_agents/.
+"""
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import subprocess
 import sys
+import warnings
+from typing import Any
 
 import gevent
+from gevent.event import Event
 
-from acp_green import Agent, AuthMethod, Turn
+from acp_green import Agent, AuthMethod, ExtensionCall, Turn
+from acp_green.agent import SelectOption
+from acp_green.demo import DemoAgent
+from acp_green.mcp import Tool, ToolServer
+
+# -- cancellation and shutdown ---------------------------------------------------------------------
 
 
-class SlowToCancelAgent(Agent):
-    """Says hello, waits for cancellation, then takes a while to wind down (a real agent's cleanup)."""
+class SleepsAfterCancelAgent(Agent):
+    """Says "started"; a prompt `wind down for SECONDS` then waits for cancellation and sleeps
+    SECONDS before it answers `cancelled` (a real agent's cleanup). Any other prompt ends at once."""
 
-    name = "slow-to-cancel"
+    name = "sleeps-after-cancel"
 
     def prompt(self, turn: Turn) -> str:
         turn.say("started")
@@ -25,15 +41,236 @@ class SlowToCancelAgent(Agent):
         return "cancelled"
 
 
-class IgnoresCancelAgent(Agent):
-    """Never looks at its token: only the end of the shutdown grace can stop it."""
+class HeldAfterCancelAgent(DemoAgent):
+    """The demo agent whose prompts say "working", wait for cancellation, then wait until the test
+    sets `release` before they answer `cancelled` (in-process only)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = Event()
+
+    def prompt(self, turn: Turn) -> str:
+        turn.say("working")
+        turn.wait_cancelled()
+        self.release.wait()
+        return "cancelled"
+
+
+class WindsDownUntilFileExistsAgent(Agent):
+    """`wind down until PATH`: says "started", waits for cancellation, says "winding down", then
+    keeps winding down until PATH exists (the subprocess form of HeldAfterCancelAgent)."""
+
+    name = "winds-down-until-file-exists"
+
+    def prompt(self, turn: Turn) -> str:
+        turn.say("started")
+        path = turn.text.rsplit(" ", 1)[-1]
+        turn.wait_cancelled()
+        turn.say("winding down")
+        while not os.path.exists(path):
+            gevent.sleep(0.02)  # a file another process creates: nothing to wait on but the disk
+        return "cancelled"
+
+
+class IgnoresCancelAgent(DemoAgent):
+    """The demo agent, plus `/stubborn`: says "not listening" and never looks at its token, so only
+    the kill at the end of the shutdown grace ends it."""
 
     name = "ignores-cancel"
 
+    def prompt(self, turn: Turn) -> str | None:
+        if turn.text.strip() == "/stubborn":
+            turn.say("not listening")
+            while True:
+                gevent.sleep(3600)  # deliberately ignores turn.token
+        return super().prompt(turn)
+
+
+class PromptSwallowsKillAgent(Agent):
+    """Every prompt says "stubborn" and swallows its kill (a bare except), lingering 3 s more: only
+    abandoning the greenlet ends the turn."""
+
+    name = "prompt-swallows-kill"
+
     def prompt(self, turn: Turn) -> str:
-        turn.say("ignoring cancellation")
-        while True:
-            gevent.sleep(0.05)
+        turn.say("stubborn")
+        try:
+            gevent.sleep(60)
+        except BaseException:  # noqa: B036 - what this agent is for
+            gevent.sleep(3)
+        return "end_turn"
+
+
+class ExtensionSwallowsKillAgent(Agent):
+    """Prompts say "ok" and end; the extension `_test/linger` swallows its kill once and lingers 2 s."""
+
+    name = "extension-swallows-kill"
+
+    def prompt(self, turn: Turn) -> str:
+        turn.say("ok")
+        return "end_turn"
+
+    def extension_methods(self) -> dict[str, Any]:
+        return {"_test/linger": self.linger}
+
+    def linger(self, call: ExtensionCall) -> dict[str, Any]:
+        try:
+            gevent.sleep(30)
+        except BaseException:  # noqa: B036 - what this agent is for
+            gevent.sleep(2)
+        return {}
+
+
+class RaisesAfterCancelAgent(Agent):
+    """Sets `started`, waits for cancellation, then fails in its cleanup."""
+
+    def __init__(self) -> None:
+        self.started = Event()
+
+    def prompt(self, turn: Turn) -> str:
+        self.started.set()
+        turn.wait_cancelled()
+        raise RuntimeError("cleanup after cancel failed")
+
+
+class FloodsAfterCancelAgent(Agent):
+    """Flushes a large buffer of output after it is cancelled (ACP allows late updates)."""
+
+    name = "floods-after-cancel"
+
+    def prompt(self, turn: Turn) -> str:
+        turn.wait_cancelled()
+        for i in range(4000):
+            turn.say(f"{i}:" + "x" * 1024)
+        return "cancelled"
+
+
+class SessionSetupHeldAgent(DemoAgent):
+    """The demo agent whose session setup, once the test sets `entered`, signals it and holds until
+    `release` (a control handler that waits)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered: Event | None = None
+        self.release = Event()
+
+    def session_started(self, session: Any, snapshot: Any) -> None:
+        if self.entered is not None:
+            self.entered.set()
+            self.release.wait()
+
+
+# -- what the agent saw --------------------------------------------------------------------------
+
+
+class SnapshotAcrossPauseAgent(Agent):
+    """`_test/snapshot` reports the client info of its snapshot before and after a pause, and
+    whether the snapshot's capabilities refused a write (`readOnly`)."""
+
+    def prompt(self, turn: Turn) -> str:
+        return "end_turn"
+
+    def extension_methods(self) -> dict[str, Any]:
+        return {"_test/snapshot": self.snapshot}
+
+    def snapshot(self, call: ExtensionCall) -> dict[str, Any]:
+        before = dict(call.snapshot.client_info)
+        gevent.sleep(0.2)  # lets a re-initialize the test wrote run meanwhile
+        try:
+            call.snapshot.client_capabilities["fs"] = {}
+            read_only = False
+        except TypeError:
+            read_only = True
+        return {"before": before, "after": dict(call.snapshot.client_info), "readOnly": read_only}
+
+
+class SnapshotReporterAgent(Agent):
+    """Records the client name of its prompts' snapshots; `_test/snapshot` answers its own."""
+
+    def __init__(self) -> None:
+        self.prompt_saw: list[str] = []
+
+    def prompt(self, turn: Turn) -> str:
+        self.prompt_saw.append(turn.snapshot.client_info["name"])
+        return "end_turn"
+
+    def extension_methods(self) -> dict[str, Any]:
+        return {"_test/snapshot": lambda call: {"name": call.snapshot.client_info["name"]}}
+
+
+class KeepsItsTurnAgent(Agent):
+    """Says "in turn" and keeps each Turn in `turns`, so a test can use it after the response."""
+
+    def __init__(self) -> None:
+        self.turns: list[Turn] = []
+
+    def prompt(self, turn: Turn) -> str:
+        self.turns.append(turn)
+        turn.say("in turn")
+        return "end_turn"
+
+
+class AsksTheClientAgent(Agent):
+    """Each prompt sends `_test/ask` to the client and says "failed: ERROR" if that request failed."""
+
+    def prompt(self, turn: Turn) -> str:
+        try:
+            turn.request("_test/ask", {})
+        except Exception as exc:  # a ClientError naming what was wrong with the answer
+            turn.say(f"failed: {exc}")
+        return "end_turn"
+
+
+class SpeedOptionAgent(DemoAgent):
+    """The demo agent with one select config option, `speed` (fast or slow)."""
+
+    config_options = (SelectOption("speed", "Speed", (("fast", "Fast"), ("slow", "Slow")), "fast"),)
+
+
+class PlantsUnencodableAgent(Agent):
+    """Says "ok", then turns its prompt or usage into something JSON cannot carry (chosen by the
+    prompt text: prompt-inf, prompt-object, prompt-replaced, usage-inf) and ends `max_tokens`."""
+
+    name = "plants-unencodable"
+
+    def prompt(self, turn: Turn) -> str:
+        turn.say("ok")
+        if turn.text == "prompt-inf":
+            turn.prompt[0]["_meta"] = {"x": float("inf")}
+        elif turn.text == "prompt-object":
+            turn.prompt.append({"type": "text", "text": object()})
+        elif turn.text == "prompt-replaced":
+            turn.prompt = object()
+        elif turn.text == "usage-inf":
+            turn.usage.context_size = float("inf")
+        return "max_tokens"
+
+
+class HoldsAToolCallAgent(Agent):
+    """Provides one in-process MCP tool, `probe`/`hold`, that holds until its call is cancelled and
+    records whether the token was set when it ended."""
+
+    def __init__(self) -> None:
+        self.started = Event()
+        self.token_set_when_it_ended: list[bool] = []
+        self.tools = ToolServer("probe", [Tool("hold", self._hold)])
+
+    def _hold(self, call: Any) -> str:
+        self.started.set()
+        try:
+            call.token.wait(600)
+        finally:
+            self.token_set_when_it_ended.append(call.token.is_set())
+        return "released"
+
+    def provided_mcp_servers(self) -> list[ToolServer]:
+        return [self.tools]
+
+    def prompt(self, turn: Turn) -> str:
+        return "end_turn"
+
+
+# -- the process around the agent ----------------------------------------------------------------
 
 
 class NoisyAgent(Agent):
@@ -51,15 +288,46 @@ class NoisyAgent(Agent):
         return "end_turn"
 
 
-class NeedsAuthAgent(Agent):
-    """Requires `authenticate` before `session/new`."""
+_stderr_turns = itertools.count()
 
-    name = "needs-auth"
-    auth_methods = (AuthMethod("token", "Token", "A pretend API token"),)
+
+def _die_in_the_hub(n: int) -> None:
+    raise RuntimeError(f"greenlet {n} died (reported by gevent's hub)")
+
+
+class StderrFloodAgent(Agent):
+    """Each turn: a stray print, sys.stdout and sys.stderr writes, a warning, a greenlet that
+    dies (the hub prints it), a log line with a traceback, then the turn raises."""
+
+    name = "stderr-flood"
 
     def prompt(self, turn: Turn) -> str:
-        turn.say("authenticated hello")
-        return "end_turn"
+        n = next(_stderr_turns)
+        print(f"stray print {n} " + "p" * 200)
+        sys.stdout.write(f"stray sys.stdout write {n}\n")
+        sys.stderr.write(f"stray sys.stderr write {n}\n")
+        warnings.warn(f"warning number {n}", RuntimeWarning, stacklevel=1)
+        gevent.spawn(_die_in_the_hub, n).join()
+        try:
+            raise ValueError(f"logged failure {n}")
+        except ValueError:
+            logging.getLogger("stderr-flood").exception("turn %d logs a traceback", n)
+        raise RuntimeError(f"turn {n} fails")
+
+
+#: Bytes LeaksMemoryAgent keeps per prompt.
+LEAK_BYTES = 256 * 1024
+_kept: list[bytes] = []
+
+
+class LeaksMemoryAgent(DemoAgent):
+    """The demo agent, but every prompt keeps 256 KiB forever (what the soak must notice)."""
+
+    name = "leaks-memory"
+
+    def prompt(self, turn: Turn) -> str | None:
+        _kept.append(os.urandom(LEAK_BYTES))  # random bytes: pages really touched, nothing shared
+        return super().prompt(turn)
 
 
 class PatchReportAgent(Agent):
@@ -74,39 +342,27 @@ class PatchReportAgent(Agent):
         return "end_turn"
 
 
+# -- sessions --------------------------------------------------------------------------------------
+
+
+class NeedsAuthAgent(Agent):
+    """Requires `authenticate` before `session/new`."""
+
+    name = "needs-auth"
+    auth_methods = (AuthMethod("token", "Token", "A pretend API token"),)
+
+    def prompt(self, turn: Turn) -> str:
+        turn.say("authenticated hello")
+        return "end_turn"
+
+
 class FailingSessionStartAgent(Agent):
     """Its session hook raises: session/new must fail and leave nothing behind."""
 
     name = "failing-session-start"
 
-    def session_started(self, session, snapshot) -> None:
+    def session_started(self, session: Any, snapshot: Any) -> None:
         raise RuntimeError("session setup failed")
 
     def prompt(self, turn: Turn) -> str:
         return "end_turn"
-
-
-class SwallowsKillAgent(Agent):
-    """A prompt whose code swallows its kill (a bare except), so only abandoning it ends the turn."""
-
-    name = "swallows-kill"
-
-    def prompt(self, turn: Turn) -> str:
-        turn.say("stubborn")
-        try:
-            gevent.sleep(60)
-        except BaseException:  # noqa: B036 - what this agent is for
-            gevent.sleep(3)
-        return "end_turn"
-
-
-class FloodsAfterCancelAgent(Agent):
-    """Flushes a large buffer of output after it is cancelled (ACP allows late updates)."""
-
-    name = "floods-after-cancel"
-
-    def prompt(self, turn: Turn) -> str:
-        turn.wait_cancelled()
-        for i in range(4000):
-            turn.say(f"{i}:" + "x" * 1024)
-        return "cancelled"

@@ -2,7 +2,10 @@
 
 Every test runs under a gevent.Timeout, fails if a greenlet raised an unexpected error in the
 hub, and every agent a test launches is checked at teardown: its messages pass strict schema
-validation (DESIGN §7) and no process of its group is left behind.
+validation (DESIGN §7), the rig's invariants hold (one response per request, nothing answered for
+a notification, no update after a prompt's response...) and no process of its group is left
+behind. A test that breaks an invariant on purpose says which and why:
+`@pytest.mark.breaks_invariants("one_response_per_request", reason="...")`.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from acp_green.rig.client import AcpClient, AgentProcess, ClientPolicy
 from acp_green.rig.schema import StreamChecker
 from acp_green.server import ServeOptions, Server
 from acp_green.transport import OutputLimits
+from tests.helpers import group_members, invariant_problems, tolerated_invariants
+from tests.unit_harness import unit  # noqa: F401 - the unit layer's fixture, for every test module
 
 TEST_TIMEOUT = 120
 
@@ -101,16 +106,6 @@ def _decodable_lines(raw: bytes) -> list[Any]:
     return decoded
 
 
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 @pytest.fixture(autouse=True, scope="session")
 def _state_never_in_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     """No test writes to the real ~/.local/state: the default state dir points into tmp."""
@@ -124,7 +119,7 @@ def _state_never_in_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
 
 
 @pytest.fixture
-def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., AgentProcess]]:
+def launch(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[Callable[..., AgentProcess]]:
     """Start `acp-green serve` (or any command) over real pipes; checked and reaped at teardown.
 
     Each test's agents get their own default state dir (XDG_STATE_HOME in a tmp dir), so an
@@ -144,17 +139,22 @@ def launch(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., A
         started.append((agent, check_schema))
         return agent
 
+    tolerated = tolerated_invariants(request)
     yield start
     failures = []
     for agent, check_schema in started:
         agent.close()
-        if group_alive(agent.pid):
+        survivors = group_members(agent.pid)
+        if survivors:
             os.killpg(agent.pid, signal.SIGKILL)
-            failures.append(f"processes of {agent.command} outlived the agent")
-        if check_schema:
+            failures.append(f"processes {survivors} of {agent.command} outlived the agent")
+        if check_schema and "schema" not in tolerated:
             problems = schema_problems(agent)
             if problems:
                 failures.append(f"schema problems in {agent.command}: {problems[:5]}")
+        violations = invariant_problems(agent.records, tolerated)
+        if violations:
+            failures.append(f"invariants broken by {agent.command}: {violations[:5]}")
     assert not failures, failures
 
 
@@ -189,7 +189,7 @@ class InProcess:
 
 
 @pytest.fixture
-def inprocess() -> Iterator[Callable[..., InProcess]]:
+def inprocess(request: pytest.FixtureRequest) -> Iterator[Callable[..., InProcess]]:
     """Run an agent in this process on pipes; the server is stopped and checked at teardown."""
     running: list[InProcess] = []
 
@@ -204,12 +204,16 @@ def inprocess() -> Iterator[Callable[..., InProcess]]:
         running.append(harness)
         return harness
 
+    tolerated = tolerated_invariants(request)
     yield start
     problems = []
     for harness in running:
         if not harness.greenlet.dead:
             harness.finish()
-        problems.extend(schema_problems(harness.client))
+        if "schema" not in tolerated:
+            problems.extend(schema_problems(harness.client))
+        # The server read to EOF: every request it was sent is owed an answer.
+        problems.extend(invariant_problems(harness.client.records, tolerated, complete=True))
         problems.extend(f"greenlet left behind: {g}" for g in leftover_greenlets(harness.server))
     assert not problems, problems
 

@@ -1,15 +1,17 @@
-"""Helpers shared by the MCP tests: server commands, connecting, and checking processes by pid."""
+"""Helpers shared by the MCP tests: server commands, connecting, and the recorder's file (process
+liveness comes from tests/helpers.py)."""
 
 from __future__ import annotations
 
 import os
 import shlex
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
-import gevent
+from tests.helpers import process_gone, wait_gone, wait_until
+
+__all__ = ["INIT_PARAMS", "RECORDER", "SDK_TOOLS", "process_gone", "wait_gone"]
 
 HERE = Path(__file__).resolve().parent
 SDK_TOOLS = str(HERE / "mcp_servers" / "sdk_tools.py")
@@ -64,30 +66,13 @@ def text_of(result: dict[str, Any]) -> str:
     return "".join(block.get("text", "") for block in result.get("content", []))
 
 
-def pid_gone(pid: int) -> bool:
-    """True once no process has this pid (a zombie still counts: it was not reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
-def wait_gone(pid: int, timeout: float = 30.0) -> bool:
-    """Wait (generously bounded) until the pid is gone; False if it is still there."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pid_gone(pid):
-            return True
-        gevent.sleep(0.02)
-    return pid_gone(pid)
-
-
 def wait_file_lines(path: str, predicate: Any, timeout: float = 30.0) -> list[str]:
     """Wait until the recorder's file has lines satisfying predicate(lines)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        lines = Path(path).read_text().splitlines() if os.path.exists(path) else []
-        if predicate(lines) or time.monotonic() > deadline:
-            return lines
-        gevent.sleep(0.02)
+    def lines() -> list[str]:
+        return Path(path).read_text().splitlines() if os.path.exists(path) else []
+
+    try:
+        wait_until(lambda: predicate(lines()), timeout, f"lines in {path}")
+    except AssertionError:
+        pass  # the caller asserts on what is there, naming what it expected
+    return lines()

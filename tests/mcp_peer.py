@@ -21,7 +21,7 @@ from typing import Any
 
 import gevent
 import mcp_types as types
-from gevent.event import AsyncResult
+from gevent.event import AsyncResult, Event
 from gevent.queue import Queue
 from mcp.shared.message import SessionMessage
 
@@ -37,14 +37,14 @@ class _AsyncioThread:
         self.done = AsyncResult()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._inbox: asyncio.Queue | None = None
-        self._ready = threading.Event()
+        self._ready = Event()  # set from the asyncio thread through the hub's threadsafe callback
 
     def start(self, main: Callable[[], Awaitable[Any]]) -> None:
         def run() -> None:
             async def wrapper() -> Any:
                 self.loop = asyncio.get_running_loop()
                 self._inbox = asyncio.Queue()
-                self._ready.set()
+                self.hub.loop.run_callback_threadsafe(self._ready.set)
                 return await main()
 
             try:
@@ -56,8 +56,8 @@ class _AsyncioThread:
 
         self.thread = threading.Thread(target=run, daemon=True)
         self.thread.start()
-        while not self._ready.is_set():
-            gevent.sleep(0.005)
+        if not self._ready.wait(timeout=30):
+            raise AssertionError("the asyncio thread did not start")
 
     def to_peer(self, message: dict[str, Any] | None) -> None:
         """Hand a JSON-RPC dict (or None: end of input) to the asyncio side."""

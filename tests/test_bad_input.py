@@ -10,11 +10,13 @@ read, so anything the agent meant to say about the input is out before the marke
 from __future__ import annotations
 
 import json
-import os
+
+import pytest
 import time
 
 from acp_green.rig.client import AgentProcess, Record
 from acp_green.rig.schema import StreamChecker
+from tests.helpers import chunk_texts, process_gone
 
 SERVE = ("--ephemeral",)
 
@@ -78,7 +80,7 @@ def assert_serves_a_prompt(agent: AgentProcess) -> None:
     assert agent.initialize()["protocolVersion"] == 1
     session_id = agent.new_session()
     assert agent.prompt(session_id, "/stream 3").result() == {"stopReason": "end_turn"}
-    chunks = [u["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "agent_message_chunk"]
+    chunks = chunk_texts(agent.updates(session_id))
     assert [c.split(":")[0] for c in chunks] == ["0", "1", "2"]
 
 
@@ -151,6 +153,9 @@ def test_bad_id_type_is_an_invalid_request_S4(launch):
         assert_serves_a_prompt(agent)
 
 
+@pytest.mark.breaks_invariants("schema", "one_response_per_request",
+                                reason="the client reuses an in-flight id on purpose: that id is answered twice (the "
+                                       "refusal and the prompt), which also confuses the schema checker's id pairing")
 def test_duplicate_inflight_id_is_refused_S4(launch):
     """S4, DESIGN §6: a request reusing the id of one still in flight is refused with -32600.
 
@@ -159,7 +164,7 @@ def test_duplicate_inflight_id_is_refused_S4(launch):
     is free). A control request with the in-flight id is refused too. The same value with another
     type ("7" vs 7) is a different id, and an id is free again once its request has finished.
     """
-    agent = start(launch, check_schema=False)
+    agent = start(launch)
     s1, s2, s3 = agent.new_session(), agent.new_session(), agent.new_session()
     dup = "dup-id"
     first = agent.make_request("session/prompt", agent.prompt_params(s1, "/wait"), dup)
@@ -272,6 +277,9 @@ def test_unknown_extension_method_DESIGN6(launch):
 
 
 # -- line too long ----------------------------------------------------------------------------
+@pytest.mark.breaks_invariants("one_response_per_request", "no_response_to_notification",
+                                reason="a line over --max-line-bytes is answered -32600 with id null without being read: "
+                                       "the checker, which reads every line whole, expects its id echoed")
 def test_line_over_max_line_bytes_is_skipped_DESIGN6(launch):
     """DESIGN §6: a line over --max-line-bytes answers -32600, id null, data.reason line_too_long.
 
@@ -311,6 +319,9 @@ def test_line_over_max_line_bytes_is_skipped_DESIGN6(launch):
     assert_serves_a_prompt(agent)
 
 
+@pytest.mark.breaks_invariants("one_response_per_request", "no_response_to_notification",
+                                reason="a line over --max-line-bytes is answered -32600 with id null without being read: "
+                                       "the checker, which reads every line whole, expects its id echoed")
 def test_huge_line_is_skipped_with_bounded_memory_DESIGN6(launch):
     """DESIGN §6: a 64 MiB line against a 1 MiB limit is skipped while the agent's memory stays bounded."""
     agent = start(launch, "--max-line-bytes", str(1 << 20))
@@ -410,4 +421,4 @@ def test_notifications_are_never_answered_even_bad_ones_S6(launch):
     # $/cancel_request naming a finished request is ignored as well.
     assert replies_to(agent, lambda: agent.notify("$/cancel_request", {"requestId": 1})) == []
     assert_serves_a_prompt(agent)
-    assert os.path.exists(f"/proc/{agent.pid}")  # still running: nothing here ended the connection
+    assert not process_gone(agent.pid)  # still running: nothing here ended the connection

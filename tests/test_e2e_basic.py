@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.helpers import said
+
 
 def test_initialize_and_new_session_in_one_write_S2(launch):
     """S2: `initialize` and `session/new` written together both succeed, in order."""
@@ -13,5 +15,5 @@ def test_initialize_and_new_session_in_one_write_S2(launch):
     session_id = agent.pending_for(new).result()["sessionId"]
     # A prompt written the moment the session/new response is read works.
     assert agent.prompt(session_id, "hello").result() == {"stopReason": "end_turn"}
-    text = "".join(u["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "agent_message_chunk")
+    text = said(agent.updates(session_id))
     assert text == "hello"

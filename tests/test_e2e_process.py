@@ -9,6 +9,7 @@ import sys
 from click.testing import CliRunner
 
 from acp_green.cli import cli
+from tests.helpers import chunk_texts
 
 
 def test_only_jsonrpc_reaches_stdout_from_a_noisy_agent(launch):
@@ -39,11 +40,8 @@ def test_no_monkey_patching_unless_asked(launch):
     patched.initialize()
     sid2 = patched.new_session()
     patched.prompt(sid2, "?").result()
-    def said(agent, session_id):
-        return [u["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "agent_message_chunk"]
-
-    assert said(plain, sid) == ["socket patched: False"]
-    assert said(patched, sid2) == ["socket patched: True"]
+    assert chunk_texts(plain.updates(sid)) == ["socket patched: False"]
+    assert chunk_texts(patched.updates(sid2)) == ["socket patched: True"]
 
 
 def test_importing_the_package_imports_no_gevent():

@@ -5,19 +5,15 @@ from __future__ import annotations
 import os
 import signal
 
-import gevent
 import pytest
 
 from acp_green.rig.client import AgentProcess
+from tests.helpers import chunk_texts, wait_pipe_full
 
 
 def open_session(agent: AgentProcess, count: int = 1) -> list[str]:
     agent.initialize()
     return [agent.new_session() for _ in range(count)]
-
-
-def chunk_texts(agent: AgentProcess, session_id: str) -> list[str]:
-    return [u["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "agent_message_chunk"]
 
 
 def test_prompt_and_cancel_in_one_write_S11(launch):
@@ -47,7 +43,7 @@ def test_cancel_with_nothing_running_does_not_cancel_next_prompt_S12(launch):
 
 def test_prompt_after_cancel_before_response_is_busy_then_runs_S8_S14(launch):
     """S8/S14: a cancelled prompt keeps its reservation until it answers; one sent after the answer runs."""
-    agent = launch("--agent", "tests.agents:SlowToCancelAgent")
+    agent = launch("--agent", "tests.agents:SleepsAfterCancelAgent")
     [sid] = open_session(agent)
     first = agent.prompt(sid, "wind down for 0.5")
     agent.wait_for(lambda: agent.updates(sid), what="the first prompt to start")
@@ -72,7 +68,7 @@ def test_second_prompt_on_busy_session_refused_at_once_S8(launch):
     assert not running.done
     agent.cancel(sid)
     assert running.result() == {"stopReason": "cancelled"}
-    assert "intruder" not in "".join(chunk_texts(agent, sid))
+    assert "intruder" not in "".join(chunk_texts(agent.updates(sid)))
 
 
 def test_thousand_chunks_in_order_before_response_S5(launch):
@@ -87,7 +83,7 @@ def test_thousand_chunks_in_order_before_response_S5(launch):
         (i, r.message["params"]["update"]) for i, r in enumerate(inbound)
         if r.message.get("method") == "session/update" and r.message["params"]["sessionId"] == sid
     ]
-    chunks = [u["content"]["text"] for _, u in session_updates if u["sessionUpdate"] == "agent_message_chunk"]
+    chunks = chunk_texts(u for _, u in session_updates)
     assert [c.split(":")[0] for c in chunks] == [str(i) for i in range(1000)]
     assert all(len(c) == 64 for c in chunks)
     assert all(i < response_index for i, _ in session_updates), "an update came after the prompt's response"
@@ -139,13 +135,13 @@ def test_cancel_answered_while_client_pauses_reading_S10(launch):
     agent.pause_reading()
     stream = agent.prompt(sid, "/stream 200000 256")
     waiting = agent.prompt(other, "/wait")
-    gevent.sleep(0.5)  # let the agent fill the pipe and hit its high-water mark (not a timing assertion)
+    wait_pipe_full(agent.proc.stdout.fileno())  # the stream is now held by the backlog
     agent.cancel(other)
     agent.cancel(sid)
     agent.resume_reading()
     assert waiting.result() == {"stopReason": "cancelled"}
     assert stream.result() == {"stopReason": "cancelled"}
-    chunks = chunk_texts(agent, sid)
+    chunks = chunk_texts(agent.updates(sid))
     # Held at the high-water mark (64 KiB) behind a full pipe (64 KiB), the stream produced a few
     # hundred 256-byte chunks before the cancel; without back-pressure it makes tens of thousands
     # in the same half second. 1 MiB leaves room for larger pipes and client buffers.
@@ -213,7 +209,7 @@ def test_client_that_stopped_reading_cannot_hold_the_process_S13(launch):
     [sid] = open_session(agent)
     agent.pause_reading()
     agent.prompt(sid, "/stream 10000000 256")
-    gevent.sleep(0.5)  # let the pipe fill (not a timing assertion)
+    wait_pipe_full(agent.proc.stdout.fileno())
     agent.close_input()
     assert agent.wait_exit(timeout=60) == 0
     agent.wait_for(lambda: b"output not fully flushed" in agent.stderr, what="the shutdown warning on stderr")
@@ -224,12 +220,12 @@ def test_second_signal_during_shutdown_does_not_kill_the_process_S13(launch, tmp
     prompt still answers `cancelled` and the process exits 0. The second signal is sent while the
     prompt is known to be winding down, and shutdown goes on only once the process has taken it."""
     release = tmp_path / "release"
-    agent = launch("--agent", "tests.rule_agents:WindsDownUntilReleasedAgent")
+    agent = launch("--agent", "tests.agents:WindsDownUntilFileExistsAgent")
     [sid] = open_session(agent)
     pending = agent.prompt(sid, f"wind down until {release}")
-    agent.wait_for(lambda: "started" in chunk_texts(agent, sid), what="the prompt to start")
+    agent.wait_for(lambda: "started" in chunk_texts(agent.updates(sid)), what="the prompt to start")
     agent.signal(signal.SIGTERM)
-    agent.wait_for(lambda: "winding down" in chunk_texts(agent, sid), what="shutdown to cancel the prompt")
+    agent.wait_for(lambda: "winding down" in chunk_texts(agent.updates(sid)), what="shutdown to cancel the prompt")
     agent.signal(signal.SIGTERM)
     agent.wait_for(lambda: not sigterm_pending(agent.pid), what="the second SIGTERM to be delivered")
     release.touch()

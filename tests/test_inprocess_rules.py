@@ -7,11 +7,21 @@ import time
 import gevent
 import pytest
 
-from acp_green import Agent, ExtensionCall, Turn, wire
+from acp_green import wire
 from acp_green.demo import DemoAgent
 from acp_green.rig.client import ClientPolicy, Record
 from acp_green.transport import OutputLimits
-from tests.agents import IgnoresCancelAgent, NeedsAuthAgent
+from tests.agents import (
+    ExtensionSwallowsKillAgent,
+    FailingSessionStartAgent,
+    FloodsAfterCancelAgent,
+    IgnoresCancelAgent,
+    KeepsItsTurnAgent,
+    NeedsAuthAgent,
+    PromptSwallowsKillAgent,
+    SnapshotAcrossPauseAgent,
+)
+from tests.helpers import said
 
 
 def start(inprocess, agent=None, policy=None, **options):
@@ -26,8 +36,8 @@ def test_prompt_ignoring_cancel_is_killed_at_end_of_grace_and_finalized_S13_S14_
     harness = start(inprocess, IgnoresCancelAgent(), shutdown_grace=0.3)
     client = harness.client
     sid = client.new_session()
-    pending = client.prompt(sid, "go")
-    client.wait_for(lambda: client.updates(sid), what="the prompt to start")
+    pending = client.prompt(sid, "/stubborn")
+    client.wait_for(lambda: "not listening" in said(client.updates(sid)), what="the prompt to start")
     assert harness.finish() == 0
     assert pending.result(timeout=5) == {"stopReason": "cancelled"}
     records = harness.server.store.usage(sid)
@@ -86,32 +96,16 @@ def test_exception_in_agent_answers_internal_error_and_session_goes_on_S14(inpro
     assert client.prompt(sid, "again").result() == {"stopReason": "end_turn"}
 
 
-class SnapshotAgent(Agent):
-    """Reports the connection snapshot it was admitted with, after a pause."""
-
-    def prompt(self, turn: Turn) -> str:
-        return "end_turn"
-
-    def extension_methods(self):
-        return {"_test/snapshot": self.snapshot}
-
-    def snapshot(self, call: ExtensionCall):
-        before = dict(call.snapshot.client_info)
-        gevent.sleep(0.2)
-        with pytest.raises(TypeError):
-            call.snapshot.client_capabilities["fs"] = {}  # read-only
-        return {"before": before, "after": dict(call.snapshot.client_info)}
-
-
 def test_background_request_sees_snapshot_from_admission_S3(inprocess):
     """S3: a re-initialize while a background request runs does not change its snapshot."""
-    harness = inprocess(SnapshotAgent())
+    harness = inprocess(SnapshotAcrossPauseAgent())
     client = harness.client
     client.call("initialize", {"protocolVersion": 1, "clientInfo": {"name": "first", "version": "1"}})
     pending = client.request("_test/snapshot", {})
     client.call("initialize", {"protocolVersion": 1, "clientInfo": {"name": "second", "version": "2"}})
     result = pending.result()
     assert result["before"]["name"] == "first" and result["after"]["name"] == "first"
+    assert result["readOnly"] is True  # the snapshot's capabilities refuse a write
     assert harness.server.context.snapshot.client_info["name"] == "second"
 
 
@@ -250,20 +244,13 @@ def test_output_backlog_over_hard_limit_refuses_background_work(inprocess, monke
 
 def test_updates_after_response_are_refused_S5(inprocess):
     """S5: after a prompt's response nothing more is sent for the session: a late update is refused."""
-    captured = {}
-
-    class LeakyAgent(Agent):
-        def prompt(self, turn: Turn) -> str:
-            captured["turn"] = turn
-            turn.say("in turn")
-            return "end_turn"
-
-    harness = start(inprocess, LeakyAgent())
+    agent = KeepsItsTurnAgent()
+    harness = start(inprocess, agent)
     client = harness.client
     sid = client.new_session()
     assert client.prompt(sid, "x").result() == {"stopReason": "end_turn"}
     with pytest.raises(RuntimeError):
-        captured["turn"].say("too late")
+        agent.turns[0].say("too late")
     marker = client.request("session/set_mode", {"sessionId": sid, "modeId": "x"})
     marker.response()
     assert [u["content"]["text"] for u in client.updates(sid) if "content" in u] == ["in turn"]
@@ -303,28 +290,10 @@ def test_turn_history_is_what_was_sent(inprocess):
     assert stored[1:] == [u for u in received if u["sessionUpdate"] != "usage_update"]
 
 
-class SwallowsKillAgent(Agent):
-    """An extension that swallows the kill once (a bare except in agent code) and lingers."""
-
-    def prompt(self, turn: Turn) -> str:
-        turn.say("ok")
-        return "end_turn"
-
-    def extension_methods(self):
-        return {"_test/linger": self.linger}
-
-    def linger(self, call: ExtensionCall):
-        try:
-            gevent.sleep(30)
-        except BaseException:  # noqa: B036 - the point of this test agent
-            gevent.sleep(2)
-        return {}
-
-
 def test_cancel_request_frees_the_slot_before_answering_S14(inprocess):
     """S14: a request cancelled by $/cancel_request frees its slot before its -32800 is queued, so a
     request written the moment that answer is read is admitted — even if agent code lingers."""
-    harness = start(inprocess, SwallowsKillAgent(), max_background=1)
+    harness = start(inprocess, ExtensionSwallowsKillAgent(), max_background=1)
     client = harness.client
     sid = client.new_session()
     ext = client.request("_test/linger", {})
@@ -353,8 +322,6 @@ def test_malformed_prompt_block_is_refused_before_reserving_S14(inprocess, block
 
 def test_failed_session_setup_leaves_no_session_behind(inprocess):
     """A session hook that raises answers -32603 and leaves no live or stored session."""
-    from tests.agents import FailingSessionStartAgent
-
     harness = start(inprocess, FailingSessionStartAgent())
     client = harness.client
     error = client.request("session/new", {"cwd": "/tmp", "mcpServers": []}).error()
@@ -385,9 +352,7 @@ def test_input_pauses_when_a_client_writes_without_reading(inprocess):
 def test_prompt_that_swallows_its_kill_is_still_answered_at_shutdown_S13_S16(inprocess):
     """S13/S14/S16: agent code that swallows the kill at the end of the grace cannot leave its prompt
     unanswered or its usage record unfinished: it is answered `cancelled` and recorded "aborted"."""
-    from tests.agents import SwallowsKillAgent
-
-    harness = start(inprocess, SwallowsKillAgent(), shutdown_grace=0.2)
+    harness = start(inprocess, PromptSwallowsKillAgent(), shutdown_grace=0.2)
     client = harness.client
     sid = client.new_session()
     pending = client.prompt(sid, "go")
@@ -400,8 +365,6 @@ def test_prompt_that_swallows_its_kill_is_still_answered_at_shutdown_S13_S16(inp
 def test_cancelled_turn_still_waits_on_the_backlog_S10(inprocess, monkeypatch):
     """S10, DESIGN §5: a cancelled turn that flushes output keeps to the high-water mark, so control
     responses are never buried under an unbounded backlog."""
-    from tests.agents import FloodsAfterCancelAgent
-
     harness = start(inprocess, FloodsAfterCancelAgent())
     client = harness.client
     sid = client.new_session()

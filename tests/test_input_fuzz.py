@@ -217,6 +217,11 @@ def ledger(inprocess) -> Ledger:
     return Ledger(harness)
 
 
+@pytest.mark.breaks_invariants(
+    "no_response_to_notification", "one_response_per_request",
+    reason="hostile lines on purpose: several requests with id null (one id to the checker, answered many times) and "
+           "lines nested deeper than the runtime's 512-level limit, answered -32700 with id null, which the checker "
+           "parses with Python's deeper limit; this test counts every answer itself")
 @settings(
     deadline=None, max_examples=150,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],

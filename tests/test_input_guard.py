@@ -10,12 +10,14 @@ import pytest
 from gevent import GreenletExit
 from gevent.greenlet import Greenlet
 
-from acp_green import Agent, Turn, endpoint as endpoint_module, wire
+from acp_green import endpoint as endpoint_module, wire
 from acp_green.acp import encode_cursor
 from acp_green.demo import DemoAgent
 from acp_green.endpoint import Endpoint, Kind, Route
 from acp_green.rig.client import ClientPolicy, Record
 from acp_green.usage import RUNNING
+from tests.agents import AsksTheClientAgent, PlantsUnencodableAgent, SpeedOptionAgent
+from tests.helpers import chunk_texts
 
 
 def start(inprocess, agent=None, policy=None, **options):
@@ -70,23 +72,15 @@ def test_notification_with_non_finite_number_is_not_answered(inprocess):
 def test_response_with_non_finite_number_fails_the_agents_request(inprocess):
     """A client answer holding 1e400 reaches the agent's waiting request as an error, not as inf."""
 
-    class AsksClient(Agent):
-        def prompt(self, turn: Turn) -> str:
-            try:
-                turn.request("_test/ask", {})
-            except Exception as exc:  # a ClientError naming where the number was
-                turn.say(f"failed: {exc}")
-            return "end_turn"
-
     def answer_with_overflow(client, request):
         client.send_raw(b'{"jsonrpc":"2.0","id":' + json.dumps(request["id"]).encode() + b',"result":{"v":[1e400]}}\n')
 
-    harness = start(inprocess, AsksClient(), ClientPolicy(handlers={"_test/ask": answer_with_overflow}))
+    harness = start(inprocess, AsksTheClientAgent(), ClientPolicy(handlers={"_test/ask": answer_with_overflow}))
     client = harness.client
     sid = client.new_session()
     assert client.prompt(sid, "go").result() == {"stopReason": "end_turn"}
-    [said] = [u["content"]["text"] for u in client.updates(sid) if u["sessionUpdate"] == "agent_message_chunk"]
-    assert said.startswith("failed: _test/ask failed: ") and "result.v[0]" in said, said
+    [text] = chunk_texts(client.updates(sid))
+    assert text.startswith("failed: _test/ask failed: ") and "result.v[0]" in text, text
 
 
 # -- ill-typed fields the runtime reads: -32602, never -32603 ---------------------------------------
@@ -157,12 +151,7 @@ def test_forged_cursor_is_invalid_params(inprocess, position):
 def test_config_value_of_any_depth_is_described_not_repred(inprocess):
     """Ill-typed fields: a config value of any shape is -32602 and described, never repr()ed whole."""
 
-    class WithOption(DemoAgent):
-        from acp_green.agent import SelectOption
-
-        config_options = (SelectOption("speed", "Speed", (("fast", "Fast"), ("slow", "Slow")), "fast"),)
-
-    harness = start(inprocess, WithOption())
+    harness = start(inprocess, SpeedOptionAgent())
     client = harness.client
     sid = client.new_session()
     deep = "[" * 500 + "]" * 500
@@ -314,29 +303,11 @@ def test_guard_leaves_a_started_greenlet_to_answer(inprocess, monkeypatch):
 
 
 # -- finishing a turn never skips its usage record (S16) ---------------------------------------------
-class PlantsUnencodable(Agent):
-    """Changes its turn into something JSON cannot carry, then ends normally."""
-
-    name = "plants-unencodable"
-
-    def prompt(self, turn: Turn) -> str:
-        turn.say("ok")
-        if turn.text == "prompt-inf":
-            turn.prompt[0]["_meta"] = {"x": float("inf")}
-        elif turn.text == "prompt-object":
-            turn.prompt.append({"type": "text", "text": object()})
-        elif turn.text == "prompt-replaced":
-            turn.prompt = object()
-        elif turn.text == "usage-inf":
-            turn.usage.context_size = float("inf")
-        return "max_tokens"
-
-
 @pytest.mark.parametrize("text", ["prompt-inf", "prompt-object", "prompt-replaced", "usage-inf"])
 def test_unencodable_turn_still_answers_its_stop_reason_and_records_usage_S16(inprocess, text):
     """S16 / issue defect 3: whatever cannot be encoded at the end of a turn, the client gets the agent's
     stop reason, exactly one usage record carries it, nothing is left "running", and the session goes on."""
-    harness = start(inprocess, PlantsUnencodable())
+    harness = start(inprocess, PlantsUnencodableAgent())
     client = harness.client
     sid = client.new_session()
     assert client.prompt(sid, text).result() == {"stopReason": "max_tokens"}

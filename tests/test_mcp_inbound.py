@@ -15,7 +15,7 @@ from tests.mcp_helpers import (
     call_tool,
     connect,
     initialize,
-    pid_gone,
+    process_gone,
     provide,
     text_of,
     wait_file_lines,
@@ -251,9 +251,9 @@ def test_no_orphans_after_mcp_disconnect_S7(launch):
     agent = launch(*serve_args())
     agent.initialize()
     connection_id, pid = connect(agent, SDK)
-    assert pid is not None and not pid_gone(pid)
+    assert pid is not None and not process_gone(pid)
     assert agent.call("mcp/disconnect", {"connectionId": connection_id}) == {}
-    assert pid_gone(pid)
+    assert process_gone(pid)
 
 
 @pytest.mark.parametrize("how", ["eof", "sigterm"])
@@ -274,7 +274,7 @@ def test_no_orphans_after_eof_or_sigterm_S13(launch, how):
     result = agent.prompt(session_id, "/mcp st pid").result()
     assert result == {"stopReason": "end_turn"}
     pids.append(int(agent.updates(session_id)[-2]["content"]["text"]))
-    assert not any(pid_gone(p) for p in pids)
+    assert not any(process_gone(p) for p in pids)
     if how == "eof":
         agent.close_input()
     else:
@@ -327,7 +327,7 @@ def test_S7_each_connect_gets_a_fresh_connection_and_its_own_process(launch):
     (first, pid1), (second, pid2) = connect(agent, SDK), connect(agent, SDK)
     assert first != second and pid1 != pid2
     assert agent.call("mcp/disconnect", {"connectionId": first}) == {}
-    assert pid_gone(pid1) and not pid_gone(pid2)
+    assert process_gone(pid1) and not process_gone(pid2)
     initialize(agent, second)
     echo = call_tool(agent, second, "echo", {"text": "second lives"})
     agent.send(echo)

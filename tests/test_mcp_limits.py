@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from acp_green.acp import _mcp_servers
 from acp_green.errors import InvalidParams, TooManyMcpServers
 from acp_green.rig.reaper import descendants, kill_all
-from tests.mcp_helpers import RECORDER, pid_gone, stdio_entry, wait_gone
+from tests.mcp_helpers import RECORDER, process_gone, stdio_entry, wait_gone
 
 SLEEPER = {"name": "sleeper", "command": sys.executable, "args": ["-c", "import time; time.sleep(600)"], "env": []}
 
@@ -123,7 +123,7 @@ def test_many_servers_start_while_control_is_answered_and_are_all_reaped_at_eof_
     agent.close_input()
     try:
         assert agent.wait_exit() == 0
-        agent.wait_for(lambda: all(pid_gone(pid) for pid in pids), what="every server process reaped")
+        agent.wait_for(lambda: all(process_gone(pid) for pid in pids), what="every server process reaped")
         assert agent.survivors() == []
     finally:
         kill_all(agent.survivors())

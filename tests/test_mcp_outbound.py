@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from acp_green.rig.client import ClientPolicy
+from tests.helpers import said
 from tests.mcp_helpers import SDK_TOOLS, stdio_entry, wait_gone
 from tests.mcp_peer import SdkServerOverAcp
 from tests.mcp_servers.client_hosted import make_server
@@ -24,10 +25,6 @@ def acp_entry(server: SdkServerOverAcp) -> dict:
     return {"type": "acp", "name": "proj", "serverId": server.server_id}
 
 
-def chunks(agent, session_id) -> str:
-    return "".join(u["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "agent_message_chunk")
-
-
 def tool_status(agent, session_id) -> str:
     return [u for u in agent.updates(session_id) if u["sessionUpdate"] == "tool_call_update"][-1]["status"]
 
@@ -39,7 +36,7 @@ def test_turn_calls_a_client_provided_acp_server_S7(launch, hosted):
     agent.initialize()
     session_id = agent.new_session(mcp_servers=[acp_entry(hosted)])
     assert agent.prompt(session_id, '/mcp proj echo {"text": "hi there"}').result() == {"stopReason": "end_turn"}
-    assert chunks(agent, session_id) == "client says hi there"
+    assert said(agent.updates(session_id)) == "client says hi there"
     connects = [m for m in agent.agent_requests if m["method"] == "mcp/connect"]
     assert [m["params"] for m in connects] == [{"serverId": hosted.server_id}]
     assert hosted.inner_methods == ["initialize", "notifications/initialized", "tools/call"]
@@ -82,7 +79,7 @@ def test_session_stdio_server_is_started_for_the_session_and_stopped_at_its_end(
     agent.initialize()
     session_id = agent.new_session(mcp_servers=[stdio_entry("st", SDK_TOOLS)])
     assert agent.prompt(session_id, '/mcp st echo {"text": "from stdio"}').result() == {"stopReason": "end_turn"}
-    assert chunks(agent, session_id) == "from stdio"
+    assert said(agent.updates(session_id)) == "from stdio"
     agent.prompt(session_id, "/mcp st pid").result()
     pid = int(agent.updates(session_id)[-2]["content"]["text"])
     # The end of the session (here: idle eviction drops it from memory) stops and reaps its server.
@@ -110,7 +107,7 @@ def test_demo_mcp_command_reaches_provided_servers_by_name(launch):
     agent.initialize()
     session_id = agent.new_session()
     assert agent.prompt(session_id, '/mcp demo echo {"text": "in process"}').result() == {"stopReason": "end_turn"}
-    assert chunks(agent, session_id) == "in process"
+    assert said(agent.updates(session_id)) == "in process"
     prompt = agent.prompt(session_id, '/mcp demo sleep {"seconds": 600}')
     agent.wait_for(lambda: any(u["sessionUpdate"] == "tool_call" for u in agent.updates(session_id)[-3:]), what="tool call")
     agent.cancel(session_id)
@@ -128,7 +125,7 @@ def test_stdio_servers_declared_in_load_and_resume_are_started(launch, tmp_path)
     for method in ("session/load", "session/resume"):
         agent.call(method, {"sessionId": session_id, "cwd": "/tmp", "mcpServers": [stdio_entry("again", SDK_TOOLS)]})
         assert agent.prompt(session_id, '/mcp again echo {"text": "after ' + method + '"}').result() == {"stopReason": "end_turn"}
-        assert chunks(agent, session_id).endswith("after " + method)
+        assert said(agent.updates(session_id)).endswith("after " + method)
     assert wait_gone(first_pid)
 
 
@@ -141,5 +138,5 @@ def test_session_stdio_server_comes_back_after_idle_eviction_S15(launch):
     first_pid = int(agent.updates(session_id)[-2]["content"]["text"])
     assert wait_gone(first_pid)  # evicted: its server was reaped
     assert agent.prompt(session_id, '/mcp st echo {"text": "revived"}').result() == {"stopReason": "end_turn"}
-    assert chunks(agent, session_id).endswith("revived")
+    assert said(agent.updates(session_id)).endswith("revived")
     assert tool_status(agent, session_id) == "completed"

@@ -10,12 +10,10 @@ import sys
 from typing import Any
 
 import gevent
-from gevent.event import Event
 
-from acp_green import Agent, Turn
 from acp_green.demo import DemoAgent
-from acp_green.mcp import Tool, ToolServer
 from acp_green.mcp.process import StdioProcess
+from tests.agents import HoldsAToolCallAgent
 from tests.mcp_helpers import INIT_PARAMS, RECORDER
 from tests.unit_harness import UnitConnection, process_gone, unit, wait_until  # noqa: F401 - `unit` is a fixture
 
@@ -80,33 +78,10 @@ def test_S7_a_crashed_stdio_bridge_is_unregistered(unit):
     assert error["data"]["state"] == "closed"
 
 
-class HoldingTools(Agent):
-    """Provides one in-process tool that holds until its call is cancelled, and reports what it saw."""
-
-    def __init__(self) -> None:
-        self.started = Event()
-        self.token_set_when_it_ended: list[bool] = []
-        self.tools = ToolServer("probe", [Tool("hold", self._hold)])
-
-    def _hold(self, call) -> str:
-        self.started.set()
-        try:
-            call.token.wait(600)
-        finally:
-            self.token_set_when_it_ended.append(call.token.is_set())
-        return "released"
-
-    def provided_mcp_servers(self):
-        return [self.tools]
-
-    def prompt(self, turn: Turn) -> str:
-        return "end_turn"
-
-
 def test_S7_cancel_request_sets_an_in_process_tool_calls_token(unit):
     """S7: $/cancel_request for an mcp/message to an in-process tool sets that call's token (the tool
     can see it and clean up), besides answering -32800."""
-    agent = HoldingTools()
+    agent = HoldsAToolCallAgent()
     conn: UnitConnection = unit(agent)
     conn.initialize()
     connection_id = conn.call("mcp/connect", {"serverId": "acp-green:probe"})["connectionId"]

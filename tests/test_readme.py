@@ -6,6 +6,8 @@ import re
 import sys
 from pathlib import Path
 
+from tests.helpers import said
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
@@ -23,7 +25,7 @@ def test_readme_example_agent_runs(launch, tmp_path):
     agent.initialize()
     sid = agent.new_session()
     assert agent.prompt(sid, "ping").result() == {"stopReason": "end_turn"}
-    text = "".join(u["content"]["text"] for u in agent.updates(sid) if u["sessionUpdate"] == "agent_message_chunk")
+    text = said(agent.updates(sid))
     assert text == "Hello, you said: ping"
     assert agent.call("session/set_mode", {"sessionId": sid, "modeId": "terse"}) == {}
     waiting = agent.prompt(sid, "x")

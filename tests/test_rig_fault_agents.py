@@ -6,13 +6,12 @@ from __future__ import annotations
 import os
 import re
 import sys
-import time
 
-import gevent
 import pytest
 
 from acp_green.rig import scenario as s
 from acp_green.rig.reaper import all_processes
+from tests.helpers import process_gone, wait_until
 
 HERE = os.path.dirname(__file__)
 FAULT_AGENT = [sys.executable, os.path.join(HERE, "peer_agents", "fault_agent.py")]
@@ -94,19 +93,7 @@ def test_an_orphan_in_a_session_of_its_own_is_found_through_the_subreaper():
     # Only the pids this run reported: another xdist worker may be probing the same fault agent.
     pids = [int(pid) for v in orphans for pid in re.findall(r"pid (\d+)", v.detail)]
     assert pids, orphans
-    deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        gevent.sleep(0.05)  # never time.sleep in a gevent test: it stops the hub
-    assert not any(_alive(pid) for pid in pids), "the rig kills what it found"
-
-
-def _alive(pid: int) -> bool:
-    """Running, and not a zombie waiting to be reaped (a killed orphan of ours may be one)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rpartition(")")[2].split()[0] != "Z"
-    except OSError:
-        return False
+    wait_until(lambda: all(process_gone(pid) for pid in pids), what="the rig to kill what it found")
 
 
 def _cmdline(pid: int) -> str:

@@ -9,35 +9,21 @@ from typing import Any
 
 import gevent
 import pytest
-from gevent.event import Event
 
-from acp_green import Agent, Turn
 from acp_green import sessions as sessions_module
 from acp_green.demo import DemoAgent
 from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore
+from tests.agents import RaisesAfterCancelAgent, SnapshotReporterAgent
+from tests.helpers import FakeClock
 from tests.unit_harness import UnitConnection, same_id, unit  # noqa: F401 - `unit` is a fixture
 
 
 # -- S3 ---------------------------------------------------------------------------------------
-class SnapshotReporter(Agent):
-    """Reports the client name of the snapshot its prompt and its extension request were given."""
-
-    def __init__(self) -> None:
-        self.prompt_saw: list[str] = []
-
-    def prompt(self, turn: Turn) -> str:
-        self.prompt_saw.append(turn.snapshot.client_info["name"])
-        return "end_turn"
-
-    def extension_methods(self):
-        return {"_test/snapshot": lambda call: {"name": call.snapshot.client_info["name"]}}
-
-
 def test_S3_snapshot_is_taken_at_admission_not_when_the_greenlet_first_runs(unit):
     """S3: a prompt and an extension request admitted before a re-initialize, and first run after
     it, still see the context as it was at their admission."""
-    agent = SnapshotReporter()
+    agent = SnapshotReporterAgent()
     conn: UnitConnection = unit(agent)
     conn.initialize({"name": "first", "version": "1"})
     session_id = conn.new_session()
@@ -68,22 +54,10 @@ def test_S5_available_commands_update_follows_the_session_new_response(unit):
 
 
 # -- S14 --------------------------------------------------------------------------------------
-class RaisesAfterCancel(Agent):
-    """Waits for cancellation, then fails in its cleanup."""
-
-    def __init__(self) -> None:
-        self.started = Event()
-
-    def prompt(self, turn: Turn) -> str:
-        self.started.set()
-        turn.wait_cancelled()
-        raise RuntimeError("cleanup after cancel failed")
-
-
 def test_S14_exception_after_cancel_answers_cancelled_not_internal_error(unit):
     """S14 outcome precedence: once the token is set the prompt answers `cancelled`, whatever
     happened after (here: an exception); its usage record says cancelled, and the session goes on."""
-    agent = RaisesAfterCancel()
+    agent = RaisesAfterCancelAgent()
     conn: UnitConnection = unit(agent)
     conn.initialize()
     session_id = conn.new_session()
@@ -116,19 +90,6 @@ def test_S14_reservation_and_slot_are_released_before_the_response_is_queued(uni
 
 
 # -- S15 --------------------------------------------------------------------------------------
-class FakeClock:
-    """Stands in for the `time` module inside acp_green.sessions."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def time(self) -> float:
-        return self.now
-
-
 def test_S15_releasing_a_session_refreshes_its_last_active_time(monkeypatch):
     """S15: idle time counts from the end of the last prompt, not from its start: a session whose
     long prompt just finished is not evicted at once."""

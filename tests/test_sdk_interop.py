@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 from acp_green.rig.schema import StreamChecker
+
+pytestmark = pytest.mark.slow  # a third-party peer: the official Python SDK as the client
 
 PEERS = Path(__file__).parent / "peers"
 

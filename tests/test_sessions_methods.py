@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import json
 
-from gevent.event import Event
-
 from acp_green.demo import DemoAgent
+from tests.agents import HeldAfterCancelAgent
+from tests.helpers import chunk_texts
 
 NEW = {"cwd": "/tmp", "mcpServers": []}
 
@@ -15,10 +15,6 @@ def _start(inprocess, tmp_path, **options):
     harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"), **options)
     harness.client.initialize()
     return harness
-
-
-def _texts(updates, kind="agent_message_chunk"):
-    return [u["content"]["text"] for u in updates if u["sessionUpdate"] == kind]
 
 
 def test_initialize_advertises_session_capabilities(inprocess, tmp_path):
@@ -49,8 +45,8 @@ def test_session_load_replays_history_then_answers(inprocess, tmp_path):
         "user_message_chunk", "agent_message_chunk",
         "user_message_chunk", "agent_message_chunk", "agent_message_chunk", "agent_message_chunk",
     ]
-    assert _texts(replay, "user_message_chunk") == ["first", "/stream 3 8"]
-    assert _texts(replay) == ["first", "0:......", "1:......", "2:......"]
+    assert chunk_texts(replay, "user_message_chunk") == ["first", "/stream 3 8"]
+    assert chunk_texts(replay) == ["first", "0:......", "1:......", "2:......"]
     # The load took the client's cwd.
     assert client.call("session/list", {"cwd": "/var"})["sessions"][0]["sessionId"] == sid
 
@@ -159,23 +155,10 @@ def test_session_load_while_prompt_runs_is_busy_S8(inprocess, tmp_path):
     assert running.result() == {"stopReason": "cancelled"}
 
 
-class SlowToCancel(DemoAgent):
-    """Its prompts wait for cancellation, then for `release` before they answer."""
-
-    def __init__(self) -> None:
-        self.release = Event()
-
-    def prompt(self, turn):
-        turn.say("working")
-        turn.wait_cancelled()
-        self.release.wait()
-        return "cancelled"
-
-
 def test_session_close_cancels_running_prompt_S8(inprocess, tmp_path):
     """session/close cancels the running prompt as session/cancel would; until it answers the
     session keeps its reservation (S8), then it is freed; its turn and usage are stored."""
-    agent = SlowToCancel()
+    agent = HeldAfterCancelAgent()
     harness = inprocess(agent, state_dir=str(tmp_path / "state"))
     client = harness.client
     client.initialize()
@@ -266,9 +249,9 @@ def test_evicted_session_revives_without_replay_S15(inprocess, tmp_path):
     assert client.prompt(sid, "after").result() == {"stopReason": "end_turn"}
     revived = client.updates(sid)[count:]
     assert "user_message_chunk" not in {u["sessionUpdate"] for u in revived}
-    assert _texts(revived) == ["after"]
+    assert chunk_texts(revived) == ["after"]
     history = [json.loads(e) for e in harness.server.store.history(sid)]
-    assert _texts(history, "user_message_chunk") == ["before", "after"]
+    assert chunk_texts(history, "user_message_chunk") == ["before", "after"]
 
 
 def test_active_prompt_is_never_evicted_S15(inprocess, tmp_path):

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 import asyncio
 import os
 import sys
 from typing import Any
 
 from acp import spawn_agent_process, text_block
+
+pytestmark = pytest.mark.slow  # a third-party peer: the official Python SDK as the client
 
 SERVE = [sys.executable, "-m", "acp_green", "serve"]
 

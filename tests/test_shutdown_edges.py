@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from gevent.event import Event
 
 from acp_green.cli import cli
-from acp_green.demo import DemoAgent
 from acp_green.transport import Outbound, OutputLimits
+from tests.agents import SessionSetupHeldAgent
 from tests.mcp_helpers import SDK_TOOLS, stdio_entry, wait_gone
 from tests.test_store_e2e import usage_json
 
@@ -70,25 +70,11 @@ def test_serve_help_documents_signals_and_the_flush_option():
 
 
 # -- requests read but not dispatched ------------------------------------------------------------
-class GatedAgent(DemoAgent):
-    """The demo agent whose session setup can be held (a control handler that waits)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.entered: Event | None = None
-        self.release = Event()
-
-    def session_started(self, session, snapshot) -> None:
-        if self.entered is not None:
-            self.entered.set()
-            self.release.wait()
-
-
 def test_requests_read_but_not_dispatched_are_answered_at_shutdown_S13(inprocess):
     """S13: at SIGTERM every request whose line was already read into the process is answered
     exactly once — the one being handled normally, each one still buffered -32800 (a prompt
     too), a garbage line -32700, an over-long line line_too_long; notifications get nothing."""
-    agent = GatedAgent()
+    agent = SessionSetupHeldAgent()
     harness = inprocess(agent, max_line_bytes=1024)
     client = harness.client
     client.initialize()

@@ -8,6 +8,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from acp_green.rig.soak import THRESHOLDS, SoakConfig, Sample, growth, plan, run_soak
 
 HERE = os.path.dirname(__file__)
@@ -15,6 +17,7 @@ SERVE = [sys.executable, "-m", "acp_green", "serve", "--ephemeral"]
 FAULT_AGENT = [sys.executable, os.path.join(HERE, "peer_agents", "fault_agent.py")]
 
 
+@pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)
 def test_a_short_soak_of_acp_green_serve_passes(tmp_path):
     """No invariant broken, and no growth of descriptors (or greenlets, when enough counts came back):
     the second half holds enough samples (WINDOW per point, several points) for a slope to be
@@ -35,15 +38,17 @@ def test_a_short_soak_of_acp_green_serve_passes(tmp_path):
         assert slopes["greenlets"] is None or slopes["greenlets"] <= THRESHOLDS["greenlets"], slopes
 
 
+@pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)
 def test_a_leaking_agent_fails_the_soak_naming_memory(tmp_path):
-    env = dict(os.environ, PYTHONPATH=os.path.join(HERE, "peer_agents"))
-    command = [sys.executable, "-m", "acp_green", "serve", "--ephemeral", "--agent", "leaky_agent:LeakyAgent"]
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(HERE))  # the repository root: tests.agents
+    command = [sys.executable, "-m", "acp_green", "serve", "--ephemeral", "--agent", "tests.agents:LeaksMemoryAgent"]
     summary = run_soak(SoakConfig(command, agents=1, duration=5, sample_interval=0.1, out_dir=str(tmp_path), env=env, plot=False))
     assert not summary["ok"]
     assert summary["growing_resources"] == ["rss"]
     assert summary["failed_invariants"] == []
 
 
+@pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)
 def test_a_faulty_agent_fails_the_soak_naming_the_invariant(tmp_path):
     summary = run_soak(SoakConfig(FAULT_AGENT + ["--out-of-order"], agents=1, duration=3, out_dir=str(tmp_path), plot=False))
     assert not summary["ok"]
@@ -66,6 +71,7 @@ def test_growth_is_the_slope_of_the_windowed_floor_over_the_second_half():
     assert growth(rising, "greenlets", 20.0) is None  # never sampled: unknown, not zero
 
 
+@pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)
 def test_the_soak_entry_prints_its_summary(tmp_path):
     done = subprocess.run([sys.executable, "-m", "acp_green.rig.soak", "--duration", "2", "--agents", "1", "--no-plot",
                            "--out", str(tmp_path), "--", *SERVE], capture_output=True, text=True, timeout=120)

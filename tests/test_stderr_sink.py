@@ -46,7 +46,7 @@ def test_agent_whose_stderr_is_never_read_answers_everything_and_exits(launch, p
     malformed notifications are all answered; then EOF ends the process with exit 0. Under
     --monkey-patch too: the sink's thread must stay a real thread."""
     agent = launch(command=[sys.executable, "-c", UNREAD_STDERR_LAUNCHER, "--ephemeral", "--log-level", "DEBUG",
-                            "--agent", "tests.stderr_agents:StderrFloodAgent", *patching])
+                            "--agent", "tests.agents:StderrFloodAgent", *patching])
     agent.initialize()
     sid = agent.new_session()
     turns = 300

@@ -19,7 +19,6 @@ from gevent.event import Event
 
 from acp_green.store.statedb import db_path
 
-TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 LIVE_ONLY = {"available_commands_update", "session_info_update", "usage_update"}
 
 
@@ -153,8 +152,7 @@ def test_usage_ledger_kill_at_end_of_grace_S16(launch, tmp_path):
     """S16: a prompt that ignores cancellation is killed at the end of the shutdown grace; its
     record ("aborted") still reaches the store before the process exits."""
     state = str(tmp_path / "state")
-    env = {"PYTHONPATH": TESTS_DIR + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    agent = launch(*serve_args(state, "--agent", "stubborn_agent:StubbornAgent", "--shutdown-grace", "0.3"), env=env)
+    agent = launch(*serve_args(state, "--agent", "tests.agents:IgnoresCancelAgent", "--shutdown-grace", "0.3"))
     agent.initialize()
     sid = agent.new_session()
     assert agent.prompt(sid, "fine").result() == {"stopReason": "end_turn"}

@@ -12,6 +12,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a third-party peer: the official TypeScript SDK on node as the client
+
 NODE_DIR = os.path.join(os.path.dirname(__file__), "node")
 
 

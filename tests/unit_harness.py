@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
-import gevent
 import pytest
 from gevent.event import Event
 
@@ -31,6 +30,9 @@ from acp_green.rig.schema import StreamChecker
 from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore
 from acp_green.transport import OutputLimits
+from tests.helpers import invariant_problems, process_gone, tolerated_invariants, wait_until
+
+__all__ = ["Sink", "UnitConnection", "process_gone", "same_id", "unit", "wait_until"]
 
 
 class Sink:
@@ -207,9 +209,11 @@ class UnitConnection:
 
 
 @pytest.fixture
-def unit() -> Iterator[Callable[..., UnitConnection]]:
-    """Build UnitConnections; each is shut down and schema-checked at teardown, with no greenlet left."""
+def unit(request: pytest.FixtureRequest) -> Iterator[Callable[..., UnitConnection]]:
+    """Build UnitConnections; each is shut down at teardown, schema- and invariant-checked, with no
+    greenlet left (opt out of an invariant only with `@pytest.mark.breaks_invariants`)."""
     made: list[UnitConnection] = []
+    tolerated = tolerated_invariants(request)
 
     def build(agent: Agent | None = None, **options: Any) -> UnitConnection:
         connection = UnitConnection(agent, **options)
@@ -220,27 +224,9 @@ def unit() -> Iterator[Callable[..., UnitConnection]]:
     problems: list[str] = []
     for connection in made:
         connection.close()
-        problems.extend(connection.schema_problems())
+        if "schema" not in tolerated:
+            problems.extend(connection.schema_problems())
+        # Every request was handed to the endpoint: each is owed an answer.
+        problems.extend(invariant_problems(connection.records, tolerated, complete=True))
         problems.extend(f"greenlet left behind: {g}" for g in connection.endpoint.greenlets() if not g.dead)
     assert not problems, problems
-
-
-def wait_until(predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    """A bounded wait for state no line announces (another thread, a process); checks every 20 ms."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        gevent.sleep(0.02)
-
-
-def process_gone(pid: int) -> bool:
-    """No such process, or a zombie (killed, waiting only to be reaped by whoever is its parent)."""
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rpartition(")")[2].split()[0] in ("Z", "X")
-    except OSError:
-        return True

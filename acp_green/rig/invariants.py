@@ -168,8 +168,11 @@ class InvariantChecker:
             if not line.strip():
                 continue
             try:
-                message = json.loads(line)
-            except ValueError:
+                # Strict UTF-8 first: json.loads(bytes) would let encoded surrogates through, and
+                # an agent must answer such a line -32700 like any garbage. A line nested deeper
+                # than the recursion limit is garbage to this checker too, not a crash.
+                message = json.loads(line.decode("utf-8"))
+            except (ValueError, RecursionError):
                 self._null_budget += 1  # garbage: answered with -32700, id null
                 continue
             self._client_message(Record(record.t, "out", line, message), message)
@@ -315,4 +318,5 @@ def _prompt_text(params: dict[str, Any]) -> str:
     blocks = params.get("prompt")
     if not isinstance(blocks, list):
         return ""
-    return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text").strip()
+    return "".join(b["text"] for b in blocks
+                   if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)).strip()

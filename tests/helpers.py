@@ -1,0 +1,144 @@
+"""The helpers every test shares: what an agent said, whether a process is gone, bounded waits,
+and the invariant check every agent-launching fixture runs at teardown.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import struct
+import termios
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import gevent
+import pytest
+
+from acp_green.rig.client import Record
+from acp_green.rig.invariants import InvariantChecker
+from acp_green.rig.reaper import proc_info
+
+# -- what an agent said ---------------------------------------------------------------------------
+
+
+def chunk_texts(updates: Iterable[dict[str, Any]], kind: str = "agent_message_chunk") -> list[str]:
+    """The text of every `kind` update (agent_message_chunk by default), in order."""
+    return [u["content"]["text"] for u in updates if u.get("sessionUpdate") == kind]
+
+
+def said(updates: Iterable[dict[str, Any]]) -> str:
+    """Everything the agent said in these updates, joined."""
+    return "".join(chunk_texts(updates))
+
+
+class FakeClock:
+    """Stands in for the `time` module a unit under test reads (monkeypatch it in): monotonic()
+    and time() both return `now`, which only the test moves."""
+
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def time(self) -> float:
+        return self.now
+
+
+# -- processes ------------------------------------------------------------------------------------
+
+
+def process_gone(pid: int) -> bool:
+    """No process with this pid runs and none is owed a wait by the code under test.
+
+    The one rule for zombies: a zombie has exited, but its parent still owes it a wait. If that
+    parent is this test process (the rig makes itself the child subreaper, and gevent reaps every
+    child of ours) or init, reaping is not the tested code's job: the zombie counts as gone. If
+    the parent is any other process (an agent, an MCP server), that process has not reaped its
+    child: the zombie counts as alive.
+    """
+    info = proc_info(pid)
+    if info is None or info.state == "X":
+        return True
+    return info.state == "Z" and info.ppid in (1, os.getpid())
+
+
+def group_members(pgid: int) -> list[int]:
+    """Pids of the process group `pgid` that are not gone (by `process_gone`'s rule)."""
+    members = []
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            info = proc_info(int(name))
+            if info is not None and info.pgid == pgid and not process_gone(info.pid):
+                members.append(info.pid)
+    return members
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    """A bounded wait for state no message or event announces (another process, another thread).
+
+    Prefer waiting on a client's or sink's events (`wait_for`); this re-checks every 20 ms,
+    yielding to the hub. Raises AssertionError naming `what` once `timeout` passes.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        gevent.sleep(0.02)
+
+
+def wait_gone(pid: int, timeout: float = 30.0) -> bool:
+    """Wait (generously bounded) until `process_gone(pid)`; False if it is still there."""
+    try:
+        return wait_until(lambda: process_gone(pid), timeout, f"pid {pid} to be gone")
+    except AssertionError:
+        return False
+
+
+def unread_bytes(fd: int) -> int:
+    """Bytes written into the pipe `fd` reads from and not read yet (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
+
+
+def wait_pipe_full(fd: int, timeout: float = 30.0) -> None:
+    """Wait until the pipe `fd` reads from is full to within one atomic write (PIPE_BUF): its writer
+    is blocked, or about to be. Linux only (F_GETPIPE_SZ)."""
+    capacity = fcntl.fcntl(fd, 1032)  # F_GETPIPE_SZ
+    wait_until(lambda: unread_bytes(fd) > capacity - 4096, timeout, f"the pipe ({capacity} bytes) to fill")
+
+
+# -- the invariant check at teardown --------------------------------------------------------------
+
+#: Invariants the teardown check skips: the schema is checked by `schema_problems` (with its
+#: rule for id-null errors), exit and orphans by the fixtures themselves.
+_CHECKED_ELSEWHERE = frozenset({"schema", "exit_after_eof", "no_orphan_processes"})
+
+
+def tolerated_invariants(request: pytest.FixtureRequest) -> frozenset[str]:
+    """Invariants the test declared it breaks on purpose with `@pytest.mark.breaks_invariants`.
+
+    The marker must name each invariant and give a reason: nothing is switched off silently.
+    """
+    tolerated: set[str] = set()
+    for marker in request.node.iter_markers("breaks_invariants"):
+        reason = marker.kwargs.get("reason")
+        if not marker.args or not isinstance(reason, str) or not reason.strip():
+            raise pytest.UsageError(f"{request.node.nodeid}: breaks_invariants needs invariant names and a reason=")
+        tolerated.update(marker.args)
+    return frozenset(tolerated)
+
+
+def invariant_problems(records: Sequence[Record], tolerated: frozenset[str] = frozenset(),
+                       complete: bool | str = "read") -> list[str]:
+    """The rig's invariants (acp_green/rig/invariants.py) over one connection's records.
+
+    `complete="read"`: every request sent before the last one answered must have been answered
+    (the agent reads in order; a test may stop it before it read the rest).
+    """
+    checker = InvariantChecker()
+    checker.finish(records, complete=complete)
+    return [str(v) for v in checker.violations if v.invariant not in _CHECKED_ELSEWHERE | tolerated]

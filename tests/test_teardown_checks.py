@@ -1,0 +1,97 @@
+"""The check every agent-launching fixture runs at teardown can fail, and can be switched off only
+by naming the invariant and a reason."""
+
+from __future__ import annotations
+
+import json
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from acp_green.rig.client import Record
+from tests.helpers import invariant_problems, tolerated_invariants
+
+
+def out(message: dict[str, Any]) -> Record:
+    return Record(time.monotonic(), "out", json.dumps(message).encode(), message)
+
+
+def into(message: dict[str, Any]) -> Record:
+    return Record(time.monotonic(), "in", json.dumps(message).encode(), message)
+
+
+CANCEL = {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": "s"}}
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "session/list", "params": {}}
+LISTED = {"jsonrpc": "2.0", "id": 1, "result": {"sessions": []}}
+
+
+def test_an_answered_notification_fails_the_teardown_check():
+    """S6: an error with id null after a well-formed notification is a response to it."""
+    records = [out(CANCEL), into({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "x"}})]
+    problems = invariant_problems(records)
+    assert len(problems) == 1 and problems[0].startswith("no_response_to_notification"), problems
+
+
+def test_a_request_answered_twice_or_never_fails_the_teardown_check():
+    assert [p.split(":")[0] for p in invariant_problems([out(LIST), into(LISTED), into(LISTED)])] == ["one_response_per_request"]
+    assert [p.split(":")[0] for p in invariant_problems([out(LIST)], complete=True)] == ["one_response_per_request"]
+    assert invariant_problems([out(LIST), into(LISTED)], complete=True) == []
+
+
+def test_an_update_after_the_prompts_response_fails_the_teardown_check():
+    """S5: nothing for a session after its prompt's response."""
+    prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+              "params": {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}}
+    late = {"jsonrpc": "2.0", "method": "session/update",
+            "params": {"sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "late"}}}}
+    records = [out(prompt), into({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}), into(late)]
+    assert [p.split(":")[0] for p in invariant_problems(records)] == ["no_update_after_response"]
+
+
+def test_a_tolerated_invariant_is_skipped_and_only_that_one():
+    records = [out(CANCEL), into({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "x"}}),
+               out(LIST), into(LISTED), into(LISTED)]
+    problems = invariant_problems(records, frozenset({"no_response_to_notification"}))
+    assert [p.split(":")[0] for p in problems] == ["one_response_per_request"]
+
+
+def _request_with(*markers: pytest.Mark) -> Any:
+    return SimpleNamespace(node=SimpleNamespace(nodeid="t", iter_markers=lambda name: [m for m in markers if m.name == name]))
+
+
+def test_an_opt_out_needs_the_invariants_and_a_reason():
+    named = pytest.mark.breaks_invariants("one_response_per_request", reason="reuses an id on purpose").mark
+    assert tolerated_invariants(_request_with(named)) == {"one_response_per_request"}
+    for silent in (pytest.mark.breaks_invariants("one_response_per_request").mark,
+                   pytest.mark.breaks_invariants(reason="no names").mark,
+                   pytest.mark.breaks_invariants("schema", reason=" ").mark):
+        with pytest.raises(pytest.UsageError):
+            tolerated_invariants(_request_with(silent))
+
+
+# -- what the checker must survive (it runs after every test, on hostile input too) ----------------
+def test_the_checker_survives_a_prompt_whose_text_is_not_a_string():
+    """An ill-typed text block (answered -32602 by the agent) is no /stream prompt, not a crash."""
+    prompt = {"jsonrpc": "2.0", "id": 3, "method": "session/prompt",
+              "params": {"sessionId": "s", "prompt": [{"type": "text", "text": ["not", "a", "string"]}]}}
+    records = [out(prompt), into({"jsonrpc": "2.0", "id": 3, "error": {"code": -32602, "message": "prompt[0].text"}})]
+    assert invariant_problems(records, complete=True) == []
+
+
+def raw_out(data: bytes) -> Record:
+    return Record(time.monotonic(), "out", data, None)
+
+
+NULL_PARSE_ERROR = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+
+
+@pytest.mark.parametrize("line", [
+    b'{"jsonrpc":"2.0","id":1,"method":"x\xed\xa0\x80"}\n',  # an encoded surrogate: not UTF-8
+    b'{"jsonrpc":"2.0","id":1,"method":"x","params":' + b"[" * 100_000 + b"]" * 100_000 + b"}\n",
+])
+def test_a_line_the_agent_cannot_read_is_garbage_to_the_checker(line):
+    """Invalid UTF-8 and nesting past the recursion limit are garbage: answered -32700 with id
+    null, no request owed an answer, and the checker does not crash."""
+    assert invariant_problems([raw_out(line), into(NULL_PARSE_ERROR)], complete=True) == []

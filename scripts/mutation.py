@@ -34,7 +34,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ]),
     "endpoint": ("acp_green/endpoint.py", [
         "tests/test_mutants_endpoint.py", "tests/test_rules_unit.py", "tests/test_input_guard.py",
-        "tests/test_rules_inprocess.py", "tests/test_sessions_methods.py",
+        "tests/test_rules_inprocess.py",
     ]),
     "sessions": ("acp_green/sessions.py", [
         "tests/test_mutants_sessions.py", "tests/test_rules_unit.py", "tests/test_sessions_methods.py",
@@ -112,7 +112,7 @@ def copy_tree() -> None:
 
 def test_command(files: list[str]) -> list[str]:
     # One process, stop at the first failure: a killed mutant costs one failing test.
-    return [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+    return [sys.executable, "-m", "pytest", "-x", "-q", "-rf", "-p", "no:cacheprovider", "-p", "no:xdist",
             "-p", "no:randomly", "-o", "addopts=", *files]
 
 
@@ -156,7 +156,8 @@ def prepare(name: str, args: argparse.Namespace) -> tuple[Path, Path] | None:
     if baseline.returncode != 0:
         print(f"[{name}] the tests fail without any mutant; fix them first:\n{baseline.stdout[-3000:]}")
         return None
-    timeout = max(30.0, 3 * elapsed)
+    # Generous: the machine may be shared, and a survivor slowed past the timeout would count as killed.
+    timeout = max(90.0, 5 * elapsed)
     print(f"[{name}] baseline green in {elapsed:.1f}s; mutant timeout {timeout:.0f}s", flush=True)
     config = write_config(name, path, command, timeout)
     db_path = STATE / f"{name}.sqlite"
@@ -201,15 +202,25 @@ def mutated_line(diff: str | None) -> str:
     return added[0] if added else "?"
 
 
-def report(names: list[str]) -> int:
+_FAILED_TEST = re.compile(r"^(?:FAILED (\S+?)(?: - .*)?|_{3,} (\S+) _{3,})$", re.M)
+
+
+def killer(output: str | None) -> str | None:
+    """The test that failed first under a mutant (the run stops at the first failure)."""
+    found = _FAILED_TEST.search(output or "")
+    return (found.group(1) or found.group(2)) if found else None
+
+
+def report(names: list[str], show_killers: bool = False) -> int:
     total_killed = total = 0
     survivors: list[str] = []
+    killers: list[str] = []
     rows = []
     for name in names:
         db_path = STATE / f"{name}.sqlite"
         if not db_path.exists():
             continue
-        killed = count = pending = 0
+        killed = count = pending = timeouts = 0
         with use_db(str(db_path), WorkDB.Mode.open) as db:
             pending = len(list(db.pending_work_items))
             for item, result in db.completed_work_items:
@@ -218,20 +229,29 @@ def report(names: list[str]) -> int:
                 count += 1
                 if result.is_killed:
                     killed += 1
+                    timeouts += result.output == "timeout"
+                    by = killer(result.output)
+                    if show_killers and by:
+                        m = item.mutations[0]
+                        killers.append(f"  {by}: {m.module_path}:{m.start_pos[0]} {m.operator_name}: {mutated_line(result.diff)}")
                 else:
                     m = item.mutations[0]
                     survivors.append(f"  {m.module_path}:{m.start_pos[0]} {m.operator_name} #{m.occurrence}"
                                      f" in {m.definition_name or '-'}: {mutated_line(result.diff)}")
-        rows.append((name, killed, count, pending))
+        rows.append((name, killed, count, pending, timeouts))
         total_killed += killed
         total += count
     print("\nmodule      killed/total   score")
-    for name, killed, count, pending in rows:
-        note = f"  ({pending} not run)" if pending else ""
+    for name, killed, count, pending, timeouts in rows:
+        note = f"  ({timeouts} of them by timeout)" if timeouts else ""
+        note += f"  ({pending} not run)" if pending else ""
         print(f"{name:<11} {killed:>5}/{count:<6} {100 * killed / count if count else 0:6.1f}%{note}")
     print(f"{'total':<11} {total_killed:>5}/{total:<6} {100 * total_killed / total if total else 0:6.1f}%")
     print(f"\nsurvivors ({len(survivors)}):")
     print("\n".join(survivors) if survivors else "  none")
+    if show_killers:
+        print(f"\nkilled, by the first test that failed:")
+        print("\n".join(sorted(killers)))
     return 0
 
 
@@ -245,6 +265,7 @@ def main() -> int:
     parser.add_argument("--survivors", action="store_true",
                         help="re-test only the mutants the last run of a module left alive, keeping its other results")
     parser.add_argument("--report", action="store_true", help="print the last run's scores and survivors; run nothing")
+    parser.add_argument("--killers", action="store_true", help="also list each killed mutant with the test that killed it")
     args = parser.parse_args()
     names = args.module or list(MODULES)
     STATE.mkdir(exist_ok=True)
@@ -254,7 +275,7 @@ def main() -> int:
             prepared = prepare(name, args)
             if prepared is not None:
                 run(name, *prepared)
-    return report(names)
+    return report(names, args.killers)
 
 
 if __name__ == "__main__":

@@ -331,3 +331,24 @@ def test_client_request_with_a_set_token_is_refused_and_cancel_releases_the_wait
         endpoint.client.call("fs/read_text_file", {}, timeout=0.05)
     assert out.messages[-1]["method"] == "$/cancel_request" and out.messages[-1]["params"] == {"requestId": 1}
     assert len(endpoint.client) == 0
+
+
+def test_invalid_request_with_a_readable_id_is_answered_with_that_id(endpoint_and_out):
+    """-32600 echoes the request's id when it could be read (id null only when it could not)."""
+    endpoint, out = endpoint_and_out({})
+    endpoint.handle_line(b'{"jsonrpc": "1.0", "id": 5, "method": "m"}')
+    endpoint.handle_line(b'{"jsonrpc": "2.0", "id": "s", "method": ""}')
+    assert out.answer(5)["error"]["code"] == INVALID_REQUEST
+    assert out.answer("s")["error"]["code"] == INVALID_REQUEST
+    assert len(out.messages) == 2
+
+
+def test_a_long_id_in_flight_is_named_in_at_most_60_characters(endpoint_and_out):
+    release = Event()
+    endpoint, out = endpoint_and_out({"wait": _background(lambda p: FnJob(lambda: release.wait() and "x"))})
+    long_id = 7 ** 100  # 85 digits
+    endpoint.handle_line(_line(long_id, "wait"))
+    endpoint.handle_line(_line(long_id, "wait"))
+    refused = out.answer(long_id)["error"]
+    assert refused["message"] == f"Request id {str(long_id)[:59]}… is already in flight"
+    release.set()

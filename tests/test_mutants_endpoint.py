@@ -352,3 +352,21 @@ def test_a_long_id_in_flight_is_named_in_at_most_60_characters(endpoint_and_out)
     refused = out.answer(long_id)["error"]
     assert refused["message"] == f"Request id {str(long_id)[:59]}… is already in flight"
     release.set()
+
+
+def test_an_error_whose_data_json_cannot_carry_is_still_answered_with_its_code(endpoint_and_out):
+    endpoint, out = endpoint_and_out({"odd": _control(lambda p: _raise(InvalidParams("odd data", data={"x": {1, 2}})))})
+    endpoint.handle_line(_line(1, "odd"))
+    assert out.answer(1)["error"] == {"code": INVALID_PARAMS, "message": "'odd data'"}
+
+
+def test_the_last_resort_guard_answers_once_with_a_bounded_detail(endpoint_and_out):
+    """Whatever escapes routing (here the fallback lookup) is answered -32603 with the request's
+    id, its detail cut to 200 characters."""
+    endpoint, out = endpoint_and_out({}, fallback=lambda method: _raise(RuntimeError("y" * 500)))
+    endpoint.handle_line(_line(3, "anything"))
+    message = out.answer(3)["error"]["message"]
+    prefix = "Internal error while handling anything: "
+    assert message.startswith(prefix) and out.answer(3)["error"]["code"] == INTERNAL
+    detail = message[len(prefix):]
+    assert detail == ("RuntimeError: " + "y" * 500)[:199] + "…"

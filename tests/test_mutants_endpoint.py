@@ -264,15 +264,31 @@ def test_a_result_json_cannot_carry_is_answered_as_an_internal_error(endpoint_an
     assert error["code"] == INTERNAL and error["message"].startswith("Result not encodable")
 
 
-def test_unknown_method_and_bad_cancel_params_and_unknown_notifications(endpoint_and_out):
+def test_unknown_method_and_bad_cancel_params_and_unknown_notifications(endpoint_and_out, caplog):
     endpoint, out = endpoint_and_out({})
-    endpoint.handle_line(_line(1, "nope/" + "x" * 300))
+    method = "nope/" + "x" * 300
+    endpoint.handle_line(_line(1, method))
     error = out.answer(1)["error"]
-    assert error["code"] == NOT_FOUND
+    assert error == {"code": NOT_FOUND, "message": "Method not found: " + method[:199] + "…"}
+    caplog.set_level("WARNING", logger="acp_green.endpoint")
     for params in ([], {"requestId": 1.5}, {}):
         endpoint.handle_line(json.dumps({"jsonrpc": "2.0", "method": "$/cancel_request", "params": params}).encode())
     endpoint.handle_line(b'{"jsonrpc": "2.0", "method": "unknown/note"}')
     assert len(out.messages) == 1, "notifications are never answered"
+    # A malformed $/cancel_request is the client's mistake (a warning), never a handler failure.
+    warnings = [r.getMessage() for r in caplog.records if r.name == "acp_green.endpoint"]
+    assert warnings == ["bad $/cancel_request notification: $/cancel_request needs a requestId"] * 3
+
+
+def test_S9_an_endpoint_admits_32_background_requests_by_default(endpoint_and_out):
+    """The documented --max-background default, 32, is also the endpoint's own."""
+    release = Event()
+    endpoint, out = endpoint_and_out({"wait": _background(lambda p: FnJob(lambda: release.wait() and "ok"))})
+    for n in range(1, 34):
+        endpoint.handle_line(_line(n, "wait"))
+    assert out.answer(33)["error"]["code"] == BUSY
+    assert endpoint.active == 32 and len(out.messages) == 1
+    release.set()
 
 
 def test_client_requests_resolve_by_id_fail_on_error_and_after_close(endpoint_and_out):

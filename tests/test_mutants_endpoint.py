@@ -386,3 +386,42 @@ def test_the_last_resort_guard_answers_once_with_a_bounded_detail(endpoint_and_o
     assert message.startswith(prefix) and out.answer(3)["error"]["code"] == INTERNAL
     detail = message[len(prefix):]
     assert detail == ("RuntimeError: " + "y" * 500)[:199] + "…"
+
+
+class BrokenSettle(FnJob):
+    def settle(self, outcome: Outcome) -> Outcome:
+        raise RuntimeError("release failed")
+
+
+def test_a_job_whose_settle_fails_is_still_answered_once_as_internal_error(endpoint_and_out):
+    endpoint, out = endpoint_and_out({"job": _background(lambda p: BrokenSettle(lambda: "result lost"))})
+    endpoint.handle_line(_line(1, "job"))
+    error = out.answer(1)["error"]
+    assert error == {"code": INTERNAL, "message": "RuntimeError: release failed"}
+    assert endpoint.active == 0
+
+
+def test_drain_goes_on_past_a_job_whose_shutdown_fails(endpoint_and_out):
+    stop = Event()
+    broken = FnJob(lambda: gevent.sleep(60), on_shutdown=lambda: _raise(RuntimeError("no")))
+    polite = FnJob(lambda: stop.wait(30) and "stopped", on_shutdown=stop.set)
+    jobs = iter([broken, polite])
+    endpoint, out = endpoint_and_out({"job": _background(lambda p: next(jobs))})
+    endpoint.handle_line(_line(1, "job"))
+    endpoint.handle_line(_line(2, "job"))
+    gevent.sleep(0)
+    assert endpoint.drain(0.2) == 1
+    assert out.answer(2)["result"] == "stopped"
+    assert out.answer(1)["error"]["code"] == CANCELLED
+
+
+def test_a_failing_notification_handler_is_contained(endpoint_and_out):
+    seen: list[Any] = []
+    endpoint, out = endpoint_and_out(
+        {"ping": _control(lambda p: "pong")},
+        notifications={"boom": lambda params: seen.append(params) or _raise(RuntimeError("handler bug"))},
+    )
+    endpoint.handle(wire.Notification("boom", {"n": 1}))
+    endpoint.handle_line(_line(1, "ping"))
+    assert seen == [{"n": 1}] and out.answer(1)["result"] == "pong"
+    assert len(out.messages) == 1

@@ -425,3 +425,52 @@ def test_a_failing_notification_handler_is_contained(endpoint_and_out):
     endpoint.handle_line(_line(1, "ping"))
     assert seen == [{"n": 1}] and out.answer(1)["result"] == "pong"
     assert len(out.messages) == 1
+
+
+class SwallowsKills(Job):
+    """Agent code with a bare except around its wait: it ignores kills until told to stop."""
+
+    def __init__(self) -> None:
+        self.stop = Event()
+        self.started = Event()
+        self.kills = 0
+
+    def run(self) -> Any:
+        self.started.set()
+        while not self.stop.is_set():
+            try:
+                self.stop.wait(30)
+            except BaseException:  # noqa: BLE001 - the point of this agent
+                self.kills += 1
+        return "finally done"
+
+
+def test_cancel_request_never_waits_for_the_killed_greenlet(endpoint_and_out):
+    """$/cancel_request is handled in the receive loop: it answers -32800 and returns at once,
+    even when agent code swallows the kill (the loop must not block on it)."""
+    job = SwallowsKills()
+    endpoint, out = endpoint_and_out({"stubborn": _background(lambda p: job)})
+    endpoint.handle_line(_line(1, "stubborn"))
+    job.started.wait(10)
+    with gevent.Timeout(10, AssertionError("the receive loop blocked on the kill")):
+        endpoint.handle_line(b'{"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 1}}')
+    assert out.answer(1)["error"]["code"] == CANCELLED
+    (greenlet,) = endpoint.greenlets()
+    assert not greenlet.dead
+    job.stop.set()
+    greenlet.join(10)
+    assert job.kills >= 1 and len(out.answers(1)) == 1
+
+
+def test_S14_drain_answers_a_request_whose_greenlet_ignores_its_kill(endpoint_and_out):
+    job = SwallowsKills()
+    endpoint, out = endpoint_and_out({"stubborn": _background(lambda p: job)})
+    endpoint.handle_line(_line(1, "stubborn"))
+    job.started.wait(10)
+    greenlet = endpoint.greenlets()[0]
+    with gevent.Timeout(20, AssertionError("drain blocked on a greenlet that ignores its kill")):
+        assert endpoint.drain(0.1) == 1
+    assert out.answer(1)["error"]["code"] == CANCELLED and endpoint.active == 0
+    job.stop.set()
+    greenlet.join(10)
+    assert greenlet.dead and len(out.answers(1)) == 1

@@ -163,3 +163,13 @@ def test_read_chunks_reads_to_eof(pipe):
     os.write(write_end, b"abc")
     os.close(write_end)
     assert b"".join(read_chunks(read_end, 2)) == b"abc"
+
+
+def test_an_empty_line_left_in_the_buffer_is_still_an_unread_line(pipe):
+    read_end, write_end = pipe
+    os.write(write_end, b"a\n\npart")
+    reader = LineReader(read_end, 16)
+    lines = reader.lines()
+    assert next(lines) == Line(b"a\n")
+    assert reader.unread_lines() == [Line(b"\n")]
+    reader.close()

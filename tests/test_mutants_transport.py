@@ -173,3 +173,22 @@ def test_an_empty_line_left_in_the_buffer_is_still_an_unread_line(pipe):
     assert next(lines) == Line(b"a\n")
     assert reader.unread_lines() == [Line(b"\n")]
     reader.close()
+
+
+def test_a_line_over_the_limit_that_spans_two_reads_is_too_long(pipe):
+    """The limit counts the part read earlier too: 10 bytes, then 10 more and the newline."""
+    read_end, write_end = pipe
+    reader = LineReader(read_end, 16)
+    got: list[Line] = []
+
+    def read_all() -> None:
+        got.extend(reader.lines())
+
+    consumer = gevent.spawn(read_all)
+    for part in (b"a" * 10, b"b" * 10 + b"\n", b"c" * 8, b"d" * 8 + b"\n"):
+        os.write(write_end, part)
+        gevent.sleep(0.05)  # the reader takes each write as a chunk of its own
+    os.close(write_end)
+    consumer.join(10)
+    reader.close()
+    assert got == [Line(b"", too_long=True), Line(b"c" * 8 + b"d" * 8 + b"\n")]

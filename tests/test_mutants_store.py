@@ -68,6 +68,8 @@ def test_usage_is_replaced_by_its_usage_id_and_filtered_by_session(store):
     records = store.usage()
     assert sorted((r.usage_id, r.stop_reason, r.output_bytes) for r in records) == [("u1", "end_turn", 40), ("u2", "end_turn", 9)]
     assert [r.usage_id for r in store.usage("s2")] == ["u2"]
+    asked = "".join(["s", "2"])  # an equal id that is another str object, as a request's would be
+    assert [r.usage_id for r in store.usage(asked)] == ["u2"]
 
 
 def test_usage_report_sums_input_and_output_apart_and_orders_sessions_busiest_first(tmp_path):
@@ -76,6 +78,7 @@ def test_usage_report_sums_input_and_output_apart_and_orders_sessions_busiest_fi
     store.record_usage(UsageRecord("b", "1", "end_turn", 1.0, 0.5, 10, 1000, input_tokens=3, output_tokens=4))
     store.record_usage(UsageRecord("a", "2", "cancelled", 2.0, 0.25, 20, 2000))
     store.record_usage(UsageRecord("a", "3", "end_turn", 3.0, 1.0, 30, 3000, input_tokens=5))
+    store.record_usage(UsageRecord("c", "4", "end_turn", 4.0, 0.0, 0, 0))
     store.close()
     conn = sqlite3.connect(path)
     try:
@@ -83,18 +86,49 @@ def test_usage_report_sums_input_and_output_apart_and_orders_sessions_busiest_fi
     finally:
         conn.close()
     assert report["totals"] == {
-        "prompts": 3, "inputBytes": 60, "outputBytes": 6000, "inputTokens": 8, "outputTokens": 4,
-        "durationSeconds": 1.75, "byStopReason": {"cancelled": 1, "end_turn": 2},
+        "prompts": 4, "inputBytes": 60, "outputBytes": 6000, "inputTokens": 8, "outputTokens": 4,
+        "durationSeconds": 1.75, "byStopReason": {"cancelled": 1, "end_turn": 3},
     }
+    # Busiest first; sessions with as many prompts by id.
     assert [(s["sessionId"], s["prompts"], s["inputBytes"], s["outputBytes"]) for s in report["sessions"]] == [
-        ("a", 2, 50, 5000), ("b", 1, 10, 1000)]
-    assert len(report["records"]) == 3
+        ("a", 2, 50, 5000), ("b", 1, 10, 1000), ("c", 1, 0, 0)]
+    assert len(report["records"]) == 4
     table = usage_table(report)
     assert table[0].split() == ["session", "prompts", "in", "bytes", "out", "bytes", "in", "tokens", "out", "tokens", "seconds"]
-    assert table[-1].split() == ["TOTAL", "3", "60", "6000", "8", "4", "1.750"]
+    assert table[-1].split() == ["TOTAL", "4", "60", "6000", "8", "4", "1.750"]
 
 
 def test_memory_store_counts_a_save_it_cannot_keep_and_never_raises():
     store = MemoryStore()
     store.save_session(_record("bad", "/w", 1.0, config={"f": lambda: None}))
     assert store.failed_writes == 1 and store.load_session("bad") is None
+
+
+def test_history_is_text_when_ascii_and_kept_exactly_as_a_blob_otherwise(tmp_path):
+    """statedb.append_turn: the runtime's ASCII entries are TEXT (readable with any SQLite tool);
+    other bytes are kept exactly, as a BLOB."""
+    path = statedb.db_path(str(tmp_path / "state"))
+    store = SqliteStore(path)
+    store.save_session(_record("s", "/w", 1.0))
+    store.append_turn("s", [b'{"a":1}'], "end_turn")
+    store.append_turn("s", [b'{"t":"\xc3\xa9"}'], "end_turn")
+    assert store.history("s") == [b'{"a":1}', b'{"t":"\xc3\xa9"}']
+    assert store.failed_writes == 0
+    store.close()
+    conn = sqlite3.connect(path)
+    try:
+        assert [t for (t,) in conn.execute("SELECT typeof(entries) FROM turns ORDER BY id")] == ["text", "blob"]
+    finally:
+        conn.close()
+
+
+def test_writes_queued_together_share_a_transaction(tmp_path):
+    """The store thread applies what is queued in one transaction (group commit), not one each."""
+    store = SqliteStore(statedb.db_path(str(tmp_path / "state")))
+    before = store.transactions
+    for n in range(200):
+        store.save_session(_record(f"s{n}", "/w", float(n)))
+    store.sync()
+    assert len(store.list_sessions()) == 200
+    assert store.transactions - before <= 20
+    store.close()

@@ -41,6 +41,11 @@ SERVER = textwrap.dedent('''
             send({"jsonrpc": "2.0", "id": 999, "result": {}})
             send({"jsonrpc": "2.0", "id": True, "result": {}})
             send({"jsonrpc": "2.0", "id": message["id"], "result": "after"})
+        elif method == "big":
+            send({"jsonrpc": "2.0", "id": message["id"], "result": "x" * 100000})
+        elif method == "stderr":
+            sys.stderr.write("A" * 3000 + "END"); sys.stderr.flush()
+            send({"jsonrpc": "2.0", "id": message["id"], "result": "written"})
         elif method == "exit":
             sys.exit(3)
 ''')
@@ -170,3 +175,15 @@ def test_tool_calls_answer_results_errors_and_cancellation():
     with pytest.raises(TurnCancelled):
         server.handle("tools/call", {"name": "waits"}, cancel)
     assert tool_result({"content": [], "isError": True}) == {"content": [], "isError": True}
+
+
+def test_a_long_reply_line_from_the_server_arrives_whole(link):
+    assert link.request("big", {}, timeout=10) == "x" * 100000
+
+
+def test_the_servers_stderr_is_kept_as_a_tail(link):
+    assert link.request("stderr", {}, timeout=10) == "written"
+    with gevent.Timeout(10, AssertionError("stderr never drained")):
+        while not link.process.stderr_tail().endswith("END"):
+            gevent.sleep(0.01)
+    assert link.process.stderr_tail() == "A" * 3000 + "END"

@@ -1,0 +1,189 @@
+"""mcp/ behaviours that mutation testing (scripts/mutation.sh) found no test asserting: the
+in-process tool server's answers, and our JSON-RPC link to a stdio MCP server (ids, error
+replies, cancellation, requests from the server, the server exiting). The stdio server here is a
+few lines of Python written for the test.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+
+import gevent
+import pytest
+
+from acp_green.errors import McpError, McpServerExited, RequestCancelled, TurnCancelled
+from acp_green.mcp import Tool, ToolServer
+from acp_green.mcp.jsonrpc import JsonRpcLink
+from acp_green.mcp.tools import PROTOCOL_VERSIONS, ToolCall, tool_result
+from acp_green.sessions import CancelToken
+
+# Answers "echo" with its params, "fail" with an error, never answers "hang"; "ask" makes it
+# send us a ping and a roots/list, and it reports every message it gets as a "seen" notification.
+SERVER = textwrap.dedent('''
+    import json, sys
+    def send(message):
+        sys.stdout.write(json.dumps(message) + "\\n"); sys.stdout.flush()
+    for line in sys.stdin:
+        message = json.loads(line)
+        if message.get("method") != "seen-ack":
+            send({"jsonrpc": "2.0", "method": "seen", "params": message})
+        method = message.get("method")
+        if method == "echo":
+            send({"jsonrpc": "2.0", "id": message["id"], "result": message.get("params")})
+        elif method == "fail":
+            send({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32001, "message": "failed here"}})
+        elif method == "ask":
+            send({"jsonrpc": "2.0", "id": "s1", "method": "ping"})
+            send({"jsonrpc": "2.0", "id": "s2", "method": "roots/list"})
+            send({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+        elif method == "reply-to-nobody":
+            send({"jsonrpc": "2.0", "id": 999, "result": {}})
+            send({"jsonrpc": "2.0", "id": True, "result": {}})
+            send({"jsonrpc": "2.0", "id": message["id"], "result": "after"})
+        elif method == "big":
+            send({"jsonrpc": "2.0", "id": message["id"], "result": "x" * 100000})
+        elif method == "stderr":
+            sys.stderr.write("A" * 3000 + "END"); sys.stderr.flush()
+            send({"jsonrpc": "2.0", "id": message["id"], "result": "written"})
+        elif method == "exit":
+            sys.exit(3)
+''')
+
+
+@pytest.fixture
+def link(tmp_path):
+    script = tmp_path / "server.py"
+    script.write_text(SERVER)
+    notes: list[dict] = []
+    exits: list[JsonRpcLink] = []
+    made = JsonRpcLink([sys.executable, str(script)], name="t", on_notification=notes.append, on_exit=exits.append)
+    made.notes = notes  # type: ignore[attr-defined]
+    made.exits = exits  # type: ignore[attr-defined]
+    yield made
+    made.close()
+
+
+def _seen(link: JsonRpcLink, predicate, timeout: float = 10.0) -> dict:
+    with gevent.Timeout(timeout, AssertionError("the server never reported it")):
+        while True:
+            for note in link.notes:  # type: ignore[attr-defined]
+                if note.get("method") == "seen" and predicate(note["params"]):
+                    return note["params"]
+            gevent.sleep(0.01)
+
+
+def test_requests_get_increasing_ids_and_their_own_answers(link):
+    first = link.start_request("echo", {"n": 1})
+    second = link.start_request("echo", None)
+    assert (first.id, second.id) == (1, 2)
+    assert link.wait(second) is None and link.wait(first) == {"n": 1}
+    assert "params" not in _seen(link, lambda m: m.get("id") == 2)
+    with pytest.raises(McpError) as info:
+        link.request("fail", {})
+    assert (info.value.code, info.value.message) == (-32001, "failed here")
+
+
+def test_a_reply_nobody_waits_for_is_dropped(link):
+    assert link.request("reply-to-nobody", {}, timeout=10) == "after"
+
+
+def test_a_cancelled_wait_tells_the_server_with_our_id_and_releases_at_once(link):
+    token = CancelToken()
+    call = link.start_request("hang", {})
+    gevent.spawn_later(0.05, token.set)
+    with pytest.raises(TurnCancelled):
+        link.wait(call, token, timeout=10)
+    cancelled = _seen(link, lambda m: m.get("method") == "notifications/cancelled")
+    assert cancelled["params"] == {"requestId": call.id, "reason": "cancelled by the caller"}
+    timed = link.start_request("hang", {})
+    with pytest.raises(gevent.Timeout):
+        link.wait(timed, CancelToken(), timeout=0.05)
+    assert _seen(link, lambda m: m.get("method") == "notifications/cancelled" and m["params"]["requestId"] == timed.id)["params"]["reason"] == "timed out"
+    link.cancel(timed, "again")  # already forgotten: nothing more is sent
+    plain = link.start_request("hang", {})
+    link.cancel(plain, "stop")
+    with pytest.raises(RequestCancelled):
+        link.wait(plain)
+
+
+def test_the_servers_ping_is_answered_and_other_requests_refused(link):
+    link.request("ask", {}, timeout=10)
+    ping = _seen(link, lambda m: m.get("id") == "s1" and "method" not in m)
+    roots = _seen(link, lambda m: m.get("id") == "s2" and "method" not in m)
+    assert ping == {"jsonrpc": "2.0", "id": "s1", "result": {}}
+    assert roots["error"] == {"code": -32601, "message": "Method not found: roots/list"}
+
+
+def test_a_server_that_exits_fails_pending_and_later_calls(link):
+    pending = link.start_request("hang", {})
+    link.notify("exit")
+    with pytest.raises(McpServerExited):
+        link.wait(pending, timeout=10)
+    assert not link.alive and link.exits == [link]  # type: ignore[attr-defined]
+    with pytest.raises(McpServerExited):
+        link.start_request("echo", {})
+
+
+def _server() -> ToolServer:
+    def add(call: ToolCall) -> int:
+        return call.arguments["a"] + call.arguments["b"]
+
+    def broken(call: ToolCall) -> None:
+        raise KeyError("missing")
+
+    def waits(call: ToolCall) -> str:
+        call.sleep(10)
+        return "woke"
+
+    return ToolServer("calc", [
+        Tool("add", add, "adds", {"type": "object", "required": ["a", "b"]}),
+        Tool("broken", broken), Tool("waits", waits), Tool("text", lambda call: "plain"),
+    ], version="9", instructions="be nice")
+
+
+def test_tool_server_initialize_negotiates_the_protocol_version():
+    server = _server()
+    answer = server.handle("initialize", {"protocolVersion": PROTOCOL_VERSIONS[0]}, CancelToken())
+    assert answer == {"protocolVersion": PROTOCOL_VERSIONS[0], "capabilities": {"tools": {"listChanged": False}},
+                      "serverInfo": {"name": "calc", "version": "9"}, "instructions": "be nice"}
+    assert server.handle("initialize", {"protocolVersion": "1999-01-01"}, CancelToken())["protocolVersion"] == PROTOCOL_VERSIONS[-1]
+    assert "instructions" not in ToolServer("bare", []).handle("initialize", None, CancelToken())
+    assert server.handle("ping", None, CancelToken()) == {}
+    listed = server.handle("tools/list", {}, CancelToken())["tools"]
+    assert listed[0] == {"name": "add", "description": "adds", "inputSchema": {"type": "object", "required": ["a", "b"]}}
+    assert [t["name"] for t in listed] == ["add", "broken", "waits", "text"]
+    with pytest.raises(McpError) as info:
+        server.handle("resources/list", {}, CancelToken())
+    assert info.value.code == -32601
+
+
+def test_tool_calls_answer_results_errors_and_cancellation():
+    server = _server()
+    token = CancelToken()
+    assert server.handle("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}}, token) == {
+        "content": [{"type": "text", "text": "5"}], "structuredContent": {"result": 5}, "isError": False}
+    assert server.handle("tools/call", {"name": "text"}, token) == {"content": [{"type": "text", "text": "plain"}], "isError": False}
+    failed = server.handle("tools/call", {"name": "broken", "arguments": {}}, token)
+    assert failed == {"content": [{"type": "text", "text": "KeyError: 'missing'"}], "isError": True}
+    for params in ({"name": "nope"}, {"name": 5}, {"name": "add", "arguments": [1]}):
+        with pytest.raises(McpError) as info:
+            server.handle("tools/call", params, token)
+        assert info.value.code == -32602
+    cancel = CancelToken()
+    gevent.spawn_later(0.05, cancel.set)
+    with pytest.raises(TurnCancelled):
+        server.handle("tools/call", {"name": "waits"}, cancel)
+    assert tool_result({"content": [], "isError": True}) == {"content": [], "isError": True}
+
+
+def test_a_long_reply_line_from_the_server_arrives_whole(link):
+    assert link.request("big", {}, timeout=10) == "x" * 100000
+
+
+def test_the_servers_stderr_is_kept_as_a_tail(link):
+    assert link.request("stderr", {}, timeout=10) == "written"
+    with gevent.Timeout(10, AssertionError("stderr never drained")):
+        while not link.process.stderr_tail().endswith("END"):
+            gevent.sleep(0.01)
+    assert link.process.stderr_tail() == "A" * 3000 + "END"

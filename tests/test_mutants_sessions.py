@@ -59,17 +59,6 @@ def test_S12_cancel_sets_the_turns_token_and_installs_a_fresh_one():
     assert session.token is not token and not session.token.cancelled
 
 
-def test_S14_release_only_frees_the_owners_reservation():
-    registry, _ = _registry()
-    session = registry.create("/tmp", [], [])
-    owner = object()
-    session.reserve(owner)
-    session.release(object())
-    assert session.busy
-    session.release(owner)
-    assert not session.busy
-
-
 def test_S15_a_session_idle_exactly_the_timeout_is_kept_and_one_past_it_evicted():
     registry, store = _registry(idle_timeout=60.0)
     session = registry.create("/tmp", [], [{"name": "srv", "command": "x", "args": [], "env": []}])

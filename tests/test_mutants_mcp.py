@@ -6,15 +6,20 @@ few lines of Python written for the test.
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import sys
 import textwrap
 
 import gevent
 import pytest
 
-from acp_green.errors import McpError, McpServerExited, RequestCancelled, TurnCancelled
+from acp_green.errors import McpError, McpServerExited, McpUnavailable, RequestCancelled, TurnCancelled
 from acp_green.mcp import Tool, ToolServer
+from acp_green.mcp import session as mcp_session
+from acp_green.mcp.bridge import ProvidedServer
 from acp_green.mcp.jsonrpc import JsonRpcLink
+from acp_green.mcp.session import SessionMcp
 from acp_green.mcp.tools import PROTOCOL_VERSIONS, ToolCall, tool_result
 from acp_green.sessions import CancelToken
 
@@ -187,3 +192,56 @@ def test_the_servers_stderr_is_kept_as_a_tail(link):
         while not link.process.stderr_tail().endswith("END"):
             gevent.sleep(0.01)
     assert link.process.stderr_tail() == "A" * 3000 + "END"
+
+
+def _session_mcp(servers: list[dict], provided: dict[str, ProvidedServer] | None = None) -> SessionMcp:
+    def refuse(*args, **kwargs):
+        raise AssertionError("no client call expected")
+
+    return SessionMcp("s1", None, servers, provided or {}, refuse, refuse, lambda connection_id, name: None)
+
+
+def test_provided_in_process_tools_are_reached_through_a_loopback_session():
+    """A provided server with in-process tools is served in this process, no child started."""
+    mcp = _session_mcp([], {"calc": ProvidedServer("calc", "calc-id", tools=_server())})
+    session = mcp.get("calc", CancelToken())
+    assert session.call_tool("add", {"a": 1, "b": 2})["structuredContent"] == {"result": 3}
+    assert mcp.get("calc", CancelToken()) is session and mcp.stdio == {}
+    mcp.close()
+
+
+def test_a_closed_session_refuses_every_server():
+    mcp = _session_mcp([], {"calc": ProvidedServer("calc", "calc-id", tools=_server())})
+    mcp.close()
+    with pytest.raises(McpUnavailable, match="the session has ended"):
+        mcp.get("calc", CancelToken())
+
+
+def test_a_declared_stdio_server_without_a_command_is_unavailable_with_why():
+    mcp = _session_mcp([{"name": "bad", "command": ""}, {"name": "worse", "command": "x", "args": [1]}])
+    mcp.start()
+    assert mcp.stdio == {}
+    with pytest.raises(McpUnavailable, match="'bad' failed to start: no command"):
+        mcp.get("bad", CancelToken())
+    with pytest.raises(McpUnavailable, match="args must be a list of strings"):
+        mcp.get("worse", CancelToken())
+    mcp.close()
+
+
+def test_a_starting_place_is_given_back_once_however_often_released():
+    before = mcp_session._starting.counter
+    place = mcp_session._StartingPlace()
+    assert mcp_session._starting.counter == before - 1
+    place.release()
+    place.release()
+    assert mcp_session._starting.counter == before
+
+
+def test_at_least_two_servers_start_at_once_even_on_one_core(monkeypatch):
+    """STARTING_AT_ONCE is read at import: load the module afresh as if on a one-core machine."""
+    for cores in (1, None):
+        monkeypatch.setattr(os, "cpu_count", lambda: cores)
+        spec = importlib.util.spec_from_file_location("acp_green.mcp._session_probe", mcp_session.__file__)
+        probe = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(probe)
+        assert probe.STARTING_AT_ONCE == 2

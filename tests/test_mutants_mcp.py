@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
 import sys
 import textwrap
 
@@ -19,9 +20,11 @@ from acp_green.mcp import Tool, ToolServer
 from acp_green.mcp import session as mcp_session
 from acp_green.mcp.bridge import ProvidedServer
 from acp_green.mcp.jsonrpc import JsonRpcLink
+from acp_green.mcp.process import StdioProcess
 from acp_green.mcp.session import SessionMcp
 from acp_green.mcp.tools import PROTOCOL_VERSIONS, ToolCall, tool_result
 from acp_green.sessions import CancelToken
+from tests.helpers import wait_gone, wait_until
 
 # Answers "echo" with its params, "fail" with an error, never answers "hang"; "ask" makes it
 # send us a ping and a roots/list, and it reports every message it gets as a "seen" notification.
@@ -245,3 +248,45 @@ def test_at_least_two_servers_start_at_once_even_on_one_core(monkeypatch):
         probe = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(probe)
         assert probe.STARTING_AT_ONCE == 2
+
+
+def _stdio_process(tmp_path, source: str) -> tuple[StdioProcess, list[dict]]:
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(source))
+    messages: list[dict] = []
+    process = StdioProcess([sys.executable, str(script)], messages.append, name="child")
+    wait_until(lambda: messages, timeout=30, what="the child's first line")
+    return process, messages
+
+
+def test_close_asks_a_server_that_ignores_eof_to_terminate_before_killing_it(tmp_path):
+    """close(): EOF, then SIGTERM (a server may clean up and exit), SIGKILL only after that."""
+    process, _ = _stdio_process(tmp_path, '''
+        import signal, sys, time
+        signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))
+        print('{"ready": true}', flush=True)
+        sys.stdin.read()
+        while True:
+            time.sleep(1)
+    ''')
+    process.close(grace=1.0)
+    assert process.exited.is_set() and process.returncode == 7
+
+
+def test_close_stops_the_stderr_drain_when_a_detached_grandchild_holds_stderr(tmp_path):
+    """The drain greenlet never outlives close(), even if something else keeps the pipe open."""
+    process, messages = _stdio_process(tmp_path, '''
+        import json, subprocess, sys
+        keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        print(json.dumps({"keeper": keeper.pid}), flush=True)
+        sys.stdin.read()
+    ''')
+    keeper = messages[0]["keeper"]
+    try:
+        process.close(grace=5.0)
+        assert process.exited.is_set() and process.returncode == 0
+        wait_until(lambda: process._drain.dead, timeout=10, what="the stderr drain to stop")
+    finally:
+        os.kill(keeper, signal.SIGKILL)
+        wait_gone(keeper)

@@ -15,12 +15,13 @@ import textwrap
 import gevent
 import pytest
 
-from acp_green.errors import McpError, McpServerExited, McpUnavailable, RequestCancelled, TurnCancelled
+from acp_green.errors import McpError, McpServerExited, McpUnavailable, RequestCancelled, TurnCancelled, UnknownMcpConnection
 from acp_green.mcp import Tool, ToolServer
 from acp_green.mcp import session as mcp_session
 from acp_green.mcp.bridge import ProvidedServer
 from acp_green.mcp.jsonrpc import JsonRpcLink
 from acp_green.mcp.process import StdioProcess
+from acp_green.mcp.registry import McpRegistry, provided_servers
 from acp_green.mcp.session import SessionMcp
 from acp_green.mcp.tools import PROTOCOL_VERSIONS, ToolCall, tool_result
 from acp_green.sessions import CancelToken
@@ -290,3 +291,17 @@ def test_close_stops_the_stderr_drain_when_a_detached_grandchild_holds_stderr(tm
     finally:
         os.kill(keeper, signal.SIGKILL)
         wait_gone(keeper)
+
+
+def test_a_forgotten_open_bridge_is_closed_and_its_id_reported_closed():
+    """S7: once the registry forgets an open bridge, the bridge itself is closed, not left open."""
+    registry = McpRegistry(provided_servers([_server()], []), call_client=None, notify_client=None)
+    job = registry.admit_connect({"serverId": "acp-green:calc"}, 1)
+    job.run()
+    (bridge,) = registry.bridges.values()
+    assert bridge.state == "open"
+    registry.forget(bridge)
+    assert bridge.state == "closed" and registry.bridges == {}
+    with pytest.raises(UnknownMcpConnection) as info:
+        registry.admit_message({"connectionId": bridge.connection_id, "method": "ping"}, 2)
+    assert info.value.data["state"] == "closed"

@@ -15,10 +15,10 @@ import textwrap
 import gevent
 import pytest
 
-from acp_green.errors import McpError, McpServerExited, McpUnavailable, RequestCancelled, TurnCancelled, UnknownMcpConnection
+from acp_green.errors import ClientError, McpError, McpServerExited, McpUnavailable, RequestCancelled, TurnCancelled, UnknownMcpConnection
 from acp_green.mcp import Tool, ToolServer
 from acp_green.mcp import session as mcp_session
-from acp_green.mcp.bridge import ProvidedServer
+from acp_green.mcp.bridge import ProvidedServer, StdioBridge
 from acp_green.mcp.jsonrpc import JsonRpcLink
 from acp_green.mcp.process import StdioProcess
 from acp_green.mcp.registry import McpRegistry, provided_servers
@@ -305,3 +305,64 @@ def test_a_forgotten_open_bridge_is_closed_and_its_id_reported_closed():
     with pytest.raises(UnknownMcpConnection) as info:
         registry.admit_message({"connectionId": bridge.connection_id, "method": "ping"}, 2)
     assert info.value.data["state"] == "closed"
+
+
+# A provided stdio server: answers ping, reports every message as "seen", asks us "sampling/x"
+# when told "go", and never answers "hang".
+BRIDGED = textwrap.dedent('''
+    import json, sys
+    def send(message):
+        sys.stdout.write(json.dumps(message) + "\\n"); sys.stdout.flush()
+    for line in sys.stdin:
+        message = json.loads(line)
+        send({"jsonrpc": "2.0", "method": "seen", "params": message})
+        if message.get("method") == "ping":
+            send({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+        elif message.get("method") == "go":
+            send({"jsonrpc": "2.0", "id": "q", "method": "sampling/x", "params": {}})
+''')
+
+
+def _open_stdio_bridge(tmp_path, call_client) -> tuple[StdioBridge, list[dict]]:
+    script = tmp_path / "bridged.py"
+    script.write_text(BRIDGED)
+    seen: list[dict] = []
+
+    def notify_client(method: str, params: dict) -> None:
+        if params.get("method") == "seen":
+            seen.append(params["params"])
+
+    bridge = StdioBridge("c1", ProvidedServer("fs", "acp-green:fs", argv=(sys.executable, str(script))),
+                         call_client, notify_client, lambda bridge: None)
+    bridge.open(timeout=30)
+    return bridge, seen
+
+
+def _seen_by_bridged(seen: list[dict], predicate) -> dict:
+    return wait_until(lambda: next((m for m in seen if predicate(m)), None), timeout=30, what="the server's report")
+
+
+def test_a_client_error_without_an_integer_code_reaches_the_server_as_internal_error(tmp_path):
+    """A server's request relayed to the client and refused with a malformed code: -32603, the message kept."""
+    def call_client(method, params, token=None):
+        raise ClientError(method, {"code": "bad", "message": "refused"})
+
+    bridge, seen = _open_stdio_bridge(tmp_path, call_client)
+    try:
+        bridge.admit_notification("go", {})
+        answer = _seen_by_bridged(seen, lambda m: m.get("id") == "q")
+        assert answer["error"] == {"code": -32603, "message": "refused"}
+    finally:
+        bridge.close()
+
+
+def test_shutting_down_a_relayed_request_tells_the_server(tmp_path):
+    """S7: at agent shutdown, a request still waiting on the server is cancelled with our id."""
+    bridge, seen = _open_stdio_bridge(tmp_path, None)
+    try:
+        job = bridge.admit_request(5, "hang", {})
+        job.shutdown()
+        cancelled = _seen_by_bridged(seen, lambda m: m.get("method") == "notifications/cancelled")
+        assert cancelled["params"] == {"requestId": job.call.id, "reason": "the agent is shutting down"}
+    finally:
+        bridge.close()

@@ -6,17 +6,26 @@ few lines of Python written for the test.
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import signal
 import sys
 import textwrap
 
 import gevent
 import pytest
 
-from acp_green.errors import McpError, McpServerExited, RequestCancelled, TurnCancelled
+from acp_green.errors import ClientError, McpError, McpServerExited, McpUnavailable, RequestCancelled, TurnCancelled, UnknownMcpConnection
 from acp_green.mcp import Tool, ToolServer
+from acp_green.mcp import session as mcp_session
+from acp_green.mcp.bridge import ProvidedServer, StdioBridge
 from acp_green.mcp.jsonrpc import JsonRpcLink
+from acp_green.mcp.process import StdioProcess
+from acp_green.mcp.registry import McpRegistry, provided_servers
+from acp_green.mcp.session import SessionMcp
 from acp_green.mcp.tools import PROTOCOL_VERSIONS, ToolCall, tool_result
 from acp_green.sessions import CancelToken
+from tests.helpers import wait_gone, wait_until
 
 # Answers "echo" with its params, "fail" with an error, never answers "hang"; "ask" makes it
 # send us a ping and a roots/list, and it reports every message it gets as a "seen" notification.
@@ -187,3 +196,173 @@ def test_the_servers_stderr_is_kept_as_a_tail(link):
         while not link.process.stderr_tail().endswith("END"):
             gevent.sleep(0.01)
     assert link.process.stderr_tail() == "A" * 3000 + "END"
+
+
+def _session_mcp(servers: list[dict], provided: dict[str, ProvidedServer] | None = None) -> SessionMcp:
+    def refuse(*args, **kwargs):
+        raise AssertionError("no client call expected")
+
+    return SessionMcp("s1", None, servers, provided or {}, refuse, refuse, lambda connection_id, name: None)
+
+
+def test_provided_in_process_tools_are_reached_through_a_loopback_session():
+    """A provided server with in-process tools is served in this process, no child started."""
+    mcp = _session_mcp([], {"calc": ProvidedServer("calc", "calc-id", tools=_server())})
+    session = mcp.get("calc", CancelToken())
+    assert session.call_tool("add", {"a": 1, "b": 2})["structuredContent"] == {"result": 3}
+    assert mcp.get("calc", CancelToken()) is session and mcp.stdio == {}
+    mcp.close()
+
+
+def test_a_closed_session_refuses_every_server():
+    mcp = _session_mcp([], {"calc": ProvidedServer("calc", "calc-id", tools=_server())})
+    mcp.close()
+    with pytest.raises(McpUnavailable, match="the session has ended"):
+        mcp.get("calc", CancelToken())
+
+
+def test_a_declared_stdio_server_without_a_command_is_unavailable_with_why():
+    mcp = _session_mcp([{"name": "bad", "command": ""}, {"name": "worse", "command": "x", "args": [1]}])
+    mcp.start()
+    assert mcp.stdio == {}
+    with pytest.raises(McpUnavailable, match="'bad' failed to start: no command"):
+        mcp.get("bad", CancelToken())
+    with pytest.raises(McpUnavailable, match="args must be a list of strings"):
+        mcp.get("worse", CancelToken())
+    mcp.close()
+
+
+def test_a_starting_place_is_given_back_once_however_often_released():
+    before = mcp_session._starting.counter
+    place = mcp_session._StartingPlace()
+    assert mcp_session._starting.counter == before - 1
+    place.release()
+    place.release()
+    assert mcp_session._starting.counter == before
+
+
+def test_at_least_two_servers_start_at_once_even_on_one_core(monkeypatch):
+    """STARTING_AT_ONCE is read at import: load the module afresh as if on a one-core machine."""
+    for cores in (1, None):
+        monkeypatch.setattr(os, "cpu_count", lambda: cores)
+        spec = importlib.util.spec_from_file_location("acp_green.mcp._session_probe", mcp_session.__file__)
+        probe = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(probe)
+        assert probe.STARTING_AT_ONCE == 2
+
+
+def _stdio_process(tmp_path, source: str) -> tuple[StdioProcess, list[dict]]:
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(source))
+    messages: list[dict] = []
+    process = StdioProcess([sys.executable, str(script)], messages.append, name="child")
+    wait_until(lambda: messages, timeout=30, what="the child's first line")
+    return process, messages
+
+
+def test_close_asks_a_server_that_ignores_eof_to_terminate_before_killing_it(tmp_path):
+    """close(): EOF, then SIGTERM (a server may clean up and exit), SIGKILL only after that."""
+    process, _ = _stdio_process(tmp_path, '''
+        import signal, sys, time
+        signal.signal(signal.SIGTERM, lambda *a: sys.exit(7))
+        print('{"ready": true}', flush=True)
+        sys.stdin.read()
+        while True:
+            time.sleep(1)
+    ''')
+    process.close(grace=1.0)
+    assert process.exited.is_set() and process.returncode == 7
+
+
+def test_close_stops_the_stderr_drain_when_a_detached_grandchild_holds_stderr(tmp_path):
+    """The drain greenlet never outlives close(), even if something else keeps the pipe open."""
+    process, messages = _stdio_process(tmp_path, '''
+        import json, subprocess, sys
+        keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True,
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        print(json.dumps({"keeper": keeper.pid}), flush=True)
+        sys.stdin.read()
+    ''')
+    keeper = messages[0]["keeper"]
+    try:
+        process.close(grace=5.0)
+        assert process.exited.is_set() and process.returncode == 0
+        wait_until(lambda: process._drain.dead, timeout=10, what="the stderr drain to stop")
+    finally:
+        os.kill(keeper, signal.SIGKILL)
+        wait_gone(keeper)
+
+
+def test_a_forgotten_open_bridge_is_closed_and_its_id_reported_closed():
+    """S7: once the registry forgets an open bridge, the bridge itself is closed, not left open."""
+    registry = McpRegistry(provided_servers([_server()], []), call_client=None, notify_client=None)
+    job = registry.admit_connect({"serverId": "acp-green:calc"}, 1)
+    job.run()
+    (bridge,) = registry.bridges.values()
+    assert bridge.state == "open"
+    registry.forget(bridge)
+    assert bridge.state == "closed" and registry.bridges == {}
+    with pytest.raises(UnknownMcpConnection) as info:
+        registry.admit_message({"connectionId": bridge.connection_id, "method": "ping"}, 2)
+    assert info.value.data["state"] == "closed"
+
+
+# A provided stdio server: answers ping, reports every message as "seen", asks us "sampling/x"
+# when told "go", and never answers "hang".
+BRIDGED = textwrap.dedent('''
+    import json, sys
+    def send(message):
+        sys.stdout.write(json.dumps(message) + "\\n"); sys.stdout.flush()
+    for line in sys.stdin:
+        message = json.loads(line)
+        send({"jsonrpc": "2.0", "method": "seen", "params": message})
+        if message.get("method") == "ping":
+            send({"jsonrpc": "2.0", "id": message["id"], "result": {}})
+        elif message.get("method") == "go":
+            send({"jsonrpc": "2.0", "id": "q", "method": "sampling/x", "params": {}})
+''')
+
+
+def _open_stdio_bridge(tmp_path, call_client) -> tuple[StdioBridge, list[dict]]:
+    script = tmp_path / "bridged.py"
+    script.write_text(BRIDGED)
+    seen: list[dict] = []
+
+    def notify_client(method: str, params: dict) -> None:
+        if params.get("method") == "seen":
+            seen.append(params["params"])
+
+    bridge = StdioBridge("c1", ProvidedServer("fs", "acp-green:fs", argv=(sys.executable, str(script))),
+                         call_client, notify_client, lambda bridge: None)
+    bridge.open(timeout=30)
+    return bridge, seen
+
+
+def _seen_by_bridged(seen: list[dict], predicate) -> dict:
+    return wait_until(lambda: next((m for m in seen if predicate(m)), None), timeout=30, what="the server's report")
+
+
+def test_a_client_error_without_an_integer_code_reaches_the_server_as_internal_error(tmp_path):
+    """A server's request relayed to the client and refused with a malformed code: -32603, the message kept."""
+    def call_client(method, params, token=None):
+        raise ClientError(method, {"code": "bad", "message": "refused"})
+
+    bridge, seen = _open_stdio_bridge(tmp_path, call_client)
+    try:
+        bridge.admit_notification("go", {})
+        answer = _seen_by_bridged(seen, lambda m: m.get("id") == "q")
+        assert answer["error"] == {"code": -32603, "message": "refused"}
+    finally:
+        bridge.close()
+
+
+def test_shutting_down_a_relayed_request_tells_the_server(tmp_path):
+    """S7: at agent shutdown, a request still waiting on the server is cancelled with our id."""
+    bridge, seen = _open_stdio_bridge(tmp_path, None)
+    try:
+        job = bridge.admit_request(5, "hang", {})
+        job.shutdown()
+        cancelled = _seen_by_bridged(seen, lambda m: m.get("method") == "notifications/cancelled")
+        assert cancelled["params"] == {"requestId": job.call.id, "reason": "the agent is shutting down"}
+    finally:
+        bridge.close()

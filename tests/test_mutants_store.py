@@ -13,7 +13,7 @@ import pytest
 from acp_green.sessions import SessionRecord
 from acp_green.store import MemoryStore
 from acp_green.store import statedb
-from acp_green.store.report import usage_report, usage_table
+from acp_green.store.report import render_history, usage_report, usage_table
 from acp_green.store.sqlite import SqliteStore
 from acp_green.usage import UsageRecord
 
@@ -132,3 +132,14 @@ def test_writes_queued_together_share_a_transaction(tmp_path):
     assert len(store.list_sessions()) == 200
     assert store.transactions - before <= 20
     store.close()
+
+
+def test_render_history_shows_text_and_names_other_content_by_its_type():
+    """A message chunk's text is shown as is; content that is not text shows as `[type]`."""
+    history = [
+        {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hello "}},
+        {"sessionUpdate": "user_message_chunk", "content": {"type": "image", "data": "..."}},
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}},
+        {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "read", "status": "pending"},
+    ]
+    assert render_history(history) == ["user: hello [image]", "agent: hi", "tool_call: t1 read pending"]

@@ -337,7 +337,7 @@ def chat(deny: bool, command: tuple[str, ...]) -> None:
 def bench(agents: tuple[str, ...], only: tuple[str, ...], workloads: tuple[str, ...], repeat: int, scale: float,
           json_path: str | None, chart_path: str | None, install_peers: bool, cache_dir: str | None, peers_dir: str | None,
           no_ceiling: bool, read_pause: float) -> None:
-    """Benchmark ACP agents side by side (issue 6's W1-W6): medians and spread as a table, JSON and a chart."""
+    """Benchmark ACP agents side by side (workloads W1-W6): medians and spread as a table, JSON and a chart."""
     from pathlib import Path
 
     from .bench.app import BenchSettings, run

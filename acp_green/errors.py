@@ -1,4 +1,4 @@
-"""JSON-RPC and ACP error types; each carries its wire code (DESIGN §6)."""
+"""JSON-RPC and ACP error types; each carries its wire code (the README's error table)."""
 
 from __future__ import annotations
 

@@ -1,1 +1,1 @@
-"""`acp-green bench`: W1–W6 of issue 6 against acp_green and peer agents, side by side."""
+"""`acp-green bench`: workloads W1–W6 against acp_green and peer agents, side by side."""

@@ -1,4 +1,4 @@
-"""W1–W6 of issue 6: one function per workload, each on a fresh agent process."""
+"""Workloads W1–W6: one function per workload, each on a fresh agent process."""
 
 from __future__ import annotations
 

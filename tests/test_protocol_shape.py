@@ -240,3 +240,17 @@ def test_a_method_registered_twice_is_a_wiring_error():
         endpoint.add_feature(Background())
     with pytest.raises(ValueError, match="n has two handlers"):
         endpoint.add_feature(Notified())
+
+
+def test_the_unit_harness_ends_a_connection_through_the_shared_shut_down_S13_S16(unit):
+    """S13, S16: closing a unit connection takes the server's own shutdown path (`shut_down`): a
+    running prompt is cancelled, answered and recorded before close returns, not on a later hub turn."""
+    conn = unit()
+    conn.initialize()
+    session_id = conn.new_session()
+    request_id = conn.prompt(session_id, "/wait")
+    assert session_id in conn.protocol.prompts
+    assert conn.close() == 0
+    answers = [m for m in conn.sink.responses() if m.get("id") == request_id]
+    assert answers == [{"jsonrpc": "2.0", "id": request_id, "result": {"stopReason": "cancelled"}}]
+    assert [u.stop_reason for u in conn.store.usage(session_id)] == ["cancelled"]

@@ -12,10 +12,10 @@ from typing import Any
 
 from .errors import InvalidParams
 
-Kind = type | tuple[type, ...]
+TypeSpec = type | tuple[type, ...]
 
 
-def _is_kind(value: Any, kind: Kind) -> bool:
+def _is_kind(value: Any, kind: TypeSpec) -> bool:
     """isinstance, except that a bool is no int: JSON tells `true` from `1`."""
     if isinstance(value, bool):
         kinds = kind if isinstance(kind, tuple) else (kind,)
@@ -47,13 +47,13 @@ class Params:
             raise self.refuse(name, f"missing required field {name!r}")
         return self.values[name]
 
-    def required(self, name: str, kind: Kind) -> Any:
+    def required(self, name: str, kind: TypeSpec) -> Any:
         value = self.present(name)
         if not _is_kind(value, kind):
             raise self.refuse(name, f"field {name!r} has the wrong type")
         return value
 
-    def optional(self, name: str, kind: Kind, default: Any = None) -> Any:
+    def optional(self, name: str, kind: TypeSpec, default: Any = None) -> Any:
         """The field, or `default` when it is absent or `null`."""
         value = self.values.get(name)
         if value is None:

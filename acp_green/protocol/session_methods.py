@@ -10,6 +10,7 @@ import base64
 import binascii
 import json
 import logging
+from functools import partial
 from typing import Any
 
 from .. import wire
@@ -77,7 +78,7 @@ class SessionMethods:
         self.sessions.save(session)
         self.session_mcp.start_declared(session)
         result = {"sessionId": session.session_id, **self.session_state(session)}
-        return Reply(result, then=lambda: self.after_session_opened(session))
+        return Reply(result, then=partial(self.after_session_opened, session))
 
     def session_state(self, session: Session) -> dict[str, Any]:
         """The modes and config options a session's new, load or resume answer carries."""
@@ -134,13 +135,13 @@ class SessionMethods:
         put = self.outbound.put
         for entry in self.store.history(session_id):
             put(encoder.wrap(entry))
-        return Reply(self.session_state(session), then=lambda: self.after_session_reopened(session))
+        return Reply(self.session_state(session), then=partial(self.after_session_reopened, session))
 
     @control("session/resume")
     def session_resume(self, params: Any, _id: wire.RequestId) -> Reply:
         """Reattach without replaying anything."""
         session = self._reopen(params, "session/resume", mcp_required=False)
-        return Reply(self.session_state(session), then=lambda: self.after_session_reopened(session))
+        return Reply(self.session_state(session), then=partial(self.after_session_reopened, session))
 
     @control("session/list")
     def session_list(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:

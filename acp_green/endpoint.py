@@ -1,9 +1,12 @@
 """The JSON-RPC endpoint: classify, admit, run, and answer every request exactly once.
 
-Control requests run inline in the receive loop, in receive order (S2). Background requests
-are admitted in the loop — slot, then route-specific admission (session reservation, token
-binding) — and run in their own greenlet (S1). One boundary, `_finish`, turns every outcome
-into exactly one response; it is idempotent and also wired to `rawlink`, because a greenlet
+Features register their handlers (`add_feature`, with `@control`, `@background`,
+`@notification` and `@fallback` marking them). Control requests run inline in the receive
+loop, in receive order (S2). Background requests are admitted in the loop — slot, then
+route-specific admission (session reservation, token binding) — and run in their own greenlet
+(S1). Whatever a handler, an admission, a job or a settle raises becomes an `Outcome` through
+one mapping, `outcome_of`. A control request is answered where it ran; a background request is
+answered by `_finish`, which is idempotent and also wired to `rawlink`, because a greenlet
 killed before its first switch never runs its body or its `finally` (GEVENT-NOTES 0.6).
 """
 
@@ -13,7 +16,7 @@ import enum
 import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import gevent
 from gevent.event import AsyncResult
@@ -65,6 +68,34 @@ class Outcome:
 
 KILLED = Outcome(killed=True)
 
+#: What a handler, an admission, a job or a settle may raise that `outcome_of` maps. Anything
+#: else (KeyboardInterrupt) is not the request's to answer and passes through.
+MAPPED_EXCEPTIONS: tuple[type[BaseException], ...] = (Exception, gevent.Timeout, SystemExit, GreenletExit)
+
+
+def outcome_of(exc: BaseException, doing: str) -> Outcome:
+    """The one mapping from what was raised to how a request ended; `doing` names it in the log.
+
+    A kill (GreenletExit) is `killed`; the caller decides whether it goes on (a killed greenlet
+    or reader does). SystemExit is refused: agent code must not end the server from a
+    greenlet (GEVENT-NOTES 0.10).
+    """
+    if isinstance(exc, RpcError):
+        return Outcome(error=exc)
+    if isinstance(exc, TurnCancelled):
+        return Outcome(cancelled=True)
+    if isinstance(exc, GreenletExit):
+        return KILLED
+    if isinstance(exc, ClientError):
+        return Outcome(error=InternalError(one_line(str(exc))))
+    if isinstance(exc, gevent.Timeout):  # a BaseException: would otherwise leave the request unanswered
+        return Outcome(error=InternalError(f"Timed out: {one_line(str(exc))}"))
+    if isinstance(exc, SystemExit):
+        log.error("%s called sys.exit; answered as an internal error", doing)
+        return Outcome(error=InternalError("Agent code tried to exit the process"))
+    log.error("%s failed", doing, exc_info=exc)
+    return Outcome(error=InternalError(one_line(f"{type(exc).__name__}: {exc}")))
+
 
 class Job:
     """A background request after admission; subclasses hold what admission reserved."""
@@ -90,6 +121,46 @@ class Route:
 
     kind: Kind
     handler: Callable[[Any, wire.RequestId], Any]  # control: -> result | Reply; background: -> Job
+
+
+@dataclass(frozen=True, slots=True)
+class _Mark:
+    """What a feature's method handles, as `Endpoint.add_feature` reads it."""
+
+    role: Kind | str  # a Kind for a request, "notification", or "fallback"
+    method: str | None
+
+
+_MARK = "__endpoint_mark__"
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
+
+
+def _marker(role: Kind | str, method: str | None) -> Callable[[_Handler], _Handler]:
+    def mark(handler: _Handler) -> _Handler:
+        setattr(handler, _MARK, _Mark(role, method))
+        return handler
+
+    return mark
+
+
+def control(method: str) -> Callable[[_Handler], _Handler]:
+    """Mark `(params, request_id) -> result | Reply` as the control handler of `method` (S2)."""
+    return _marker(Kind.CONTROL, method)
+
+
+def background(method: str) -> Callable[[_Handler], _Handler]:
+    """Mark `(params, request_id) -> Job` as the admission of background `method` (S1)."""
+    return _marker(Kind.BACKGROUND, method)
+
+
+def notification(method: str) -> Callable[[_Handler], _Handler]:
+    """Mark `(params) -> None` as the handler of notification `method` (never answered, S6)."""
+    return _marker("notification", method)
+
+
+def fallback(lookup: _Handler) -> _Handler:
+    """Mark `(method) -> Route | None`: the route of a method the table does not name."""
+    return _marker("fallback", None)(lookup)
 
 
 class _Task:
@@ -175,16 +246,17 @@ class Endpoint:
     def __init__(
         self,
         outbound: Outbound,
-        routes: Mapping[str, Route],
+        routes: Mapping[str, Route] | None = None,
         *,
         fallback: Callable[[str], Route | None] | None = None,
         notifications: Mapping[str, Callable[[Any], None]] | None = None,
         max_background: int = 32,
     ) -> None:
+        """`routes`, `fallback` and `notifications` start the table; features add theirs with `add_feature`."""
         self.outbound = outbound
-        self.routes = routes
+        self.routes: dict[str, Route] = dict(routes or {})
         self.fallback = fallback
-        self.notifications = dict(notifications or {})
+        self.notifications: dict[str, Callable[[Any], None]] = dict(notifications or {})
         self.notifications.setdefault("$/cancel_request", self._on_cancel_request)
         self.max_background = max_background
         self.client = ClientRequests(outbound)
@@ -195,6 +267,33 @@ class Endpoint:
         # what the last-resort guard of handle_line needs to never answer twice.
         self._line_key: tuple[bool, Any] | None = None
         self._line_answered = False
+
+    # -- the method table ---------------------------------------------------------------------
+    def add_feature(self, feature: object) -> None:
+        """Register every method of `feature` marked @control, @background, @notification or @fallback.
+
+        A method named twice is a wiring mistake and raises ValueError: one handler per method.
+        """
+        seen: set[str] = set()
+        for klass in type(feature).__mro__:
+            for name, value in vars(klass).items():
+                mark = getattr(value, _MARK, None)
+                if mark is None or name in seen:
+                    continue  # an override in a subclass wins
+                seen.add(name)
+                self._register(mark, getattr(feature, name))
+
+    def _register(self, mark: _Mark, handler: Callable[..., Any]) -> None:
+        if mark.role == "fallback":
+            if self.fallback is not None:
+                raise ValueError("two fallback routes")
+            self.fallback = handler
+            return
+        assert mark.method is not None
+        table: dict[str, Any] = self.notifications if mark.role == "notification" else self.routes
+        if mark.method in table:
+            raise ValueError(f"{mark.method} has two handlers")
+        table[mark.method] = handler if mark.role == "notification" else Route(mark.role, handler)
 
     # -- the receive loop's entry point ------------------------------------------------------
     def handle_line(self, line: bytes) -> None:
@@ -304,22 +403,10 @@ class Endpoint:
             result = route.handler(request.params, request.id)
             if isinstance(result, Reply):
                 result, then = result.result, result.then
-        except RpcError as exc:
-            self._send_error(request.id, exc)
-            return
-        except gevent.Timeout as exc:
-            self._send_error(request.id, InternalError(f"Timed out: {one_line(str(exc))}"))
-            return
-        except GreenletExit:  # the reader is killed at shutdown: still one answer, then go
-            self._send_error(request.id, RequestCancelled("The agent is shutting down"))
-            raise
-        except SystemExit:
-            log.error("control handler for %s called sys.exit", request.method)
-            self._send_error(request.id, InternalError("Agent code tried to exit the process"))
-            return
-        except Exception as exc:
-            log.exception("control handler for %s failed", request.method)
-            self._send_error(request.id, InternalError(one_line(f"{type(exc).__name__}: {exc}")))
+        except MAPPED_EXCEPTIONS as exc:
+            self._answer_inline(request.id, outcome_of(exc, f"control handler for {request.method}"))
+            if isinstance(exc, GreenletExit):
+                raise  # the reader is killed at shutdown: answered above, now go
             return
         self._send_result(request.id, result)
         if then is not None:
@@ -342,12 +429,10 @@ class Endpoint:
             return
         try:
             job = route.handler(request.params, request.id)
-        except RpcError as exc:
-            self._send_error(request.id, exc)
-            return
-        except Exception as exc:
-            log.exception("admission of %s failed", request.method)
-            self._send_error(request.id, InternalError(one_line(f"{type(exc).__name__}: {exc}")))
+        except MAPPED_EXCEPTIONS as exc:
+            self._answer_inline(request.id, outcome_of(exc, f"admission of {request.method}"))
+            if isinstance(exc, GreenletExit):
+                raise
             return
         task = _Task(request.id, request.method, job)
         # In the table first: should anything below fail, handle_line's guard finds the task
@@ -360,28 +445,18 @@ class Endpoint:
         greenlet.start()
 
     def _run_task(self, task: _Task) -> None:
-        outcome = KILLED  # stays so only if a kill (GreenletExit) ends the body
+        outcome = KILLED  # stays so if something outcome_of does not map ends the body
         try:
             outcome = Outcome(result=task.job.run())
-        except RpcError as exc:
-            outcome = Outcome(error=exc)
-        except TurnCancelled:
-            outcome = Outcome(cancelled=True)
-        except ClientError as exc:
-            outcome = Outcome(error=InternalError(one_line(str(exc))))
-        except gevent.Timeout as exc:  # a BaseException: would otherwise leave the request unanswered
-            outcome = Outcome(error=InternalError(f"Timed out: {one_line(str(exc))}"))
-        except SystemExit:  # agent code must not end the server from a pooled greenlet (GEVENT-NOTES 0.10)
-            log.error("%s #%s called sys.exit; answered as an internal error", task.method, _id_text(task.request_id))
-            outcome = Outcome(error=InternalError("Agent code tried to exit the process"))
-        except Exception as exc:
-            log.exception("%s #%s failed", task.method, _id_text(task.request_id))
-            outcome = Outcome(error=InternalError(one_line(f"{type(exc).__name__}: {exc}")))
+        except MAPPED_EXCEPTIONS as exc:
+            outcome = outcome_of(exc, f"{task.method} #{_id_text(task.request_id)}")
+            if isinstance(exc, GreenletExit):
+                raise  # a kill ends the greenlet as a kill
         finally:
             self._finish(task, outcome)
 
     def _finish(self, task: _Task, outcome: Outcome) -> None:
-        """The one boundary: release, settle, answer — exactly once, whatever called it."""
+        """Release, settle and answer a background request — exactly once, whatever called it."""
         if task.done:
             return
         task.done = True
@@ -389,17 +464,11 @@ class Endpoint:
         try:
             outcome = task.job.settle(outcome)
         except Exception as exc:
-            log.exception("settling %s #%s failed", task.method, _id_text(task.request_id))
-            outcome = Outcome(error=InternalError(one_line(f"{type(exc).__name__}: {exc}")))
+            outcome = outcome_of(exc, f"settling {task.method} #{_id_text(task.request_id)}")
         if task.answered:
             return
         task.answered = True
-        if outcome.error is not None:
-            self._send_error(task.request_id, outcome.error)
-        elif outcome.killed or outcome.cancelled:
-            self._send_error(task.request_id, RequestCancelled())
-        else:
-            self._send_result(task.request_id, outcome.result)
+        self._answer(task.request_id, outcome)
 
     def _on_cancel_request(self, params: Any) -> None:
         if not isinstance(params, dict) or "requestId" not in params or not wire.is_valid_id(params["requestId"]):
@@ -486,6 +555,21 @@ class Endpoint:
             self._send_error(message.id, RequestCancelled("The agent is shutting down"))
 
     # -- responses ---------------------------------------------------------------------------
+    def _answer(self, request_id: wire.RequestId, outcome: Outcome) -> None:
+        """The one response an outcome stands for."""
+        if outcome.error is not None:
+            self._send_error(request_id, outcome.error)
+        elif outcome.killed or outcome.cancelled:
+            self._send_error(request_id, RequestCancelled())
+        else:
+            self._send_result(request_id, outcome.result)
+
+    def _answer_inline(self, request_id: wire.RequestId, outcome: Outcome) -> None:
+        """Answer a request handled in the receive loop: only shutdown kills the reader."""
+        if outcome.killed:
+            outcome = Outcome(error=RequestCancelled("The agent is shutting down"))
+        self._answer(request_id, outcome)
+
     def _mark_answered(self, request_id: wire.RequestId) -> None:
         """Note an answer to the current line's request (ids in flight are unique, S4)."""
         if self._line_key is not None and wire.id_key(request_id) == self._line_key:

@@ -14,17 +14,16 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass, field
-from functools import partial
 
 import gevent
 from gevent.event import Event
 from gevent.greenlet import Greenlet
 
-from .acp import AcpAgentProtocol
+from . import protocol
 from .agent import Agent
 from .context import ConnectionContext
 from .endpoint import Endpoint
-from .errors import LineTooLong, RequestCancelled
+from .errors import LineTooLong
 from .sessions import SessionRegistry
 from .store import open_store
 from .store import Store
@@ -60,7 +59,7 @@ class Server:
         self.store: Store = store if store is not None else open_store(self.options.state_dir, self.options.ephemeral)
         self.sessions = SessionRegistry(self.store, self.options.idle_timeout)
         self.context = ConnectionContext()
-        self.protocol: AcpAgentProtocol | None = None
+        self.protocol: protocol.AcpProtocol | None = None
         self._stop = Event()
         self.stop_reason: str | None = None
         self._reading = False
@@ -80,16 +79,11 @@ class Server:
         """Serve until EOF, a transport failure or a signal; returns the exit code (0)."""
         options = self.options
         outbound = Outbound(write_fd, options.output, on_failure=lambda exc: self.request_stop(f"output failed: {exc}"))
-        self.protocol = protocol = AcpAgentProtocol(
-            self.agent,
-            self.context,
-            self.sessions,
-            self.store,
-            partial(Endpoint, outbound, max_background=options.max_background),
-            provided_commands=options.provide_mcp,
-            max_mcp_servers=options.max_mcp_servers,
+        endpoint = Endpoint(outbound, max_background=options.max_background)
+        self.protocol = acp = protocol.attach(
+            endpoint, self.agent, self.context, self.sessions, self.store,
+            provided_commands=options.provide_mcp, max_mcp_servers=options.max_mcp_servers,
         )
-        endpoint = protocol.endpoint
         line_reader = LineReader(read_fd, options.max_line_bytes)
         self._reader = Greenlet(self._receive, line_reader, endpoint)
         self._reader.name = "acp-reader"
@@ -100,7 +94,7 @@ class Server:
             self._stop.wait()
         finally:
             try:
-                self._shutdown(endpoint, outbound, evictor, line_reader)
+                self._shutdown(acp, outbound, evictor, line_reader)
                 line_reader.close()
             finally:
                 # Only now: a second SIGTERM during shutdown must not kill the process (S13, S16).
@@ -167,7 +161,8 @@ class Server:
         except Exception:
             log.exception("dumping the stacks failed")
 
-    def _shutdown(self, endpoint: Endpoint, outbound: Outbound, evictor: Greenlet, line_reader: LineReader) -> None:
+    def _shutdown(self, acp: protocol.AcpProtocol, outbound: Outbound, evictor: Greenlet, line_reader: LineReader) -> None:
+        endpoint = acp.endpoint
         endpoint.admitting = False
         if self._reader is not None and not self._reader.dead:
             self._reader.join(timeout=self.options.shutdown_grace)  # finishing a control message
@@ -180,23 +175,9 @@ class Server:
                 endpoint.refuse_unread(line.data)
         evictor.kill(block=False)
         outbound.release_producers()
-        for session in self.sessions:
-            if session.busy:
-                session.cancel()
-        endpoint.client.close(RequestCancelled("The connection is closing"))
-        killed = endpoint.drain(self.options.shutdown_grace)
+        killed = acp.shut_down(self.options.shutdown_grace)
         if killed:
             log.warning("%d background requests were aborted at the end of the grace", killed)
-        for session in self.sessions:
-            self.sessions.drop(session.session_id)  # session-scoped MCP servers start closing here
-        try:
-            self.protocol.close_mcp()  # bridges and session servers: none outlives the agent
-        except Exception:
-            log.exception("closing MCP bridges failed")
-        try:
-            self.store.close()  # commits every queued turn and usage record (S16)
-        except Exception:
-            log.exception("closing the store failed")
         if not outbound.close():
             log.warning("output not fully flushed (client not reading or gone)")
 

@@ -11,7 +11,7 @@ from gevent import GreenletExit
 from gevent.greenlet import Greenlet
 
 from acp_green import endpoint as endpoint_module, wire
-from acp_green.acp import encode_cursor
+from acp_green.protocol.session_methods import encode_cursor
 from acp_green.demo import DemoAgent
 from acp_green.endpoint import Endpoint, Kind, Route
 from acp_green.rig.client import ClientPolicy, Record

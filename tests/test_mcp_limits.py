@@ -10,8 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_green.acp import _mcp_servers
 from acp_green.errors import InvalidParams, TooManyMcpServers
+from acp_green.params import Params
+from acp_green.protocol.session_methods import declared_mcp_servers
 from acp_green.rig.reaper import descendants, kill_all
 from tests.mcp_helpers import RECORDER, process_gone, stdio_entry, wait_gone
 
@@ -189,7 +190,7 @@ def test_mcp_servers_check_refuses_exactly_the_lists_over_the_cap(servers, limit
     and otherwise comes back unchanged."""
     params = {"mcpServers": servers}
     try:
-        accepted = _mcp_servers(params, method, required=True, limit=limit)
+        accepted = declared_mcp_servers(Params(params, method), required=True, limit=limit)
     except TooManyMcpServers as exc:
         assert len(servers) > limit
         assert exc.code == -32602 and exc.data == {"reason": "too_many_mcp_servers", "field": "mcpServers",

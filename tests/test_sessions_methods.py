@@ -77,7 +77,7 @@ def test_session_load_unknown_is_invalid_params(inprocess, tmp_path):
 def test_session_list_pages_and_filters_by_cwd(inprocess, tmp_path):
     """session/list: newest first, cursor pagination without gaps or repeats, cwd filter."""
     harness = _start(inprocess, tmp_path)
-    harness.server.protocol.list_page_size = 3
+    harness.server.protocol.session_methods.list_page_size = 3
     client = harness.client
     in_a = [client.new_session("/a") for _ in range(5)]
     in_b = [client.new_session("/b") for _ in range(2)]

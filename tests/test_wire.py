@@ -290,7 +290,7 @@ def test_fast_text_chunk_encoding_equals_the_general_encoder():
     """The streaming fast path (json_text, SessionUpdateEncoder.text_chunk) is byte-identical to encode()."""
     import random
 
-    from acp_green.acp import SessionUpdateEncoder
+    from acp_green.protocol.updates import SessionUpdateEncoder
 
     rng = random.Random(7)
     alphabet = ["a", "/", '"', "\\", "\n", "\t", "\x00", "\x7f", "é", "\u2028", "\ud800", "😀", " ", "~", "\x1f", ":"]

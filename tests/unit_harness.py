@@ -1,7 +1,7 @@
 """The unit layer (DESIGN §7): the endpoint and the ACP protocol driven directly, no transport.
 
 `Sink` stands in for `transport.Outbound` and records every line the agent queues, decoded, in
-order. `UnitConnection` wires an `AcpAgentProtocol` to it with a `SessionRegistry` and a store,
+order. `UnitConnection` attaches the ACP protocol to an endpoint on it with a `SessionRegistry` and a store,
 and lets a test hand messages to the endpoint exactly as the receive loop would: one at a time,
 in the calling greenlet, with no yield in between unless the test yields.
 """
@@ -12,19 +12,17 @@ import itertools
 import json
 import time
 from collections.abc import Callable, Iterator, Sequence
-from functools import partial
 from typing import Any
 
 import pytest
 from gevent.event import Event
 
 from acp_green import wire
-from acp_green.acp import AcpAgentProtocol
+from acp_green import protocol
 from acp_green.agent import Agent
 from acp_green.context import ConnectionContext
 from acp_green.demo import DemoAgent
 from acp_green.endpoint import Endpoint
-from acp_green.errors import RequestCancelled
 from acp_green.rig.client import Record
 from acp_green.rig.schema import StreamChecker
 from acp_green.sessions import SessionRegistry
@@ -117,11 +115,10 @@ class UnitConnection:
         self.store = store if store is not None else MemoryStore()
         self.sessions = SessionRegistry(self.store, idle_timeout)
         self.context = ConnectionContext()
-        self.protocol = AcpAgentProtocol(
-            agent or DemoAgent(), self.context, self.sessions, self.store,
-            partial(Endpoint, self.sink, max_background=max_background), provided_commands=provide_mcp,
+        self.endpoint = Endpoint(self.sink, max_background=max_background)  # type: ignore[arg-type]
+        self.protocol = protocol.attach(
+            self.endpoint, agent or DemoAgent(), self.context, self.sessions, self.store, provided_commands=provide_mcp,
         )
-        self.endpoint: Endpoint = self.protocol.endpoint
         self._ids = itertools.count(1)
         self.closed = False
 
@@ -187,18 +184,7 @@ class UnitConnection:
         if self.closed:
             return 0
         self.closed = True
-        endpoint = self.endpoint
-        endpoint.admitting = False
-        for session in self.sessions:
-            if session.busy:
-                session.cancel()
-        endpoint.client.close(RequestCancelled("The connection is closing"))
-        killed = endpoint.drain(grace)
-        for session in self.sessions:
-            self.sessions.drop(session.session_id)
-        self.protocol.close_mcp()
-        self.store.close()
-        return killed
+        return self.protocol.shut_down(grace)
 
     def schema_problems(self) -> list[str]:
         checker = StreamChecker("agent")

@@ -17,8 +17,9 @@ from typing import Any
 import gevent
 
 from .. import wire
-from ..endpoint import Job, Outcome
-from ..errors import InvalidParams, McpError, UnknownMcpConnection, UnknownMcpServer
+from ..endpoint import Job, Outcome, background, notification
+from ..errors import McpError, UnknownMcpConnection, UnknownMcpServer
+from ..params import Params
 from .bridge import CLOSED, CONNECTING, Bridge, InProcessBridge, ProvidedServer, StdioBridge
 from .tools import ToolServer
 
@@ -48,33 +49,11 @@ def provided_servers(tool_servers: Sequence[ToolServer], commands: Sequence[tupl
     return servers
 
 
-def _mcp_params(params: Any, method: str) -> dict[str, Any]:
-    if not isinstance(params, dict):
-        raise InvalidParams(f"{method}: params must be an object")
-    return params
-
-
-def _string_field(params: dict[str, Any], name: str, method: str) -> str:
-    value = params.get(name)
-    if not isinstance(value, str):
-        state = "missing required field" if name not in params else "wrong type for field"
-        raise InvalidParams(f"{method}: {state} {name!r}", data={"field": name})
-    return value
-
-
-def _inner_params(params: dict[str, Any], method: str) -> dict[str, Any] | None:
-    inner = params.get("params")
-    if inner is not None and not isinstance(inner, dict):
-        raise InvalidParams(f"{method}: field 'params' must be an object or null", data={"field": "params"})
-    return inner
-
-
 def _message_fields(params: Any) -> tuple[str, str, dict[str, Any] | None]:
     """An `mcp/message`'s connectionId, inner method and inner params, checked (-32602)."""
-    method = "mcp/message"
-    params = _mcp_params(params, method)
-    connection_id = _string_field(params, "connectionId", method)
-    return connection_id, _string_field(params, "method", method), _inner_params(params, method)
+    checked = Params(params, "mcp/message", required=True)
+    connection_id = checked.required("connectionId", str)
+    return connection_id, checked.required("method", str), checked.optional("params", dict)
 
 
 class ConnectJob(Job):
@@ -148,12 +127,13 @@ class McpRegistry:
         """The `providedMcpServers` list of the initialize result (DESIGN §4)."""
         return [server.to_wire() for server in self.provided]
 
-    # -- routes (admission runs in the receive loop) ---------------------------------------------
+    # -- routes: background (a bridge may start a process, S7), sharing the slots (S9); admission
+    # runs in the receive loop ---------------------------------------------------------------------
+    @background("mcp/connect")
     def admit_connect(self, params: Any, _id: wire.RequestId) -> Job:
-        method = "mcp/connect"
-        params = _mcp_params(params, method)
-        key = "serverId" if "serverId" in params else "acpId"  # acpId: the RFD's older name
-        server_id = _string_field(params, key, method)
+        checked = Params(params, "mcp/connect", required=True)
+        key = "serverId" if "serverId" in checked.values else "acpId"  # acpId: the RFD's older name
+        server_id = checked.required(key, str)
         server = self._by_id.get(server_id)
         if server is None:
             raise UnknownMcpServer(server_id)
@@ -165,12 +145,14 @@ class McpRegistry:
         self.bridges[connection_id] = bridge
         return ConnectJob(self, bridge)
 
+    @background("mcp/message")
     def admit_message(self, params: Any, request_id: wire.RequestId) -> Job:
         connection_id, inner_method, inner = _message_fields(params)
         if connection_id in self.outbound:
             return PeerRequestJob(inner_method, inner)
         return self._open_bridge(connection_id).admit_request(request_id, inner_method, inner)
 
+    @notification("mcp/message")
     def on_message_notification(self, params: Any) -> None:
         """An `mcp/message` notification: relayed at once, in receive order; never answered (S6)."""
         connection_id, inner_method, inner = _message_fields(params)
@@ -179,10 +161,9 @@ class McpRegistry:
             return
         self._open_bridge(connection_id).admit_notification(inner_method, inner)
 
+    @background("mcp/disconnect")
     def admit_disconnect(self, params: Any, _id: wire.RequestId) -> Job:
-        method = "mcp/disconnect"
-        params = _mcp_params(params, method)
-        connection_id = _string_field(params, "connectionId", method)
+        connection_id = Params(params, "mcp/disconnect", required=True).required("connectionId", str)
         bridge = self._open_bridge(connection_id)
         self.forget(bridge)  # in receive order: later messages for it are refused as closed
         return DisconnectJob(bridge)

@@ -1,0 +1,106 @@
+"""ACP v1 as an agent: `attach` builds each feature on an endpoint, which routes to them.
+
+| module | holds |
+|---|---|
+| `connection.py` | `initialize`, `authenticate`, the `_`-extension requests (`_acp_green/stats`) |
+| `session_methods.py` | session/new, load, resume, list, delete, close, set_mode, set_config_option, cancel |
+| `prompt.py` | `session/prompt`: admission, the turn's job, history and the usage ledger |
+| `access.py` | the auth check and the session a request names |
+| `session_mcp.py` | each session's MCP servers |
+| `updates.py` | encoding `session/update`, session info, titles |
+
+The endpoint exists first; every feature gets what it needs from it at construction and
+registers its own handlers (`Endpoint.add_feature`). Agent behaviour comes only from `Agent`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from ..agent import Agent
+from ..context import ConnectionContext
+from ..endpoint import Endpoint
+from ..errors import RequestCancelled
+from ..mcp.registry import McpRegistry, provided_servers
+from ..sessions import SessionRegistry
+from ..store import Store
+from .access import SessionAccess
+from .connection import ConnectionMethods
+from .prompt import PromptLedger, PromptService
+from .session_mcp import SessionMcpServers
+from .session_methods import SessionMethods
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class AcpProtocol:
+    """ACP's agent side on one endpoint: the features `attach` registered, and how they end."""
+
+    endpoint: Endpoint
+    sessions: SessionRegistry
+    store: Store
+    mcp: McpRegistry
+    session_mcp: SessionMcpServers
+    connection: ConnectionMethods
+    session_methods: SessionMethods
+    prompt_service: PromptService
+    prompts: PromptLedger
+
+    def shut_down(self, grace: float) -> int:
+        """End the connection once nothing more is read; returns how many requests were killed.
+
+        Cancel every active prompt (its normal completion path runs), fail every wait for the
+        client, give background work `grace` seconds, free every session (its MCP servers start
+        closing), close every bridge and reap its process, then flush the store (S13, S16).
+        """
+        endpoint = self.endpoint
+        endpoint.admitting = False
+        for session in self.sessions:
+            if session.busy:
+                session.cancel()
+        endpoint.client.close(RequestCancelled("The connection is closing"))
+        killed = endpoint.drain(grace)
+        for session in self.sessions:
+            self.sessions.drop(session.session_id)  # session-scoped MCP servers start closing here
+        try:
+            self.mcp.close_all()  # bridges and session servers: none outlives the agent
+        except Exception:
+            log.exception("closing MCP bridges failed")
+        try:
+            self.store.close()  # commits every queued turn and usage record (S16)
+        except Exception:
+            log.exception("closing the store failed")
+        return killed
+
+
+def attach(
+    endpoint: Endpoint,
+    agent: Agent,
+    context: ConnectionContext,
+    sessions: SessionRegistry,
+    store: Store,
+    *,
+    provided_commands: tuple[tuple[str, tuple[str, ...]], ...] = (),
+    max_mcp_servers: int = 64,
+) -> AcpProtocol:
+    """Build ACP's features for `agent` on `endpoint` and register their routes there."""
+    client = endpoint.client
+    mcp = McpRegistry(
+        provided_servers(agent.provided_mcp_servers(), provided_commands),
+        call_client=client.call,
+        notify_client=client.notify,
+    )
+    session_mcp = SessionMcpServers(mcp, client.call, client.notify)
+    access = SessionAccess(agent, context, sessions)
+    prompts = PromptLedger(store, sessions)
+    connection = ConnectionMethods(agent, context, mcp, endpoint, sessions, store)
+    session_methods = SessionMethods(agent, access, sessions, store, session_mcp, endpoint.outbound, max_mcp_servers)
+    prompt_service = PromptService(agent, access, prompts, session_mcp, endpoint.outbound, client.call)
+    for feature in (connection, session_methods, prompt_service, mcp):
+        endpoint.add_feature(feature)
+    return AcpProtocol(endpoint, sessions, store, mcp, session_mcp, connection, session_methods, prompt_service, prompts)
+
+
+__all__ = ["AcpProtocol", "attach"]

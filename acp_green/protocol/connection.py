@@ -1,0 +1,108 @@
+"""Connection-level ACP methods: `initialize`, `authenticate`, and the `_`-extension requests."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from .. import __version__, wire
+from ..agent import Agent, ExtensionCall
+from ..context import PROTOCOL_VERSION, ConnectionContext
+from ..endpoint import Endpoint, Job, Kind, Route, control, fallback
+from ..mcp.registry import McpRegistry
+from ..params import Params
+from ..sessions import CancelToken, SessionRegistry
+from ..stats import STATS_METHOD, runtime_stats
+from ..store import Store
+
+
+class ExtensionJob(Job):
+    """An `_`-prefixed extension request handled by the agent in the background."""
+
+    def __init__(self, handler: Callable[[ExtensionCall], Any], call: ExtensionCall) -> None:
+        self.handler = handler
+        self.call = call
+
+    def run(self) -> Any:
+        return self.handler(self.call)
+
+    def shutdown(self) -> None:
+        self.call.token.set()
+
+
+class ConnectionMethods:
+    """What the client negotiates once per connection, and the extensions the agent offers."""
+
+    def __init__(self, agent: Agent, context: ConnectionContext, mcp: McpRegistry, endpoint: Endpoint,
+                 sessions: SessionRegistry, store: Store) -> None:
+        self.agent = agent
+        self.context = context
+        self.mcp = mcp
+        self.endpoint = endpoint
+        self.sessions = sessions
+        self.store = store
+        # The runtime's own counters first, so the rig can sample any acp_green agent; an agent may override.
+        self.extensions: dict[str, Callable[[ExtensionCall], Any]] = {STATS_METHOD: self.stats, **agent.extension_methods()}
+
+    @control("initialize")
+    def initialize(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        checked = Params(params, "initialize")
+        requested = checked.required("protocolVersion", int)
+        capabilities = checked.optional("clientCapabilities", dict, {})
+        client_info = checked.optional("clientInfo", dict)
+        version = requested if requested == PROTOCOL_VERSION else PROTOCOL_VERSION
+        self.context.initialized(version, capabilities, client_info)
+        agent = self.agent
+        info = {"name": agent.name, "version": agent.version}
+        if agent.title:
+            info["title"] = agent.title
+        return {
+            "protocolVersion": version,
+            "agentCapabilities": agent_capabilities(),
+            "authMethods": [m.to_wire() for m in agent.auth_methods],
+            "agentInfo": info,
+            "_meta": {"acpGreen": {"runtimeVersion": __version__, "providedMcpServers": self.mcp.announce()}},
+        }
+
+    @control("authenticate")
+    def authenticate(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        checked = Params(params, "authenticate")
+        method_id = checked.required("methodId", str)
+        if not any(m.id == method_id for m in self.agent.auth_methods):
+            raise checked.refuse("methodId", f"unknown methodId {wire.excerpt(method_id)!r}")
+        self.agent.authenticate(method_id, self.context.snapshot)
+        self.context.authenticated(method_id)
+        return {}
+
+    # -- extensions --------------------------------------------------------------------------
+    @fallback
+    def extension_route(self, method: str) -> Route | None:
+        """The route of an `_`-prefixed method the agent (or the runtime) handles."""
+        if method.startswith("_") and method in self.extensions:
+            return Route(Kind.BACKGROUND, partial(self.admit_extension, method))
+        return None
+
+    def admit_extension(self, method: str, params: Any, _id: wire.RequestId) -> ExtensionJob:
+        return ExtensionJob(self.extensions[method], ExtensionCall(method, params, self.context.snapshot, CancelToken()))
+
+    def stats(self, call: ExtensionCall) -> dict[str, Any]:
+        """`_acp_green/stats`: the runtime's own counters."""
+        endpoint = self.endpoint
+        return runtime_stats(endpoint.active, len(self.sessions), endpoint.outbound.queued_bytes, self.store.failed_writes)
+
+
+def agent_capabilities() -> dict[str, Any]:
+    """What this runtime offers every client, whatever the agent."""
+    return {
+        "loadSession": True,
+        "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+        "mcpCapabilities": {"http": False, "sse": False, "acp": True},
+        "sessionCapabilities": {
+            "additionalDirectories": {},
+            "list": {},
+            "delete": {},
+            "resume": {},
+            "close": {},
+        },
+    }

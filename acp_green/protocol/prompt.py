@@ -1,0 +1,232 @@
+"""`session/prompt`: admission in the receive loop, the turn's job, and the record each turn leaves.
+
+Admission reserves the session and binds its current token before the job's greenlet first
+runs (S8, S11). Settling releases the reservation, sends the final usage, then hands history
+and exactly one usage record to the store (S14, S16).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
+from typing import Any
+
+from .. import wire
+from ..agent import STOP_REASONS, Agent, Turn
+from ..endpoint import Job, Outcome, background
+from ..errors import InternalError, SessionBusy, one_line
+from ..params import Params
+from ..sessions import Session, SessionRegistry
+from ..store import Store
+from ..transport import Outbound
+from ..usage import RUNNING, UsageRecord
+from .access import SessionAccess
+from .session_mcp import SessionMcpServers
+from .updates import SessionUpdateEncoder, encode_update, session_info, title_from_prompt
+
+log = logging.getLogger(__name__)
+
+
+def prompt_blocks(params: Params) -> list[dict[str, Any]]:
+    """The prompt's content blocks, with the fields the runtime reads checked (DESIGN §6)."""
+    prompt = params.required("prompt", list)
+    for index, block in enumerate(prompt):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise params.refuse("prompt", f"prompt[{index}] must be an object with a 'type'")
+        required = {"text": "text", "resource_link": "uri"}.get(block["type"])
+        if required is not None and not isinstance(block.get(required), str):
+            raise params.refuse("prompt", f"prompt[{index}].{required} must be a string")
+    return prompt
+
+
+class PromptJob(Job):
+    """One `session/prompt`: admitted with its session reserved and its token bound."""
+
+    def __init__(self, agent: Agent, ledger: "PromptLedger", session: Session, request_id: wire.RequestId, turn: Turn) -> None:
+        self.agent = agent
+        self.ledger = ledger
+        self.session = session
+        self.request_id = request_id
+        self.turn = turn
+        self.token = turn.token
+        self.started = time.time()
+        self.started_mono = time.monotonic()
+        self.usage_id = uuid.uuid4().hex
+
+    def run(self) -> Any:
+        turn = self.turn
+        if turn.cancelled:  # cancelled between admission and our first switch (S11)
+            return {"stopReason": "cancelled"}
+        stop_reason = self.agent.prompt(turn) or "end_turn"
+        if stop_reason not in STOP_REASONS:
+            raise InternalError(f"Agent returned an unknown stop reason {stop_reason!r}")
+        return {"stopReason": stop_reason}
+
+    def settle(self, outcome: Outcome) -> Outcome:
+        """Release the reservation, finalize usage and history, and pick the answer (S14, S16)."""
+        self.session.release(self)
+        turn = self.turn
+        if self.token.is_set():
+            # Once cancelled, the answer is `cancelled` whatever happened after (S14).
+            stop = "aborted" if outcome.killed else "cancelled"
+            final = Outcome(result={"stopReason": "cancelled"})
+        elif outcome.error is not None:
+            stop, final = "error", outcome
+        elif outcome.killed or outcome.cancelled:
+            stop, final = ("aborted" if outcome.killed else "cancelled"), Outcome(result={"stopReason": "cancelled"})
+        else:
+            stop, final = outcome.result["stopReason"], outcome
+        usage = turn.usage
+        try:
+            if usage.context_size is not None and not turn.closed:
+                used = usage.context_used if usage.context_used is not None else (usage.input_tokens or 0) + (usage.output_tokens or 0)
+                turn.send_final({"sessionUpdate": "usage_update", "used": used, "size": usage.context_size})
+        except Exception:  # counters the agent set that JSON cannot carry: the record still counts (S16)
+            log.exception("the final usage_update of a turn of %s could not be sent", self.session.session_id)
+        turn.closed = True
+        self.ledger.finished(self, stop)
+        return final
+
+    def cancel(self) -> bool:
+        """Cancel this prompt; if its token is the session's current one, install a fresh one (S12)."""
+        if self.session.token is self.token:
+            self.session.cancel()
+        else:
+            self.token.set()
+        return True
+
+    def shutdown(self) -> None:
+        self.cancel()
+
+
+class PromptLedger(Mapping[str, PromptJob]):
+    """The running prompt of each session, and the history and one usage record each leaves (S16)."""
+
+    def __init__(self, store: Store, sessions: SessionRegistry) -> None:
+        self.store = store
+        self.sessions = sessions
+        self._running: dict[str, PromptJob] = {}
+
+    def __getitem__(self, session_id: str) -> PromptJob:
+        return self._running[session_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._running)
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    def admitted(self, job: PromptJob) -> None:
+        """Known from now on: settling replaces this record. Only a process that dies without
+        settling leaves it "running" (shown as interrupted)."""
+        self._running[job.session.session_id] = job
+        self.store.record_usage(usage_record(job, RUNNING))
+
+    def finished(self, job: PromptJob, stop_reason: str) -> None:
+        """Hand history and exactly one usage record for the prompt to the store (S16); never blocks.
+
+        Nothing that goes wrong with the history (a value JSON cannot carry, a store failure)
+        may skip the usage record or leave the session marked as prompting.
+        """
+        session = job.session
+        session_id = session.session_id
+        try:
+            if self._running.get(session_id) is job:
+                del self._running[session_id]
+            if not session.deleted:
+                # One write for the whole turn: one row, one transaction, however many chunks.
+                self.store.append_turn(session_id, history_entries(job.turn), stop_reason)
+                self.sessions.save(session)  # its updated time, for session/list
+        except Exception:
+            log.exception("storing the history of a turn of %s failed", session_id)
+        try:
+            self.store.record_usage(usage_record(job, stop_reason))
+        except Exception:
+            log.exception("recording usage for %s failed", session_id)
+        finally:
+            self.sessions.prompt_ended(session)
+
+
+def history_entries(turn: Turn) -> list[bytes]:
+    """The turn as stored history: each prompt block, then every update sent (already JSON).
+
+    A block the agent changed into something JSON cannot carry is left out (and logged):
+    the rest of the turn is still worth keeping.
+    """
+    entries = []
+    blocks = turn.prompt if isinstance(turn.prompt, list) else []
+    if blocks is not turn.prompt:
+        log.error("the prompt of a turn of %s is no longer a list of blocks; stored without it", turn.session_id)
+    for index, block in enumerate(blocks):
+        try:
+            entries.append(wire.encode_json({"sessionUpdate": "user_message_chunk", "content": block}))
+        except Exception as exc:
+            log.error("prompt block %d of a turn of %s cannot be stored: %s", index, turn.session_id, one_line(str(exc)))
+    entries.extend(turn.history())
+    return entries
+
+
+def usage_record(job: PromptJob, stop_reason: str) -> UsageRecord:
+    """The usage ledger's row for a prompt, as it stands now."""
+    usage = job.turn.usage
+    return UsageRecord(
+        session_id=job.session.session_id,
+        request_id=repr(job.request_id),
+        stop_reason=stop_reason,
+        started_at=job.started,
+        duration=time.monotonic() - job.started_mono,
+        input_bytes=usage.input_bytes,
+        output_bytes=usage.output_bytes,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        usage_id=job.usage_id,
+    )
+
+
+class PromptService:
+    """Admits `session/prompt` requests and builds the turn each one runs."""
+
+    def __init__(self, agent: Agent, access: SessionAccess, ledger: PromptLedger, session_mcp: SessionMcpServers,
+                 outbound: Outbound, call_client: Callable[..., Any]) -> None:
+        self.agent = agent
+        self.access = access
+        self.ledger = ledger
+        self.session_mcp = session_mcp
+        self.outbound = outbound
+        self.call_client = call_client
+
+    @background("session/prompt")
+    def admit_prompt(self, params: Any, request_id: wire.RequestId) -> PromptJob:
+        """In the receive loop: validate, reserve the session, bind its current token (S8, S11)."""
+        checked = Params(params, "session/prompt")
+        session_id = checked.identifier("sessionId")
+        prompt = prompt_blocks(checked)
+        session = self.access.named_session(checked)
+        if session.busy:
+            raise SessionBusy(session_id)
+        token = session.token
+        self.session_mcp.start_declared(session)  # after an eviction, the servers start again
+        turn = Turn(
+            session=session,
+            prompt=prompt,
+            token=token,
+            snapshot=self.access.context.snapshot,
+            channel=self.outbound,
+            encoder=SessionUpdateEncoder(session_id),
+            call_client=self.call_client,
+            mcp=partial(self.session_mcp.client_session, session),
+        )
+        job = PromptJob(self.agent, self.ledger, session, request_id, turn)
+        title = title_from_prompt(turn.text) if session.record.title is None else None
+        # Nothing below can fail: a reservation is only taken once admission is certain (S14).
+        session.reserve(job)
+        self.ledger.admitted(job)
+        if title:
+            session.record.title = title
+            self.access.sessions.save(session)
+            # Before the prompt's own updates and its response (S5).
+            self.outbound.put(encode_update(session_id, session_info(session)))
+        return job

@@ -1,0 +1,82 @@
+"""Each session's MCP servers: started when a session declares them, stopped when it ends.
+
+A mapping from session id to the `SessionMcp` that resolves `turn.mcp(name)` for it. Only
+sessions that declared servers, or whose turn asked for one, have an entry: the many that
+never use MCP cost no closer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from ..mcp.client import McpClientSession
+from ..mcp.registry import McpRegistry
+from ..mcp.session import SessionMcp
+from ..sessions import CancelToken, Session
+
+
+class SessionMcpServers(Mapping[str, SessionMcp]):
+    """The `SessionMcp` of every session that started one, by session id."""
+
+    def __init__(self, registry: McpRegistry, call_client: Callable[..., Any], notify_client: Callable[[str, Any], None]) -> None:
+        self.registry = registry
+        self._call_client = call_client
+        self._notify_client = notify_client
+        self._running: dict[str, SessionMcp] = {}
+
+    def __getitem__(self, session_id: str) -> SessionMcp:
+        return self._running[session_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._running)
+
+    def __len__(self) -> int:
+        return len(self._running)
+
+    def start_declared(self, session: Session) -> None:
+        """Start the servers `session` declares, in the background; a session that declares
+        none gets its SessionMcp on first use."""
+        if session.mcp_servers:
+            self.for_session(session)
+
+    def redeclared(self, session: Session) -> None:
+        """The client declared the session's servers anew (load, resume): stop what the old
+        declaration started, in the background, and start the new stdio servers."""
+        previous = self._running.pop(session.session_id, None)
+        if previous is not None:
+            self.registry.close_in_background(previous.close)
+        self.start_declared(session)
+
+    def client_session(self, session: Session, name: str, token: CancelToken) -> McpClientSession:
+        """`turn.mcp(name)`: an initialized MCP client session for the server `name`."""
+        return self.for_session(session).get(name, token)
+
+    def for_session(self, session: Session) -> SessionMcp:
+        """The session's MCP servers, started on first use (session/new, load, resume, or the
+        first prompt after an eviction); stopped through the session's closers when it ends."""
+        found = self._running.get(session.session_id)
+        if found is None:
+            session_id = session.session_id
+            found = SessionMcp(
+                session_id, session.record.cwd, session.mcp_servers, self.registry.by_name,
+                call_client=self._call_client, notify_client=self._notify_client,
+                on_outbound=self._outbound_changed,
+            )
+            self._running[session_id] = found
+
+            def close(found: SessionMcp = found) -> None:
+                if self._running.get(session_id) is found:
+                    del self._running[session_id]
+                # Reaping its processes can take a second: never in the receive loop (S10).
+                self.registry.close_in_background(found.close)
+
+            session.resources.append(close)
+            found.start()
+        return found
+
+    def _outbound_changed(self, connection_id: str, name: str | None) -> None:
+        if name is None:
+            self.registry.remove_outbound(connection_id)
+        else:
+            self.registry.add_outbound(connection_id, name)

@@ -1,0 +1,243 @@
+"""ACP's session methods: new, load, resume, list, delete, close, set_mode, set_config_option, cancel.
+
+All are control requests: they run in the receive loop, in receive order (S2), and those
+that read stored sessions wait for the store thread there.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from functools import partial
+from typing import Any
+
+from .. import wire
+from ..agent import Agent, SessionView
+from ..endpoint import Reply, control, notification
+from ..errors import InvalidParams, RpcError, SessionBusy, TooManyMcpServers, UnknownSession
+from ..params import Params
+from ..sessions import Session, SessionRegistry
+from ..store import Store
+from ..transport import Outbound
+from .access import SessionAccess
+from .session_mcp import SessionMcpServers
+from .updates import SessionUpdateEncoder, encode_update, iso_time, session_info
+
+log = logging.getLogger(__name__)
+
+LIST_PAGE_SIZE = 50
+
+
+def declared_mcp_servers(params: Params, *, required: bool, limit: int) -> list[dict[str, Any]]:
+    """The declared MCP servers; refused above `limit` before anything is created or started."""
+    if required:
+        servers = params.required("mcpServers", list)
+    else:
+        servers = params.optional("mcpServers", list, [])
+    if len(servers) > limit:
+        raise TooManyMcpServers(params.method, len(servers), limit)
+    if not all(isinstance(s, dict) for s in servers):
+        raise params.refuse("mcpServers", "every entry of 'mcpServers' must be an object")
+    return list(servers)
+
+
+class SessionMethods:
+    """Sessions over one connection: opening, reopening, listing, forgetting and tuning them."""
+
+    def __init__(self, agent: Agent, access: SessionAccess, sessions: SessionRegistry, store: Store,
+                 session_mcp: SessionMcpServers, outbound: Outbound, max_mcp_servers: int = 64) -> None:
+        self.agent = agent
+        self.access = access
+        self.sessions = sessions
+        self.store = store
+        self.session_mcp = session_mcp
+        self.outbound = outbound
+        self.max_mcp_servers = max_mcp_servers
+        self.list_page_size = LIST_PAGE_SIZE
+
+    @control("session/new")
+    def session_new(self, params: Any, _id: wire.RequestId) -> Reply:
+        checked = Params(params, "session/new")
+        cwd = checked.absolute_path("cwd")
+        servers = declared_mcp_servers(checked, required=True, limit=self.max_mcp_servers)
+        directories = checked.absolute_paths("additionalDirectories")
+        self.access.require_auth()
+        session = self.sessions.create(cwd, directories, servers)
+        record = session.record
+        if self.agent.modes:
+            record.mode_id = self.agent.modes[0].id
+        for option in self.agent.config_options:
+            record.config[option.id] = option.default
+        try:
+            self.agent.session_started(SessionView.of(session), self.access.context.snapshot)
+        except BaseException:  # ok: re-raised; a session the client never learned of must not linger
+            self.sessions.delete(session.session_id)
+            raise
+        self.sessions.save(session)
+        self.session_mcp.start_declared(session)
+        result = {"sessionId": session.session_id, **self.session_state(session)}
+        return Reply(result, then=partial(self.after_session_opened, session))
+
+    def session_state(self, session: Session) -> dict[str, Any]:
+        """The modes and config options a session's new, load or resume answer carries."""
+        state: dict[str, Any] = {}
+        if self.agent.modes:
+            state["modes"] = {
+                "currentModeId": session.record.mode_id or self.agent.modes[0].id,
+                "availableModes": [m.to_wire() for m in self.agent.modes],
+            }
+        if self.agent.config_options:
+            state["configOptions"] = self.config_options(session)
+        return state
+
+    def config_options(self, session: Session) -> list[dict[str, Any]]:
+        return [o.to_wire(session.record.config.get(o.id, o.default)) for o in self.agent.config_options]
+
+    def after_session_opened(self, session: Session) -> None:
+        """Queued right after the response, so nothing for a session precedes it (S5)."""
+        if self.agent.commands:
+            self.outbound.put(encode_update(session.session_id, {
+                "sessionUpdate": "available_commands_update",
+                "availableCommands": [c.to_wire() for c in self.agent.commands],
+            }))
+
+    def after_session_reopened(self, session: Session) -> None:
+        """After a load or resume response: the commands, and the title the client may lack."""
+        self.after_session_opened(session)
+        if session.record.title is not None:
+            self.outbound.put(encode_update(session.session_id, session_info(session)))
+
+    # -- stored sessions (they wait for the store thread) -----------------------------------------
+    def _reopen(self, params: Any, method: str, mcp_required: bool) -> Session:
+        checked = Params(params, method)
+        session_id = checked.identifier("sessionId")
+        cwd = checked.absolute_path("cwd")
+        servers = declared_mcp_servers(checked, required=mcp_required, limit=self.max_mcp_servers)
+        directories = checked.absolute_paths("additionalDirectories")
+        self.access.require_auth()
+        live = self.sessions.live(session_id)
+        if live is not None and live.busy:
+            # Replaying or re-pointing a session under a running turn would interleave two
+            # views of its history: finish (or cancel) the prompt first. (docs/SESSIONS.md)
+            raise SessionBusy(session_id)
+        session = self.sessions.reopen(session_id, cwd, directories, servers)
+        self.session_mcp.redeclared(session)
+        return session
+
+    @control("session/load")
+    def session_load(self, params: Any, _id: wire.RequestId) -> Reply:
+        """Replay the whole stored conversation as session/update, then answer."""
+        session = self._reopen(params, "session/load", mcp_required=True)
+        session_id = session.session_id
+        encoder = SessionUpdateEncoder(session_id)
+        put = self.outbound.put
+        for entry in self.store.history(session_id):
+            put(encoder.wrap(entry))
+        return Reply(self.session_state(session), then=partial(self.after_session_reopened, session))
+
+    @control("session/resume")
+    def session_resume(self, params: Any, _id: wire.RequestId) -> Reply:
+        """Reattach without replaying anything."""
+        session = self._reopen(params, "session/resume", mcp_required=False)
+        return Reply(self.session_state(session), then=partial(self.after_session_reopened, session))
+
+    @control("session/list")
+    def session_list(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        checked = Params(params, "session/list")
+        cwd = checked.optional_absolute_path("cwd")
+        cursor = checked.optional("cursor", str)
+        self.access.require_auth()
+        after = decode_cursor(cursor) if cursor is not None else None
+        page = self.store.list_sessions(cwd, after, self.list_page_size + 1)
+        result: dict[str, Any] = {"sessions": [session_info_wire(r) for r in page[: self.list_page_size]]}
+        if len(page) > self.list_page_size:
+            last = page[self.list_page_size - 1]
+            result["nextCursor"] = encode_cursor(last.updated_at, last.session_id)
+        return result
+
+    @control("session/delete")
+    def session_delete(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        """Forget a session (unknown ids succeed silently); a running prompt is cancelled."""
+        session_id = Params(params, "session/delete").identifier("sessionId")
+        self.access.require_auth()
+        self.sessions.delete(session_id)
+        return {}
+
+    @control("session/close")
+    def session_close(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        """Cancel as session/cancel would, then free the session's resources; it stays stored."""
+        session_id = Params(params, "session/close").identifier("sessionId")
+        self.access.require_auth()
+        if not self.sessions.close(session_id) and self.store.load_session(session_id) is None:
+            raise UnknownSession(session_id)
+        return {}
+
+    @control("session/set_mode")
+    def session_set_mode(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        checked = Params(params, "session/set_mode")
+        session = self.access.named_session(checked)
+        mode_id = checked.identifier("modeId")
+        if not any(m.id == mode_id for m in self.agent.modes):
+            raise checked.refuse("modeId", f"unknown modeId {wire.excerpt(mode_id)!r}")
+        session.record.mode_id = mode_id
+        self.sessions.save(session)
+        return {}
+
+    @control("session/set_config_option")
+    def session_set_config_option(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        checked = Params(params, "session/set_config_option")
+        session = self.access.named_session(checked)
+        config_id = checked.identifier("configId")
+        option = next((o for o in self.agent.config_options if o.id == config_id), None)
+        if option is None:
+            raise checked.refuse("configId", f"unknown configId {wire.excerpt(config_id)!r}")
+        value = checked.present("value")
+        if not option.accepts(value):
+            raise checked.refuse("value", f"{wire.describe(value)} is not a value of {wire.excerpt(config_id)!r}")
+        session.record.config[config_id] = value
+        self.sessions.save(session)
+        return {"configOptions": self.config_options(session)}
+
+    @notification("session/cancel")
+    def on_session_cancel(self, params: Any) -> None:
+        """Cancel the session's running prompt and install a fresh token (S11, S12)."""
+        session_id = Params(params, "session/cancel").identifier("sessionId")
+        if not self.sessions.is_live(session_id):
+            log.debug("session/cancel for a session that is not live: %s", session_id)
+            return
+        self.sessions.get(session_id).cancel()
+
+
+def session_info_wire(record: Any) -> dict[str, Any]:
+    """A stored session as ACP's SessionInfo."""
+    info: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "updatedAt": iso_time(record.updated_at)}
+    if record.additional_directories:
+        info["additionalDirectories"] = list(record.additional_directories)
+    if record.title is not None:
+        info["title"] = record.title
+    return info
+
+
+def encode_cursor(updated_at: float, session_id: str) -> str:
+    """Opaque keyset cursor: the position after the last session of a page."""
+    raw = json.dumps([updated_at, session_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    """The position a cursor from `encode_cursor` names; -32602 for anything else a client sends."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        # Strict and bounded: a forged cursor may hold deep nesting or a huge number.
+        position = wire.decode_value(raw)
+        if not isinstance(position, list) or len(position) != 2:
+            raise ValueError("not a cursor")
+        updated_at, session_id = position
+        if isinstance(updated_at, bool) or not isinstance(updated_at, (int, float)) or not isinstance(session_id, str):
+            raise ValueError("bad cursor fields")
+        updated_at = float(updated_at)  # decode_value admits no non-finite float; a long int may overflow
+    except (ValueError, TypeError, OverflowError, binascii.Error, RpcError):
+        raise InvalidParams("session/list: field 'cursor' is not a cursor this agent returned", data={"field": "cursor"}) from None
+    return updated_at, session_id

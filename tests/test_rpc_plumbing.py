@@ -8,6 +8,7 @@ through a real child process (a few lines of Python) behind `JsonRpcLink` / `Std
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import textwrap
 from typing import Any
@@ -21,6 +22,7 @@ from acp_green import wire
 from acp_green.client_requests import ClientRequests
 from acp_green.errors import ClientError, McpError, RequestCancelled, TurnCancelled
 from acp_green.mcp.jsonrpc import JsonRpcLink
+from acp_green.mcp.process import StdioProcess
 from acp_green.outgoing import OutgoingRequests
 from acp_green.sessions import CancelToken
 from tests.helpers import wait_until
@@ -208,3 +210,40 @@ def test_mcp_error_reply_is_an_mcp_error_with_the_servers_code(tmp_path):
         assert info.value.code == -32001
     finally:
         link.close()
+
+
+# -- the one line framer, on an MCP child's stdout ---------------------------------------------
+LIMIT = 64
+
+
+def _message_of_length(length: int, n: int) -> bytes:
+    """A JSON-RPC notification whose line is exactly `length` bytes, newline excluded."""
+    bare = json.dumps({"jsonrpc": "2.0", "method": "n", "params": {"n": n, "pad": ""}})
+    return json.dumps({"jsonrpc": "2.0", "method": "n", "params": {"n": n, "pad": "p" * (length - len(bare))}}).encode()
+
+
+def test_mcp_child_lines_are_framed_by_the_one_line_reader(tmp_path, caplog):
+    """Issue area (plumbing once): an MCP child's stdout goes through the transport's framer: a
+    line of exactly the limit is kept, one byte more is skipped (a warning), a line far over the
+    limit is skipped without stopping the reading, and a last line without a newline counts."""
+    stream = b"".join([
+        _message_of_length(LIMIT - 1, 1) + b"\n",
+        _message_of_length(LIMIT, 2) + b"\n",
+        _message_of_length(LIMIT + 1, 3) + b"\n",
+        b"x" * (1 << 20) + b"\n",
+        _message_of_length(40, 4) + b"\n",
+        _message_of_length(40, 5),
+    ])
+    data = tmp_path / "stream.bin"
+    data.write_bytes(stream)
+    child = f"import sys; sys.stdout.buffer.write(open({str(data)!r}, 'rb').read())"  # then EOF
+    messages: list[dict] = []
+    caplog.set_level(logging.WARNING, logger="acp_green.mcp.process")
+    process = StdioProcess([sys.executable, "-c", child], messages.append, name="framed", max_line_bytes=LIMIT)
+    try:
+        wait_until(lambda: len(messages) >= 4, what="the child's lines")
+        assert [m["params"]["n"] for m in messages] == [1, 2, 4, 5]
+        skipped = [r for r in caplog.records if "skipped" in r.getMessage()]
+        assert len(skipped) == 2 and all(f"over {LIMIT} bytes" in r.getMessage() for r in skipped)
+    finally:
+        process.close()

@@ -152,6 +152,18 @@ def test_acp_client_requests_match_replies_by_id_key_and_cancel_with_cancel_requ
     ]
 
 
+def test_acp_client_requests_fail_a_waiting_call_and_later_ones_when_the_connection_closes_S13():
+    """S13: closing the connection releases an agent->client call that waits without a token."""
+    client = ClientRequests(_Out())  # type: ignore[arg-type]
+    waiter = gevent.spawn(_outcome, client.call, "session/request_permission", {})
+    gevent.sleep(0)
+    client.close(RequestCancelled("The connection is closing"))
+    assert isinstance(waiter.get(timeout=10), RequestCancelled)
+    with pytest.raises(RequestCancelled):
+        client.call("fs/read_text_file", {})
+    assert len(client) == 0
+
+
 # The MCP side: answers "echo" after first replying to the same id as a string and as 1.0 and
 # true (none of which may answer it), reports every message it gets as a "seen" notification,
 # and never answers "hang".

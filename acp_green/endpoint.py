@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import gevent
-from gevent.event import AsyncResult
 from gevent.greenlet import Greenlet
 from gevent import GreenletExit
 
@@ -38,6 +37,7 @@ from .errors import (
     TurnCancelled,
     one_line,
 )
+from .client_requests import ClientRequests
 from .transport import Outbound
 
 log = logging.getLogger(__name__)
@@ -173,71 +173,6 @@ class _Task:
         self.greenlet: Greenlet | None = None
         self.done = False
         self.answered = False
-
-
-class ClientRequests:
-    """Requests from the agent to the client: our own id space, matched by id."""
-
-    def __init__(self, outbound: Outbound) -> None:
-        self._outbound = outbound
-        self._next_id = 0
-        self._pending: dict[tuple[bool, Any], tuple[str, AsyncResult]] = {}
-        self._closed: RpcError | None = None
-
-    def __len__(self) -> int:
-        return len(self._pending)
-
-    def call(self, method: str, params: Any, token: "Any | None" = None, timeout: float | None = None) -> Any:
-        """Send a request and wait for its result; a set token releases the wait at once."""
-        if self._closed is not None:
-            raise self._closed
-        if token is not None and token.is_set():
-            raise TurnCancelled()
-        request_id = self._next_id
-        self._next_id += 1
-        key = wire.id_key(request_id)
-        result = AsyncResult()
-        self._pending[key] = (method, result)
-        remove = token.on_cancel(lambda: self._abandon(request_id)) if token is not None else None
-        try:
-            self._outbound.put(wire.encode_request(request_id, method, params))
-            return result.get(timeout=timeout)
-        except gevent.Timeout:
-            self._abandon(request_id)
-            raise
-        finally:
-            self._pending.pop(key, None)
-            if remove is not None:
-                remove()
-
-    def notify(self, method: str, params: Any) -> None:
-        self._outbound.put(wire.encode_notification(method, params))
-
-    def _abandon(self, request_id: int) -> None:
-        """Release the waiter now and tell the client with $/cancel_request."""
-        entry = self._pending.pop(wire.id_key(request_id), None)
-        if entry is None:
-            return
-        self._outbound.put(wire.encode_notification("$/cancel_request", {"requestId": request_id}))
-        entry[1].set_exception(TurnCancelled())
-
-    def resolve(self, response: wire.Response) -> None:
-        entry = self._pending.pop(wire.id_key(response.id), None)
-        if entry is None:
-            log.warning("ignoring a response to id %s, which the agent is not waiting for", _id_text(response.id))
-            return
-        method, result = entry
-        if response.error is not None:
-            result.set_exception(ClientError(method, response.error))
-        else:
-            result.set(response.result)
-
-    def close(self, error: RpcError) -> None:
-        """No answers can come any more: fail every waiter."""
-        self._closed = error
-        pending, self._pending = self._pending, {}
-        for _method, result in pending.values():
-            result.set_exception(error)
 
 
 class Endpoint:

@@ -61,12 +61,32 @@ class InvalidMessage(InvalidRequest):
 
 def is_valid_id(value: Any) -> bool:
     """Ids are integers, strings or null; a bool is not an int here (True == 1 in Python)."""
-    return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+    return id_key(value) is not None
 
 
-def id_key(request_id: RequestId) -> tuple[bool, RequestId]:
-    """A dict key that keeps 1 and "1" apart."""
-    return (isinstance(request_id, str), request_id)
+#: What `id_key` returns for a valid id: (whether it is a string, the id).
+IdKey = tuple[bool, RequestId]
+
+
+def id_key(request_id: Any) -> IdKey | None:
+    """The key that matches a response to its request; None when `request_id` is not a valid id.
+
+    Two ids get equal keys exactly when they are the same JSON-RPC id: the same integer, the
+    same string, or both null. 1 and "1" differ (Python's `==` keeps them apart already). 1.0
+    and True are not ids here, nor are arrays or objects (`is_valid_id`): they get None, so they
+    can match nothing — Python's `==` alone would match 1.0 and True with 1. The id is wrapped in
+    a tuple so that null's key is not None.
+    """
+    if request_id is None or isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool)):
+        return (isinstance(request_id, str), request_id)
+    return None
+
+
+def id_text(request_id: Any) -> str:
+    """A request id for a message or a log line, bounded however long the peer made it."""
+    if isinstance(request_id, str):
+        return repr(excerpt(request_id, 60))
+    return excerpt(str(request_id), 60)
 
 
 class UnrepresentableNumber(InvalidParams):

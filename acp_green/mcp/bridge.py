@@ -28,7 +28,8 @@ from ..errors import (
     one_line,
 )
 from ..sessions import CancelToken
-from .jsonrpc import JsonRpcLink, PendingCall
+from ..outgoing import PendingRequest
+from .jsonrpc import JsonRpcLink
 from .tools import ToolServer
 
 log = logging.getLogger(__name__)
@@ -84,7 +85,7 @@ class InProcessBridge(Bridge):
         super().__init__(connection_id, server)
         assert server.tools is not None
         self.tools: ToolServer = server.tools
-        self.calls: dict[tuple[bool, Any], CancelToken] = {}
+        self.calls: dict[wire.IdKey | None, CancelToken] = {}
 
     def open(self, timeout: float) -> dict[str, Any]:
         self.state = OPEN
@@ -98,7 +99,7 @@ class InProcessBridge(Bridge):
     def admit_notification(self, method: str, params: Any) -> None:
         if method == "notifications/cancelled" and isinstance(params, dict):
             # The peer's MCP client knows a request only by the outer ACP id (the inner message has none).
-            token = self.calls.get(wire.id_key(params.get("requestId"))) if wire.is_valid_id(params.get("requestId")) else None
+            token = self.calls.get(wire.id_key(params.get("requestId")))
             if token is not None:
                 token.set()
             return
@@ -149,7 +150,7 @@ class StdioBridge(Bridge):
         self._notify_client = notify_client
         self._on_closed = on_closed
         self.link: JsonRpcLink | None = None
-        self.by_request: dict[tuple[bool, Any], PendingCall] = {}
+        self.by_request: dict[wire.IdKey | None, PendingRequest] = {}
         self._relays: set[Greenlet] = set()
         self._relay_token = CancelToken()  # set on close: abandons requests relayed to the client
 
@@ -198,7 +199,7 @@ class StdioBridge(Bridge):
         assert self.link is not None
         if method == "notifications/cancelled" and isinstance(params, dict):
             request_id = params.get("requestId")
-            call = self.by_request.get(wire.id_key(request_id)) if wire.is_valid_id(request_id) else None
+            call = self.by_request.get(wire.id_key(request_id))
             if call is not None:  # the peer names the request by its ACP id; the server knows ours
                 self.link.cancel(call, str(params.get("reason") or "cancelled by the client"))
                 return
@@ -259,7 +260,7 @@ class StdioBridge(Bridge):
 class RelayJob(Job):
     """Waits in the background for the MCP server's answer to a request written at admission."""
 
-    def __init__(self, bridge: StdioBridge, key: tuple[bool, Any], call: PendingCall) -> None:
+    def __init__(self, bridge: StdioBridge, key: wire.IdKey | None, call: PendingRequest) -> None:
         self.bridge = bridge
         self.key = key
         self.call = call

@@ -2,38 +2,24 @@
 
 Requests are written at once, in call order, through the process's single writer; waiting
 for the answer is separate, so a relay can write at admission and wait in the background
-(S7). Cancelling sends `notifications/cancelled` with our id and forgets the call, so a late
-reply is dropped.
+(S7). The pending-request table is `outgoing.OutgoingRequests` (ids from 1); cancelling sends
+`notifications/cancelled` with our id and forgets the call, so a late reply is dropped.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 from collections.abc import Callable
 from typing import Any
 
-import gevent
-from gevent.event import AsyncResult
-
-from ..errors import McpError, McpServerExited, RequestCancelled, TurnCancelled
+from ..errors import McpError, McpServerExited
+from ..outgoing import OutgoingRequests, PendingRequest
 from ..sessions import CancelToken
 from .process import StdioProcess
 
 log = logging.getLogger(__name__)
 
 MessageHandler = Callable[[dict[str, Any]], None]
-
-
-class PendingCall:
-    """One request we sent to the MCP server and have not had answered."""
-
-    __slots__ = ("id", "method", "result")
-
-    def __init__(self, request_id: int, method: str) -> None:
-        self.id = request_id
-        self.method = method
-        self.result = AsyncResult()
 
 
 class JsonRpcLink:
@@ -52,12 +38,10 @@ class JsonRpcLink:
     ) -> None:
         """Start the server process; raises OSError if it cannot be started."""
         self.name = name
-        self._ids = itertools.count(1)
-        self._pending: dict[int, PendingCall] = {}
+        self._calls = OutgoingRequests(self._write_request, self._write_cancel, _mcp_error, first_id=1)
         self._on_request = on_request or self._refuse_request
         self._on_notification = on_notification or (lambda message: log.debug("MCP %s: %s", name, message.get("method")))
         self._on_exit = on_exit
-        self.closed_error: Exception | None = None
         self.process = StdioProcess(argv, self._receive, name=name, env=env, cwd=cwd, on_exit=self._exited)
 
     @property
@@ -65,36 +49,26 @@ class JsonRpcLink:
         return self.process.pid
 
     @property
+    def closed_error(self) -> BaseException | None:
+        """Why no answers can come any more, once the server is gone; None while it runs."""
+        return self._calls.closed_error
+
+    @property
     def alive(self) -> bool:
         return self.closed_error is None
 
     # -- sending -------------------------------------------------------------------------------
-    def start_request(self, method: str, params: Any) -> PendingCall:
+    def start_request(self, method: str, params: Any) -> PendingRequest:
         """Write a request now (FIFO with everything else written); the answer comes later."""
-        if self.closed_error is not None:
-            raise self.closed_error
-        call = PendingCall(next(self._ids), method)
-        self._pending[call.id] = call
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": call.id, "method": method}
-        if params is not None:
-            message["params"] = params
-        if not self.process.send(message):
-            self._pending.pop(call.id, None)
-            raise self.closed_error or McpServerExited(self.process.describe_exit())
-        return call
+        return self._calls.start(method, params)
 
-    def wait(self, call: PendingCall, token: CancelToken | None = None, timeout: float | None = None) -> Any:
-        """The call's result; McpError for an error reply; a set token cancels it (TurnCancelled)."""
-        if token is None:
-            return call.result.get(timeout=timeout)
-        remove = token.on_cancel(lambda: self.cancel(call, "cancelled by the caller", TurnCancelled()))
-        try:
-            return call.result.get(timeout=timeout)
-        except gevent.Timeout:
-            self.cancel(call, "timed out")
-            raise
-        finally:
-            remove()
+    def wait(self, call: PendingRequest, token: CancelToken | None = None, timeout: float | None = None) -> Any:
+        """The call's result; McpError for an error reply; a set token cancels it (TurnCancelled).
+
+        A timeout cancels the call (`notifications/cancelled`) only when a token was given; without
+        one the call is forgotten and the server is told nothing.
+        """
+        return self._calls.wait(call, token, timeout, cancel_on_timeout=token is not None)
 
     def request(self, method: str, params: Any, token: CancelToken | None = None, timeout: float | None = None) -> Any:
         return self.wait(self.start_request(method, params), token, timeout)
@@ -115,12 +89,19 @@ class JsonRpcLink:
             message["result"] = result
         self.process.send(message)
 
-    def cancel(self, call: PendingCall, reason: str, error: BaseException | None = None) -> None:
+    def cancel(self, call: PendingRequest, reason: str, error: BaseException | None = None) -> None:
         """Tell the server to stop (our id) and release the waiter now; its late reply is dropped."""
-        if self._pending.pop(call.id, None) is None:
-            return
-        self.notify("notifications/cancelled", {"requestId": call.id, "reason": reason})
-        call.result.set_exception(error if error is not None else RequestCancelled())
+        self._calls.cancel(call, reason, error)
+
+    def _write_request(self, request_id: int, method: str, params: Any) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        if not self.process.send(message):
+            raise self.closed_error or McpServerExited(self.process.describe_exit())
+
+    def _write_cancel(self, request_id: int, reason: str) -> None:
+        self.notify("notifications/cancelled", {"requestId": request_id, "reason": reason})
 
     # -- receiving -----------------------------------------------------------------------------
     def _receive(self, message: dict[str, Any]) -> None:
@@ -131,14 +112,12 @@ class JsonRpcLink:
                 self._on_notification(message)
             return
         request_id = message.get("id")
-        call = self._pending.pop(request_id, None) if isinstance(request_id, int) and not isinstance(request_id, bool) else None
-        if call is None:
-            log.debug("MCP %s: dropping a reply to id %r that nobody waits for", self.name, request_id)
-            return
         if "error" in message:
-            call.result.set_exception(McpError.from_wire(message["error"]))
+            answered = self._calls.reject(request_id, message["error"])
         else:
-            call.result.set(message.get("result"))
+            answered = self._calls.resolve(request_id, message.get("result"))
+        if answered is None:
+            log.debug("MCP %s: dropping a reply to id %r that nobody waits for", self.name, request_id)
 
     def _refuse_request(self, message: dict[str, Any]) -> None:
         """Server-originated requests when nobody relays them: answer ping, refuse the rest."""
@@ -154,13 +133,14 @@ class JsonRpcLink:
 
     def fail(self, error: Exception) -> None:
         """No answers can come any more: every pending call errors at once."""
-        if self.closed_error is None:
-            self.closed_error = error
-        pending, self._pending = self._pending, {}
-        for call in pending.values():
-            call.result.set_exception(error)
+        self._calls.close(error)
 
     def close(self, error: Exception | None = None) -> None:
         """Fail what is pending, stop the process and reap it."""
         self.fail(error or McpServerExited(f"MCP server {self.name!r} was stopped"))
         self.process.close()
+
+
+def _mcp_error(_method: str, error: Any) -> McpError:
+    """An MCP server's error reply as the exception its waiter raises (the code relayed as is)."""
+    return McpError.from_wire(error)

@@ -4,7 +4,9 @@ GEVENT-NOTES §A6.2/§A8: `gevent.subprocess` only; explicit stdin/stdout/stderr
 child would clear O_NONBLOCK on our descriptions or read our protocol bytes); stderr always
 drained, never an unread pipe (the SDK's servers log every request there and block at ~64 KiB);
 its own session and process group (`start_new_session=True`, never `preexec_fn`); one writer
-greenlet per child stdin (a shared FileObject writer is not reentrant).
+greenlet per child stdin (a shared FileObject writer is not reentrant). Its stdout is framed by
+`transport.LineReader`, the framer of the agent's own stdin: bounded memory, an over-long line
+skipped.
 """
 
 from __future__ import annotations
@@ -23,11 +25,11 @@ from gevent.lock import Semaphore
 from gevent.queue import Queue
 
 from .. import wire
-from ..transport import read_chunks
+from ..transport import LineReader, read_chunks
 
 log = logging.getLogger(__name__)
 
-#: Longest line accepted from a child; a longer one is skipped as garbage.
+#: Longest line accepted from a child by default (newline excluded); a longer one is skipped as garbage.
 MAX_LINE_BYTES = 64 << 20
 #: How much of the child's stderr is kept for error messages.
 STDERR_TAIL = 4096
@@ -52,9 +54,11 @@ class StdioProcess:
         name: str = "mcp",
         env: dict[str, str] | None = None,
         cwd: str | None = None,
+        max_line_bytes: int = MAX_LINE_BYTES,
     ) -> None:
         """Start the child; raises OSError (e.g. FileNotFoundError) if it cannot be started."""
         self.name = name
+        self.max_line_bytes = max_line_bytes
         self.argv = list(argv)
         self._on_message = on_message
         self._on_exit = on_exit
@@ -120,21 +124,18 @@ class StdioProcess:
 
     # -- input from the child ------------------------------------------------------------------
     def _read_loop(self) -> None:
-        readline = self._stdout.readline
+        # Reads the descriptor itself: nothing else may read self._stdout (its buffer would eat bytes).
+        reader = LineReader(self._stdout.fileno(), self.max_line_bytes)
         try:
-            while True:
-                line = readline(MAX_LINE_BYTES + 1)
-                if not line:
-                    break
-                if not line.endswith(b"\n") and len(line) > MAX_LINE_BYTES:
-                    log.warning("MCP server %s wrote a line over %d bytes; skipped", self.name, MAX_LINE_BYTES)
-                    while line and not line.endswith(b"\n"):
-                        line = readline(65536)
+            for line in reader.lines():
+                if line.too_long:
+                    log.warning("MCP server %s wrote a line over %d bytes; skipped", self.name, self.max_line_bytes)
                     continue
-                self._deliver(line)
+                self._deliver(line.data)
         except OSError as exc:
             log.info("reading MCP server %s failed: %s", self.name, exc)
         finally:
+            reader.close()  # before _reap closes the descriptor under the reader's io watcher
             self._reap()
 
     def _deliver(self, line: bytes) -> None:

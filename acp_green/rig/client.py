@@ -26,6 +26,7 @@ from gevent.lock import Semaphore
 from . import reaper
 
 from ..transport import read_chunks
+from ..wire import IdKey, id_key
 
 PROTOCOL_VERSION = 1
 
@@ -113,7 +114,7 @@ class AcpClient:
     def __init__(self, read_fd: int, write_fd: int, policy: ClientPolicy | None = None, *, close_fds: bool = True) -> None:
         self.policy = policy or ClientPolicy()
         self.records: list[Record] = []
-        self.pending: dict[tuple[bool, Any], Pending] = {}
+        self.pending: dict[IdKey | None, Pending] = {}
         self._ids = itertools.count(1)
         self._reader_file = FileObjectPosix(read_fd, "rb", closefd=close_fds)
         self._writer_file = FileObjectPosix(write_fd, "wb", closefd=close_fds)
@@ -145,7 +146,7 @@ class AcpClient:
         for message in messages:
             self.records.append(Record(now, "out", b"", message))
             if "id" in message and "method" in message:
-                self.pending[_key(message["id"])] = Pending(message["id"], message["method"], now)
+                self.pending[id_key(message["id"])] = Pending(message["id"], message["method"], now)
         self._write(data)
 
     def _write(self, data: bytes) -> None:
@@ -164,7 +165,7 @@ class AcpClient:
     def request(self, method: str, params: Any = None, request_id: Any = None) -> Pending:
         message = self.make_request(method, params, request_id)
         self.send(message)
-        return self.pending[_key(message["id"])]
+        return self.pending[id_key(message["id"])]
 
     def call(self, method: str, params: Any = None, timeout: float = 30.0) -> Any:
         return self.request(method, params).result(timeout)
@@ -176,7 +177,7 @@ class AcpClient:
         self.send(message)
 
     def pending_for(self, message: dict[str, Any]) -> Pending:
-        return self.pending[_key(message["id"])]
+        return self.pending[id_key(message["id"])]
 
     # -- ACP conveniences ------------------------------------------------------------------
     def initialize(self, capabilities: dict[str, Any] | None = None, version: int = PROTOCOL_VERSION) -> dict[str, Any]:
@@ -282,8 +283,9 @@ class AcpClient:
                 if handler is not None:
                     handler(self, message)
             return
-        if "id" in message:
-            pending = self.pending.get(_key(message["id"]))
+        key = id_key(message.get("id"))
+        if "id" in message and key is not None:  # an invalid id answers nothing we sent
+            pending = self.pending.get(key)
             if pending is not None and not pending.done:
                 pending.resolve(message, now)
 
@@ -416,7 +418,3 @@ class AgentProcess(AcpClient):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def _key(request_id: Any) -> tuple[bool, Any]:
-    return (isinstance(request_id, str), request_id)

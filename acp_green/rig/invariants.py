@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..wire import IdKey, id_key, is_valid_id
 from .client import Record
 from .schema import StreamChecker, message_kind
 
@@ -65,10 +66,6 @@ def render(record: Record, limit: int = 300) -> str:
     return f"[{record.t:.3f} {arrow}] {text}"
 
 
-def _id_key(value: Any) -> tuple[str, Any]:
-    return (type(value).__name__, value)
-
-
 @dataclass(slots=True)
 class _Prompt:
     """What the checker knows about one prompt request the client sent."""
@@ -96,14 +93,14 @@ class InvariantChecker:
         self.violations: list[Violation] = []
         self.max_violations = max_violations
         self._schema = StreamChecker("agent")
-        self._requests: dict[tuple[str, Any], _Request] = {}
-        self._prompts: dict[tuple[str, Any], _Prompt] = {}
-        self._running: dict[str, tuple[str, Any]] = {}  # session -> key of its latest prompt
-        self._open: dict[str, set[tuple[str, Any]]] = {}  # session -> its prompts not yet answered
+        self._requests: dict[IdKey, _Request] = {}
+        self._prompts: dict[IdKey, _Prompt] = {}
+        self._running: dict[str, IdKey] = {}  # session -> key of its latest prompt
+        self._open: dict[str, set[IdKey]] = {}  # session -> its prompts not yet answered
         self._quiet: dict[str, Record] = {}  # session -> the prompt response after which it must stay quiet
         self._null_budget = 0  # client lines that may legitimately be answered with id null
         self._last_notification: Record | None = None
-        self._must_cancel = {_id_key(i) for i in must_cancel_ids}
+        self._must_cancel = {id_key(i) for i in must_cancel_ids}
         self._fed = 0
         self.responses = 0
         self.prompts_answered = 0
@@ -116,8 +113,8 @@ class InvariantChecker:
 
     def expect_cancelled(self, request_id: Any) -> None:
         """Declare a prompt that cannot end on its own: once cancelled it must answer `cancelled`."""
-        self._must_cancel.add(_id_key(request_id))
-        prompt = self._prompts.get(_id_key(request_id))
+        self._must_cancel.add(id_key(request_id))
+        prompt = self._prompts.get(id_key(request_id))
         if prompt is not None:
             prompt.must_cancel = True
 
@@ -180,7 +177,7 @@ class InvariantChecker:
     def _client_message(self, record: Record, message: Any) -> None:
         self._schema.observe(message, from_sender=False)
         kind = message_kind(message)
-        if kind is None or (kind == "request" and not _valid_request_id(message.get("id"))):
+        if kind is None or (kind == "request" and not is_valid_id(message.get("id"))):
             self._null_budget += 1  # an invalid request may be answered with id null
             return
         if kind == "response":
@@ -194,7 +191,7 @@ class InvariantChecker:
                 if prompt is not None:
                     prompt.cancel_sent = True
             return
-        key = _id_key(message["id"])
+        key = id_key(message["id"])
         if message["id"] is None:
             self._null_budget += 1
         self._requests[key] = _Request(record, message.get("method"))
@@ -226,7 +223,7 @@ class InvariantChecker:
     def _response(self, record: Record, message: dict[str, Any]) -> None:
         self.responses += 1
         rid = message.get("id")
-        request = self._requests.get(_id_key(rid)) if _valid_request_id(rid) else None
+        request = self._requests.get(id_key(rid))  # an invalid id's None key is never stored
         if request is None:
             if rid is None and self._null_budget > 0 and "error" in message:
                 self._null_budget -= 1
@@ -241,12 +238,12 @@ class InvariantChecker:
             self._add("one_response_per_request", f"{request.method} #{rid!r} was answered {len(request.responses)} times",
                       [request.record, *request.responses])
             return
-        prompt = self._prompts.get(_id_key(rid))
+        prompt = self._prompts.get(id_key(rid))
         if prompt is not None:
             self._prompt_answered(prompt, record, message)
 
     def _prompt_answered(self, prompt: _Prompt, record: Record, message: dict[str, Any]) -> None:
-        key = _id_key(message.get("id"))
+        key = id_key(message.get("id"))
         if self._running.get(prompt.session_id) == key:
             del self._running[prompt.session_id]
         still_open = self._open.get(prompt.session_id, set())
@@ -308,10 +305,6 @@ class InvariantChecker:
     def _add(self, invariant: str, detail: str, records: Sequence[Record]) -> None:
         if len(self.violations) < self.max_violations:
             self.violations.append(Violation(invariant, detail, tuple(render(r) for r in records if r is not None)))
-
-
-def _valid_request_id(value: Any) -> bool:
-    return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _prompt_text(params: dict[str, Any]) -> str:

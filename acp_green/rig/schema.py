@@ -13,6 +13,8 @@ from jsonschema.exceptions import ValidationError, best_match
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
+from ..wire import IdKey, id_key, is_valid_id
+
 __all__ = [
     "AcpSchema",
     "SchemaViolation",
@@ -57,11 +59,6 @@ def message_kind(message: Any) -> str | None:
     if "result" in message or "error" in message or "id" in message:
         return "response"
     return None
-
-
-def _valid_id(value: Any) -> bool:
-    """Whether a JSON-RPC id is an int (not bool), a string or null."""
-    return value is None or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _short(value: Any, limit: int = 60) -> str:
@@ -295,7 +292,7 @@ class AcpSchema:
         extra = sorted(set(message) - _ENVELOPE_KEYS[kind])
         if extra:
             problems.append(f"{kind} has unexpected member(s) {', '.join(extra)}")
-        if "id" in message and not _valid_id(message["id"]):
+        if "id" in message and not is_valid_id(message["id"]):
             problems.append(f"id must be an integer, a string or null, got {_short(message['id'])}")
         if kind == "response":
             problems.extend(self._response_problems(message, request_method))
@@ -364,13 +361,6 @@ def default_schema() -> AcpSchema:
     return AcpSchema()
 
 
-def _id_key(value: Any) -> tuple[str, Any] | None:
-    """A dict key for a request id that keeps 1 and "1" apart; None for an invalid id."""
-    if not _valid_id(value):
-        return None
-    return (type(value).__name__, value)
-
-
 class StreamChecker:
     """Validates one side's messages in a conversation, tracking request ids of both sides to know what a response answers."""
 
@@ -381,12 +371,12 @@ class StreamChecker:
         self.sender = sender
         self.peer = "client" if sender == "agent" else "agent"
         self.schema = schema if schema is not None else default_schema()
-        self._peer_pending: dict[tuple[str, Any], str] = {}
-        self._peer_answered: set[tuple[str, Any]] = set()
-        self._own_pending: dict[tuple[str, Any], str] = {}
+        self._peer_pending: dict[IdKey, str] = {}
+        self._peer_answered: set[IdKey] = set()
+        self._own_pending: dict[IdKey, str] = {}
 
     @property
-    def pending_peer_requests(self) -> dict[tuple[str, Any], str]:
+    def pending_peer_requests(self) -> dict[IdKey, str]:
         """Peer requests the sender has not answered yet: (id type, id) -> method."""
         return dict(self._peer_pending)
 
@@ -407,7 +397,7 @@ class StreamChecker:
             if side is not None and side not in _SENDABLE[self.sender]:
                 problems.append(f"wrong direction: {method} is handled by the {side}, but the {self.sender} sent it")
         if kind == "request":
-            key = _id_key(message.get("id"))
+            key = id_key(message.get("id"))
             if key is not None:
                 if key in self._own_pending:
                     problems.append(f"request id {_short(message['id'])} reused while an earlier request with it is pending")
@@ -418,7 +408,7 @@ class StreamChecker:
     def _sender_response(self, message: dict) -> list[str]:
         """Check a response from the sender against the peer request it answers."""
         rid = message.get("id", _MISSING)
-        key = _id_key(rid) if rid is not _MISSING else None
+        key = id_key(rid) if rid is not _MISSING else None
         method: str | None = None
         problems: list[str] = []
         if key is not None:
@@ -437,12 +427,12 @@ class StreamChecker:
         """Track the peer's requests (to be answered) and responses (to the sender's requests)."""
         kind = message_kind(message)
         if kind == "request":
-            key = _id_key(message.get("id"))
+            key = id_key(message.get("id"))
             method = message.get("method")
             if key is not None and isinstance(method, str):
                 self._peer_pending[key] = method
                 self._peer_answered.discard(key)
         elif kind == "response":
-            key = _id_key(message.get("id"))
+            key = id_key(message.get("id"))
             if key is not None:
                 self._own_pending.pop(key, None)

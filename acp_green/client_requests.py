@@ -1,0 +1,63 @@
+"""Requests from the agent to the ACP client: our own id space (from 0), cancelled with `$/cancel_request`.
+
+The waiting, cancelling and failing is `outgoing.OutgoingRequests`; this adds the ACP wire
+forms and writes through the one outbound FIFO, which never blocks.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from . import wire
+from .errors import ClientError, RpcError, TurnCancelled
+from .outgoing import CancelSignal, OutgoingRequests
+from .transport import Outbound
+
+log = logging.getLogger(__name__)
+
+
+class ClientRequests:
+    """Requests from the agent to the client, matched with the client's responses by id."""
+
+    def __init__(self, outbound: Outbound) -> None:
+        self._outbound = outbound
+        self._requests = OutgoingRequests(self._send_request, self._send_cancel, ClientError, first_id=0)
+
+    def __len__(self) -> int:
+        return len(self._requests)
+
+    def call(self, method: str, params: Any, token: CancelSignal | None = None, timeout: float | None = None) -> Any:
+        """Send a request and wait for its result; a set token releases the wait at once.
+
+        A token already set sends nothing (TurnCancelled); a set token or a timeout sends
+        `$/cancel_request` for our id. An error response raises ClientError.
+        """
+        if self._requests.closed_error is not None:
+            raise self._requests.closed_error
+        if token is not None and token.is_set():
+            raise TurnCancelled()
+        return self._requests.call(method, params, token, timeout)
+
+    def notify(self, method: str, params: Any) -> None:
+        self._outbound.put(wire.encode_notification(method, params))
+
+    def resolve(self, response: wire.Response) -> None:
+        """Hand a client's response to the request waiting for it; one nobody waits for is logged."""
+        if response.error is not None:
+            answered = self._requests.reject(response.id, response.error)
+        else:
+            answered = self._requests.resolve(response.id, response.result)
+        if answered is None:
+            log.warning("ignoring a response to id %s, which the agent is not waiting for", wire.id_text(response.id))
+
+    def close(self, error: RpcError) -> None:
+        """No answers can come any more: fail every waiter."""
+        self._requests.close(error)
+
+    def _send_request(self, request_id: int, method: str, params: Any) -> None:
+        self._outbound.put(wire.encode_request(request_id, method, params))
+
+    def _send_cancel(self, request_id: int, reason: str) -> None:
+        # ACP's cancel notification carries no reason.
+        self._outbound.put(wire.encode_notification("$/cancel_request", {"requestId": request_id}))

@@ -1,0 +1,135 @@
+"""Requests this side sent and still awaits: our ids, one waiter each, cancellation, failing all at close.
+
+Shared by the ACP endpoint (requests to the client) and the MCP client (requests to a server
+process); each supplies how a request and a cancel notification are written and what an error
+reply becomes. A request leaves the table exactly once — answered, cancelled, failed at close,
+or its wait ended — so a late reply finds nothing and is dropped. Cancelling writes the cancel
+notification before the waiter is released, and never blocks: a token may set it from the hub.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import gevent
+from gevent.event import AsyncResult
+
+from . import wire
+from .errors import RequestCancelled, TurnCancelled
+
+log = logging.getLogger(__name__)
+
+#: Writes one request (id, method, params); raises if it cannot be written at all.
+SendRequest = Callable[[int, str, Any], None]
+#: Writes the peer's cancel notification for one of our ids, with a reason.
+SendCancel = Callable[[int, str], None]
+#: Turns a peer's error reply to `method` into the exception its waiter raises.
+ErrorFromReply = Callable[[str, Any], BaseException]
+
+
+class CancelSignal(Protocol):
+    """What a wait can be cancelled by (sessions.CancelToken)."""
+
+    def is_set(self) -> bool: ...
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]: ...
+
+
+class PendingRequest:
+    """One request we sent and have not had answered."""
+
+    __slots__ = ("id", "method", "result")
+
+    def __init__(self, request_id: int, method: str) -> None:
+        self.id = request_id
+        self.method = method
+        self.result = AsyncResult()
+
+
+class OutgoingRequests:
+    """Our id counter and the table of requests awaiting the peer's reply."""
+
+    def __init__(self, send_request: SendRequest, send_cancel: SendCancel, error_from_reply: ErrorFromReply,
+                 *, first_id: int = 0) -> None:
+        self._send_request = send_request
+        self._send_cancel = send_cancel
+        self._error_from_reply = error_from_reply
+        self._next_id = first_id
+        self._pending: dict[wire.IdKey | None, PendingRequest] = {}
+        self.closed_error: BaseException | None = None
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+    def start(self, method: str, params: Any) -> PendingRequest:
+        """Write a request now and register its waiter; raises the close error once closed."""
+        if self.closed_error is not None:
+            raise self.closed_error
+        pending = PendingRequest(self._next_id, method)
+        self._next_id += 1
+        key = wire.id_key(pending.id)
+        self._pending[key] = pending
+        try:
+            self._send_request(pending.id, method, params)
+        except BaseException:
+            self._pending.pop(key, None)
+            raise
+        return pending
+
+    def wait(self, pending: PendingRequest, token: CancelSignal | None = None, timeout: float | None = None,
+             *, cancel_on_timeout: bool = True) -> Any:
+        """The reply's result, or its error raised; a set token cancels it (TurnCancelled).
+
+        A timeout raises gevent.Timeout and, with `cancel_on_timeout`, cancels the request. However
+        the wait ends (a kill too), the request is forgotten afterwards.
+        """
+        remove = token.on_cancel(lambda: self.cancel(pending, "cancelled by the caller", TurnCancelled())) if token is not None else None
+        try:
+            return pending.result.get(timeout=timeout)
+        except gevent.Timeout:
+            if cancel_on_timeout:
+                self.cancel(pending, "timed out", TurnCancelled())
+            raise
+        finally:
+            if remove is not None:
+                remove()
+            self._pending.pop(wire.id_key(pending.id), None)
+
+    def call(self, method: str, params: Any, token: CancelSignal | None = None, timeout: float | None = None) -> Any:
+        """Write a request and wait for its reply (see `wait`)."""
+        return self.wait(self.start(method, params), token, timeout)
+
+    def cancel(self, pending: PendingRequest, reason: str, error: BaseException | None = None) -> bool:
+        """Tell the peer to stop (our id) and release the waiter now; False if it was no longer pending."""
+        if self._pending.pop(wire.id_key(pending.id), None) is None:
+            return False
+        self._send_cancel(pending.id, reason)
+        pending.result.set_exception(error if error is not None else RequestCancelled())
+        return True
+
+    def resolve(self, request_id: Any, result: Any) -> PendingRequest | None:
+        """A success reply: wake its waiter; None (and nothing done) if nobody waits for that id."""
+        pending = self._pending.pop(wire.id_key(request_id), None)
+        if pending is not None:
+            pending.result.set(result)
+        return pending
+
+    def reject(self, request_id: Any, error: Any) -> PendingRequest | None:
+        """An error reply: its waiter raises what `error_from_reply` makes of it; None if nobody waits."""
+        pending = self._pending.pop(wire.id_key(request_id), None)
+        if pending is not None:
+            pending.result.set_exception(self._error_from_reply(pending.method, error))
+        return pending
+
+    def close(self, error: BaseException) -> None:
+        """No answers can come any more: every waiter, and every later request, raises `error`.
+
+        The first close error stays: it says why the peer went away.
+        """
+        if self.closed_error is None:
+            self.closed_error = error
+        pending, self._pending = self._pending, {}
+        for waiter in pending.values():
+            waiter.result.set_exception(error)

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from acp_green.cli import cli
 from acp_green.demo import DemoAgent
-from acp_green.sessions import SessionRecord
+from acp_green.store.session_record import SessionRecord
 from acp_green.store import MemoryStore, statedb
 from acp_green.store.sqlite import SqliteStore
 from acp_green.store.statedb import SCHEMA_VERSION, db_path

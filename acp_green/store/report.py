@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import private, statedb
-from ..sessions import SessionRecord
+from .session_record import SessionRecord
 from ..usage import RUNNING, UsageRecord
 
 

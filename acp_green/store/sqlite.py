@@ -26,7 +26,7 @@ from gevent.event import AsyncResult
 from gevent.monkey import get_original
 
 from . import private, statedb
-from ..sessions import SessionRecord
+from .session_record import SessionRecord
 from .base import MemoryStore
 from ..usage import UsageRecord
 

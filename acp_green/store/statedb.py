@@ -22,7 +22,7 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..sessions import SessionRecord
+from .session_record import SessionRecord
 from ..usage import UsageRecord
 
 DB_NAME = "state.sqlite3"

@@ -6,9 +6,13 @@ from __future__ import annotations
 import inspect
 import typing
 
+import pytest
+
 from acp_green import sessions as sessions_module
 from acp_green.sessions import SessionRegistry
 from acp_green.store.base import MemoryStore, Store
+from acp_green.store import operations
+from acp_green.store.operations import Write
 from acp_green.store.sqlite import SqliteStore
 
 STORE_METHODS = (
@@ -26,3 +30,15 @@ def test_one_store_interface_is_what_the_registry_and_both_stores_use():
         expected = inspect.signature(getattr(Store, name), eval_str=True)
         for implementation in (MemoryStore, SqliteStore):
             assert inspect.signature(getattr(implementation, name), eval_str=True) == expected, (implementation, name)
+
+
+def test_a_write_type_must_say_whether_it_is_handed_over_at_once():
+    """issue area store: "handed over at once" lives in the write's type; a new write that does
+    not say it is refused when it is defined, instead of silently waiting on the hub."""
+    with pytest.raises(TypeError, match="at_once"):
+        class Forgetful(Write):  # noqa: F841 - defining it is the test
+            label = "forgetful"
+    writes = (operations.SaveSession, operations.DeleteSession, operations.AppendTurn, operations.RecordUsage)
+    assert {cls.label: cls.at_once for cls in writes} == {
+        "save_session": False, "delete_session": True, "append_turn": True, "record_usage": True,
+    }

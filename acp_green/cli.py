@@ -168,12 +168,16 @@ def _open_db(state_dir: str | None, write: bool = False) -> Any:
     when it cannot be read."""
     import contextlib
 
-    from .store.report import StateUnreadable, open_db
+    from .store.report import StateUnreadable, open_db, printable
 
     @contextlib.contextmanager
     def opened() -> Any:
+        resolved = _resolve_state_dir(state_dir)
         try:
-            with open_db(_resolve_state_dir(state_dir), write=write) as conn:
+            with open_db(resolved, write=write) as conn:
+                if conn is None and not write:
+                    # Said on stderr: stdout stays the (empty) answer, valid JSON with --json.
+                    click.echo(f"nothing is stored in {printable(resolved)} yet (no state database there)", err=True)
                 yield conn
         except StateUnreadable as exc:
             raise click.ClickException(str(exc)) from None

@@ -6,13 +6,14 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
 from gevent.event import Event
 
 from .errors import UnknownSession
+from .store.base import Store
+from .store.session_record import SessionRecord
 
 log = logging.getLogger(__name__)
 
@@ -61,19 +62,6 @@ class CancelToken:
                 pass
 
         return remove
-
-
-@dataclass(slots=True)
-class SessionRecord:
-    """What survives eviction and restarts: the session's durable metadata."""
-
-    session_id: str
-    cwd: str
-    additional_directories: list[str] = field(default_factory=list)
-    title: str | None = None
-    mode_id: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    updated_at: float = field(default_factory=time.time)
 
 
 class Session:
@@ -130,7 +118,7 @@ class Session:
 class SessionRegistry:
     """Live sessions by id; evicted ones come back from the store without replay (S15)."""
 
-    def __init__(self, store: "SessionStoreLike", idle_timeout: float) -> None:
+    def __init__(self, store: Store, idle_timeout: float) -> None:
         self._store = store
         self._live: dict[str, Session] = {}
         # MCP server declarations of evicted sessions (a few small dicts, never processes), so a
@@ -256,15 +244,3 @@ def _off_hub(fn: Callable[[], None]) -> None:
     else:
         fn()
 
-
-class SessionStoreLike:
-    """The part of the store the registry needs (see store/base.py)."""
-
-    def save_session(self, record: SessionRecord) -> None:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def load_session(self, session_id: str) -> SessionRecord | None:  # pragma: no cover - interface
-        raise NotImplementedError
-
-    def delete_session(self, session_id: str) -> None:  # pragma: no cover - interface
-        raise NotImplementedError

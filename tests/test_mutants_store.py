@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from acp_green.sessions import SessionRecord
+from acp_green.store.session_record import SessionRecord
 from acp_green.store import MemoryStore
 from acp_green.store import statedb
 from acp_green.store.report import render_history, usage_report, usage_table

@@ -15,7 +15,7 @@ import pytest
 from gevent import subprocess
 
 from acp_green.demo import DemoAgent
-from acp_green.sessions import SessionRecord
+from acp_green.store.session_record import SessionRecord
 from acp_green.store.sqlite import SqliteStore
 from acp_green.store.statedb import DB_NAME, db_path
 from acp_green.store.statedir import open_store

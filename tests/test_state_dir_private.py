@@ -17,7 +17,7 @@ import sys
 import pytest
 from gevent import subprocess
 
-from acp_green.sessions import SessionRecord
+from acp_green.store.session_record import SessionRecord
 from acp_green.store import MemoryStore, statedb
 from acp_green.store.sqlite import SqliteStore
 from acp_green.store.statedir import open_store

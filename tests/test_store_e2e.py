@@ -201,6 +201,35 @@ def test_sigkill_mid_stream_leaves_a_clean_store(launch, tmp_path):
     assert usage_json(state)["totals"]["byStopReason"] == {"end_turn": 2, "interrupted": 1}
 
 
+def test_S16_what_a_sigkill_keeps_is_what_a_later_read_was_answered_after(launch, tmp_path):
+    """S16, the exact promise to a SIGKILL: a prompt's response does not wait for the disk (with
+    another process holding the write lock the prompt answers end_turn while nothing of its turn
+    is committed), so a SIGKILL right after a response may lose that turn; once a later request
+    that reads the store (here session/list) is answered, the turn and its settled usage record
+    are committed, and a SIGKILL keeps them."""
+    state = str(tmp_path / "state")
+    agent = launch(*serve_args(state))
+    agent.initialize()
+    sid = agent.new_session()
+    agent.call("session/list", {})  # the session itself is committed now
+    holder = sqlite3.connect(db_path(state), timeout=0, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another writer: the agent's next commit must wait
+    try:
+        assert agent.prompt(sid, "kept").result() == {"stopReason": "end_turn"}
+        assert holder.execute("SELECT count(*) FROM turns").fetchone() == (0,)
+        assert holder.execute("SELECT count(*) FROM usage").fetchone() == (0,)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    agent.call("session/list", {})  # answered only after everything queued before it committed
+    os.killpg(agent.pid, signal.SIGKILL)
+    assert agent.wait_exit() == -signal.SIGKILL
+
+    stored = export(state)[sid]["history"]
+    assert [e["content"]["text"] for e in stored if e["sessionUpdate"] == "user_message_chunk"] == ["kept"]
+    assert [r["stop_reason"] for r in usage_json(state)["records"]] == ["end_turn"]
+
+
 def test_two_processes_share_a_state_dir(launch, tmp_path):
     """Two agents on one state dir, released together so their writes overlap: every session
     and every usage record is there afterwards, counted exactly, and each sees the other's."""

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from acp_green.cli import cli
 from acp_green.demo import DemoAgent
-from acp_green.sessions import SessionRecord
+from acp_green.store.session_record import SessionRecord
 from acp_green.store import MemoryStore, statedb
 from acp_green.store.sqlite import SqliteStore
 from acp_green.store.statedb import SCHEMA_VERSION, db_path
@@ -37,25 +37,30 @@ def _rows(path: str, sql: str) -> list[tuple]:
         conn.close()
 
 
-@pytest.mark.parametrize("op", ["record_usage", "append_turn"])
-def test_S16_usage_and_turns_are_handed_to_the_store_thread_at_once(tmp_path, op):
-    """S16: a usage record and a finished turn reach the store thread the moment they are written,
-    not on the hub's next timer: with the hub blocked right after the write (as if the process
-    were about to be killed), another connection still sees the row committed."""
+@pytest.mark.parametrize("op", ["record_usage", "append_turn", "delete_session"])
+def test_S16_usage_turns_and_deletes_are_handed_to_the_store_thread_at_once(tmp_path, op):
+    """S16: a usage record, a finished turn and a delete reach the store thread the moment they
+    are written, not on the hub's next timer: with the hub blocked right after the write (as if
+    the process were about to be killed), another connection still sees it committed."""
     store = open_store(str(tmp_path / "state"))
     assert isinstance(store, SqliteStore)
     path = db_path(str(tmp_path / "state"))
     try:
         if op == "record_usage":
             store.record_usage(_usage())
-            query = "SELECT count(*) FROM usage"
-        else:
+            query, expected = "SELECT count(*) FROM usage", [(1,)]
+        elif op == "append_turn":
             store.append_turn("s", [b'{"sessionUpdate":"agent_message_chunk"}'], "end_turn")
-            query = "SELECT count(*) FROM turns"
+            query, expected = "SELECT count(*) FROM turns", [(1,)]
+        else:
+            store.save_session(SessionRecord("s", "/tmp"))
+            store.sync()
+            store.delete_session("s")
+            query, expected = "SELECT count(*) FROM sessions", [(0,)]
         deadline = time.monotonic() + 10
-        while _rows(path, query) != [(1,)] and time.monotonic() < deadline:
+        while _rows(path, query) != expected and time.monotonic() < deadline:
             time.sleep(0.01)  # blocks the hub on purpose: no gevent timer may run
-        assert _rows(path, query) == [(1,)], f"{op} waited on the hub instead of going to the store thread"
+        assert _rows(path, query) == expected, f"{op} waited on the hub instead of going to the store thread"
     finally:
         store.close()
 

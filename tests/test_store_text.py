@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from acp_green import wire
 from acp_green.demo import DemoAgent
-from acp_green.sessions import SessionRecord
+from acp_green.store.session_record import SessionRecord
 from acp_green.store import MemoryStore, statedb
 from acp_green.store.sqlite import SqliteStore
 from acp_green.store.statedir import open_store

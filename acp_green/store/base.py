@@ -14,7 +14,7 @@ import pickle
 import sys
 from typing import Protocol
 
-from ..sessions import SessionRecord
+from .session_record import SessionRecord
 from ..usage import UsageRecord
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import private, statedb
-from ..sessions import SessionRecord
+from .session_record import SessionRecord
 from ..usage import RUNNING, UsageRecord
 
 
@@ -28,7 +28,7 @@ class StateUnreadable(Exception):
 @contextlib.contextmanager
 def open_db(state_dir: str, *, write: bool = False) -> Iterator[sqlite3.Connection | None]:
     """The state database of `state_dir` (read-only unless `write`), or None when nothing was
-    ever stored there."""
+    ever stored there (no database file, or one without a schema yet); nothing is created."""
     path = statedb.db_path(state_dir)
     conn = None
     if os.path.lexists(path):

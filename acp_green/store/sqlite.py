@@ -5,7 +5,8 @@ return at once. Reads carry a gevent AsyncResult that the store thread resolves 
 hub's thread-safe callback, so the asking greenlet waits cooperatively. The thread drains
 whatever is queued and applies it, in queue order, as one transaction: a burst of writes (and
 a whole streamed turn, which is one row) costs one commit, and a read sees every write queued
-before it. If the disk fails under us (full, I/O error, read-only, corrupt), the thread copies
+before it. Each queued item is a typed operation (operations.py) that knows whether it writes
+and whether it is handed over at once. If the disk fails under us (full, I/O error, read-only, corrupt), the thread copies
 what it can still read into a MemoryStore, warns on stderr, and serves from memory from then on.
 A write that fails because of its own record (a value SQLite cannot bind, a row too big) is not
 a disk failure: it is logged at ERROR and counted in `failed_writes`, and the rest of its batch
@@ -26,8 +27,12 @@ from gevent.event import AsyncResult
 from gevent.monkey import get_original
 
 from . import private, statedb
-from ..sessions import SessionRecord
 from .base import MemoryStore
+from .operations import (
+    AppendTurn, Close, DeleteSession, History, ListSessions, LoadSession, Operation, Read, RecordUsage,
+    SaveSession, Sync, Usage, Write,
+)
+from .session_record import SessionRecord
 from ..usage import UsageRecord
 
 log = logging.getLogger(__name__)
@@ -41,17 +46,17 @@ OPEN_TIMEOUT = 60.0  # migrations wait for other processes' write locks
 READ_TIMEOUT = 60.0
 CLOSE_TIMEOUT = 10.0  # bounded exit (S13) even when another process holds the database
 MAX_BATCH = 1000
-# Session saves (set_mode, set_config_option...) wait this long on the hub before they are
-# handed to the store thread, so a burst of control requests costs one hand-off (one thread
-# wake-up, one GIL round trip) instead of one each. A finished turn, a usage record or a delete
-# is handed over at once, with whatever waits before it: a SIGKILL right after a turn ends must
-# still find it stored. Reads, sync and close hand over what is waiting first, so ordering holds.
+# A write whose type is not `at_once` (session saves: set_mode, set_config_option...) waits this
+# long on the hub before it is handed to the store thread, so a burst of control requests costs
+# one hand-off (one thread wake-up, one GIL round trip) instead of one each. An `at_once` write (a
+# finished turn, a usage record, a delete) is put on the queue in the call that makes it, with
+# whatever waits before it, so its commit never waits on the hub. It is not committed yet: that
+# is the store thread's next transaction, which a SIGKILL can still beat (the prompt's response
+# does not wait for it). What is committed survives a SIGKILL, and a read's answer (load, list,
+# history, usage, sync) leaves only after every write queued before it is committed. Reads, sync
+# and close hand over what is waiting first, so ordering holds.
 WRITE_DELAY = 0.005
-_HAND_OVER_AT_ONCE = frozenset({"append_turn", "record_usage", "delete_session"})
 BUSY_RETRIES = 12  # each attempt already waits statedb.BUSY_TIMEOUT_MS for the lock
-
-_WRITES = frozenset({"save_session", "delete_session", "append_turn", "record_usage"})
-_CLOSE = "close"
 
 
 class StoreUnavailable(Exception):
@@ -73,7 +78,7 @@ class SqliteStore:
         self.path = path
         self._hub = gevent.get_hub()
         self._queue: Any = _SimpleQueue()
-        self._unflushed: list[tuple[str, tuple, None]] = []
+        self._unflushed: list[tuple[Write, None]] = []
         self._flush_timer: Any = None
         self._closed = False
         self._memory: MemoryStore | None = None  # set by the store thread when the disk fails
@@ -84,7 +89,7 @@ class SqliteStore:
         try:
             opened.get(timeout=OPEN_TIMEOUT)  # re-raises why the database could not be opened
         except gevent.Timeout:
-            self._queue.put((_CLOSE, (), None))  # should it open after all, it closes again
+            self._queue.put((Close(), None))  # should it open after all, it closes again
             raise statedb.StateDbError(f"opening {path} took longer than {OPEN_TIMEOUT:.0f}s") from None
 
     @property
@@ -93,14 +98,14 @@ class SqliteStore:
         return self._memory is not None
 
     # -- the greenlet side ---------------------------------------------------------------------
-    def _write(self, op: str, *args: Any) -> None:
+    def _write(self, op: Write) -> None:
         """Queue a write; never blocks, safe from hub callbacks."""
         if self._closed:
             self.failed_writes += 1
-            log.error("store %s is closed; dropping a %s", self.path, op)
+            log.error("store %s is closed; dropping a %s", self.path, op.label)
             return
-        self._unflushed.append((op, args, None))
-        if op in _HAND_OVER_AT_ONCE:
+        self._unflushed.append((op, None))
+        if op.at_once:
             self._flush()
         elif self._flush_timer is None:
             self._flush_timer = self._hub.loop.timer(WRITE_DELAY)
@@ -115,12 +120,12 @@ class SqliteStore:
         for work in writes:
             self._queue.put(work)
 
-    def _read(self, op: str, *args: Any) -> Any:
+    def _read(self, op: Read) -> Any:
         if self._closed:
             raise StoreUnavailable(f"store {self.path} is closed")
         self._flush()
         result = AsyncResult()
-        self._queue.put((op, args, result))
+        self._queue.put((op, result))
         try:
             return result.get(timeout=READ_TIMEOUT)
         except gevent.Timeout:
@@ -128,32 +133,32 @@ class SqliteStore:
 
     def save_session(self, record: SessionRecord) -> None:
         # A copy: the live record keeps changing on the hub while the thread encodes this one.
-        self._write("save_session", copy.deepcopy(record))
+        self._write(SaveSession(copy.deepcopy(record)))
 
     def delete_session(self, session_id: str) -> None:
-        self._write("delete_session", session_id)
+        self._write(DeleteSession(session_id))
 
     def append_turn(self, session_id: str, entries: list[bytes], stop_reason: str | None = None) -> None:
-        self._write("append_turn", session_id, list(entries), stop_reason)
+        self._write(AppendTurn(session_id, list(entries), stop_reason))
 
     def record_usage(self, record: UsageRecord) -> None:
-        self._write("record_usage", record)
+        self._write(RecordUsage(record))
 
     def load_session(self, session_id: str) -> SessionRecord | None:
-        return self._read("load_session", session_id)
+        return self._read(LoadSession(session_id))
 
     def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None) -> list[SessionRecord]:
-        return self._read("list_sessions", cwd, after, limit)
+        return self._read(ListSessions(cwd, after, limit))
 
     def history(self, session_id: str) -> list[bytes]:
-        return self._read("history", session_id)
+        return self._read(History(session_id))
 
     def usage(self, session_id: str | None = None) -> list[UsageRecord]:
-        return self._read("usage", session_id)
+        return self._read(Usage(session_id))
 
     def sync(self) -> None:
         """Wait until every write queued so far is committed."""
-        self._read("sync")
+        self._read(Sync())
 
     def close(self) -> None:
         """Commit everything queued, close the database and end the thread (S16: before exit)."""
@@ -161,7 +166,7 @@ class SqliteStore:
             return
         self._flush()
         done = AsyncResult()
-        self._queue.put((_CLOSE, (), done))
+        self._queue.put((Close(), done))
         self._closed = True
         try:
             done.get(timeout=CLOSE_TIMEOUT)
@@ -201,23 +206,23 @@ class SqliteStore:
         queue = self._queue
         while True:
             batch = [queue.get()]
-            while len(batch) < MAX_BATCH and batch[-1][0] != _CLOSE:
+            while len(batch) < MAX_BATCH and not isinstance(batch[-1][0], Close):
                 try:
                     batch.append(queue.get_nowait())
                 except _Empty:
                     break
-            closing = batch[-1][0] == _CLOSE
+            closing = isinstance(batch[-1][0], Close)
             work = batch[:-1] if closing else batch
-            results = self._apply(conn, work) if work else []
-            for (_op, _args, result), (value, error) in zip(work, results):
+            results = self._apply(conn, [op for op, _ in work]) if work else []
+            for (_op, result), (value, error) in zip(work, results):
                 self._deliver(result, value, error)
             if closing:
-                return batch[-1][2]
+                return batch[-1][1]
 
-    def _apply(self, conn: sqlite3.Connection, work: list[tuple[str, tuple, AsyncResult | None]]) -> list[tuple[Any, BaseException | None]]:
+    def _apply(self, conn: sqlite3.Connection, work: list[Operation]) -> list[tuple[Any, BaseException | None]]:
         """Run `work` in order; writes in one transaction that commits before any answer leaves."""
         if self._memory is None:
-            writes = any(op in _WRITES for op, _, _ in work)
+            writes = any(isinstance(op, Write) for op in work)
             for attempt in range(BUSY_RETRIES):
                 try:
                     return self._transaction(conn, work, writes)
@@ -230,15 +235,15 @@ class SqliteStore:
                 except sqlite3.Error as exc:
                     self._fall_back(conn, exc)
                     break
-        return [self._call(self._memory, op, args) for op, args, _ in work]
+        return [self._call(op, self._memory) for op in work]
 
-    def _transaction(self, conn: sqlite3.Connection, work: list, writes: bool) -> list[tuple[Any, BaseException | None]]:
+    def _transaction(self, conn: sqlite3.Connection, work: list[Operation], writes: bool) -> list[tuple[Any, BaseException | None]]:
         if writes:
             conn.execute("BEGIN IMMEDIATE")  # take the write lock first: no upgrade deadlocks
         results = []
         try:
-            for op, args, _result in work:
-                results.append(self._call(None, op, args, conn))
+            for op in work:
+                results.append(self._call(op, None, conn))
             if writes:
                 conn.execute("COMMIT")
                 self.transactions += 1
@@ -248,26 +253,24 @@ class SqliteStore:
             raise
         return results
 
-    def _call(self, memory: MemoryStore | None, op: str, args: tuple, conn: sqlite3.Connection | None = None) -> tuple[Any, BaseException | None]:
+    def _call(self, op: Operation, memory: MemoryStore | None, conn: sqlite3.Connection | None = None) -> tuple[Any, BaseException | None]:
         """One operation; a failing database aborts the batch, a failing record only this one."""
         try:
-            if op == "sync":
-                return None, None
             if memory is not None:
-                return getattr(memory, op)(*args), None
-            return getattr(statedb, op)(conn, *args), None
+                return op.in_memory(memory), None
+            return op.on_disk(conn), None
         except sqlite3.Error as exc:
             if not isinstance(exc, _RECORD_ERRORS):
                 raise
-            return None, self._record_failed(op, args, exc)
+            return None, self._record_failed(op, exc)
         except Exception as exc:
-            return None, self._record_failed(op, args, exc)
+            return None, self._record_failed(op, exc)
 
-    def _record_failed(self, op: str, args: tuple, exc: Exception) -> Exception:
+    def _record_failed(self, op: Operation, exc: Exception) -> Exception:
         """A write dropped for its own content is said at ERROR and counted; the store goes on."""
-        if op in _WRITES:
+        if isinstance(op, Write):
             self.failed_writes += 1
-            log.error("dropped a %s of session %s: %s: %s", op, _session_of(args), type(exc).__name__, exc)
+            log.error("dropped a %s of session %s: %s: %s", op.label, ascii(op.for_session()), type(exc).__name__, exc)
         return exc
 
     def _fall_back(self, conn: sqlite3.Connection, exc: BaseException) -> None:
@@ -292,13 +295,6 @@ class SqliteStore:
 # What one record's content can cause (a value that cannot be bound, a row too big, a constraint);
 # every other sqlite3.Error (I/O, full, read-only, corrupt, locked) is the database's.
 _RECORD_ERRORS = (sqlite3.DataError, sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError)
-
-
-def _session_of(args: tuple) -> str:
-    """The session a write was for, for its error message."""
-    first = args[0] if args else None
-    session_id = getattr(first, "session_id", first)
-    return ascii(session_id)
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:

@@ -22,7 +22,7 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..sessions import SessionRecord
+from .session_record import SessionRecord
 from ..usage import UsageRecord
 
 DB_NAME = "state.sqlite3"
@@ -109,12 +109,16 @@ def connect(path: str, *, trace: Callable[[str], None] | None = None, page_limit
 def connect_existing(path: str, *, write: bool = False) -> sqlite3.Connection | None:
     """The database for `acp-green sessions`/`usage`: never created, migrated or re-moded.
 
-    Read-only unless `write`. None when the file holds no schema yet. While no process has the
-    database open (no -wal or -shm beside it: a WAL database's last connection removes them),
-    a reader opens it `immutable`, so it creates no file at all; otherwise those files exist
-    and a plain read-only connection reads consistently through them.
+    Read-only unless `write` (SQLite's `mode=ro`: it cannot take the write lock, so it never
+    waits on an agent's, and WAL lets it read while agents write). None when the file holds no
+    schema yet. Every older schema has the tables of this one (see SCHEMA_VERSION), so it is
+    read as it is; only a newer one is refused. While no process has the database open (no -wal
+    or -shm beside it: a WAL database's last connection removes them), a reader opens it
+    `immutable`, so it creates no file at all; otherwise those files exist and a plain
+    read-only connection reads consistently through them.
     """
-    uri = "file:" + urllib.parse.quote(os.path.abspath(path))
+    # Bytes, so a path that is not UTF-8 (surrogate-escaped in Python) is named exactly.
+    uri = "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path)))
     if write:
         uri += "?mode=rw"
     elif not any(os.path.lexists(path + suffix) for suffix in ("-wal", "-shm")):

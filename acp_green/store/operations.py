@@ -1,0 +1,197 @@
+"""The work the SQLite store queues for its thread: one type per operation, each knowing what it is.
+
+Whether an operation writes, and whether a write is handed to the store thread the moment it is
+made, is part of its type (`Write.at_once`), never read from a name: a new write must say it
+(a `Write` subclass without `at_once` is refused when it is defined). Each operation runs the
+same way on the disk (`on_disk`, statedb on the store thread's connection) and on the memory
+store the thread falls back to (`in_memory`).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from . import statedb
+from .base import MemoryStore
+from .session_record import SessionRecord
+from ..usage import UsageRecord
+
+
+class Operation:
+    """One unit of work for the store thread."""
+
+    __slots__ = ()
+
+    def on_disk(self, conn: sqlite3.Connection) -> Any:
+        """Run on the store thread's connection, inside the batch's transaction."""
+        raise NotImplementedError
+
+    def in_memory(self, memory: MemoryStore) -> Any:
+        """Run on the memory store that replaced an unusable disk."""
+        raise NotImplementedError
+
+
+class Write(Operation):
+    """A change to the stored state: queued, never answered, counted in `failed_writes` if dropped.
+
+    `at_once`: handed to the store thread as soon as it is made (with every write waiting before
+    it), because the store thread can only commit what it has been given. False: it may wait on
+    the hub for `sqlite.WRITE_DELAY`, so a burst of such writes costs one hand-off.
+    """
+
+    __slots__ = ()
+    at_once: ClassVar[bool]
+    label: ClassVar[str]  # what the log calls it: the Store method that made it
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if not isinstance(getattr(cls, "at_once", None), bool) or not isinstance(getattr(cls, "label", None), str):
+            raise TypeError(f"{cls.__name__} must say whether it is handed over at once (at_once) and name itself (label)")
+
+    def for_session(self) -> str:
+        """The session the write is for (for its error message)."""
+        raise NotImplementedError
+
+
+class Read(Operation):
+    """A question whose answer the store thread sends back; it sees every write queued before it."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SaveSession(Write):
+    """Insert or replace a session's record; settings changes come in bursts, so it may wait."""
+
+    at_once: ClassVar[bool] = False
+    label: ClassVar[str] = "save_session"
+    record: SessionRecord
+
+    def for_session(self) -> str:
+        return self.record.session_id
+
+    def on_disk(self, conn: sqlite3.Connection) -> None:
+        statedb.save_session(conn, self.record)
+
+    def in_memory(self, memory: MemoryStore) -> None:
+        memory.save_session(self.record)
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteSession(Write):
+    """Forget a session and its history (session/delete)."""
+
+    at_once: ClassVar[bool] = True
+    label: ClassVar[str] = "delete_session"
+    session_id: str
+
+    def for_session(self) -> str:
+        return self.session_id
+
+    def on_disk(self, conn: sqlite3.Connection) -> None:
+        statedb.delete_session(conn, self.session_id)
+
+    def in_memory(self, memory: MemoryStore) -> None:
+        memory.delete_session(self.session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendTurn(Write):
+    """A finished turn's history, one row (S16)."""
+
+    at_once: ClassVar[bool] = True
+    label: ClassVar[str] = "append_turn"
+    session_id: str
+    entries: list[bytes]
+    stop_reason: str | None
+
+    def for_session(self) -> str:
+        return self.session_id
+
+    def on_disk(self, conn: sqlite3.Connection) -> None:
+        statedb.append_turn(conn, self.session_id, self.entries, self.stop_reason)
+
+    def in_memory(self, memory: MemoryStore) -> None:
+        memory.append_turn(self.session_id, self.entries, self.stop_reason)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordUsage(Write):
+    """A usage record, the "running" one of admission or the settled one replacing it (S16)."""
+
+    at_once: ClassVar[bool] = True
+    label: ClassVar[str] = "record_usage"
+    record: UsageRecord
+
+    def for_session(self) -> str:
+        return self.record.session_id
+
+    def on_disk(self, conn: sqlite3.Connection) -> None:
+        statedb.record_usage(conn, self.record)
+
+    def in_memory(self, memory: MemoryStore) -> None:
+        memory.record_usage(self.record)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSession(Read):
+    session_id: str
+
+    def on_disk(self, conn: sqlite3.Connection) -> SessionRecord | None:
+        return statedb.load_session(conn, self.session_id)
+
+    def in_memory(self, memory: MemoryStore) -> SessionRecord | None:
+        return memory.load_session(self.session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ListSessions(Read):
+    cwd: str | None
+    after: tuple[float, str] | None
+    limit: int | None
+
+    def on_disk(self, conn: sqlite3.Connection) -> list[SessionRecord]:
+        return statedb.list_sessions(conn, self.cwd, self.after, self.limit)
+
+    def in_memory(self, memory: MemoryStore) -> list[SessionRecord]:
+        return memory.list_sessions(self.cwd, self.after, self.limit)
+
+
+@dataclass(frozen=True, slots=True)
+class History(Read):
+    session_id: str
+
+    def on_disk(self, conn: sqlite3.Connection) -> list[bytes]:
+        return statedb.history(conn, self.session_id)
+
+    def in_memory(self, memory: MemoryStore) -> list[bytes]:
+        return memory.history(self.session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Usage(Read):
+    session_id: str | None
+
+    def on_disk(self, conn: sqlite3.Connection) -> list[UsageRecord]:
+        return statedb.usage(conn, self.session_id)
+
+    def in_memory(self, memory: MemoryStore) -> list[UsageRecord]:
+        return memory.usage(self.session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class Sync(Read):
+    """Nothing to read: its answer means every write queued before it is committed."""
+
+    def on_disk(self, conn: sqlite3.Connection) -> None:
+        return None
+
+    def in_memory(self, memory: MemoryStore) -> None:
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Commit what is queued before it, close the connection and end the thread."""

@@ -1,0 +1,188 @@
+"""`acp-green sessions` and `acp-green usage` read the state database read-only: they never take
+the write lock, so they answer while a serving agent writes, and they change nothing on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import sys
+
+import gevent
+import pytest
+from gevent import subprocess
+from gevent.event import Event
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from acp_green.store import statedb
+from acp_green.store.report import open_db
+from acp_green.store.session_record import SessionRecord
+from acp_green.store.statedb import db_path
+
+INSPECTIONS = (
+    ("sessions", "list"), ("sessions", "list", "--json"), ("sessions", "export"),
+    ("usage",), ("usage", "--json", "--records"),
+)
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    """An `acp-green` command, waited for with a generous bound (a lock wait would fail it)."""
+    return subprocess.run([sys.executable, "-m", "acp_green", *args], capture_output=True, text=True, timeout=120)
+
+
+def files_of(state: str) -> dict[str, tuple[int, int]]:
+    """What a reader must not change: every file's name, and the size and mtime of the database
+    and its WAL (the -shm is shared memory every WAL reader registers in; only its presence counts)."""
+    seen = {}
+    for name in sorted(os.listdir(state)):
+        info = os.lstat(os.path.join(state, name))
+        seen[name] = (info.st_size, info.st_mtime_ns) if not name.endswith("-shm") else (0, 0)
+    return seen
+
+
+def stored_database(state: str, *session_ids: str) -> None:
+    """A migrated database in `state` holding these sessions, no process holding it open."""
+    os.makedirs(state, mode=0o700, exist_ok=True)
+    conn = statedb.connect(db_path(state))
+    try:
+        for session_id in session_ids:
+            statedb.save_session(conn, SessionRecord(session_id, "/tmp"))
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("agent_has_it_open", [False, True])
+def test_the_inspection_connection_cannot_write(tmp_path, agent_has_it_open):
+    """issue area store: what `sessions`/`usage` read through is a read-only connection, whether
+    no process has the database open (read as immutable) or an agent has (-wal and -shm exist)."""
+    state = str(tmp_path / "state")
+    stored_database(state, "s")
+    other = None
+    if agent_has_it_open:
+        other = sqlite3.connect(db_path(state), isolation_level=None)
+        other.execute("SELECT count(*) FROM sessions").fetchone()
+        assert os.path.exists(db_path(state) + "-wal")
+    try:
+        with open_db(state) as conn:
+            assert [r.session_id for r in statedb.list_sessions(conn)] == ["s"]
+            with pytest.raises(sqlite3.OperationalError, match="readonly"):
+                conn.execute("INSERT INTO sessions VALUES ('t', '/tmp', '[]', NULL, NULL, '{}', 1)")
+    finally:
+        if other is not None:
+            other.close()
+
+
+_NAME_BYTES = st.binary(min_size=1, max_size=60).filter(lambda b: b"/" not in b and b"\0" not in b and b not in (b".", b".."))
+
+
+@settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=_NAME_BYTES)
+def test_inspection_opens_a_state_dir_of_any_name(tmp_path, name):
+    """issue area store: the read-only URI names the directory exactly, whatever bytes its name
+    holds (`?`, `#`, `%`, spaces, bytes that are not UTF-8), so the inspection commands read the
+    same database `serve` wrote there."""
+    state = os.path.join(str(tmp_path), os.fsdecode(name))
+    if os.path.lexists(state):
+        return  # an earlier example's directory (hypothesis reuses tmp_path)
+    stored_database(state, "s")
+    before = files_of(state)
+    with open_db(state) as conn:
+        assert conn is not None and [r.session_id for r in statedb.list_sessions(conn)] == ["s"]
+    assert files_of(state) == before
+
+
+def test_nothing_stored_is_said_and_nothing_is_created(tmp_path):
+    """issue area store: with no database (no directory, or a file without a schema yet) the
+    commands say on stderr that nothing is stored, print the empty answer, exit 0, and create
+    and change nothing."""
+    missing = tmp_path / "missing"
+    for args in INSPECTIONS:
+        done = run_cli(*args, "--state-dir", str(missing))
+        assert done.returncode == 0, done.stderr
+        assert "nothing is stored in" in done.stderr and str(missing) in done.stderr
+        if "--json" in args:
+            json.loads(done.stdout)
+    assert not missing.exists()
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / statedb.DB_NAME).write_bytes(b"")
+    before = files_of(str(empty))
+    done = run_cli("usage", "--json", "--state-dir", str(empty))
+    assert done.returncode == 0 and "nothing is stored in" in done.stderr
+    assert json.loads(done.stdout)["totals"]["prompts"] == 0
+    assert files_of(str(empty)) == before
+
+
+def test_inspection_answers_while_a_serving_agent_writes_and_changes_nothing(launch, tmp_path):
+    """issue area store: while a real `acp-green serve` writes continuously, and while a write
+    transaction is held open on its database (as another agent's commit would), `sessions` and
+    `usage` answer (no "database is locked": they never ask for the write lock and migrate
+    nothing) and leave the state directory as it was: no new file, the database and its WAL
+    unchanged."""
+    state = str(tmp_path / "state")
+    agent = launch("--state-dir", state)
+    agent.initialize()
+    sid = agent.new_session()
+    assert agent.prompt(sid, "first").result() == {"stopReason": "end_turn"}
+    agent.call("session/list", {})  # committed: a read answers after every earlier write
+
+    stop = Event()
+
+    def keep_writing() -> None:
+        while not stop.is_set():
+            assert agent.prompt(sid, "/stream 20 16").result(timeout=120) == {"stopReason": "end_turn"}
+
+    writer = gevent.spawn(keep_writing)
+    try:
+        names = set(os.listdir(state))
+        for args in INSPECTIONS:
+            done = run_cli(*args, "--state-dir", state)
+            assert done.returncode == 0, (args, done.stderr)
+            assert sid in done.stdout, args
+        assert set(os.listdir(state)) == names
+    finally:
+        stop.set()
+        writer.join(timeout=120)
+    assert writer.successful(), writer.exception
+
+    holder = sqlite3.connect(db_path(state), timeout=0, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("INSERT INTO sessions VALUES ('uncommitted', '/tmp', '[]', NULL, NULL, '{}', 1)")
+    try:
+        # The agent's own next commit now waits behind the held lock.
+        assert agent.prompt(sid, "during the lock").result(timeout=120) == {"stopReason": "end_turn"}
+        before = files_of(state)
+        for args in INSPECTIONS:
+            done = run_cli(*args, "--state-dir", state)
+            assert done.returncode == 0, (args, done.stderr)
+            assert sid in done.stdout and "uncommitted" not in done.stdout, args
+        assert files_of(state) == before
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    agent.call("session/list", {})
+    assert agent.close() == 0
+
+
+@pytest.mark.parametrize("version", [1, statedb.SCHEMA_VERSION, statedb.SCHEMA_VERSION + 1])
+def test_an_older_schema_is_read_as_it_is_a_newer_one_is_refused_by_name(tmp_path, version):
+    """issue area store: every older schema has today's tables, so `sessions` reads it without
+    migrating (its version stays); a newer schema is refused, naming both versions; either
+    way the database is left as it was."""
+    state = str(tmp_path / "state")
+    stored_database(state, "s")
+    conn = sqlite3.connect(db_path(state))
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
+    before = files_of(state)
+    done = run_cli("sessions", "list", "--state-dir", state)
+    if version <= statedb.SCHEMA_VERSION:
+        assert done.returncode == 0 and done.stdout.startswith("s "), done.stderr
+    else:
+        assert done.returncode != 0
+        assert f"schema {version}" in done.stderr and f"knows {statedb.SCHEMA_VERSION}" in done.stderr
+    assert files_of(state) == before
+    conn = sqlite3.connect(f"file:{db_path(state)}?mode=ro", uri=True)
+    assert conn.execute("PRAGMA user_version").fetchone() == (version,)
+    conn.close()

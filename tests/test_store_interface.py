@@ -1,0 +1,44 @@
+"""The store's one interface (`store.base.Store`) and the typed operations the SQLite store
+queues: which writes are handed to the store thread at once is a property of their type."""
+
+from __future__ import annotations
+
+import inspect
+import typing
+
+import pytest
+
+from acp_green import sessions as sessions_module
+from acp_green.sessions import SessionRegistry
+from acp_green.store.base import MemoryStore, Store
+from acp_green.store import operations
+from acp_green.store.operations import Write
+from acp_green.store.sqlite import SqliteStore
+
+STORE_METHODS = (
+    "save_session", "load_session", "delete_session", "list_sessions", "append_turn", "history",
+    "record_usage", "usage", "sync", "close",
+)
+
+
+def test_one_store_interface_is_what_the_registry_and_both_stores_use():
+    """issue area store: the session registry is typed against `store.base.Store` (no second
+    protocol of its own), and both stores implement every method with Store's exact signature."""
+    assert typing.get_type_hints(SessionRegistry.__init__)["store"] is Store
+    assert not [name for name in vars(sessions_module) if name.endswith("StoreLike")]
+    for name in STORE_METHODS:
+        expected = inspect.signature(getattr(Store, name), eval_str=True)
+        for implementation in (MemoryStore, SqliteStore):
+            assert inspect.signature(getattr(implementation, name), eval_str=True) == expected, (implementation, name)
+
+
+def test_a_write_type_must_say_whether_it_is_handed_over_at_once():
+    """issue area store: "handed over at once" lives in the write's type; a new write that does
+    not say it is refused when it is defined, instead of silently waiting on the hub."""
+    with pytest.raises(TypeError, match="at_once"):
+        class Forgetful(Write):  # noqa: F841 - defining it is the test
+            label = "forgetful"
+    writes = (operations.SaveSession, operations.DeleteSession, operations.AppendTurn, operations.RecordUsage)
+    assert {cls.label: cls.at_once for cls in writes} == {
+        "save_session": False, "delete_session": True, "append_turn": True, "record_usage": True,
+    }

@@ -271,7 +271,7 @@ class Endpoint:
         source = exc.source
         if isinstance(source, wire.Request):
             if wire.id_key(source.id) in self._tasks:
-                self._send_error(source.id, InvalidRequest(f"Request id {_id_text(source.id)} is already in flight"))
+                self._send_error(source.id, InvalidRequest(f"Request id {wire.id_text(source.id)} is already in flight"))
             else:
                 self._send_error(source.id, exc)
         else:
@@ -312,7 +312,7 @@ class Endpoint:
             self._send_error(request.id, MethodNotFound(wire.excerpt(request.method, 200)))
             return
         if wire.id_key(request.id) in self._tasks:
-            self._send_error(request.id, InvalidRequest(f"Request id {_id_text(request.id)} is already in flight"))
+            self._send_error(request.id, InvalidRequest(f"Request id {wire.id_text(request.id)} is already in flight"))
             return
         if route.kind is Kind.CONTROL:
             self._run_control(request, route)
@@ -384,7 +384,7 @@ class Endpoint:
         try:
             outcome = Outcome(result=task.job.run())
         except MAPPED_EXCEPTIONS as exc:
-            outcome = outcome_of(exc, f"{task.method} #{_id_text(task.request_id)}")
+            outcome = outcome_of(exc, f"{task.method} #{wire.id_text(task.request_id)}")
             if isinstance(exc, GreenletExit):
                 raise  # a kill ends the greenlet as a kill
         finally:
@@ -399,7 +399,7 @@ class Endpoint:
         try:
             outcome = task.job.settle(outcome)
         except Exception as exc:
-            outcome = outcome_of(exc, f"settling {task.method} #{_id_text(task.request_id)}")
+            outcome = outcome_of(exc, f"settling {task.method} #{wire.id_text(task.request_id)}")
         if task.answered:
             return
         task.answered = True
@@ -451,7 +451,7 @@ class Endpoint:
         for task in list(self._tasks.values()):
             # Agent code that swallowed the kill (a bare except): answer and release anyway;
             # the greenlet is abandoned to the process exit (S14, S16).
-            log.error("%s #%s ignored its kill; answered as aborted", task.method, _id_text(task.request_id))
+            log.error("%s #%s ignored its kill; answered as aborted", task.method, wire.id_text(task.request_id))
             self._finish(task, KILLED)
         return len(survivors)
 
@@ -515,7 +515,7 @@ class Endpoint:
         try:
             data = wire.encode_result(request_id, result)
         except (TypeError, ValueError, OverflowError) as exc:
-            log.error("result for %s cannot be encoded: %s", _id_text(request_id), exc)
+            log.error("result for %s cannot be encoded: %s", wire.id_text(request_id), exc)
             data = wire.encode_error(request_id, InternalError(one_line(f"Result not encodable: {exc}")).to_wire())
         self.outbound.put(data)
 
@@ -528,16 +528,9 @@ class Endpoint:
         self.outbound.put(data)
 
 
-def _id_text(request_id: wire.RequestId) -> str:
-    """A request id for a message or a log line, bounded however long the client made it."""
-    if isinstance(request_id, str):
-        return repr(wire.excerpt(request_id, 60))
-    return wire.excerpt(str(request_id), 60)
-
-
 def _kind(message: wire.Message | None) -> str:
     if message is None:
         return "while decoding"
     if isinstance(message, wire.Response):
-        return f"a response to id {_id_text(message.id)}"
+        return f"a response to id {wire.id_text(message.id)}"
     return f"{type(message).__name__.lower()} {wire.excerpt(message.method)}"

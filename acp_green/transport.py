@@ -95,8 +95,9 @@ class LineReader:
     def __init__(self, fd: int, max_line_bytes: int) -> None:
         self._fd = fd
         self._max = max_line_bytes
-        # Like FileObjectPosix: O_NONBLOCK on the description (GEVENT-NOTES A1.2); claim_stdio
-        # gave us a private duplicate, so the flag does not reach fd 0 or a terminal.
+        # Like FileObjectPosix: O_NONBLOCK on the file description, which a duplicate shares.
+        # claim_stdio pointed fd 0 elsewhere, so no stray read of fd 0 sees it; a terminal that
+        # is also fd 2 does, and the stderr sink waits out EAGAIN for that reason.
         os.set_blocking(fd, False)
         self._watcher = gevent.get_hub().loop.io(fd, 1)
         self._chunk = b""  # the last chunk read; bytes before `_pos` were handed out already

@@ -1,9 +1,13 @@
-"""The `acp-green` command line."""
+"""The `acp-green` command line.
+
+Its module top level imports only click and light standard modules (no logging, socket, gevent
+or the rest of the package): `serve --monkey-patch` patches in the command body, after click has
+parsed the command line and before anything it patches is imported.
+"""
 
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import sys
 from typing import Any
@@ -11,8 +15,6 @@ from typing import Any
 import click
 
 from . import __version__
-
-log = logging.getLogger(__name__)
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 STDERR_EXIT_FLUSH = 2.0  # seconds the last stderr lines may take to reach a reader at exit
@@ -88,7 +90,7 @@ def cli() -> None:
 @click.option("--provide-mcp", "provide_mcp", multiple=True, metavar="NAME=COMMAND",
               help="Provide a stdio MCP server over ACP (mcp/connect); repeatable; COMMAND is split like a shell would.")
 @click.option("--monkey-patch", is_flag=True,
-              help="Apply gevent monkey-patching before anything else is imported, for agents that call blocking libraries.")
+              help="Apply gevent monkey-patching (off by default) before the agent and the rest of acp_green are imported, for agents that call blocking libraries.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="WARNING", show_default=True,
               help="Log threshold; logs go to stderr, never stdout.")
 @click.option("--flush-stall-timeout", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
@@ -105,10 +107,15 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     stack of every thread and greenlet to stderr and keeps running.
     Stderr never stalls the agent: what an unread stderr cannot take is dropped and counted.
     """
+    if monkey_patch:
+        monkey_patch_now()
+    import logging
+
     from . import logsetup, stderrsink
     from .server import ServeOptions, Server
     from .transport import OutputLimits, claim_stdio
 
+    log = logging.getLogger(__name__)
     logsetup.configure(log_level)
     provided = parse_provide_mcp(provide_mcp)
     if agent_spec:
@@ -147,6 +154,15 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     finally:
         sink.flush(timeout=STDERR_EXIT_FLUSH)  # bounded: a stderr nobody reads cannot hold the exit
     sys.exit(code)
+
+
+def monkey_patch_now() -> None:
+    """gevent's `patch_all()`, for `serve --monkey-patch` only: the command line has been parsed
+    and nothing it patches has been imported yet (click's own `threading` import is inert here:
+    one thread, no lock of ours made yet)."""
+    from gevent import monkey
+
+    monkey.patch_all()  # ok: only for `serve --monkey-patch`, before the rest of the package is imported
 
 
 # -- inspecting the state directory -----------------------------------------------------------

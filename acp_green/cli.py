@@ -332,6 +332,38 @@ def chat(deny: bool, command: tuple[str, ...]) -> None:
     sys.exit(main(command, allow=not deny))
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True, metavar="SECONDS",
+              help="How long the random mix runs.")
+@click.option("--agents", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Agents driven in parallel, each by its own seeded mix.")
+@click.option("--seed", type=int, default=1, show_default=True,
+              help="Seed of the random mix; the same seed gives the same sequence of actions.")
+@click.option("--sessions", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Sessions opened on each agent.")
+@click.option("--sample-interval", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              metavar="SECONDS", help="How often each agent's RSS, open descriptors and greenlets are sampled.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="soak-results", show_default=True, metavar="DIR",
+              help="Where summary.json, samples.json and memory.png are written.")
+@click.option("--no-plot", is_flag=True, help="Do not draw memory.png (default: drawn when matplotlib is installed).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def soak(duration: float, agents: int, seed: int, sessions: int, sample_interval: float, out_dir: str, no_plot: bool,
+         command: tuple[str, ...]) -> None:
+    """Soak agents under a seeded random mix: acp-green soak [OPTIONS] [-- COMMAND [ARGS...]]
+
+    \b
+    Prompts, streams, cancels at random moments, busy prompts, mode changes, pauses in reading,
+    EOF mid-turn and SIGTERM, with the invariants checked all along. Exit 1 on a broken
+    invariant or a resource that keeps growing. Default COMMAND: acp-green serve on a fresh
+    state directory, DIR/state (emptied first).
+    """
+    from .rig.soak import SoakConfig, fresh_state_command, main
+
+    cfg = SoakConfig(list(command) or fresh_state_command(out_dir), agents=agents, duration=duration, seed=seed,
+                     sessions=sessions, sample_interval=sample_interval, out_dir=out_dir, plot=not no_plot)
+    sys.exit(main(cfg))
+
+
 @cli.command()
 @click.option("--agent", "agents", multiple=True, metavar="NAME=COMMAND",
               help="An agent to measure (repeatable; COMMAND split like a shell would). Default: acp-green serve plus every peer whose runtime is present.")

@@ -9,7 +9,10 @@ import subprocess
 import sys
 
 import pytest
+from click.testing import CliRunner
 
+from acp_green.cli import cli
+from acp_green.rig import soak as soak_module
 from acp_green.rig.soak import THRESHOLDS, SoakConfig, Sample, growth, plan, run_soak
 
 HERE = os.path.dirname(__file__)
@@ -73,8 +76,57 @@ def test_growth_is_the_slope_of_the_windowed_floor_over_the_second_half():
 
 @pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)
 def test_the_soak_entry_prints_its_summary(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "acp_green.rig.soak", "--duration", "2", "--agents", "1", "--no-plot",
+    done = subprocess.run([sys.executable, "-m", "acp_green", "soak", "--duration", "2", "--agents", "1", "--no-plot",
                            "--out", str(tmp_path), "--", *SERVE], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "soak PASSED: 1 agents, 2s, seed 1" in done.stdout
     assert (tmp_path / "summary.json").exists()
+
+
+@pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)
+def test_the_soak_command_soaks_acp_green_serve_on_a_fresh_state_dir_by_default(tmp_path):
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "left-over").write_text("from an earlier run")
+    done = subprocess.run([sys.executable, "-m", "acp_green", "soak", "--duration", "2", "--agents", "1", "--no-plot",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["command"][-4:] == ["acp_green", "serve", "--state-dir", str(tmp_path / "state")]
+    assert not (tmp_path / "state" / "left-over").exists()
+    assert "state.sqlite3" in os.listdir(tmp_path / "state")  # the soaked agent kept its state there
+
+
+def test_the_soak_command_maps_its_options_and_passes_the_command_through(tmp_path, monkeypatch):
+    """`acp-green soak` is a click command like every other: options, `-- COMMAND...`, exit code."""
+    seen: list[SoakConfig] = []
+    monkeypatch.setattr(soak_module, "main", lambda cfg: seen.append(cfg) or 1)
+    result = CliRunner().invoke(cli, ["soak", "--duration", "3", "--agents", "2", "--seed", "9", "--sessions", "1",
+                                      "--sample-interval", "0.5", "--out", str(tmp_path), "--no-plot",
+                                      "--", "my-agent", "--duration", "x"])
+    assert result.exit_code == 1, result.output
+    cfg = seen[0]
+    assert cfg.command == ["my-agent", "--duration", "x"]
+    assert (cfg.duration, cfg.agents, cfg.seed, cfg.sessions, cfg.sample_interval, cfg.out_dir, cfg.plot) == \
+        (3.0, 2, 9, 1, 0.5, str(tmp_path), False)
+    assert not (tmp_path / "state").exists(), "a given command gets no state directory"
+
+
+def test_the_soak_command_defaults_to_acp_green_serve_on_an_emptied_state_dir(tmp_path, monkeypatch):
+    seen: list[SoakConfig] = []
+    monkeypatch.setattr(soak_module, "main", lambda cfg: seen.append(cfg) or 0)
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "left-over").write_text("from an earlier run")
+    result = CliRunner().invoke(cli, ["soak", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    cfg = seen[0]
+    assert cfg.command == [sys.executable, "-m", "acp_green", "serve", "--state-dir", str(tmp_path / "state")]
+    assert (cfg.duration, cfg.agents, cfg.seed, cfg.sessions, cfg.sample_interval, cfg.plot) == (60.0, 4, 1, 3, 1.0, True)
+    assert os.listdir(tmp_path / "state") == []
+
+
+def test_soak_is_listed_and_documented_in_help():
+    listing = CliRunner().invoke(cli, ["--help"])
+    assert "soak" in listing.output
+    result = CliRunner().invoke(cli, ["soak", "--help"])
+    for option in ("--duration", "--agents", "--seed", "--sessions", "--sample-interval", "--out", "--no-plot"):
+        assert option in result.output

@@ -17,7 +17,9 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import signal as signals
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -356,32 +358,21 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m acp_green.rig.soak [OPTIONS] [-- COMMAND...]` (scripts/soak.sh calls this)."""
-    import argparse
-    import sys
+def fresh_state_command(out_dir: str) -> list[str]:
+    """`acp-green serve` on an emptied state directory, out_dir/state: the default soaked agent
+    (a state directory, not --ephemeral, so the store's thread and database are soaked too)."""
+    state = os.path.join(out_dir, "state")
+    shutil.rmtree(state, ignore_errors=True)
+    os.makedirs(state)
+    return [sys.executable, "-m", "acp_green", "serve", "--state-dir", state]
 
+
+def main(cfg: SoakConfig) -> int:
+    """The `acp-green soak` command: progress on stderr, the summary on stdout; 1 on failure."""
     import click
 
-    parser = argparse.ArgumentParser(prog="soak", description="Soak an ACP agent: N in parallel, seeded random mix.")
-    parser.add_argument("--agents", type=int, default=4)
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--sessions", type=int, default=3, help="sessions per agent")
-    parser.add_argument("--sample-interval", type=float, default=1.0)
-    parser.add_argument("--out", default="soak-results", help="directory for summary.json, samples.json, memory.png")
-    parser.add_argument("--no-plot", action="store_true")
-    parser.add_argument("command", nargs="*", help="agent command (default: acp-green serve --ephemeral)")
-    args = parser.parse_args(argv)
-    command = args.command or [sys.executable, "-m", "acp_green", "serve", "--ephemeral"]
-    cfg = SoakConfig(command, agents=args.agents, duration=args.duration, seed=args.seed, sessions=args.sessions,
-                     sample_interval=args.sample_interval, out_dir=args.out, plot=not args.no_plot)
-    click.echo(f"soak: {cfg.agents} x {' '.join(command)} for {cfg.duration:g}s, seed {cfg.seed}", err=True)
+    click.echo(f"soak: {cfg.agents} x {' '.join(cfg.command)} for {cfg.duration:g}s, seed {cfg.seed}", err=True)
     summary = run_soak(cfg, lambda line: click.echo(line, err=True))
     click.echo(format_summary(summary))
     click.echo(f"  summary: {os.path.join(cfg.out_dir, 'summary.json')}")
     return 0 if summary["ok"] else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

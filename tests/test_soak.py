@@ -10,10 +10,12 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acp_green.cli import cli
 from acp_green.rig import soak as soak_module
-from acp_green.rig.soak import THRESHOLDS, SoakConfig, Sample, growth, plan, run_soak
+from acp_green.rig.soak import THRESHOLDS, WINDOW, SoakConfig, Sample, growth, plan, run_soak
 
 HERE = os.path.dirname(__file__)
 SERVE = [sys.executable, "-m", "acp_green", "serve", "--ephemeral"]
@@ -72,6 +74,46 @@ def test_growth_is_the_slope_of_the_windowed_floor_over_the_second_half():
     rising = [Sample(t / 10, 100 + t, 5, None) for t in range(200)]
     assert round(growth(rising, "rss", 20.0)) == 600  # 1 per 0.1 s
     assert growth(rising, "greenlets", 20.0) is None  # never sampled: unknown, not zero
+
+
+def _slope_as_hand_written_before(points: list[tuple[float, float]]) -> float | None:
+    """The oracle: the least-squares slope per minute as the soak computed it before."""
+    mean_t = sum(p[0] for p in points) / len(points)
+    mean_v = sum(p[1] for p in points) / len(points)
+    var = sum((p[0] - mean_t) ** 2 for p in points)
+    if var == 0:
+        return None
+    return 60.0 * sum((p[0] - mean_t) * (p[1] - mean_v) for p in points) / var
+
+
+def _floors(samples: list[Sample], duration: float) -> list[tuple[float, float]]:
+    half = [s for s in samples if s.t >= duration / 2]
+    windows = [half[i : i + WINDOW] for i in range(0, len(half) - WINDOW + 1, WINDOW)]
+    return [(low.t, float(low.rss)) for low in (min(w, key=lambda s: s.rss) for w in windows)]
+
+
+def test_growth_figures_on_known_inputs():
+    """Slopes the soak reported before the standard library computed them."""
+    steps = [Sample(t, 1000 + 7 * t, None, None) for t in range(40)]  # 7 per second
+    assert growth(steps, "rss", 40.0) == pytest.approx(420.0)
+    falling = [Sample(t / 2, 5000 - 3 * t, None, None) for t in range(40)]  # -6 per second
+    assert growth(falling, "rss", 20.0) == pytest.approx(-360.0)
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(st.integers(min_value=0, max_value=1 << 40), min_size=2 * WINDOW, max_size=200),
+       st.integers(min_value=1, max_value=1000))
+def test_growth_gives_the_slope_it_gave_when_hand_written(values: list[int], tick_ms: int):
+    """Issue area standard library: statistics.linear_regression gives the same slope (to rounding)."""
+    samples = [Sample(i * tick_ms / 1000, v, None, None) for i, v in enumerate(values)]
+    duration = 0.0  # the whole run counts as its second half
+    floors = _floors(samples, duration)
+    expected = _slope_as_hand_written_before(floors) if len(floors) >= 2 else None
+    got = growth(samples, "rss", duration)
+    if expected is None:
+        assert got is None
+    else:
+        assert got == pytest.approx(expected, rel=1e-9, abs=1e-6)
 
 
 @pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)

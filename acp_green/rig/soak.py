@@ -19,6 +19,7 @@ import os
 import random
 import shutil
 import signal as signals
+import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -104,12 +105,10 @@ def growth(samples: Sequence[Sample], key: str, duration: float) -> float | None
         points.append((low.t, float(getattr(low, key))))
     if len(points) < 2:
         return None
-    mean_t = sum(p[0] for p in points) / len(points)
-    mean_v = sum(p[1] for p in points) / len(points)
-    var = sum((p[0] - mean_t) ** 2 for p in points)
-    if var == 0:
+    try:
+        return 60.0 * statistics.linear_regression([p[0] for p in points], [p[1] for p in points]).slope
+    except statistics.StatisticsError:  # every floor at one instant: no slope
         return None
-    return 60.0 * sum((p[0] - mean_t) * (p[1] - mean_v) for p in points) / var
 
 
 # -- driving one slot ------------------------------------------------------------------------

@@ -43,4 +43,4 @@ def summarize(runs: Sequence[float]) -> Summary:
     finite = [v for v in runs if isinstance(v, (int, float)) and math.isfinite(v)]
     if not finite:
         return Summary(math.nan, math.nan, math.nan, list(runs))
-    return Summary(statistics.median(finite), min(finite), max(finite), list(runs))
+    return Summary(float(statistics.median(finite)), min(finite), max(finite), list(runs))

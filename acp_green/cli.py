@@ -375,7 +375,7 @@ def soak(duration: float, agents: int, seed: int, sessions: int, sample_interval
 @click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="Multiply chunk counts, round trips and sessions (1 = the issue's sizes).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write the full results as JSON.")
-@click.option("--chart", "chart_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write a PNG chart (needs matplotlib).")
+@click.option("--chart", "chart_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write a PNG chart (needs matplotlib: pip install 'acp-green[plot]').")
 @click.option("--install-peers", is_flag=True, help="Install the peers' SDKs into the cache directory first.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None, metavar="DIR", help="Where peers' SDKs are installed (default: .bench-cache in the repository).")
 @click.option("--peers-dir", type=click.Path(file_okay=False, exists=True), default=None, metavar="DIR", help="Where the peer agents' sources are (default: bench/peers in the repository).")

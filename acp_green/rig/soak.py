@@ -30,6 +30,7 @@ import gevent
 
 from .client import ClientPolicy
 from .invariants import Violation
+from .plot import PlotUnavailable, pyplot
 from .run import CheckedAgent, RunResult
 
 __all__ = ["SoakConfig", "Sample", "run_soak", "plan", "growth", "THRESHOLDS", "WINDOW"]
@@ -311,12 +312,9 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None)
 def _plot(slots: Sequence[Slot], out_dir: str, report: Callable[[str], None]) -> str | None:
     """memory.png: RSS of every agent over time; skipped (with a note) without matplotlib."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        report("matplotlib is not installed: no plot (pip install 'acp-green[plot]')")
+        plt = pyplot()
+    except PlotUnavailable as exc:
+        report(f"no plot: {exc}")
         return None
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for slot in slots:

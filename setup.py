@@ -28,10 +28,9 @@ setup(
     extras_require={
         # The rig validates what an agent writes against the ACP JSON Schemas.
         "rig": ["jsonschema>=4.20"],
-        # Only for the soak's memory plot (scripts/soak.sh installs it).
+        # matplotlib, for the soak's memory plot and `acp-green bench --chart` (scripts/soak.sh
+        # and scripts/bench.sh install it).
         "plot": ["matplotlib>=3.8"],
-        # `acp-green bench --chart` draws with matplotlib; scripts/bench.sh installs it.
-        "bench": ["matplotlib>=3.7"],
         "test": TEST_REQUIRES,
     },
     entry_points={"console_scripts": ["acp-green = acp_green.__main__:main"]},

@@ -1,19 +1,14 @@
-"""Console entry point (`acp-green`, `python -m acp_green`).
+"""Console entry point (`acp-green`, `python -m acp_green`): hands argv to the click command line.
 
-`--monkey-patch` must act before anything else is imported (gevent's rule), so it is looked
-for here, ahead of click and the rest of the package.
+Nothing is decided here from raw argv: `serve --monkey-patch` patches in the `serve` command
+itself, once click has parsed the command line (see `cli.serve`).
 """
 
 from __future__ import annotations
 
-import sys
-
 
 def main() -> None:
-    if "serve" in sys.argv[1:] and "--monkey-patch" in sys.argv[1:]:
-        from gevent import monkey
-
-        monkey.patch_all()  # ok: only with --monkey-patch, before anything else is imported
+    """Run the `acp-green` command line."""
     from .cli import cli
 
     cli(prog_name="acp-green")

@@ -14,7 +14,7 @@ from . import fairness, wire
 from .context import ConnectionSnapshot
 from .errors import CapabilityMissing, ClientError, TurnCancelled
 from .sessions import CancelToken, Session
-from .usage import UsageCounters
+from .usage import UsageCounters, utf8_size
 
 if TYPE_CHECKING:
     from .mcp.client import McpClientSession, McpTools
@@ -211,7 +211,7 @@ class Turn:
         self._mcp = mcp
         # Only text a block of type "text" carries (checked at admission); other blocks may hold
         # a "text" field of any type, an extra field ACP lets a client send.
-        self.usage.input_bytes = sum(len(b["text"]) for b in prompt if b.get("type") == "text")
+        self.usage.input_bytes = sum(utf8_size(b["text"]) for b in prompt if b.get("type") == "text")
 
     # -- input -------------------------------------------------------------------------------
     @property
@@ -263,7 +263,7 @@ class Turn:
 
     def say(self, text: str) -> None:
         """Stream a chunk of the agent's reply."""
-        self.usage.output_bytes += len(text)
+        self.usage.output_bytes += utf8_size(text)
         self._emit(self._encoder.text_chunk("agent_message_chunk", text))
 
     def think(self, text: str) -> None:

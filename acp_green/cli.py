@@ -1,9 +1,13 @@
-"""The `acp-green` command line."""
+"""The `acp-green` command line.
+
+Its module top level imports only click and light standard modules (no logging, socket, gevent
+or the rest of the package): `serve --monkey-patch` patches in the command body, after click has
+parsed the command line and before anything it patches is imported.
+"""
 
 from __future__ import annotations
 
 import importlib
-import logging
 import os
 import sys
 from typing import Any
@@ -11,8 +15,6 @@ from typing import Any
 import click
 
 from . import __version__
-
-log = logging.getLogger(__name__)
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 STDERR_EXIT_FLUSH = 2.0  # seconds the last stderr lines may take to reach a reader at exit
@@ -88,7 +90,7 @@ def cli() -> None:
 @click.option("--provide-mcp", "provide_mcp", multiple=True, metavar="NAME=COMMAND",
               help="Provide a stdio MCP server over ACP (mcp/connect); repeatable; COMMAND is split like a shell would.")
 @click.option("--monkey-patch", is_flag=True,
-              help="Apply gevent monkey-patching before anything else is imported, for agents that call blocking libraries.")
+              help="Apply gevent monkey-patching (off by default) before the agent and the rest of acp_green are imported, for agents that call blocking libraries.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="WARNING", show_default=True,
               help="Log threshold; logs go to stderr, never stdout.")
 @click.option("--flush-stall-timeout", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
@@ -105,10 +107,15 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     stack of every thread and greenlet to stderr and keeps running.
     Stderr never stalls the agent: what an unread stderr cannot take is dropped and counted.
     """
+    if monkey_patch:
+        monkey_patch_now()
+    import logging
+
     from . import logsetup, stderrsink
     from .server import ServeOptions, Server
     from .transport import OutputLimits, claim_stdio
 
+    log = logging.getLogger(__name__)
     logsetup.configure(log_level)
     provided = parse_provide_mcp(provide_mcp)
     if agent_spec:
@@ -147,6 +154,15 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     finally:
         sink.flush(timeout=STDERR_EXIT_FLUSH)  # bounded: a stderr nobody reads cannot hold the exit
     sys.exit(code)
+
+
+def monkey_patch_now() -> None:
+    """gevent's `patch_all()`, for `serve --monkey-patch` only: the command line has been parsed
+    and nothing it patches has been imported yet (click's own `threading` import is inert here:
+    one thread, no lock of ours made yet)."""
+    from gevent import monkey
+
+    monkey.patch_all()  # ok: only for `serve --monkey-patch`, before the rest of the package is imported
 
 
 # -- inspecting the state directory -----------------------------------------------------------
@@ -320,6 +336,38 @@ def chat(deny: bool, command: tuple[str, ...]) -> None:
     sys.exit(main(command, allow=not deny))
 
 
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True, metavar="SECONDS",
+              help="How long the random mix runs.")
+@click.option("--agents", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Agents driven in parallel, each by its own seeded mix.")
+@click.option("--seed", type=int, default=1, show_default=True,
+              help="Seed of the random mix; the same seed gives the same sequence of actions.")
+@click.option("--sessions", type=click.IntRange(min=1), default=3, show_default=True,
+              help="Sessions opened on each agent.")
+@click.option("--sample-interval", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+              metavar="SECONDS", help="How often each agent's RSS, open descriptors and greenlets are sampled.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default="soak-results", show_default=True, metavar="DIR",
+              help="Where summary.json, samples.json and memory.png are written.")
+@click.option("--no-plot", is_flag=True, help="Do not draw memory.png (default: drawn when matplotlib is installed).")
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+def soak(duration: float, agents: int, seed: int, sessions: int, sample_interval: float, out_dir: str, no_plot: bool,
+         command: tuple[str, ...]) -> None:
+    """Soak agents under a seeded random mix: acp-green soak [OPTIONS] [-- COMMAND [ARGS...]]
+
+    \b
+    Prompts, streams, cancels at random moments, busy prompts, mode changes, pauses in reading,
+    EOF mid-turn and SIGTERM, with the invariants checked all along. Exit 1 on a broken
+    invariant or a resource that keeps growing. Default COMMAND: acp-green serve on a fresh
+    state directory, DIR/state (emptied first).
+    """
+    from .rig.soak import SoakConfig, fresh_state_command, main
+
+    cfg = SoakConfig(list(command) or fresh_state_command(out_dir), agents=agents, duration=duration, seed=seed,
+                     sessions=sessions, sample_interval=sample_interval, out_dir=out_dir, plot=not no_plot)
+    sys.exit(main(cfg))
+
+
 @cli.command()
 @click.option("--agent", "agents", multiple=True, metavar="NAME=COMMAND",
               help="An agent to measure (repeatable; COMMAND split like a shell would). Default: acp-green serve plus every peer whose runtime is present.")
@@ -331,7 +379,7 @@ def chat(deny: bool, command: tuple[str, ...]) -> None:
 @click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
               help="Multiply chunk counts, round trips and sessions (1 = the issue's sizes).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write the full results as JSON.")
-@click.option("--chart", "chart_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write a PNG chart (needs matplotlib).")
+@click.option("--chart", "chart_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write a PNG chart (needs matplotlib: pip install 'acp-green[plot]').")
 @click.option("--install-peers", is_flag=True, help="Install the peers' SDKs into the cache directory first.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None, metavar="DIR", help="Where peers' SDKs are installed (default: .bench-cache in the repository).")
 @click.option("--peers-dir", type=click.Path(file_okay=False, exists=True), default=None, metavar="DIR", help="Where the peer agents' sources are (default: bench/peers in the repository).")

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, overload
 
 from . import wire
 from .agent import Agent, Command, ExtensionCall, Mode, SelectOption, Turn
@@ -11,6 +12,52 @@ from .mcp import Tool, ToolCall, ToolServer, result_text
 
 ECHO_CHUNK = 24
 CONTEXT_WINDOW = 128_000
+
+CommandHandler = Callable[["DemoAgent", Turn, str], str]
+
+
+class SlashCommands(Sequence[Command]):
+    """The demo's slash commands: the one table both advertised and dispatched.
+
+    It is a sequence of `Command`, so the agent's `commands` (what `available_commands_update`
+    carries) is this very object: a name is advertised exactly when a handler is registered.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, tuple[Command, CommandHandler]] = {}
+
+    def __call__(self, name: str, description: str, hint: str | None = None) -> Callable[[CommandHandler], CommandHandler]:
+        """Register the decorated method as the handler of `/name`."""
+
+        def register(handler: CommandHandler) -> CommandHandler:
+            if name in self._entries:
+                raise ValueError(f"the demo command /{name} is registered twice")
+            self._entries[name] = (Command(name, description, hint), handler)
+            return handler
+
+        return register
+
+    def handler(self, name: str) -> CommandHandler | None:
+        """The handler of `/name`, or None when no such command is registered."""
+        entry = self._entries.get(name)
+        return entry[1] if entry else None
+
+    @overload
+    def __getitem__(self, index: int) -> Command: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Command]: ...
+    def __getitem__(self, index: int | slice) -> Command | Sequence[Command]:
+        commands = [command for command, _ in self._entries.values()]
+        return commands[index]
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __iter__(self) -> Iterator[Command]:
+        return (command for command, _ in self._entries.values())
+
+
+DEMO_COMMANDS = SlashCommands()
 
 
 class DemoAgent(Agent):
@@ -33,17 +80,7 @@ class DemoAgent(Agent):
             category="model",
         ),
     )
-    commands = (
-        Command("stream", "Stream N numbered chunks of SIZE bytes", "N [SIZE]"),
-        Command("sleep", "Wait SECONDS (cancellable)", "SECONDS"),
-        Command("wait", "Wait until cancelled"),
-        Command("read", "Read a file through the client", "PATH"),
-        Command("write", "Write a file through the client, after asking", "PATH TEXT"),
-        Command("mcp", "Call a tool on an MCP server of this session", "SERVER TOOL [JSON]"),
-        Command("fail", "Raise an error inside the agent"),
-        Command("plan", "Show a plan"),
-        Command("think", "Show some reasoning"),
-    )
+    commands = DEMO_COMMANDS
 
     def prompt(self, turn: Turn) -> str | None:
         text = turn.text.strip()
@@ -51,8 +88,8 @@ class DemoAgent(Agent):
             reason = self._echo(turn, turn.text)
         else:
             command, _, rest = text[1:].partition(" ")
-            handler = getattr(self, f"_cmd_{command}", None) if command in _COMMANDS else None
-            reason = handler(turn, rest.strip()) if handler else self._echo(turn, turn.text)
+            handler = DEMO_COMMANDS.handler(command)
+            reason = handler(self, turn, rest.strip()) if handler else self._echo(turn, turn.text)
         self._report_usage(turn)
         return reason
 
@@ -62,6 +99,7 @@ class DemoAgent(Agent):
             turn.say(text[start : start + ECHO_CHUNK])
         return "end_turn"
 
+    @DEMO_COMMANDS("stream", "Stream N numbered chunks of SIZE bytes", "N [SIZE]")
     def _cmd_stream(self, turn: Turn, args: str) -> str:
         parts = args.split()
         try:
@@ -77,6 +115,7 @@ class DemoAgent(Agent):
             turn.say(head + "." * (size - len(head)) if size > len(head) else head)
         return "end_turn"
 
+    @DEMO_COMMANDS("sleep", "Wait SECONDS (cancellable)", "SECONDS")
     def _cmd_sleep(self, turn: Turn, args: str) -> str:
         try:
             seconds = float(args)
@@ -85,10 +124,12 @@ class DemoAgent(Agent):
             return "end_turn"
         return "end_turn" if turn.sleep(seconds) else "cancelled"
 
+    @DEMO_COMMANDS("wait", "Wait until cancelled")
     def _cmd_wait(self, turn: Turn, args: str) -> str:
         turn.wait_cancelled()
         return "cancelled"
 
+    @DEMO_COMMANDS("read", "Read a file through the client", "PATH")
     def _cmd_read(self, turn: Turn, args: str) -> str:
         path = args
         tool_id = "read-1"
@@ -102,6 +143,7 @@ class DemoAgent(Agent):
         turn.say(f"{path}: {len(content)} characters")
         return "end_turn"
 
+    @DEMO_COMMANDS("write", "Write a file through the client, after asking", "PATH TEXT")
     def _cmd_write(self, turn: Turn, args: str) -> str:
         path, _, content = args.partition(" ")
         tool_id = "write-1"
@@ -126,6 +168,7 @@ class DemoAgent(Agent):
         turn.say(f"wrote {len(content)} characters to {path}")
         return "end_turn"
 
+    @DEMO_COMMANDS("mcp", "Call a tool on an MCP server of this session", "SERVER TOOL [JSON]")
     def _cmd_mcp(self, turn: Turn, args: str) -> str:
         parts = args.split(None, 2)  # SERVER TOOL [JSON]: the JSON keeps its quotes and spaces
         if len(parts) < 2:
@@ -156,9 +199,11 @@ class DemoAgent(Agent):
         turn.say(text if len(text) <= 4096 else f"{text[:4096]}… ({len(text)} characters)")
         return "end_turn"
 
+    @DEMO_COMMANDS("fail", "Raise an error inside the agent")
     def _cmd_fail(self, turn: Turn, args: str) -> str:
         raise RuntimeError("demo failure requested by /fail")
 
+    @DEMO_COMMANDS("plan", "Show a plan")
     def _cmd_plan(self, turn: Turn, args: str) -> str:
         steps = ["Read the question", "Think about it", "Answer"]
         entries = [{"content": s, "priority": "medium", "status": "pending"} for s in steps]
@@ -169,6 +214,7 @@ class DemoAgent(Agent):
         turn.say("plan complete")
         return "end_turn"
 
+    @DEMO_COMMANDS("think", "Show some reasoning")
     def _cmd_think(self, turn: Turn, args: str) -> str:
         for thought in ("Considering the request. ", "Weighing the options. ", "Deciding."):
             turn.think(thought)
@@ -199,9 +245,6 @@ class DemoAgent(Agent):
         seconds = float((call.params or {}).get("seconds", 0))
         call.token.wait(seconds)
         return {"slept": seconds}
-
-
-_COMMANDS = frozenset({"stream", "sleep", "wait", "read", "write", "mcp", "fail", "plan", "think"})
 
 
 def _tool_echo(call: ToolCall) -> str:

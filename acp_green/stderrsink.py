@@ -69,10 +69,6 @@ class StderrSink:
             self._buffered += len(data)
             self._queue.put(data)
 
-    @property
-    def buffered(self) -> int:
-        return self._buffered
-
     def flush(self, timeout: float) -> bool:
         """Wait cooperatively, at most `timeout` seconds, until everything queued is written.
 

@@ -8,12 +8,18 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
+def utf8_size(text: str) -> int:
+    """How many bytes `text` takes in UTF-8; a lone surrogate (JSON input may carry one) counts
+    as the three bytes "surrogatepass" gives it instead of failing."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
 @dataclass(slots=True)
 class UsageCounters:
     """What a turn has used so far; agents may report token counts and their context size."""
 
-    input_bytes: int = 0
-    output_bytes: int = 0
+    input_bytes: int = 0  # UTF-8 bytes of the prompt's text blocks
+    output_bytes: int = 0  # UTF-8 bytes of the agent's message chunks (`say`)
     input_tokens: int | None = None
     output_tokens: int | None = None
     context_used: int | None = None

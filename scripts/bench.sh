@@ -9,7 +9,7 @@ PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet -e '.[rig,bench]'
+.venv/bin/python -m pip install --quiet -e '.[rig,plot]'
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p bench-results
 echo "load before: $(cat /proc/loadavg 2>/dev/null || uptime)" >&2

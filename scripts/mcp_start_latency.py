@@ -22,6 +22,7 @@ import time
 
 import gevent
 
+from acp_green.bench.stats import percentile
 from acp_green.rig.client import AgentProcess
 
 #: Answers `initialize` and `tools/call` (our requests put "id" before "method"); ignores the rest.
@@ -79,7 +80,7 @@ def main() -> None:
         print(f"servers={args.servers} ({args.server}): session/new answered in {(opening.answered_at - opening.sent_at) * 1000:.1f} ms; "
               f"every server answered a tool call after {all_answered:.2f} s ({len(failed)} failed); peak fds {peak_fds}")
         print(f"{len(late)} session/list answers meanwhile: median {statistics.median(late):.1f} ms, "
-              f"p99 {late[int(len(late) * 0.99) - 1]:.1f} ms, max {late[-1]:.1f} ms")
+              f"p99 {percentile(late, 99):.1f} ms, max {late[-1]:.1f} ms")
     finally:
         agent.close()
 

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from cosmic_ray.work_db import WorkDB, use_db
-from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+from cosmic_ray.work_item import WorkerOutcome, WorkResult
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / ".mutation"

@@ -12,6 +12,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from acp_green.bench.scan import Scanner
 from acp_green.bench.stats import percentile, summarize
 
@@ -100,3 +104,38 @@ def test_percentiles_and_summary() -> None:
     assert math.isnan(percentile([], 50))
     summary = summarize([4.0, 2.0, 3.0])
     assert (summary.median, summary.low, summary.high) == (3.0, 2.0, 4.0)
+
+
+def _percentile_as_hand_written_before(values: list[float], q: float) -> float:
+    """The oracle: linear interpolation at (n - 1) * q / 100, as the bench computed it before."""
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    low = math.floor(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def test_percentile_figures_on_known_inputs() -> None:
+    """The figures the bench reported before the standard library computed them."""
+    assert percentile([10.0, 20.0, 30.0, 40.0], 50) == 25.0
+    assert percentile([10.0, 20.0, 30.0, 40.0], 99) == pytest.approx(39.7)
+    assert percentile([5.0], 99) == 5.0
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 100.0], 99) == pytest.approx(91.81)
+    with pytest.raises(ValueError):
+        percentile([1.0, 2.0], 100)
+
+
+@settings(deadline=None, max_examples=150)
+@given(st.lists(st.floats(min_value=-1e12, max_value=1e12, allow_nan=False), min_size=1, max_size=60),
+       st.integers(min_value=1, max_value=99))
+def test_percentile_gives_the_figures_it_gave_when_hand_written(values: list[float], q: int) -> None:
+    """Issue area standard library: statistics.quantiles gives the same percentiles (to rounding)."""
+    scale = max(1.0, *(abs(v) for v in values))
+    assert percentile(values, q) == pytest.approx(_percentile_as_hand_written_before(values, q), rel=1e-12, abs=1e-12 * scale)
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(st.floats(min_value=-1e12, max_value=1e12, allow_nan=False), min_size=1, max_size=60))
+def test_the_summary_median_is_the_50th_percentile_as_before(values: list[float]) -> None:
+    scale = max(1.0, *(abs(v) for v in values))
+    assert summarize(values).median == pytest.approx(_percentile_as_hand_written_before(values, 50), rel=1e-12, abs=1e-12 * scale)

@@ -96,14 +96,6 @@ def test_an_orphan_in_a_session_of_its_own_is_found_through_the_subreaper():
     wait_until(lambda: all(process_gone(pid) for pid in pids), what="the rig to kill what it found")
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return handle.read().replace(b"\0", b" ").decode()
-    except OSError:
-        return ""
-
-
 def test_runtime_stats_extension_reports_greenlets():
     agent = s.CheckedAgent(SERVE)
     agent.initialize()

@@ -9,8 +9,13 @@ import subprocess
 import sys
 
 import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from acp_green.rig.soak import THRESHOLDS, SoakConfig, Sample, growth, plan, run_soak
+from acp_green.cli import cli
+from acp_green.rig import soak as soak_module
+from acp_green.rig.soak import THRESHOLDS, WINDOW, SoakConfig, Sample, growth, plan, run_soak
 
 HERE = os.path.dirname(__file__)
 SERVE = [sys.executable, "-m", "acp_green", "serve", "--ephemeral"]
@@ -71,10 +76,99 @@ def test_growth_is_the_slope_of_the_windowed_floor_over_the_second_half():
     assert growth(rising, "greenlets", 20.0) is None  # never sampled: unknown, not zero
 
 
+def _slope_as_hand_written_before(points: list[tuple[float, float]]) -> float | None:
+    """The oracle: the least-squares slope per minute as the soak computed it before."""
+    mean_t = sum(p[0] for p in points) / len(points)
+    mean_v = sum(p[1] for p in points) / len(points)
+    var = sum((p[0] - mean_t) ** 2 for p in points)
+    if var == 0:
+        return None
+    return 60.0 * sum((p[0] - mean_t) * (p[1] - mean_v) for p in points) / var
+
+
+def _floors(samples: list[Sample], duration: float) -> list[tuple[float, float]]:
+    half = [s for s in samples if s.t >= duration / 2]
+    windows = [half[i : i + WINDOW] for i in range(0, len(half) - WINDOW + 1, WINDOW)]
+    return [(low.t, float(low.rss)) for low in (min(w, key=lambda s: s.rss) for w in windows)]
+
+
+def test_growth_figures_on_known_inputs():
+    """Slopes the soak reported before the standard library computed them."""
+    steps = [Sample(t, 1000 + 7 * t, None, None) for t in range(40)]  # 7 per second
+    assert growth(steps, "rss", 40.0) == pytest.approx(420.0)
+    falling = [Sample(t / 2, 5000 - 3 * t, None, None) for t in range(40)]  # -6 per second
+    assert growth(falling, "rss", 20.0) == pytest.approx(-360.0)
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(st.integers(min_value=0, max_value=1 << 40), min_size=2 * WINDOW, max_size=200),
+       st.integers(min_value=1, max_value=1000))
+def test_growth_gives_the_slope_it_gave_when_hand_written(values: list[int], tick_ms: int):
+    """Issue area standard library: statistics.linear_regression gives the same slope (to rounding)."""
+    samples = [Sample(i * tick_ms / 1000, v, None, None) for i, v in enumerate(values)]
+    duration = 0.0  # the whole run counts as its second half
+    floors = _floors(samples, duration)
+    expected = _slope_as_hand_written_before(floors) if len(floors) >= 2 else None
+    got = growth(samples, "rss", duration)
+    if expected is None:
+        assert got is None
+    else:
+        assert got == pytest.approx(expected, rel=1e-9, abs=1e-6)
+
+
 @pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)
 def test_the_soak_entry_prints_its_summary(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "acp_green.rig.soak", "--duration", "2", "--agents", "1", "--no-plot",
+    done = subprocess.run([sys.executable, "-m", "acp_green", "soak", "--duration", "2", "--agents", "1", "--no-plot",
                            "--out", str(tmp_path), "--", *SERVE], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "soak PASSED: 1 agents, 2s, seed 1" in done.stdout
     assert (tmp_path / "summary.json").exists()
+
+
+@pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)
+def test_the_soak_command_soaks_acp_green_serve_on_a_fresh_state_dir_by_default(tmp_path):
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "left-over").write_text("from an earlier run")
+    done = subprocess.run([sys.executable, "-m", "acp_green", "soak", "--duration", "2", "--agents", "1", "--no-plot",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["command"][-4:] == ["acp_green", "serve", "--state-dir", str(tmp_path / "state")]
+    assert not (tmp_path / "state" / "left-over").exists()
+    assert "state.sqlite3" in os.listdir(tmp_path / "state")  # the soaked agent kept its state there
+
+
+def test_the_soak_command_maps_its_options_and_passes_the_command_through(tmp_path, monkeypatch):
+    """`acp-green soak` is a click command like every other: options, `-- COMMAND...`, exit code."""
+    seen: list[SoakConfig] = []
+    monkeypatch.setattr(soak_module, "main", lambda cfg: seen.append(cfg) or 1)
+    result = CliRunner().invoke(cli, ["soak", "--duration", "3", "--agents", "2", "--seed", "9", "--sessions", "1",
+                                      "--sample-interval", "0.5", "--out", str(tmp_path), "--no-plot",
+                                      "--", "my-agent", "--duration", "x"])
+    assert result.exit_code == 1, result.output
+    cfg = seen[0]
+    assert cfg.command == ["my-agent", "--duration", "x"]
+    assert (cfg.duration, cfg.agents, cfg.seed, cfg.sessions, cfg.sample_interval, cfg.out_dir, cfg.plot) == \
+        (3.0, 2, 9, 1, 0.5, str(tmp_path), False)
+    assert not (tmp_path / "state").exists(), "a given command gets no state directory"
+
+
+def test_the_soak_command_defaults_to_acp_green_serve_on_an_emptied_state_dir(tmp_path, monkeypatch):
+    seen: list[SoakConfig] = []
+    monkeypatch.setattr(soak_module, "main", lambda cfg: seen.append(cfg) or 0)
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "left-over").write_text("from an earlier run")
+    result = CliRunner().invoke(cli, ["soak", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    cfg = seen[0]
+    assert cfg.command == [sys.executable, "-m", "acp_green", "serve", "--state-dir", str(tmp_path / "state")]
+    assert (cfg.duration, cfg.agents, cfg.seed, cfg.sessions, cfg.sample_interval, cfg.plot) == (60.0, 4, 1, 3, 1.0, True)
+    assert os.listdir(tmp_path / "state") == []
+
+
+def test_soak_is_listed_and_documented_in_help():
+    listing = CliRunner().invoke(cli, ["--help"])
+    assert "soak" in listing.output
+    result = CliRunner().invoke(cli, ["soak", "--help"])
+    for option in ("--duration", "--agents", "--seed", "--sessions", "--sample-interval", "--out", "--no-plot"):
+        assert option in result.output

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from .chart import ChartUnavailable, write_chart
+from ..rig.plot import PlotUnavailable
+from .chart import write_chart
 from .peers import AgentSpec, Lineup, default_lineup, install_peers
 from .report import table, write_json
 from .runner import BenchOptions, run_bench
@@ -78,7 +79,7 @@ def run(settings: BenchSettings) -> int:
         try:
             write_chart(report, settings.chart_path)
             log(f"wrote {settings.chart_path}")
-        except ChartUnavailable as exc:
+        except PlotUnavailable as exc:
             log(f"no chart: {exc}")
     click.echo(table(report))
     return 1 if report["failures"] else 0

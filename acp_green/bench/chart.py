@@ -1,4 +1,4 @@
-"""A PNG chart of a bench report (matplotlib is an optional extra, imported only here)."""
+"""A PNG chart of a bench report (matplotlib, the `plot` extra, through rig.plot)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from ..rig.plot import pyplot
 from .report import ROWS, Row
 
 CHARTED = ("W1/chunks_per_s", "W2/chunks_per_s", "W2/ping_p99_ms", "W3/cancel_p99_ms",
@@ -13,19 +14,10 @@ CHARTED = ("W1/chunks_per_s", "W2/chunks_per_s", "W2/ping_p99_ms", "W3/cancel_p9
 LOG_KINDS = ("rate", "ms")
 
 
-class ChartUnavailable(Exception):
-    """matplotlib is not installed."""
-
-
 def write_chart(report: dict[str, Any], path: Path) -> None:
-    """One panel per headline metric, a bar per agent (median) with min–max whiskers."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")  # no display: files only
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ChartUnavailable("matplotlib is not installed (scripts/bench.sh installs it, or: pip install matplotlib)") from None
+    """One panel per headline metric, a bar per agent (median) with min–max whiskers; raises
+    rig.plot.PlotUnavailable without matplotlib."""
+    plt = pyplot()
     agents = [a["name"] for a in report.get("agents", [])]
     results = report.get("results", {})
     rows = [r for r in ROWS if f"{r.workload}/{r.metric}" in CHARTED and any(r.workload in results.get(a, {}) for a in agents)]

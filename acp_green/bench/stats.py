@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """The q-th percentile (0–100) by linear interpolation; NaN for no values."""
+def percentile(values: Sequence[float], q: int) -> float:
+    """The q-th percentile (q from 1 to 99), interpolated between the closest ranks (the
+    standard library's "inclusive" quantiles); NaN for no values."""
+    if not 1 <= q <= 99:
+        raise ValueError(f"a percentile from 1 to 99, not {q!r}")
     if not values:
         return math.nan
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q / 100.0
-    low = math.floor(pos)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+    if len(values) == 1:  # statistics.quantiles wants two points (until Python 3.13)
+        return float(values[0])
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
 @dataclass(slots=True)
@@ -41,4 +43,4 @@ def summarize(runs: Sequence[float]) -> Summary:
     finite = [v for v in runs if isinstance(v, (int, float)) and math.isfinite(v)]
     if not finite:
         return Summary(math.nan, math.nan, math.nan, list(runs))
-    return Summary(percentile(finite, 50), min(finite), max(finite), list(runs))
+    return Summary(float(statistics.median(finite)), min(finite), max(finite), list(runs))

@@ -2,5 +2,5 @@
 
 client (AcpClient, AgentProcess), schema (strict validation), invariants (checks on every run),
 reaper (child subreaper, survivors), run (CheckedAgent), scenario (composable steps),
-probe (`acp-green probe`), soak (scripts/soak.sh), chat (`acp-green chat`).
+probe (`acp-green probe`), soak (`acp-green soak`), chat (`acp-green chat`), plot (matplotlib, optional).
 """

@@ -125,7 +125,6 @@ class AcpClient:
         self._reading = Event()
         self._reading.set()
         self.eof = Event()
-        self.start_time = time.monotonic()
         self.agent_requests: list[dict[str, Any]] = []
         # Called (in the reader greenlet) with every message the agent sends, after it is recorded.
         self.listeners: list[Callable[[dict[str, Any]], None]] = []

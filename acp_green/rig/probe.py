@@ -131,10 +131,6 @@ def _brief(message: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _late_updates(agent: CheckedAgent, session_id: str, start: int) -> int:
-    return len(agent.updates(session_id)) - start
-
-
 # -- the checks ------------------------------------------------------------------------------
 def check_version(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """initialize with v1 echoes 1; with an unknown future version the agent answers its own latest."""

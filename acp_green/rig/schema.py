@@ -231,10 +231,6 @@ class AcpSchema:
             return _UNSTABLE
         return None
 
-    def is_known(self, method: str) -> bool:
-        """Whether either schema defines the method."""
-        return self._schema_for(method) is not None
-
     def side(self, method: str) -> str | None:
         """The method's x-side (the side that handles it), or None for unknown methods."""
         name = self._schema_for(method)

@@ -17,7 +17,10 @@ import hashlib
 import json
 import os
 import random
+import shutil
 import signal as signals
+import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -27,6 +30,7 @@ import gevent
 
 from .client import ClientPolicy
 from .invariants import Violation
+from .plot import PlotUnavailable, pyplot
 from .run import CheckedAgent, RunResult
 
 __all__ = ["SoakConfig", "Sample", "run_soak", "plan", "growth", "THRESHOLDS", "WINDOW"]
@@ -102,12 +106,10 @@ def growth(samples: Sequence[Sample], key: str, duration: float) -> float | None
         points.append((low.t, float(getattr(low, key))))
     if len(points) < 2:
         return None
-    mean_t = sum(p[0] for p in points) / len(points)
-    mean_v = sum(p[1] for p in points) / len(points)
-    var = sum((p[0] - mean_t) ** 2 for p in points)
-    if var == 0:
+    try:
+        return 60.0 * statistics.linear_regression([p[0] for p in points], [p[1] for p in points]).slope
+    except statistics.StatisticsError:  # every floor at one instant: no slope
         return None
-    return 60.0 * sum((p[0] - mean_t) * (p[1] - mean_v) for p in points) / var
 
 
 # -- driving one slot ------------------------------------------------------------------------
@@ -310,12 +312,9 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None)
 def _plot(slots: Sequence[Slot], out_dir: str, report: Callable[[str], None]) -> str | None:
     """memory.png: RSS of every agent over time; skipped (with a note) without matplotlib."""
     try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        report("matplotlib is not installed: no plot (pip install 'acp-green[plot]')")
+        plt = pyplot()
+    except PlotUnavailable as exc:
+        report(f"no plot: {exc}")
         return None
     fig, ax = plt.subplots(figsize=(9, 4.5))
     for slot in slots:
@@ -356,32 +355,21 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m acp_green.rig.soak [OPTIONS] [-- COMMAND...]` (scripts/soak.sh calls this)."""
-    import argparse
-    import sys
+def fresh_state_command(out_dir: str) -> list[str]:
+    """`acp-green serve` on an emptied state directory, out_dir/state: the default soaked agent
+    (a state directory, not --ephemeral, so the store's thread and database are soaked too)."""
+    state = os.path.join(out_dir, "state")
+    shutil.rmtree(state, ignore_errors=True)
+    os.makedirs(state)
+    return [sys.executable, "-m", "acp_green", "serve", "--state-dir", state]
 
+
+def main(cfg: SoakConfig) -> int:
+    """The `acp-green soak` command: progress on stderr, the summary on stdout; 1 on failure."""
     import click
 
-    parser = argparse.ArgumentParser(prog="soak", description="Soak an ACP agent: N in parallel, seeded random mix.")
-    parser.add_argument("--agents", type=int, default=4)
-    parser.add_argument("--duration", type=float, default=60.0, help="seconds")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--sessions", type=int, default=3, help="sessions per agent")
-    parser.add_argument("--sample-interval", type=float, default=1.0)
-    parser.add_argument("--out", default="soak-results", help="directory for summary.json, samples.json, memory.png")
-    parser.add_argument("--no-plot", action="store_true")
-    parser.add_argument("command", nargs="*", help="agent command (default: acp-green serve --ephemeral)")
-    args = parser.parse_args(argv)
-    command = args.command or [sys.executable, "-m", "acp_green", "serve", "--ephemeral"]
-    cfg = SoakConfig(command, agents=args.agents, duration=args.duration, seed=args.seed, sessions=args.sessions,
-                     sample_interval=args.sample_interval, out_dir=args.out, plot=not args.no_plot)
-    click.echo(f"soak: {cfg.agents} x {' '.join(command)} for {cfg.duration:g}s, seed {cfg.seed}", err=True)
+    click.echo(f"soak: {cfg.agents} x {' '.join(cfg.command)} for {cfg.duration:g}s, seed {cfg.seed}", err=True)
     summary = run_soak(cfg, lambda line: click.echo(line, err=True))
     click.echo(format_summary(summary))
     click.echo(f"  summary: {os.path.join(cfg.out_dir, 'summary.json')}")
     return 0 if summary["ok"] else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -377,7 +377,7 @@ def soak(duration: float, agents: int, seed: int, sessions: int, sample_interval
               help="Run only these workloads (repeatable). Default: all.")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Rounds; each round runs every workload on every agent.")
 @click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
-              help="Multiply chunk counts, round trips and sessions (1 = the issue's sizes).")
+              help="Multiply chunk counts, round trips and sessions (1 = the default sizes, docs/BENCHMARKS.md).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write the full results as JSON.")
 @click.option("--chart", "chart_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write a PNG chart (needs matplotlib: pip install 'acp-green[plot]').")
 @click.option("--install-peers", is_flag=True, help="Install the peers' SDKs into the cache directory first.")

@@ -19,7 +19,7 @@ KEEP_FOR_CHECK = 64 << 20  # bytes of output kept to check chunk order after the
 
 @dataclass(frozen=True)
 class Sizes:
-    """The workloads' parameters; the defaults are the issue's."""
+    """The workloads' parameters; the defaults are the sizes docs/BENCHMARKS.md reports."""
 
     chunk_size: int = 64
     w1_chunks: int = 20_000

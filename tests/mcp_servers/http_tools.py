@@ -8,6 +8,8 @@ A test peer, never used by the runtime. Usage: http_tools.py LOG_FILE [--json] [
   answered, and a `disconnect` line when the client closes a stream before it ended.
 - `--json` answers requests with one JSON body instead of an SSE stream.
 - `--idle SECONDS` forgets a session idle that long (its id then answers 404).
+- `POST /forget` makes the SDK's session manager forget every session now, as its idle expiry
+  does (their ids then answer 404); it answers the forgotten ids as a JSON list.
 """
 
 from __future__ import annotations
@@ -32,12 +34,24 @@ def _log(path: str, record: dict) -> None:
         handle.write(json.dumps(record) + "\n")
 
 
+async def _forget_sessions(send) -> None:
+    manager = server._lowlevel_server.session_manager
+    forgotten = list(manager._server_instances.items())
+    for session_id, transport in forgotten:
+        await manager._discard_session(session_id, transport)
+    body = json.dumps([session_id for session_id, _ in forgotten]).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"application/json")]})
+    await send({"type": "http.response.body", "body": body})
+
+
 def recording(app, path: str):
     """An ASGI wrapper writing the server's view of each exchange to `path`."""
 
     async def wrapped(scope, receive, send):
         if scope["type"] != "http":
             return await app(scope, receive, send)
+        if scope["path"] == "/forget":
+            return await _forget_sessions(send)
         chunks = []
         more = True
         while more:

@@ -16,7 +16,7 @@ import logging
 import os
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.event import AsyncResult
@@ -27,8 +27,10 @@ from ..errors import ClientError, McpServerExited, McpUnavailable, RpcError, Tur
 from ..sessions import CancelToken
 from .bridge import ProvidedServer
 from .client import AcpChannel, LoopbackChannel, McpClientSession, StdioChannel
-from .httplink import HttpLink
 from .jsonrpc import JsonRpcLink
+
+if TYPE_CHECKING:
+    from .httplink import HttpLink
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +143,8 @@ class _HttpServer:
             self.ready.set_exception(exc)
 
     def _connect_and_initialize(self) -> McpClientSession:
+        from .httplink import HttpLink  # only sessions that declare an HTTP server pay for it
+
         try:
             self.link = HttpLink(self.url, name=self.name, headers=self.headers)
         except ValueError as exc:

@@ -9,6 +9,8 @@ import json
 import gevent
 import pytest
 from geventhttpclient import HTTPClient
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acp_green.errors import McpConnectFailed, McpServerExited
 from acp_green.mcp.client import McpClientSession
@@ -271,3 +273,20 @@ def test_a_token_set_while_waiting_cancels_over_http(sse_server):
         wait_until(lambda: link.open_streams == 0, 30, "the stream to be closed")
     finally:
         link.close()
+
+
+@settings(deadline=None, max_examples=200)
+@given(name=st.text(max_size=12), value=st.text(max_size=30))
+def test_declared_headers_are_sent_only_when_http_can_carry_them(name, value):
+    """Property (input boundary): a header from the declaration is accepted exactly when its name
+    is an HTTP token and its value holds no line break or NUL; anything else is refused with why."""
+    from acp_green.mcp.session import _http_target
+
+    entry = {"type": "http", "name": "web", "url": "http://127.0.0.1:9/", "headers": [{"name": name, "value": value}]}
+    sendable = bool(name) and all(c in "!#$%&'*+.^_`|~-" or (c.isascii() and c.isalnum()) for c in name) \
+        and not any(c in value for c in "\r\n\0")
+    if sendable:
+        assert _http_target(entry) == ("http://127.0.0.1:9/", {name: value})
+    else:
+        with pytest.raises(ValueError):
+            _http_target(entry)

@@ -24,6 +24,8 @@ setup(
         "gevent>=24.10.1",
         "ujson>=5.8",
         "click>=8.1",
+        # MCP servers over streamable HTTP: cooperative sockets without monkey-patching; imported lazily.
+        "geventhttpclient>=2.6",
     ],
     extras_require={
         # The rig validates what an agent writes against the ACP JSON Schemas.

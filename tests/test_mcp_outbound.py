@@ -94,7 +94,7 @@ def test_unknown_or_broken_session_servers_fail_the_tool_call_clearly(launch):
     session_id = agent.new_session(mcp_servers=[broken, {"type": "http", "name": "web", "url": "http://127.0.0.1:9/", "headers": []}])
     for text, expected in [("/mcp nope echo", "no MCP server named 'nope'"),
                            ("/mcp broken echo", "/nonexistent/server"),
-                           ("/mcp web echo", "http transport")]:
+                           ("/mcp web echo", "cannot connect to MCP server 'web' at http://127.0.0.1:9/")]:
         assert agent.prompt(session_id, text).result() == {"stopReason": "end_turn"}
         assert tool_status(agent, session_id) == "failed"
         update = [u for u in agent.updates(session_id) if u["sessionUpdate"] == "tool_call_update"][-1]

@@ -2,6 +2,9 @@
 
 - stdio servers declared in `session/new` are started in the background when the session
   opens, initialized once, and stopped (and reaped) when the session ends;
+- `type: "http"` servers (MCP streamable HTTP) are connected and initialized in the background
+  when the session opens, like stdio ones; their MCP session is ended (DELETE) and their
+  connections closed when the session ends;
 - `type: "acp"` servers declared by the client are connected on first use with an
   agent->client `mcp/connect`, and disconnected when the session ends;
 - servers this process provides (in-process tools or `--provide-mcp`) are reachable by name too.
@@ -11,8 +14,9 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.event import AsyncResult
@@ -24,6 +28,9 @@ from ..sessions import CancelToken
 from .bridge import ProvidedServer
 from .client import AcpChannel, LoopbackChannel, McpClientSession, StdioChannel
 from .jsonrpc import JsonRpcLink
+
+if TYPE_CHECKING:
+    from .httplink import HttpLink
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +117,57 @@ class _StdioServer:
             self.link.close()
 
 
+class _HttpServer:
+    """An MCP streamable-HTTP server declared for a session: connected and initialized in the background.
+
+    A server that cannot be reached is logged at WARNING with why, and `ready` holds
+    McpUnavailable with the same words for the turn that asks for it.
+    """
+
+    def __init__(self, name: str, url: str, headers: dict[str, str], session_id: str) -> None:
+        self.name = name
+        self.url = url
+        self.headers = headers
+        self.session_id = session_id
+        self.link: HttpLink | None = None
+        self.ready: AsyncResult = AsyncResult()
+        self._starter = Greenlet(self._start)
+        self._starter.name = f"mcp-connect-{name}"
+        self._starter.start()
+
+    def _start(self) -> None:
+        try:
+            self.ready.set(self._connect_and_initialize())
+        except McpUnavailable as exc:
+            log.warning("session %s: %s", self.session_id, exc)
+            self.ready.set_exception(exc)
+
+    def _connect_and_initialize(self) -> McpClientSession:
+        from .httplink import HttpLink  # only sessions that declare an HTTP server pay for it
+
+        try:
+            self.link = HttpLink(self.url, name=self.name, headers=self.headers)
+        except ValueError as exc:
+            raise McpUnavailable(f"MCP server {self.name!r} cannot be reached: {exc}") from None
+        session = McpClientSession(self.name, self.link)
+        try:
+            session.initialize(timeout=START_TIMEOUT)
+        except RpcError as exc:  # refused, unreachable, or an error answer to initialize
+            raise McpUnavailable(f"MCP server {self.name!r} failed to connect: {exc.message}") from None
+        except gevent.Timeout:
+            raise McpUnavailable(f"MCP server {self.name!r} failed to connect: no answer to initialize within {START_TIMEOUT:g}s") from None
+        return session
+
+    @property
+    def pid(self) -> None:
+        return None  # not a process of ours
+
+    def close(self) -> None:
+        self._starter.kill(block=True, timeout=2)
+        if self.link is not None:
+            self.link.close()
+
+
 class SessionMcp:
     """Resolves `turn.mcp(name)` for one session and owns what that starts."""
 
@@ -124,22 +182,27 @@ class SessionMcp:
         self._notify_client = notify_client
         self._on_outbound = on_outbound  # (connectionId, name) registers; (connectionId, None) removes
         self.stdio: dict[str, _StdioServer] = {}
+        self.http: dict[str, _HttpServer] = {}
         self.unstartable: dict[str, str] = {}  # name -> why its declaration cannot be started
         self.sessions: dict[str, McpClientSession] = {}
         self.outbound: dict[str, str] = {}  # name -> connectionId
         self.closed = False
 
     def start(self) -> None:
-        """Start every declared stdio server in the background (ACP: agents SHOULD connect to all)."""
+        """Start every declared stdio and HTTP server in the background (ACP: agents SHOULD connect to all)."""
         for name, entry in self.declared.items():
-            if _kind(entry) == "stdio":
-                try:
+            kind = _kind(entry)
+            try:
+                if kind == "stdio":
                     argv, env = _stdio_command(entry)
-                except ValueError as exc:
-                    self.unstartable[name] = f"MCP server {name!r} failed to start: {exc}"
-                    log.warning("session %s: %s", self.session_id, self.unstartable[name])
-                    continue
-                self.stdio[name] = _StdioServer(name, argv, env, self.cwd, self.session_id)
+                    self.stdio[name] = _StdioServer(name, argv, env, self.cwd, self.session_id)
+                elif kind == "http":
+                    url, headers = _http_target(entry)
+                    self.http[name] = _HttpServer(name, url, headers, self.session_id)
+            except ValueError as exc:
+                verb = "start" if kind == "stdio" else "connect"
+                self.unstartable[name] = f"MCP server {name!r} failed to {verb}: {exc}"
+                log.warning("session %s: %s", self.session_id, self.unstartable[name])
 
     def get(self, name: str, token: CancelToken) -> McpClientSession:
         """An initialized MCP client session for `name`; McpUnavailable if there is none."""
@@ -149,7 +212,9 @@ class SessionMcp:
         if session is not None:
             return session
         if name in self.stdio:
-            return self._wait_stdio(self.stdio[name], token)
+            return self._wait_ready(self.stdio[name], token)
+        if name in self.http:
+            return self._wait_ready(self.http[name], token)
         if name in self.unstartable:
             raise McpUnavailable(self.unstartable[name])
         entry = self.declared.get(name)
@@ -167,13 +232,13 @@ class SessionMcp:
             self.sessions[name] = session
             return session
         self.stdio[name] = _StdioServer(name, list(server.argv), None, None, self.session_id)
-        return self._wait_stdio(self.stdio[name], token)
+        return self._wait_ready(self.stdio[name], token)
 
-    def _wait_stdio(self, server: _StdioServer, token: CancelToken) -> McpClientSession:
+    def _wait_ready(self, server: _StdioServer | _HttpServer, token: CancelToken) -> McpClientSession:
         gevent.wait([server.ready, token.event], count=1)
         if not server.ready.ready():
             raise TurnCancelled()
-        return server.ready.get()  # raises McpUnavailable if it failed to start
+        return server.ready.get()  # raises McpUnavailable if it failed to start or connect
 
     def _connect_acp(self, name: str, entry: dict[str, Any], token: CancelToken) -> McpClientSession:
         server_id = entry.get("serverId", entry.get("acpId", entry.get("id")))
@@ -204,10 +269,12 @@ class SessionMcp:
         return {name: s.pid for name, s in self.stdio.items() if s.pid is not None}
 
     def close(self) -> None:
-        """The session ended: stop and reap its servers; disconnect its ACP bridges."""
+        """The session ended: stop and reap its stdio servers, end its HTTP ones' MCP sessions and
+        close their connections; disconnect its ACP bridges."""
         self.closed = True
         stdio, self.stdio = self.stdio, {}
-        closers = [gevent.spawn(server.close) for server in stdio.values()]
+        http, self.http = self.http, {}
+        closers = [gevent.spawn(server.close) for server in [*stdio.values(), *http.values()]]
         for name, connection_id in list(self.outbound.items()):
             self._on_outbound(connection_id, None)
             gevent.spawn(self._disconnect, connection_id)
@@ -240,3 +307,24 @@ def _stdio_command(entry: dict[str, Any]) -> tuple[list[str], dict[str, str] | N
         if isinstance(item, dict) and isinstance(item.get("name"), str) and isinstance(item.get("value"), str):
             env[item["name"]] = item["value"]
     return [command, *args], env or None
+
+
+#: A header name as HTTP allows it (RFC 9110 token characters).
+_HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+
+
+def _http_target(entry: dict[str, Any]) -> tuple[str, dict[str, str]]:
+    """The URL and headers of an `http` entry; ValueError for what cannot be sent as given."""
+    url = entry.get("url")
+    if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
+        raise ValueError("its url is not an http:// or https:// URL")
+    headers: dict[str, str] = {}
+    for item in entry.get("headers") or []:
+        name = item.get("name") if isinstance(item, dict) else None
+        value = item.get("value") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not isinstance(value, str) or not _HEADER_NAME.fullmatch(name):
+            raise ValueError("every header needs a name (HTTP token characters) and a string value")
+        if any(c in value for c in "\r\n\0"):
+            raise ValueError(f"header {name!r} has a line break or NUL in its value")
+        headers[name] = value
+    return url, headers

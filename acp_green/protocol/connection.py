@@ -97,7 +97,7 @@ def agent_capabilities() -> dict[str, Any]:
     return {
         "loadSession": True,
         "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
-        "mcpCapabilities": {"http": False, "sse": False, "acp": True},
+        "mcpCapabilities": {"http": True, "sse": False, "acp": True},
         "sessionCapabilities": {
             "additionalDirectories": {},
             "list": {},

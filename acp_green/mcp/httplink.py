@@ -1,0 +1,388 @@
+"""MCP's streamable HTTP transport as the client side of one server URL: POSTs, answers, the MCP session.
+
+- Each request is one POST read by its own greenlet: the answer is a JSON body or an SSE stream
+  that may carry the server's own requests and notifications before it. The pending-request
+  table is `outgoing.OutgoingRequests` (ids from 1), as for a stdio server.
+- However a wait ends (answer, cancel, timeout, the waiter killed), that request's stream is
+  closed. A cancel also POSTs `notifications/cancelled`; it may be set from the hub, so it never
+  blocks: the POST runs in its own greenlet.
+- Notifications and our answers to the server's requests are POSTed in the caller's greenlet
+  (bounded by NOTIFY_TIMEOUT), so one written before a request reaches the server before it.
+- The `Mcp-Session-Id` the server gives `initialize` goes with every later message, and the
+  negotiated `MCP-Protocol-Version` too. A 404 for that session means the server forgot it: the
+  link initializes again, once, with the same parameters, and sends the request once more.
+- geventhttpclient (cooperative sockets, no monkey-patching) is imported on first use, so an agent
+  that never reaches an HTTP server never loads it. JSON is decoded by `wire` only.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import gevent
+from gevent.greenlet import Greenlet
+from gevent.lock import Semaphore
+
+from .. import wire
+from ..errors import McpConnectFailed, McpError, McpServerExited, RpcError, one_line
+from ..outgoing import OutgoingRequests, PendingRequest
+from ..sessions import CancelToken
+from .sse import MAX_EVENT_BYTES, SseParser, SseTooLarge
+
+log = logging.getLogger(__name__)
+
+MessageHandler = Callable[[dict[str, Any]], None]
+
+#: How long connecting to the server may take (the answer itself is bounded by the caller's wait).
+CONNECT_TIMEOUT = 10.0
+#: How long a notification, an answer to the server, or the closing DELETE may take.
+NOTIFY_TIMEOUT = 5.0
+#: Requests in flight at once to one server (one connection each); more wait for a connection.
+MAX_STREAMS = 32
+#: The largest JSON body or SSE event accepted from the server.
+MAX_MESSAGE_BYTES = MAX_EVENT_BYTES
+_READ_BLOCK = 64 * 1024
+_ACCEPT = "application/json, text/event-stream"
+#: Errors that mean no connection could be made at all (the server refuses or is not there).
+_CONNECT_ERRNOS = {errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL}
+
+
+def _client_module() -> Any:
+    import geventhttpclient  # lazy: see the module docstring
+
+    return geventhttpclient
+
+
+class _Refused(Exception):
+    """The server answered with an HTTP error status; carries its words."""
+
+
+class _SessionExpired(Exception):
+    """The server answered 404 for the MCP session the request carried."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(session_id)
+        self.session_id = session_id
+
+
+class HttpLink:
+    """Our end of the MCP conversation with one streamable-HTTP server; a `client.Channel` itself."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        headers: dict[str, str] | None = None,
+        on_request: MessageHandler | None = None,
+        on_notification: MessageHandler | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+    ) -> None:
+        """Prepare the link (nothing is sent yet); ValueError for a URL that is not http(s)."""
+        ghc = _client_module()
+        parsed = ghc.URL(url)
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ValueError(f"not an http(s) URL: {url!r}")
+        self.name = name
+        self.url = url
+        self._path = parsed.request_uri or "/"
+        self._headers = dict(headers or {})
+        self._client = ghc.HTTPClient.from_url(
+            parsed, concurrency=MAX_STREAMS, connection_timeout=connect_timeout, network_timeout=None,
+        )
+        self._max = max_message_bytes
+        self._calls = OutgoingRequests(self._start_post, self._post_cancel, _error_from_reply, first_id=1)
+        self._on_request = on_request or self._refuse_request
+        self._on_notification = on_notification or (lambda message: log.debug("MCP %s: %s", name, message.get("method")))
+        self._streams: dict[wire.IdKey | None, Greenlet] = {}
+        self._helpers: set[Greenlet] = set()
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self._initialize_params: Any = None
+        self._initialize_ids: set[int] = set()
+        self._reinitializing = Semaphore()
+        self._closed = False
+
+    @property
+    def closed_error(self) -> BaseException | None:
+        """Why no answers can come any more, once the link is closed; None while it is usable."""
+        return self._calls.closed_error
+
+    @property
+    def alive(self) -> bool:
+        return self.closed_error is None
+
+    @property
+    def open_streams(self) -> int:
+        """Requests whose answer is still being read (diagnostics, tests)."""
+        return len(self._streams)
+
+    # -- sending -------------------------------------------------------------------------------
+    def start_request(self, method: str, params: Any) -> PendingRequest:
+        """POST a request now; the answer comes later (see `wait`)."""
+        return self._calls.start(method, params)
+
+    def wait(self, call: PendingRequest, token: CancelToken | None = None, timeout: float | None = None) -> Any:
+        """The call's result; McpError for an error reply; a set token cancels it (TurnCancelled).
+
+        As for a stdio server, a timeout tells the server (`notifications/cancelled`) only when a
+        token was given; either way the request's stream is closed when the wait ends.
+        """
+        try:
+            return self._calls.wait(call, token, timeout, cancel_on_timeout=token is not None)
+        finally:
+            self._close_stream(call.id)
+
+    def request(self, method: str, params: Any, token: CancelToken | None = None, timeout: float | None = None) -> Any:
+        return self.wait(self.start_request(method, params), token, timeout)
+
+    def notify(self, method: str, params: Any = None) -> None:
+        """POST a notification and wait (bounded) for the server to take it; failures are logged."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self._post_one_way(message, method)
+
+    def respond(self, request_id: Any, result: Any = None, error: dict[str, Any] | None = None) -> None:
+        """Answer a request the MCP server sent us."""
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
+        if error is not None:
+            message["error"] = error
+        else:
+            message["result"] = result
+        self._post_one_way(message, "a response")
+
+    def cancel(self, call: PendingRequest, reason: str, error: BaseException | None = None) -> None:
+        """Tell the server to stop (our id), close the request's stream, release the waiter now."""
+        self._calls.cancel(call, reason, error)
+
+    def _start_post(self, request_id: int, method: str, params: Any) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        body = wire.encode(message)  # raises here, in the caller, for a value JSON cannot carry
+        if method == "initialize":
+            self._initialize_params = params
+            self._initialize_ids.add(request_id)
+        stream = Greenlet(self._exchange, request_id, method, body)
+        stream.name = f"mcp-http-{self.name}-{request_id}"
+        self._streams[wire.id_key(request_id)] = stream
+        stream.start()
+
+    def _post_cancel(self, request_id: int, reason: str) -> None:
+        self._close_stream(request_id)
+        message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}}
+        helper = gevent.spawn(self._post_one_way, message, "notifications/cancelled")
+        self._helpers.add(helper)
+        helper.rawlink(self._helpers.discard)
+
+    def _close_stream(self, request_id: int) -> None:
+        stream = self._streams.pop(wire.id_key(request_id), None)
+        if stream is not None and stream is not gevent.getcurrent():
+            stream.kill(block=False)  # the kill closes its socket: the server sees the stream end
+
+    def _request_headers(self, *, with_session: bool = True) -> dict[str, str]:
+        headers = {**self._headers, "Content-Type": "application/json", "Accept": _ACCEPT}
+        if with_session and self.session_id is not None:
+            headers["Mcp-Session-Id"] = self.session_id
+        if with_session and self.protocol_version is not None:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        return headers
+
+    def _post_one_way(self, message: dict[str, Any], what: str) -> None:
+        if self._closed:
+            return
+        try:
+            with gevent.Timeout(NOTIFY_TIMEOUT):
+                response = self._client.request("POST", self._path, body=wire.encode(message), headers=self._request_headers())
+                with response:
+                    status = response.status_code
+                    response.read(_READ_BLOCK)  # a 202 has no body; anything else is not kept
+            if not 200 <= status < 300:
+                log.info("MCP %s: the server answered HTTP %d to %s", self.name, status, what)
+        except (gevent.Timeout, OSError, RuntimeError, _client_module().HTTPParseError) as exc:
+            log.info("MCP %s: sending %s failed: %s", self.name, what, one_line(str(exc) or type(exc).__name__))
+
+    # -- one request's exchange ----------------------------------------------------------------
+    def _exchange(self, request_id: int, method: str, body: bytes) -> None:
+        """POST one request and read its answer (runs in the request's own greenlet)."""
+        try:
+            try:
+                self._post_and_read(request_id, method, body)
+            except _SessionExpired as expired:
+                self._initialize_again(expired.session_id)
+                self._post_and_read(request_id, method, body)
+        except _SessionExpired:
+            self._fail_one(request_id, McpConnectFailed(f"MCP server {self.name!r} forgot the MCP session again right after it was initialized anew"))
+        except _Refused as exc:
+            self._fail_one(request_id, McpConnectFailed(f"MCP server {self.name!r} refused {method}: {exc}"))
+        except RpcError as exc:
+            self._fail_one(request_id, exc)
+        except OSError as exc:
+            self._fail_one(request_id, self._connection_error(method, exc))
+        except SseTooLarge as exc:
+            self._fail_one(request_id, McpError(-32603, f"MCP server {self.name!r} sent an answer to {method} that is too large: {exc}"))
+        except Exception as exc:  # the HTTP client's parse errors, a pool closed under us
+            self._fail_one(request_id, McpServerExited(
+                f"MCP server {self.name!r} broke off its answer to {method}: {one_line(str(exc) or type(exc).__name__)}"))
+        else:
+            self._fail_one(request_id, McpServerExited(
+                f"MCP server {self.name!r} ended its response to {method} without answering it"))
+        finally:
+            key = wire.id_key(request_id)
+            if self._streams.get(key) is gevent.getcurrent():
+                del self._streams[key]
+
+    def _post_and_read(self, request_id: int, method: str, body: bytes) -> None:
+        sent_session = None if method == "initialize" else self.session_id
+        headers = self._request_headers(with_session=method != "initialize")
+        response = self._client.request("POST", self._path, body=body, headers=headers)
+        with response:
+            status = response.status_code
+            if status == 404 and sent_session is not None:
+                raise _SessionExpired(sent_session)
+            if not 200 <= status < 300:
+                raise _Refused(f"HTTP {status} {response.status_message or ''}".rstrip() + _excerpt(response))
+            if method == "initialize":
+                session_id = response.get("mcp-session-id")
+                self.session_id = session_id if isinstance(session_id, str) and session_id else None
+            content_type = str(response.get("content-type") or "").split(";")[0].strip().lower()
+            if content_type == "text/event-stream":
+                self._read_events(response)
+            elif content_type == "application/json":
+                self._deliver(self._read_body(response))
+            else:
+                raise _Refused(f"HTTP {status} with content type {content_type or 'none'!r}, not JSON or an event stream")
+
+    def _read_events(self, response: Any) -> None:
+        parser = SseParser(self._max)
+        while True:
+            line = response.readline(b"\n")
+            if not line:
+                return
+            event = parser.feed_line(line)
+            if event is not None and event.event == "message" and event.data:
+                self._deliver(event.data)
+
+    def _read_body(self, response: Any) -> bytes:
+        length = response.content_length
+        if length is not None and length > self._max:
+            raise SseTooLarge(f"a JSON body of {length} bytes is over {self._max}")
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = response.read(_READ_BLOCK)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > self._max:
+                raise SseTooLarge(f"a JSON body is over {self._max} bytes")
+            chunks.append(chunk)
+
+    def _connection_error(self, method: str, exc: OSError) -> RpcError:
+        if isinstance(exc, (ConnectionRefusedError, socket.gaierror, socket.timeout)) or exc.errno in _CONNECT_ERRNOS:
+            return McpConnectFailed(f"cannot connect to MCP server {self.name!r} at {self.url}: {one_line(exc.strerror or str(exc))}")
+        return McpServerExited(f"MCP server {self.name!r} broke off its answer to {method}: {one_line(exc.strerror or str(exc))}")
+
+    def _fail_one(self, request_id: int, error: RpcError) -> None:
+        self._calls.reject(request_id, error)  # nobody waits any more (answered, cancelled): nothing happens
+
+    def _initialize_again(self, expired: str) -> None:
+        """The server forgot MCP session `expired`: a new `initialize` (same parameters), once per expiry."""
+        with self._reinitializing:
+            if self.session_id != expired:
+                return  # another request already did it
+            if self._initialize_params is None:
+                raise McpConnectFailed(f"MCP server {self.name!r} does not know this client's MCP session")
+            log.info("MCP %s: the server forgot MCP session %s; initializing again", self.name, expired)
+            self.session_id = None
+            self.protocol_version = None
+            try:
+                self.request("initialize", self._initialize_params, timeout=CONNECT_TIMEOUT + NOTIFY_TIMEOUT)
+            except gevent.Timeout:
+                raise McpConnectFailed(f"MCP server {self.name!r} forgot the MCP session and did not answer a new initialize") from None
+            except RpcError as exc:
+                raise McpConnectFailed(f"MCP server {self.name!r} forgot the MCP session and a new initialize failed: {exc.message}") from None
+            self.notify("notifications/initialized")
+
+    # -- receiving -----------------------------------------------------------------------------
+    def _deliver(self, data: bytes) -> None:
+        try:
+            message = wire.decode_value(data)
+        except RpcError as exc:
+            log.warning("MCP %s: the server sent something that is not JSON; ignored: %s", self.name, exc.message)
+            return
+        if not isinstance(message, dict):
+            log.warning("MCP %s: the server sent a JSON value that is not a message; ignored", self.name)
+            return
+        if "method" in message:
+            if "id" in message:
+                self._on_request(message)
+            else:
+                self._on_notification(message)
+            return
+        request_id = message.get("id")
+        if "error" in message:
+            answered = self._calls.reject(request_id, message["error"])
+        else:
+            result = message.get("result")
+            if request_id in self._initialize_ids and isinstance(result, dict):
+                self._initialize_ids.discard(request_id)
+                version = result.get("protocolVersion")
+                self.protocol_version = version if isinstance(version, str) else None
+            answered = self._calls.resolve(request_id, result)
+        if answered is None:
+            log.debug("MCP %s: dropping a reply to id %r that nobody waits for", self.name, request_id)
+
+    def _refuse_request(self, message: dict[str, Any]) -> None:
+        """Server-originated requests when nobody relays them: answer ping, refuse the rest."""
+        if message.get("method") == "ping":
+            self.respond(message["id"], {})
+        else:
+            self.respond(message["id"], error={"code": -32601, "message": f"Method not found: {message.get('method')}"})
+
+    # -- ending --------------------------------------------------------------------------------
+    def fail(self, error: Exception) -> None:
+        """No answers can come any more: every pending call errors at once."""
+        self._calls.close(error)
+
+    def close(self, error: Exception | None = None) -> None:
+        """Fail what is pending, close every stream, end the MCP session (DELETE, best effort), close the connections."""
+        if self._closed:
+            return
+        self.fail(error or McpServerExited(f"MCP server {self.name!r} was disconnected"))
+        streams = list(self._streams.values()) + list(self._helpers)
+        self._streams.clear()
+        gevent.killall(streams, block=True, timeout=NOTIFY_TIMEOUT)
+        if self.session_id is not None:
+            self._delete_session()
+        self._closed = True
+        self._client.close()
+
+    def _delete_session(self) -> None:
+        try:
+            with gevent.Timeout(NOTIFY_TIMEOUT):
+                response = self._client.request("DELETE", self._path, headers=self._request_headers())
+                with response:
+                    response.read(_READ_BLOCK)
+        except (gevent.Timeout, OSError, RuntimeError, _client_module().HTTPParseError) as exc:
+            log.info("MCP %s: ending the MCP session failed: %s", self.name, one_line(str(exc) or type(exc).__name__))
+
+
+def _error_from_reply(_method: str, error: Any) -> BaseException:
+    """The server's error object as McpError (its code relayed); our own failures pass as they are."""
+    return error if isinstance(error, RpcError) else McpError.from_wire(error)
+
+
+def _excerpt(response: Any) -> str:
+    """A bounded, one-line excerpt of an error response's body, for the message."""
+    try:
+        text = response.read(1024).decode("utf-8", "replace")
+    except Exception:  # ok: the words are a courtesy; the status already says what happened
+        return ""
+    return f": {one_line(text, 200)}" if text.strip() else ""

@@ -1,0 +1,56 @@
+"""Issue area (features register their routes): what `Endpoint.add_feature` promises beyond one
+handler per method — an override in a subclass replaces its base's handler, and a second
+fallback is a wiring error."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from acp_green import wire
+from acp_green.endpoint import Endpoint, Kind, Route, control, fallback
+from tests.test_protocol_shape import Recorder
+
+
+class Base:
+    @control("ping")
+    def ping(self, params: Any, request_id: Any) -> Any:
+        return "base"
+
+
+class Derived(Base):
+    @control("ping")
+    def ping(self, params: Any, request_id: Any) -> Any:
+        return "derived"
+
+
+def test_an_overriding_handler_in_a_subclass_is_the_one_registered():
+    """add_feature reads the MRO: a subclass that re-marks a method replaces its base's
+    handler — one registration, no 'two handlers' error, and the override answers."""
+    out = Recorder()
+    endpoint = Endpoint(out)  # type: ignore[arg-type]
+    endpoint.add_feature(Derived())
+    endpoint.handle(wire.Request(1, "ping", None))
+    assert out.answer(1)["result"] == "derived"
+
+
+class Extensions:
+    @fallback
+    def lookup(self, method: str) -> Route | None:
+        return Route(Kind.CONTROL, lambda params, request_id: method) if method.startswith("_") else None
+
+
+def test_a_second_fallback_is_a_wiring_error_and_the_first_one_stays():
+    """One fallback per endpoint: a second, from a feature or given at construction, raises
+    ValueError when it is registered, and the first keeps routing."""
+    out = Recorder()
+    endpoint = Endpoint(out)  # type: ignore[arg-type]
+    first = Extensions()
+    endpoint.add_feature(first)
+    with pytest.raises(ValueError, match="two fallback routes"):
+        endpoint.add_feature(Extensions())
+    assert endpoint.fallback == first.lookup
+    given = Endpoint(Recorder(), fallback=lambda method: None)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="two fallback routes"):
+        given.add_feature(Extensions())

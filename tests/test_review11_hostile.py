@@ -155,3 +155,19 @@ def test_mcp_message_with_junk_inner_method_and_params_is_answered_once_never_in
             assert "error" not in response or response["error"]["code"] != -32603, response
     finally:
         connection.close()
+
+
+def test_mcp_routes_require_a_params_object_while_acp_methods_read_null_as_empty():
+    """Issue area (one params checker): `Params(..., required=True)` — the MCP-over-ACP routes
+    refuse absent params as such (no field to name), where an ACP method such as session/list
+    reads `null` params as an empty object."""
+    connection = UnitConnection()
+    try:
+        connection.initialize()
+        for method in ("mcp/connect", "mcp/message", "mcp/disconnect"):
+            error = connection.error(connection.request(method, None))
+            assert error["code"] == -32602 and error["message"] == f"{method}: params must be an object", error
+            assert "data" not in error or "field" not in (error["data"] or {}), error
+        assert connection.call("session/list", None) == {"sessions": []}
+    finally:
+        connection.close()

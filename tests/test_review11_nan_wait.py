@@ -55,3 +55,26 @@ def test_sleep_extension_with_nan_seconds_is_refused_and_the_agent_serves_on_cli
     response = agent.request("_acp_green/sleep", {"seconds": "nan"}).response(timeout=30)
     assert "error" in response, response
     assert_serves_a_prompt(agent)
+
+
+def test_a_request_waited_for_nan_seconds_is_refused_and_forgotten_S10():
+    """S10: `turn.request(..., timeout=nan)` (OutgoingRequests.wait) raises instead of wedging the
+    hub, and the request leaves the table, so a late reply finds nothing. In a child process."""
+    program = textwrap.dedent("""
+        import gevent
+        from acp_green.outgoing import OutgoingRequests
+        sent = []
+        requests = OutgoingRequests(lambda *a: sent.append(a), lambda *a: None, lambda m, e: RuntimeError(e))
+        ticks = []
+        gevent.spawn(ticks.append, 1)
+        try:
+            requests.call("fs/read_text_file", {}, timeout=float("nan"))
+        except ValueError:
+            pass
+        gevent.sleep(0)
+        assert ticks == [1] and len(requests) == 0 and len(sent) == 1, (ticks, len(requests), sent)
+        assert requests.resolve(0, {}) is None
+        print("served")
+    """)
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "served", done.stderr

@@ -54,3 +54,53 @@ def test_a_second_fallback_is_a_wiring_error_and_the_first_one_stays():
     given = Endpoint(Recorder(), fallback=lambda method: None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="two fallback routes"):
         given.add_feature(Extensions())
+
+
+def test_shut_down_fails_every_wait_for_the_client_at_once_S13():
+    """S13: a wait for the client that no session token covers (an MCP relay's, say) ends at
+    shutdown with "The connection is closing", before the grace, and nothing has to be killed."""
+    import gevent
+
+    from acp_green.errors import RequestCancelled
+    from tests.unit_harness import UnitConnection
+
+    connection = UnitConnection()
+    connection.initialize()
+    raised: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            connection.endpoint.client.call("x/ask", {})
+        except RequestCancelled as exc:
+            raised.append(exc)
+
+    waiter = gevent.spawn(ask)
+    gevent.sleep(0)
+    assert connection.sink.requests("x/ask")
+    assert connection.close(grace=5.0) == 0
+    waiter.join(timeout=10)
+    assert [exc.message for exc in raised] == ["The connection is closing"]
+
+
+def test_a_wait_without_cancel_on_timeout_is_forgotten_quietly():
+    """Issue area (JSON-RPC plumbing once): `OutgoingRequests.wait(cancel_on_timeout=False)` — the
+    MCP link's wait without a token — raises the timeout, tells the peer nothing and forgets the
+    request; the default tells the peer (one cancel) and forgets it too."""
+    import gevent
+
+    from acp_green.outgoing import OutgoingRequests
+
+    cancels: list[int] = []
+    requests = OutgoingRequests(lambda *a: None, lambda request_id, reason: cancels.append(request_id), lambda m, e: RuntimeError())
+    quiet = requests.start("m", {})
+    try:
+        requests.wait(quiet, timeout=0.01, cancel_on_timeout=False)
+    except gevent.Timeout:
+        pass
+    assert cancels == [] and len(requests) == 0
+    told = requests.start("m", {})
+    try:
+        requests.wait(told, timeout=0.01)
+    except gevent.Timeout:
+        pass
+    assert cancels == [told.id] and len(requests) == 0

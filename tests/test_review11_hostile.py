@@ -58,7 +58,7 @@ def _substitute(value: Any, live: str) -> Any:
     return value
 
 
-@settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(calls=st.lists(st.tuples(st.sampled_from(METHODS + NOTIFICATIONS), params_strategy, st.booleans(), ids),
                       min_size=1, max_size=6))
 def test_any_params_of_any_method_get_one_answer_and_never_an_internal_error(calls):
@@ -100,7 +100,7 @@ reply_bodies = st.one_of(
 )
 
 
-@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(deadline=None, max_examples=30, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(replies=st.lists(st.tuples(reply_ids, reply_bodies), min_size=1, max_size=5))
 def test_replies_with_foreign_duplicate_or_junk_ids_and_bodies_leave_one_answer_per_prompt_S4(replies):
     """S4: the agent's request to the client (id 0) is settled by the first reply whose id is
@@ -133,7 +133,7 @@ inner_params = st.one_of(junk, st.fixed_dictionaries({"name": texts, "arguments"
                          st.fixed_dictionaries({"name": st.sampled_from(["echo", "add", "sleep"]), "arguments": junk}))
 
 
-@settings(deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(deadline=None, max_examples=50, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(messages=st.lists(st.tuples(inner_methods, inner_params, st.booleans()), min_size=1, max_size=5))
 def test_mcp_message_with_junk_inner_method_and_params_is_answered_once_never_internal_S7(messages):
     """S7: whatever an `mcp/message` carries to a provided in-process server, each request is

@@ -11,6 +11,7 @@ import pytest
 from acp_green import wire
 from acp_green.endpoint import Endpoint, Kind, Route, control, fallback
 from tests.test_protocol_shape import Recorder
+from tests.test_rpc_plumbing import mcp_link  # noqa: F401  (a fixture)
 
 
 class Base:
@@ -104,3 +105,29 @@ def test_a_wait_without_cancel_on_timeout_is_forgotten_quietly():
     except gevent.Timeout:
         pass
     assert cancels == [told.id] and len(requests) == 0
+
+
+def test_mcp_link_timeout_without_a_token_tells_the_server_nothing(mcp_link):
+    """Issue area (JSON-RPC plumbing once): JsonRpcLink.wait cancels on timeout only when a token
+    was given; without one the call is forgotten and the server gets no `notifications/cancelled`
+    (the echo after it proves every earlier message has been seen)."""
+    import gevent
+
+    from acp_green.sessions import CancelToken
+
+    quiet = mcp_link.start_request("hang", {})
+    try:
+        mcp_link.wait(quiet, timeout=0.05)
+    except gevent.Timeout:
+        pass
+    assert mcp_link.request("echo", {"n": 1}, timeout=30) == {"n": 1}
+    cancels = [n["params"] for n in mcp_link.notes if n["params"].get("method") == "notifications/cancelled"]
+    assert cancels == []
+    told = mcp_link.start_request("hang", {})
+    try:
+        mcp_link.wait(told, CancelToken(), timeout=0.05)
+    except gevent.Timeout:
+        pass
+    assert mcp_link.request("echo", {"n": 2}, timeout=30) == {"n": 2}
+    cancels = [n["params"]["params"] for n in mcp_link.notes if n["params"].get("method") == "notifications/cancelled"]
+    assert cancels == [{"requestId": told.id, "reason": "timed out"}]

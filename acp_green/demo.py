@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
@@ -119,6 +120,8 @@ class DemoAgent(Agent):
     def _cmd_sleep(self, turn: Turn, args: str) -> str:
         try:
             seconds = float(args)
+            if math.isnan(seconds):
+                raise ValueError("nan")
         except ValueError:
             turn.say("usage: /sleep SECONDS")
             return "end_turn"

@@ -164,15 +164,14 @@ def fallback(lookup: _Handler) -> _Handler:
 
 
 class _Task:
-    __slots__ = ("request_id", "method", "job", "greenlet", "done", "answered")
+    __slots__ = ("request_id", "method", "job", "greenlet", "done")
 
     def __init__(self, request_id: wire.RequestId, method: str, job: Job) -> None:
         self.request_id = request_id
         self.method = method
         self.job = job
         self.greenlet: Greenlet | None = None
-        self.done = False
-        self.answered = False
+        self.done = False  # settled and answered, or being so: _finish runs once
 
 
 class Endpoint:
@@ -400,9 +399,6 @@ class Endpoint:
             outcome = task.job.settle(outcome)
         except Exception as exc:
             outcome = outcome_of(exc, f"settling {task.method} #{wire.id_text(task.request_id)}")
-        if task.answered:
-            return
-        task.answered = True
         self._answer(task.request_id, outcome)
 
     def _on_cancel_request(self, params: Any) -> None:

@@ -82,11 +82,14 @@ class OutgoingRequests:
              *, cancel_on_timeout: bool = True) -> Any:
         """The reply's result, or its error raised; a set token cancels it (TurnCancelled).
 
-        A timeout raises gevent.Timeout and, with `cancel_on_timeout`, cancels the request. However
-        the wait ends (a kill too), the request is forgotten afterwards.
+        A timeout raises gevent.Timeout and, with `cancel_on_timeout`, cancels the request; a NaN
+        timeout raises ValueError. However the wait ends (a kill too), the request is forgotten
+        afterwards.
         """
         remove = token.on_cancel(lambda: self.cancel(pending, "cancelled by the caller", TurnCancelled())) if token is not None else None
         try:
+            if timeout is not None and timeout != timeout:  # a NaN timer stops gevent's hub for good
+                raise ValueError("a wait cannot last NaN seconds")
             return pending.result.get(timeout=timeout)
         except gevent.Timeout:
             if cancel_on_timeout:

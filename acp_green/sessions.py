@@ -46,6 +46,10 @@ class CancelToken:
                 log.exception("cancellation callback failed")
 
     def wait(self, timeout: float | None = None) -> bool:
+        """True once set; False when `timeout` seconds passed first. A NaN timeout raises ValueError:
+        gevent's hub stops serving every greenlet once a timer of NaN seconds starts."""
+        if timeout is not None and timeout != timeout:
+            raise ValueError("a wait cannot last NaN seconds")
         return self.event.wait(timeout)
 
     def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:

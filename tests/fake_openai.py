@@ -6,6 +6,8 @@ script it through the prompt text:
 - the last message is a tool result: "tool said: RESULT";
 - the last user message is `/slow` or `/wait`: "tick " every 20 ms until the client goes away
   (60 s at most) — the long response;
+- `/think`: "thinking" then nothing but SSE keep-alive comments every 20 ms (60 s at most), as a
+  model that thinks before it answers: only a client that closes the stream itself ends it;
 - `/stream N [SIZE]`: N chunks, chunk i starts with `i:` and is padded to SIZE bytes (64);
 - `/tool NAME JSON`: a call of function NAME with arguments JSON, its arguments split across
   chunks as real endpoints do;
@@ -85,6 +87,8 @@ class FakeOpenAI:
         command, _, rest = last_user.partition(" ")
         if command in ("/slow", "/wait"):
             return self._stream(exchange, start_response, self._ticks())
+        if command == "/think":
+            return self._stream(exchange, start_response, self._thinking())
         if command == "/stream":
             count, _, size = rest.partition(" ")
             return self._stream(exchange, start_response, self._numbered(int(count), int(size or 64)))
@@ -106,15 +110,19 @@ class FakeOpenAI:
         start_response(status, [("Content-Type", "application/json")])
         return [json.dumps({"error": {"message": message, "type": "server_error"}}).encode()]
 
-    def _stream(self, exchange: Exchange, start_response: Any, deltas: Iterator[dict[str, Any]]) -> Iterator[bytes]:
+    def _stream(self, exchange: Exchange, start_response: Any, deltas: Iterator[Any]) -> Iterator[bytes]:
         start_response("200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")])
         return self._events(exchange, deltas)
 
-    def _events(self, exchange: Exchange, deltas: Iterator[dict[str, Any]]) -> Iterator[bytes]:
+    def _events(self, exchange: Exchange, deltas: Iterator[Any]) -> Iterator[bytes]:
         completion_id = f"chatcmpl-{next(self._ids)}"
         sent = 0
         try:
-            for delta, finish in deltas:
+            for item in deltas:
+                if item is None:
+                    yield b": keep-alive\n\n"
+                    continue
+                delta, finish = item
                 sent += 1
                 yield _event({"id": completion_id, "object": "chat.completion.chunk",
                               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]})
@@ -146,6 +154,14 @@ class FakeOpenAI:
             yield {"content": "tick "}, None
             gevent.sleep(TICK)
         yield {}, "length"
+
+    @staticmethod
+    def _thinking() -> Iterator[tuple[dict[str, Any], str | None] | None]:
+        yield {"role": "assistant", "content": "thinking"}, None
+        for _ in range(int(SLOW_LIMIT / TICK)):
+            yield None
+            gevent.sleep(TICK)
+        yield {}, "stop"
 
     @staticmethod
     def _numbered(count: int, size: int) -> Iterator[tuple[dict[str, Any], str | None]]:

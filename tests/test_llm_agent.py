@@ -137,13 +137,15 @@ def test_unknown_function_and_bad_arguments_are_told_to_the_model(start, endpoin
     assert tool_updates(agent, session_id)[-1]["status"] == "failed"
 
 
-def test_cancel_mid_stream_closes_the_http_response(start, endpoint):
-    """A cancel while the endpoint streams: the turn answers cancelled and the endpoint sees its
-    client go (the stream is closed, not read to its end, which here is a minute away)."""
+@pytest.mark.parametrize("prompt", ["/slow", "/think"], ids=["tokens-flowing", "model-silent"])
+def test_cancel_mid_stream_closes_the_http_response(start, endpoint, prompt):
+    """A cancel while the endpoint streams tokens, or while it is silent (only keep-alive comments
+    come, so no token could reveal the cancel): the turn answers cancelled and the endpoint sees
+    its client go — the stream is closed, not read to its end, which here is a minute away."""
     agent = start(endpoint.url)
     session_id = agent.new_session()
-    pending = agent.prompt(session_id, "/slow")
-    agent.wait_for(lambda: len(agent.updates(session_id)) >= 5, what="the stream to start")
+    pending = agent.prompt(session_id, prompt)
+    agent.wait_for(lambda: said(agent.updates(session_id)), what="the first token")
     exchange = endpoint.exchanges[-1]
     cancelled_at = time.monotonic()
     agent.cancel(session_id)
@@ -152,10 +154,10 @@ def test_cancel_mid_stream_closes_the_http_response(start, endpoint):
     assert exchange.ended_event.wait(30), "the endpoint never saw the stream end"
     seen = time.monotonic() - cancelled_at
     assert exchange.ended == "disconnected"
-    print(f"cancel -> cancelled answer {answered * 1000:.1f} ms; endpoint saw the disconnect after {seen * 1000:.1f} ms")
+    print(f"{prompt}: cancel -> cancelled answer {answered * 1000:.1f} ms; endpoint saw the disconnect after {seen * 1000:.1f} ms")
     # The session goes on: the cancelled turn left the user's words, not half a reply.
     assert agent.prompt(session_id, "next").result() == {"stopReason": "end_turn"}
-    assert endpoint.exchanges[-1].body["messages"] == [{"role": "user", "content": "/slow"}, {"role": "user", "content": "next"}]
+    assert endpoint.exchanges[-1].body["messages"] == [{"role": "user", "content": prompt}, {"role": "user", "content": "next"}]
 
 
 @pytest.mark.parametrize("honour_usage", [True, False], ids=["endpoint-reports-usage", "endpoint-ignores-include-usage"])

@@ -1,18 +1,13 @@
 """An LLM agent on acp_green: any OpenAI-compatible chat-completions endpoint, with the session's MCP tools.
 
-    python examples/llm_agent.py --base-url http://127.0.0.1:8080/v1   # the agent command for an editor
+Run `python examples/llm_agent.py --base-url http://127.0.0.1:8080/v1` (the agent command for an
+editor), or `acp-green serve --agent llm_agent:from_env` from this directory. Environment:
+OPENAI_BASE_URL (the endpoint when --base-url is not given; default http://127.0.0.1:8080/v1),
+OPENAI_MODEL (default "default", which llama.cpp's server ignores), OPENAI_API_KEY (a bearer token).
 
-Environment: OPENAI_BASE_URL (the endpoint when --base-url is not given; default
-http://127.0.0.1:8080/v1), OPENAI_MODEL (the model asked for; default "default", which llama.cpp's
-server ignores), OPENAI_API_KEY (sent as a bearer token when set). `acp-green serve --agent
-llm_agent:from_env`, run from this directory, serves the same agent configured by these alone.
-
-Replies stream as message chunks. Every tool of every MCP server the session declares is offered
-to the model as a function; each call the model makes is an ACP tool call, run after asking the
-user unless the tool is annotated `readOnlyHint`. The loop ends when the model stops calling tools.
-Token usage goes to the ledger when the endpoint reports it (asked with
-`stream_options.include_usage`; endpoints that ignore it report none). A cancel closes the HTTP
-response being read at once: the endpoint sees the client go and can stop generating.
+Every tool of the session's MCP servers is offered to the model; each call it makes is an ACP
+tool call, asked for first unless the tool is annotated `readOnlyHint`. Token usage reaches the
+ledger when the endpoint reports it. A cancel closes the HTTP response at once.
 """
 
 from __future__ import annotations
@@ -32,6 +27,7 @@ from geventhttpclient import HTTPClient, URL
 from acp_green import Agent, ClientError, McpUnavailable, RpcError, ServeOptions, Turn, serve_stdio
 
 log = logging.getLogger("llm_agent")
+DEFAULT_URL = "http://127.0.0.1:8080/v1"  # llama.cpp's server
 MAX_ROUNDS = 16  # model requests per turn; then the turn ends with max_turn_requests
 ALLOW = [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}, {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]
 
@@ -43,7 +39,6 @@ class EndpointError(Exception):
 @dataclass
 class Reply:
     """One streamed completion, as it was read."""
-
     text: str = ""
     calls: dict[int, dict[str, str]] = field(default_factory=dict)  # by index: id, name, arguments
     usage: dict[str, int] | None = None
@@ -51,6 +46,7 @@ class Reply:
 
 
 class LlmAgent(Agent):
+    """Each turn: the session's conversation and MCP tools to the model, until it stops calling tools."""
     name = "llm-agent"
     title = "LLM agent (OpenAI-compatible endpoint)"
 
@@ -124,8 +120,7 @@ class LlmAgent(Agent):
                 "parameters": tool.get("inputSchema") or {"type": "object", "properties": {}}}}
                 for name, (_server, tool) in tools.items()]
         reply = Reply()
-        reader = gevent.spawn(self._read, turn, json.dumps(body).encode(), reply)
-        cancelled = gevent.spawn(turn.wait_cancelled)
+        reader, cancelled = gevent.spawn(self._read, turn, json.dumps(body).encode(), reply), gevent.spawn(turn.wait_cancelled)
         try:
             gevent.wait([reader, cancelled], count=1)
         finally:
@@ -166,22 +161,20 @@ class LlmAgent(Agent):
 
     def _run_tool(self, turn: Turn, tools: dict[str, tuple[str, dict[str, Any]]], call: dict[str, str]) -> str:
         """Run one call as an ACP tool call (always ending completed or failed); what the model is told."""
-        call_id = call["id"]
         if call["name"] not in tools:
             return f"error: there is no tool {call['name']!r}"
         server, tool = tools[call["name"]]
         read_only = (tool.get("annotations") or {}).get("readOnlyHint") is True
         try:
             arguments = json.loads(call["arguments"] or "{}")
+            problem = None if isinstance(arguments, dict) else "error: the arguments are not a JSON object"
         except ValueError as exc:
-            arguments, bad_arguments = {}, f"error: the arguments are not JSON ({exc})"
-        else:
-            bad_arguments = None if isinstance(arguments, dict) else "error: the arguments are not a JSON object"
-        title = f"{server}.{tool['name']}"
+            arguments, problem = call["arguments"], f"error: the arguments are not JSON ({exc})"
+        call_id, title = call["id"], f"{server}.{tool['name']}"
         turn.tool_call(call_id, title, kind="read" if read_only else "other", status="pending", rawInput=arguments)
-        status, text = "failed", bad_arguments or "cancelled"
+        status, text = "failed", problem or "cancelled"  # what the update says if the turn is cancelled
         try:
-            if bad_arguments:
+            if problem:
                 return text
             if not read_only:
                 outcome = turn.request_permission({"toolCallId": call_id, "title": title, "status": "pending"}, ALLOW)
@@ -205,21 +198,19 @@ def _error_text(body: bytes) -> str:
     try:
         return str(json.loads(body)["error"]["message"])
     except (ValueError, KeyError, TypeError):
-        return body[:200].decode("utf-8", "replace") or "(no body)"
+        return body[:200].decode("utf-8", "replace")
 
 
-def from_env() -> LlmAgent:
-    """The agent configured by OPENAI_BASE_URL, OPENAI_MODEL and OPENAI_API_KEY."""
-    return LlmAgent(os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1"),
-                    os.environ.get("OPENAI_MODEL", "default"), os.environ.get("OPENAI_API_KEY"))
+def from_env(base_url: str | None = None) -> LlmAgent:
+    """The agent as the environment configures it (`base_url`, if given, over OPENAI_BASE_URL)."""
+    return LlmAgent(base_url or os.environ.get("OPENAI_BASE_URL", DEFAULT_URL), os.environ.get("OPENAI_MODEL", "default"),
+                    os.environ.get("OPENAI_API_KEY"))
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description="An ACP agent backed by an OpenAI-compatible endpoint.")
-    parser.add_argument("--base-url", default=os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1"),
-                        help="the endpoint, up to /v1 (default: $OPENAI_BASE_URL or http://127.0.0.1:8080/v1)")
-    parser.add_argument("--state-dir", default=None, help="where sessions and usage are kept (default: as acp-green serve)")
+    parser.add_argument("--base-url", help=f"the endpoint, up to /v1 (default: $OPENAI_BASE_URL or {DEFAULT_URL})")
+    parser.add_argument("--state-dir", help="where sessions and usage are kept (default: as acp-green serve)")
     parser.add_argument("--log-level", default="WARNING", help="log threshold; logs go to stderr (default: WARNING)")
     args = parser.parse_args()
-    agent = LlmAgent(args.base_url, os.environ.get("OPENAI_MODEL", "default"), os.environ.get("OPENAI_API_KEY"))
-    raise SystemExit(serve_stdio(agent, ServeOptions(state_dir=args.state_dir), log_level=args.log_level))
+    raise SystemExit(serve_stdio(from_env(args.base_url), ServeOptions(state_dir=args.state_dir), log_level=args.log_level))

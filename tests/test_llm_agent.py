@@ -222,3 +222,13 @@ def test_the_probe_passes_every_check(endpoint):
     failed = [row for row in report["checks"] if row["verdict"] != "pass"]
     assert done.returncode == 0 and not failed, failed
     print(f"probe: {len(report['checks'])} checks passed")
+
+
+def test_served_by_acp_green_serve_with_the_environment_factory(launch, endpoint):
+    """`acp-green serve --agent llm_agent:from_env`: the same agent, its endpoint from OPENAI_BASE_URL."""
+    env = {**ENV, "OPENAI_BASE_URL": endpoint.url, "PYTHONPATH": os.path.dirname(LLM_AGENT)}
+    agent = launch("--ephemeral", "--agent", "llm_agent:from_env", env=env)
+    agent.initialize()
+    session_id = agent.new_session()
+    assert agent.prompt(session_id, "hi").result() == {"stopReason": "end_turn"}
+    assert said(agent.updates(session_id)) == "echo: hi"

@@ -14,6 +14,9 @@ script it through the prompt text:
 - `/fail`: HTTP 500 with an OpenAI-style error body; `/malformed`: an event that is not JSON;
 - anything else: "echo: TEXT" in word-sized chunks.
 
+A test may instead queue exact bodies (`raw_replies`): the next request gets the first, byte for
+byte, as a 200 event stream.
+
 Usage is sent as a last chunk when the request asks for it (`stream_options.include_usage`),
 unless the server was made with `honour_usage=False` (endpoints that ignore the option).
 Every request is recorded with how its stream ended: "done", or "disconnected" when the client
@@ -53,6 +56,7 @@ class FakeOpenAI:
     def __init__(self, *, honour_usage: bool = True) -> None:
         self.honour_usage = honour_usage
         self.exchanges: list[Exchange] = []
+        self.raw_replies: list[list[bytes]] = []
         self.arrived = Event()  # set at each request (cleared by whoever waits for the next)
         self._ids = itertools.count(1)
         self._server = WSGIServer(("127.0.0.1", 0), self._app, log=None, error_log=None)
@@ -80,6 +84,8 @@ class FakeOpenAI:
         self.arrived.set()
         if environ.get("PATH_INFO") != "/v1/chat/completions":
             return self._error(exchange, start_response, "404 Not Found", "no such route")
+        if self.raw_replies:
+            return self._stream(exchange, start_response, iter([]), raw=self.raw_replies.pop(0))
         messages = body.get("messages") or []
         last_user = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
         if messages and messages[-1].get("role") == "tool":
@@ -110,14 +116,18 @@ class FakeOpenAI:
         start_response(status, [("Content-Type", "application/json")])
         return [json.dumps({"error": {"message": message, "type": "server_error"}}).encode()]
 
-    def _stream(self, exchange: Exchange, start_response: Any, deltas: Iterator[Any]) -> Iterator[bytes]:
+    def _stream(self, exchange: Exchange, start_response: Any, deltas: Iterator[Any], raw: list[bytes] | None = None) -> Iterator[bytes]:
         start_response("200 OK", [("Content-Type", "text/event-stream"), ("Cache-Control", "no-cache")])
-        return self._events(exchange, deltas)
+        return self._events(exchange, deltas, raw)
 
-    def _events(self, exchange: Exchange, deltas: Iterator[Any]) -> Iterator[bytes]:
+    def _events(self, exchange: Exchange, deltas: Iterator[Any], raw: list[bytes] | None) -> Iterator[bytes]:
         completion_id = f"chatcmpl-{next(self._ids)}"
         sent = 0
         try:
+            if raw is not None:
+                yield from raw
+                exchange.ended = "done"
+                return
             for item in deltas:
                 if item is None:
                     yield b": keep-alive\n\n"

@@ -4,6 +4,8 @@ official `mcp` SDK (tests/mcp_servers/llm_tools.py). No network: everything is o
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import os
 import socket
@@ -13,6 +15,8 @@ from typing import Any
 
 import pytest
 from gevent import subprocess
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from acp_green.rig.client import ClientPolicy
 from tests.fake_openai import FakeOpenAI
@@ -232,3 +236,52 @@ def test_served_by_acp_green_serve_with_the_environment_factory(launch, endpoint
     session_id = agent.new_session()
     assert agent.prompt(session_id, "hi").result() == {"stopReason": "end_turn"}
     assert said(agent.updates(session_id)) == "echo: hi"
+
+
+@functools.cache
+def load_example() -> Any:
+    """examples/llm_agent.py as a module (its dataclasses need it registered while it runs)."""
+    spec = importlib.util.spec_from_file_location("llm_agent", LLM_AGENT)
+    module = sys.modules["llm_agent"] = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def sse(payloads: list[Any]) -> list[bytes]:
+    return [b"data: " + json.dumps(p).encode() + b"\n\n" for p in payloads] + [b"data: [DONE]\n\n"]
+
+
+TEXT_PIECES = st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=8)
+
+
+@settings(deadline=None, max_examples=15, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(pieces=TEXT_PIECES, arguments=st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3),
+       cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=4))
+def test_stream_input_boundary_text_and_tool_arguments_are_reassembled(inprocess, pieces, arguments, cuts):
+    """Issue area (endpoint input boundary): text split into any deltas (any Unicode) is said
+    piece by piece and sent back whole; tool-call arguments cut anywhere are joined before they
+    are parsed (here a call of an unknown function, which the model is told about by name)."""
+    endpoint = FakeOpenAI()
+    try:
+        encoded = json.dumps(arguments)
+        bounds = sorted({min(c, len(encoded)) for c in cuts} | {0, len(encoded)})
+        fragments = [encoded[a:b] for a, b in zip(bounds, bounds[1:])] or [""]
+        endpoint.raw_replies = [sse(
+            [{"choices": [{"index": 0, "delta": {"content": p}}]} for p in pieces]
+            + [{"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1" if i == 0 else None,
+                "function": {"name": "ghost" if i == 0 else None, "arguments": f}}]}}]} for i, f in enumerate(fragments)]
+        ), sse([{"choices": [{"index": 0, "delta": {"content": "ok"}}]}])]
+        harness = inprocess(load_example().LlmAgent(endpoint.url))
+        client = harness.client
+        client.initialize()
+        session_id = client.new_session()
+        assert client.prompt(session_id, "go").result() == {"stopReason": "end_turn"}
+        chunks = [u["content"]["text"] for u in client.updates(session_id) if u["sessionUpdate"] == "agent_message_chunk"]
+        assert chunks == [*pieces, "ok"]
+        assistant, told = endpoint.exchanges[1].body["messages"][-2:]
+        assert assistant["content"] == "".join(pieces)
+        assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == arguments
+        assert told == {"role": "tool", "tool_call_id": "c1", "content": "error: there is no tool 'ghost'"}
+        harness.finish()
+    finally:
+        endpoint.stop()

@@ -285,3 +285,18 @@ def test_stream_input_boundary_text_and_tool_arguments_are_reassembled(inprocess
         harness.finish()
     finally:
         endpoint.stop()
+
+
+def test_cancel_while_permission_is_pending_ends_the_tool_call_failed(start, endpoint, tmp_path):
+    """A cancel while the user has not answered the permission request: the tool never runs, its
+    ACP tool call still gets a final status (failed) and the turn answers cancelled."""
+    agent = start(endpoint.url, ClientPolicy(permission="hold"))
+    session_id = tool_session(agent, tmp_path)
+    pending = agent.prompt(session_id, '/tool llm__note {"text": "later"}')
+    agent.wait_for(lambda: permission_requests(agent), what="the permission request")
+    agent.cancel(session_id)
+    assert pending.result() == {"stopReason": "cancelled"}
+    final = tool_updates(agent, session_id)[-1]
+    assert final["status"] == "failed"
+    assert not (tmp_path / "notes").exists()
+    assert len(endpoint.exchanges) == 1  # the model was not asked again

@@ -22,6 +22,7 @@ _EXPORTS = {
     "ServeOptions": "acp_green.server",
     "Server": "acp_green.server",
     "serve": "acp_green.server",
+    "serve_stdio": "acp_green.server",
     "RpcError": "acp_green.errors",
     "TurnCancelled": "acp_green.errors",
     "CapabilityMissing": "acp_green.errors",

@@ -17,7 +17,6 @@ import click
 from . import __version__
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-STDERR_EXIT_FLUSH = 2.0  # seconds the last stderr lines may take to reach a reader at exit
 
 
 def load_agent(spec: str) -> Any:
@@ -111,9 +110,9 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
         monkey_patch_now()
     import logging
 
-    from . import logsetup, stderrsink
-    from .server import ServeOptions, Server
-    from .transport import OutputLimits, claim_stdio
+    from . import logsetup
+    from .server import ServeOptions, serve_stdio
+    from .transport import OutputLimits
 
     log = logging.getLogger(__name__)
     logsetup.configure(log_level)
@@ -142,18 +141,8 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     )
     if monkey_patch:
         log.info("gevent monkey-patching is on (--monkey-patch)")
-    read_fd, write_fd = claim_stdio()
-    # From here on nothing may block on fd 2 (usage errors above still go straight to stderr).
-    sink = stderrsink.install()
-    logsetup.configure(log_level)  # again: the handler now writes through the sink
-    try:
-        code = Server(agent, options).serve(read_fd, write_fd)
-    except Exception:
-        log.critical("acp-green serve failed", exc_info=True)
-        code = 1
-    finally:
-        sink.flush(timeout=STDERR_EXIT_FLUSH)  # bounded: a stderr nobody reads cannot hold the exit
-    sys.exit(code)
+    # Usage errors above go straight to stderr; from here on nothing may block on fd 2.
+    sys.exit(serve_stdio(agent, options, log_level=log_level))
 
 
 def monkey_patch_now() -> None:

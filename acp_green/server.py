@@ -185,3 +185,27 @@ class Server:
 def serve(agent: Agent, read_fd: int, write_fd: int, options: ServeOptions | None = None) -> int:
     """Serve `agent` on the given descriptors; the in-process entry point."""
     return Server(agent, options).serve(read_fd, write_fd)
+
+
+#: Seconds the last stderr lines may take to reach a reader at exit.
+STDERR_EXIT_FLUSH = 2.0
+
+
+def serve_stdio(agent: Agent, options: ServeOptions | None = None, *, log_level: str = "WARNING") -> int:
+    """Serve `agent` on this process's stdin/stdout exactly as `acp-green serve` does; the exit code.
+
+    Claims fds 0/1 for the wire (stray prints go to stderr) and routes stderr through the sink
+    that never blocks the hub; from the call on, nothing may block on fd 2.
+    """
+    from . import logsetup, stderrsink, transport
+
+    read_fd, write_fd = transport.claim_stdio()
+    sink = stderrsink.install()
+    logsetup.configure(log_level)  # (again): the handler now writes through the sink
+    try:
+        return Server(agent, options).serve(read_fd, write_fd)
+    except Exception:
+        log.critical("acp-green serve failed", exc_info=True)
+        return 1
+    finally:
+        sink.flush(timeout=STDERR_EXIT_FLUSH)  # bounded: a stderr nobody reads cannot hold the exit

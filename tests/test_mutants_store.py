@@ -105,7 +105,7 @@ def test_memory_store_counts_a_save_it_cannot_keep_and_never_raises():
 
 
 def test_history_is_text_when_ascii_and_kept_exactly_as_a_blob_otherwise(tmp_path):
-    """statedb.append_turn: the runtime's ASCII entries are TEXT (readable with any SQLite tool);
+    """statedb history pieces: the runtime's ASCII entries are TEXT (readable with any SQLite tool);
     other bytes are kept exactly, as a BLOB."""
     path = statedb.db_path(str(tmp_path / "state"))
     store = SqliteStore(path)
@@ -117,7 +117,7 @@ def test_history_is_text_when_ascii_and_kept_exactly_as_a_blob_otherwise(tmp_pat
     store.close()
     conn = sqlite3.connect(path)
     try:
-        assert [t for (t,) in conn.execute("SELECT typeof(entries) FROM turns ORDER BY id")] == ["text", "blob"]
+        assert [t for (t,) in conn.execute("SELECT typeof(entries) FROM history ORDER BY id")] == ["text", "blob"]
     finally:
         conn.close()
 

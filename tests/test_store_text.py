@@ -73,6 +73,7 @@ def test_lone_surrogates_in_cwd_and_title_survive_list_restart_and_load(launch, 
     load = again.request("session/load", {"sessionId": sid, "cwd": CWD, "additionalDirectories": DIRECTORIES, "mcpServers": []})
     load.result()
     replayed = [m["params"]["update"] for m in again.received() if m.get("method") == "session/update"]
+    assert isinstance(replayed[0].pop("messageId"), str)
     assert replayed[0] == {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": f"{TITLE}\nsecond line"}}
     assert any(b"user_message_chunk" in line and ESCAPED.replace(b"caf", b"sum") in line for line in raw_lines_in(again))
     assert again.close() == 0

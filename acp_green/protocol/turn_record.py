@@ -53,7 +53,8 @@ class TurnRecord:
 
     __slots__ = (
         "store", "session", "session_id", "turn_id", "started_at", "ended", "_encoder", "_line_head",
-        "_messages", "_kind", "_message_id", "_chunk_head", "_tail", "_pending", "_pending_bytes",
+        "_messages", "_kind", "_message_id", "_chunk_head", "_tail", "_pending", "_pending_bytes", "_piece_updates",
+        "_piece_bytes",
     )
 
     def __init__(self, store: Store, session: Session, encoder: SessionUpdateEncoder, turn_id: str | None = None) -> None:
@@ -72,6 +73,8 @@ class TurnRecord:
         self._tail = b""
         self._pending: list[bytes] = []
         self._pending_bytes = 0
+        self._piece_updates = PIECE_UPDATES
+        self._piece_bytes = PIECE_BYTES
 
     # -- messages ------------------------------------------------------------------------------
     def _open_message(self, kind: str) -> None:
@@ -104,7 +107,12 @@ class TurnRecord:
         if kind != self._kind:
             self._open_message(kind)
         update_json = self._chunk_head + wire.json_text(text) + self._tail
-        self._keep(update_json)
+        # _keep, inlined: this runs once per streamed chunk
+        pending = self._pending
+        pending.append(update_json)
+        self._pending_bytes += len(update_json)
+        if self._pending_bytes >= self._piece_bytes or len(pending) >= self._piece_updates:
+            self.flush()
         return self._line_head + update_json + LINE_END
 
     def update(self, update: dict[str, Any]) -> bytes:
@@ -131,7 +139,7 @@ class TurnRecord:
         pending = self._pending
         pending.append(update_json)
         self._pending_bytes += len(update_json)
-        if self._pending_bytes >= PIECE_BYTES or len(pending) >= PIECE_UPDATES:
+        if self._pending_bytes >= self._piece_bytes or len(pending) >= self._piece_updates:
             self.flush()
 
     # -- handing it to the store ---------------------------------------------------------------

@@ -162,6 +162,27 @@ def test_a_ten_thousand_chunk_turn_is_not_ten_thousand_transactions(tmp_path):
         store.close()
 
 
+def test_a_slow_stream_of_pieces_is_committed_a_few_times_a_second_not_once_a_piece(tmp_path):
+    """Issue area batching: pieces arriving one every millisecond or more (a slow stream) wait on
+    the hub up to AppendHistory.hub_wait (50 ms), so 2,000 of them are a few dozen hand-offs and
+    transactions (measured: ~40), not one each; a slower hub only makes fewer."""
+    store = SqliteStore(statedb.db_path(str(tmp_path / "state")))
+    try:
+        store.begin_turn("s", "t", 1.0, prompt("slow"))
+        store.sync()
+        before = store.transactions
+        for n in range(2_000):
+            store.append_history("s", "t", [chunk(n)])
+            gevent.sleep(0.001)
+        store.end_turn("s", "t", TurnOutcome("end_turn"))
+        store.sync()
+        transactions = store.transactions - before
+        assert transactions <= 200, transactions
+        assert len(store.history("s")) == 2_001
+    finally:
+        store.close()
+
+
 def small_rows(monkeypatch, limit: int) -> None:
     """Every store opened from now on refuses a value over `limit` bytes (SQLITE_LIMIT_LENGTH)."""
     original = statedb.connect
@@ -394,7 +415,7 @@ def test_reads_wait_at_most_for_what_was_queued_before_them(tmp_path):
     store = SqliteStore(statedb.db_path(str(tmp_path / "state")))
     try:
         store.begin_turn("s", "t", time.time(), [])
-        store.append_history("s", "t", [chunk(1)])  # waits on the hub for WRITE_DELAY
+        store.append_history("s", "t", [chunk(1)])  # waits on the hub for AppendHistory.hub_wait
         assert store.history_page("s", None, 10, 1000).entries == [HistoryEntry("t", chunk(1))]
     finally:
         store.close()

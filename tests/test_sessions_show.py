@@ -15,7 +15,8 @@ from acp_green.store.session_record import SessionRecord
 from acp_green.store.turns import TurnOutcome
 from tests.test_store_inspection import files_of
 
-LONG_REPLY = 10_000  # characters of the third turn's reply
+CHUNK = "abcdefghijkl"  # a reply chunk is this and a digit: 13 characters, so a cut falls inside one
+LONG_REPLY = 13_000  # characters of the third turn's reply
 TOOL_CALLS = 300
 
 
@@ -35,8 +36,8 @@ def three_turns(state: str) -> None:
         statedb.begin_turn(conn, "s", "t2", 2.0, [update("user_message_chunk", "/sleep 0", "u2")])
         statedb.end_turn(conn, "s", "t2", TurnOutcome("end_turn"))
         statedb.begin_turn(conn, "s", "t3", 3.0, [update("user_message_chunk", "hello", "u3")])
-        for n in range(LONG_REPLY // 10):  # the reply arrives as 1,000 chunks of 10 characters
-            statedb.append_history(conn, "s", "t3", [update("agent_message_chunk", "abcdefghi" + str(n % 10), "a3")])
+        for n in range(LONG_REPLY // 13):  # the reply arrives as 1,000 chunks of 13 characters
+            statedb.append_history(conn, "s", "t3", [update("agent_message_chunk", CHUNK + str(n % 10), "a3")])
         statedb.append_history(conn, "s", "t3", [
             json.dumps({"sessionUpdate": "tool_call", "toolCallId": f"c{n}", "title": "read", "status": "completed"}).encode()
             for n in range(TOOL_CALLS)
@@ -66,7 +67,9 @@ def test_turns_show_one_by_one_with_their_outcome_and_long_output_is_cut_saying_
     assert lines[first + 4: first + 6] == [headings[2], "user: hello"]
     reply = lines[first + 6]
     cut = LONG_REPLY - report.MESSAGE_CHARS
-    assert reply == "agent: " + ("abcdefghi0abcdefghi1abcdefghi2abcdefghi3abcdefghi4abcdefghi5abcdefghi6abcdefghi7abcdefghi8abcdefghi9" * 100)[: report.MESSAGE_CHARS] + f" ... [{cut} more characters; --full shows everything]"
+    whole = "".join(CHUNK + str(n % 10) for n in range(LONG_REPLY // 13))
+    assert report.MESSAGE_CHARS % 13  # the cut falls inside a chunk
+    assert reply == "agent: " + whole[: report.MESSAGE_CHARS] + f" ... [{cut} more characters; --full shows everything]"
     tool_lines = [line for line in lines if line.startswith("tool_call: ")]
     assert tool_lines[0] == "tool_call: c0 read completed"
     shown_lines = 2 + len(tool_lines)  # user, agent, then tool calls
@@ -105,7 +108,7 @@ def test_show_reads_pages_never_the_whole_history_and_changes_nothing(tmp_path, 
     monkeypatch.setattr(statedb, "history", whole)
     monkeypatch.setattr(report, "PAGE_ENTRIES", 64)
     show(state, "--full")
-    assert max(pages) <= 64 and sum(pages) == 3 + LONG_REPLY // 10 + TOOL_CALLS
+    assert max(pages) <= 64 and sum(pages) == 3 + LONG_REPLY // 13 + TOOL_CALLS
     assert files_of(state) == before
 
 

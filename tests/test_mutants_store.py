@@ -13,7 +13,7 @@ import pytest
 from acp_green.store.session_record import SessionRecord
 from acp_green.store import MemoryStore
 from acp_green.store import statedb
-from acp_green.store.report import render_history, usage_report, usage_table
+from acp_green.store.report import Transcript, usage_report, usage_table
 from acp_green.store.sqlite import SqliteStore
 from acp_green.usage import UsageRecord
 
@@ -134,7 +134,7 @@ def test_writes_queued_together_share_a_transaction(tmp_path):
     store.close()
 
 
-def test_render_history_shows_text_and_names_other_content_by_its_type():
+def test_the_transcript_shows_text_and_names_other_content_by_its_type():
     """A message chunk's text is shown as is; content that is not text shows as `[type]`."""
     history = [
         {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hello "}},
@@ -142,4 +142,6 @@ def test_render_history_shows_text_and_names_other_content_by_its_type():
         {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}},
         {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "read", "status": "pending"},
     ]
-    assert render_history(history) == ["user: hello [image]", "agent: hi", "tool_call: t1 read pending"]
+    transcript = Transcript()
+    text = "".join([piece for update in history for piece in transcript.feed(update)] + list(transcript.end()))
+    assert text == "user: hello [image]\nagent: hi\ntool_call: t1 read pending\n"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -288,7 +289,8 @@ def test_sessions_and_usage_commands(launch, tmp_path):
     assert json.loads(acp_green("sessions", "list", "--json", "--cwd", "/work", "--state-dir", state))[0]["turns"] == 2
     assert json.loads(acp_green("sessions", "list", "--json", "--cwd", "/elsewhere", "--state-dir", state)) == []
     shown = acp_green("sessions", "show", sid, "--state-dir", state)
-    assert "user: hello table\nagent: hello table\nuser: /think\nthought: " in shown
+    # Each prompt is a turn of its own, headed by its outcome.
+    assert re.search(r"turn 1 \([^)]*\): end_turn\nuser: hello table\nagent: hello table\nturn 2 \([^)]*\): end_turn\nuser: /think\nthought: ", shown), shown
     assert json.loads(acp_green("sessions", "show", sid, "--json", "--state-dir", state))["title"] == "hello table"
     out = tmp_path / "export.json"
     acp_green("sessions", "export", sid, "-o", str(out), "--state-dir", state)

@@ -43,12 +43,13 @@ class Write(Operation):
 
     `at_once`: handed to the store thread as soon as it is made (with every write waiting before
     it), because the store thread can only commit what it has been given. False: it may wait on
-    the hub for `sqlite.WRITE_DELAY`, so a burst of such writes costs one hand-off.
+    the hub for up to `hub_wait` seconds, so a burst of such writes costs one hand-off.
     """
 
     __slots__ = ()
     at_once: ClassVar[bool]
     label: ClassVar[str]  # what the log calls it: the Store method that made it
+    hub_wait: ClassVar[float] = 0.005  # for a write that is not at_once
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -128,11 +129,14 @@ class BeginTurn(Write):
 
 @dataclass(frozen=True, slots=True)
 class AppendHistory(Write):
-    """A piece of a running turn's history. A fast stream makes many: they may wait on the hub
-    (`sqlite.WRITE_DELAY`, or until `sqlite.HANDOFF_BYTES` wait) so a burst is one hand-off."""
+    """A piece of a running turn's history. A stream makes many: they wait on the hub for up to
+    `hub_wait` (or until `sqlite.HANDOFF_BYTES` wait), so a stream of any pace is handed over,
+    and committed, at most about 20 times a second. Losing that much of a turn to a crash
+    costs nothing a crash does not already cost: the turn has no outcome either way."""
 
     at_once: ClassVar[bool] = False
     label: ClassVar[str] = "append_history"
+    hub_wait: ClassVar[float] = 0.05
     session_id: str
     turn_id: str
     updates: list[bytes]

@@ -57,16 +57,16 @@ OPEN_TIMEOUT = 60.0  # migrations wait for other processes' write locks
 READ_TIMEOUT = 60.0
 CLOSE_TIMEOUT = 10.0  # bounded exit (S13) even when another process holds the database
 MAX_BATCH = 1000
-# A write whose type is not `at_once` (session saves: set_mode, set_config_option...) waits this
-# long on the hub before it is handed to the store thread, so a burst of control requests costs
-# one hand-off (one thread wake-up, one GIL round trip) instead of one each. An `at_once` write (a
-# finished turn, a usage record, a delete) is put on the queue in the call that makes it, with
+# A write whose type is not `at_once` (session saves: set_mode, set_config_option...; pieces of
+# history) waits on the hub (its type's `hub_wait`: 5 ms for a save) before it is handed to the
+# store thread, so a burst of control requests costs one hand-off (one thread wake-up, one GIL
+# round trip) instead of one each. An `at_once` write (a turn's beginning and outcome, a usage
+# record, a delete) is put on the queue in the call that makes it, with
 # whatever waits before it, so its commit never waits on the hub. It is not committed yet: that
 # is the store thread's next transaction, which a SIGKILL can still beat (the prompt's response
 # does not wait for it). What is committed survives a SIGKILL, and a read's answer (load, list,
 # history, usage, sync) leaves only after every write queued before it is committed. Reads, sync
 # and close hand over what is waiting first, so ordering holds.
-WRITE_DELAY = 0.005
 # Pieces of history waiting on the hub are handed over once this many bytes wait, before the
 # timer: a fast stream is handed over in bounded bursts.
 HANDOFF_BYTES = 1 << 20
@@ -97,6 +97,7 @@ class SqliteStore:
         self._unflushed: list[tuple[Write, None]] = []
         self._unflushed_bytes = 0
         self._flush_timer: Any = None
+        self._flush_due = 0.0  # when the flush timer fires (the hub loop's clock)
         self.history_backlog_bytes = history_backlog_bytes
         self._backlog_lock = _Lock()  # the hub adds, the store thread subtracts once committed
         self.backlog_bytes = 0  # history handed over and not committed yet
@@ -133,8 +134,12 @@ class SqliteStore:
         self._unflushed.append((op, None))
         if op.at_once or self._unflushed_bytes >= HANDOFF_BYTES:
             self._flush()
-        elif self._flush_timer is None:
-            self._flush_timer = self._hub.loop.timer(WRITE_DELAY)
+            return
+        due = self._hub.loop.now() + op.hub_wait
+        if self._flush_timer is None or due < self._flush_due:  # the write that may wait least decides
+            if self._flush_timer is not None:
+                self._flush_timer.close()
+            self._flush_timer, self._flush_due = self._hub.loop.timer(op.hub_wait), due
             self._flush_timer.start(self._flush)
 
     def _flush(self) -> None:

@@ -199,7 +199,7 @@ def connect_existing(path: str, *, write: bool = False) -> sqlite3.Connection | 
         if version < 1:
             conn.close()
             return None
-        if version < 3:
+        if version < 3 and "entries" in {column for _, column, *_ in conn.execute("PRAGMA table_info(turns)")}:
             if write:
                 raise StateDbError(f"the state database has schema {version}; start `acp-green serve` once to convert it to {SCHEMA_VERSION}")
             _v2_views(conn)

@@ -15,14 +15,14 @@ from hypothesis import strategies as st
 
 from acp_green.agent import Turn
 from acp_green.demo import DemoAgent
-from acp_green.protocol import turn_record
+from acp_green.protocol import replay, turn_record
 from acp_green.protocol.turn_record import MESSAGE_BREAKS, MESSAGE_CHUNKS, TurnRecord
 from acp_green.protocol.updates import SessionUpdateEncoder
 from acp_green.rig.schema import default_schema
 from acp_green.sessions import Session
 from acp_green.store.session_record import SessionRecord
 from acp_green.store.turns import TurnOutcome
-from tests.agents import MessageRunsAgent
+from tests.agents import FloodsAfterCancelAgent, MessageRunsAgent
 from tests.helpers import chunk_texts
 
 MESSAGE_KINDS = ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk")
@@ -252,18 +252,18 @@ def test_each_prompt_ends_its_turn_with_its_outcome_S16(inprocess, tmp_path):
     assert store.failed_writes == 0
 
 
-def test_a_deleted_sessions_running_turn_writes_nothing_more(inprocess, tmp_path, monkeypatch):
-    """session/delete under a streaming turn: the turn's later pieces and its end are not written
-    (no refused writes, no history), its one usage record is (S16)."""
-    monkeypatch.setattr(turn_record, "PIECE_UPDATES", 50)
-    harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"))
+def test_a_deleted_sessions_running_turn_writes_nothing_more(inprocess, tmp_path):
+    """session/delete under a running turn that then sends 4 MB (several pieces): nothing more of
+    the turn is written (no refused writes, no history), its one usage record is (S16)."""
+    harness = inprocess(FloodsAfterCancelAgent(), state_dir=str(tmp_path / "state"))
     client = harness.client
     client.initialize()
     sid = client.new_session()
-    streaming = client.prompt(sid, "/stream 1000000 64")
-    client.wait_for(lambda: len(client.updates(sid)) > 200, what="pieces to be stored")
+    flooding = client.prompt(sid, "flood when cancelled")
+    client.wait_for(lambda: harness.server.sessions.get(sid).busy, what="the prompt to run")
     assert client.call("session/delete", {"sessionId": sid}) == {}
-    assert streaming.result() == {"stopReason": "cancelled"}
+    assert flooding.result() == {"stopReason": "cancelled"}
+    assert len(chunk_texts(client.updates(sid))) == 4000
     store = harness.server.store
     store.sync()
     assert store.turns(sid) == [] and store.history(sid) == []
@@ -297,12 +297,19 @@ def test_a_prompt_during_the_replay_is_busy_S2_S8(inprocess, tmp_path):
     load_at = next(i for i, m in enumerate(arrived) if "method" not in m and m.get("id") == load["id"])
     replay = [m["params"]["update"] for m in arrived[:load_at] if m.get("method") == "session/update"]
     assert len(replay) == 1 + 500  # all of it, before the response (S5)
+    after = lambda: [m["params"]["update"]["sessionUpdate"] for m in client.received()[mark + load_at + 1:]  # noqa: E731
+                     if m.get("method") == "session/update" and m["params"]["sessionId"] == sid]
+    # The response's post-response step runs for a background answer too: commands and title follow it.
+    assert client.wait_for(lambda: after()[:2], what="the updates after the load") == ["available_commands_update", "session_info_update"]
     assert client.prompt(sid, "now").result() == {"stopReason": "end_turn"}
 
 
-def test_session_cancel_ends_the_replay_early_S2(inprocess, tmp_path):
+def test_session_cancel_ends_the_replay_early_S2(inprocess, tmp_path, monkeypatch):
     """S2 amended: session/cancel during a replay (held by a client that stopped reading) ends it
-    early; the load answers with its result, not an error, after what was replayed (S5)."""
+    early, even within a page (here one page holds the whole history); the load answers with its
+    result, not an error, after what was replayed (S5)."""
+    monkeypatch.setattr(replay, "PAGE_ENTRIES", 1 << 20)
+    monkeypatch.setattr(replay, "PAGE_BYTES", 1 << 30)
     harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"))
     sid = stored_session(harness, 3000)  # ~450 KB: more than the output backlog and the pipe hold
     client = harness.client
@@ -319,7 +326,7 @@ def test_session_cancel_ends_the_replay_early_S2(inprocess, tmp_path):
     arrived = client.received()[mark:]
     load_at = next(i for i, m in enumerate(arrived) if "method" not in m and m.get("id") == load.id)
     replayed = [m for m in arrived[:load_at] if m.get("method") == "session/update"]
-    assert 0 < len(replayed) < 3001
+    assert 0 < len(replayed) < 3000  # the whole replay is 3001
     assert not [m for m in arrived[load_at:] if m.get("method") == "session/update" and m["params"]["update"]["sessionUpdate"].endswith("_chunk")]
     assert client.prompt(sid, "after").result() == {"stopReason": "end_turn"}
 
@@ -348,6 +355,7 @@ def replay_while_answering_control(harness: Any, chunks: int) -> dict[str, Any]:
     other = client.new_session()
     sent_at: dict[Any, float] = {}
     answered: dict[Any, float] = {}
+    replayed_before: dict[Any, int] = {}  # per set_mode answer: how much of the replay had arrived
     step = max(chunks // 20, 1)
     count = [0]
 
@@ -361,6 +369,7 @@ def replay_while_answering_control(harness: Any, chunks: int) -> dict[str, Any]:
                 gevent.spawn(client.send, request)
         elif "method" not in message and message.get("id") in sent_at:
             answered[message["id"]] = now
+            replayed_before[message["id"]] = count[0]
 
     client.listeners.append(listener)
     mark = len(client.received())
@@ -377,6 +386,7 @@ def replay_while_answering_control(harness: Any, chunks: int) -> dict[str, Any]:
         "replay_time": replay_time,
         "replayed": sum(1 for m in arrived[:load_at] if m.get("method") == "session/update"),
         "answered_during": sum(1 for m in arrived[:load_at] if "method" not in m and m.get("id") in sent_at),
+        "answered_mid_replay": sum(1 for n in replayed_before.values() if n < 1 + chunks),
         "longest": max(latencies),
         "asked": len(sent_at),
     }
@@ -392,3 +402,28 @@ def test_other_sessions_are_answered_during_a_replay_S2(inprocess, tmp_path):
           f"during it: {figures['longest'] * 1000:.1f} ms ({figures['asked']} asked)")
     assert figures["replayed"] == 1 + 3000
     assert figures["asked"] >= 10 and figures["answered_during"] >= 1
+    assert figures["answered_mid_replay"] >= 1  # answered while the replay was still arriving
+
+
+def test_a_replay_keeps_to_the_output_high_water_mark_S10(inprocess, tmp_path, monkeypatch):
+    """S10, DESIGN §5: a replay to a client that stopped reading waits at the high-water mark like
+    a streaming turn (the one paced path, fairness.PacedProducer), instead of queuing the history."""
+    harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"))
+    sid = stored_session(harness, 3000)  # ~450 KB of replay
+    client = harness.client
+    outbound = harness.server.protocol.endpoint.outbound
+    peak = [0]
+    original = outbound.put
+
+    def put(data: bytes) -> None:
+        original(data)
+        peak[0] = max(peak[0], outbound.queued_bytes)
+
+    monkeypatch.setattr(outbound, "put", put)
+    client.pause_reading()
+    load = client.request("session/load", load_params(sid))
+    client.wait_for(lambda: outbound.over_high_water, what="the replay to reach the high-water mark")
+    gevent.sleep(0.2)
+    client.resume_reading()
+    assert "modes" in load.result()
+    assert peak[0] <= outbound.limits.high_water + 4096, peak[0]

@@ -422,7 +422,8 @@ def test_a_replay_keeps_to_the_output_high_water_mark_S10(inprocess, tmp_path, m
     monkeypatch.setattr(outbound, "put", put)
     client.pause_reading()
     load = client.request("session/load", load_params(sid))
-    client.wait_for(lambda: outbound.over_high_water, what="the replay to reach the high-water mark")
+    # Held: the writer drains what the pipe takes and the replay waits (for the low-water mark).
+    client.wait_for(lambda: outbound.queued_bytes > outbound.limits.low_water, what="the replay to fill the backlog")
     gevent.sleep(0.2)
     client.resume_reading()
     assert "modes" in load.result()

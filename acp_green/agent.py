@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from . import fairness, wire
 from .context import ConnectionSnapshot
 from .errors import CapabilityMissing, ClientError, TurnCancelled
+from .fairness import UpdateChannel
 from .sessions import CancelToken, Session
 from .usage import UsageCounters, utf8_size
 
@@ -158,24 +159,17 @@ class Agent:
         return ()
 
 
-class UpdateChannel(Protocol):
-    """Where a turn's updates go: the connection's outbound queue, seen from agent code."""
+class TurnUpdates(Protocol):
+    """The runtime's record of a turn, seen from agent code: it turns each update into its wire
+    line, numbers messages and keeps the turn's history (the author never sees either)."""
 
-    over_high_water: bool
-
-    def put(self, data: bytes) -> None: ...
-
-    def wait_below_high_water(self, cancelled: Any = None) -> None: ...
-
-
-class UpdateEncoder(Protocol):
-    """Turns a session's updates into wire bytes."""
+    ended: bool
 
     def update(self, update: dict[str, Any]) -> bytes: ...
 
     def text_chunk(self, kind: str, text: str) -> bytes: ...
 
-    def update_json(self, line: bytes) -> bytes: ...
+    def notice(self, update: dict[str, Any]) -> bytes: ...
 
 
 class Turn:
@@ -188,8 +182,8 @@ class Turn:
         prompt: list[dict[str, Any]],
         token: CancelToken,
         snapshot: ConnectionSnapshot,
-        channel: "UpdateChannel",
-        encoder: "UpdateEncoder",
+        channel: UpdateChannel,
+        updates: TurnUpdates,
         call_client: Callable[..., Any],
         mcp: Callable[[str, CancelToken], "McpClientSession"] | None = None,
     ) -> None:
@@ -200,14 +194,10 @@ class Turn:
         self.token = token
         self.snapshot = snapshot
         self.usage = UsageCounters()
-        # Sent lines, kept as bytes: untracked by the cyclic GC, whose full passes over millions
-        # of update dicts stalled the hub for hundreds of milliseconds in long streams.
-        self.sent: list[bytes] = []
-        self.closed = False
         self._channel = channel
-        self._encoder = encoder
+        self._out = fairness.PacedProducer(channel)
+        self._updates = updates
         self._call_client = call_client
-        self._fair = fairness.share()
         self._mcp = mcp
         # Only text a block of type "text" carries (checked at admission); other blocks may hold
         # a "text" field of any type, an extra field ACP lets a client send.
@@ -226,6 +216,11 @@ class Turn:
         return "".join(parts)
 
     @property
+    def closed(self) -> bool:
+        """True once the turn was answered: nothing more may be sent."""
+        return self._updates.ended
+
+    @property
     def cancelled(self) -> bool:
         return self.token.is_set()
 
@@ -240,35 +235,23 @@ class Turn:
 
         Shares the hub fairly with other streams and with control traffic (fairness.py), and
         waits while the outbound backlog is over its high-water mark (DESIGN §5), so a fast
-        stream cannot starve cancellation.
+        stream cannot starve cancellation. Not released by the token: a cancelled turn that
+        flushes what it has left must not bury control responses under a backlog (S10).
         """
-        self._emit(self._encoder.update(update))
-
-    def _emit(self, data: bytes) -> None:
-        if self.closed:
-            raise RuntimeError("this turn has already been answered; updates after the response are not allowed")
-        channel = self._channel
-        channel.put(data)
-        self.sent.append(data)
-        if channel.over_high_water:
-            # Not released by the token: a cancelled turn that flushes what it has left must not
-            # bury control responses under an unbounded backlog (S10). Shutdown ends the wait.
-            channel.wait_below_high_water()
-        else:
-            self._fair.yield_if_due()
+        self._out.send(self._updates.update(update))
 
     def send_final(self, update: dict[str, Any]) -> None:
         """Queue a last update without yielding; the runtime uses it just before the response."""
-        self._channel.put(self._encoder.update(update))
+        self._channel.put(self._updates.notice(update))
 
     def say(self, text: str) -> None:
         """Stream a chunk of the agent's reply."""
         self.usage.output_bytes += utf8_size(text)
-        self._emit(self._encoder.text_chunk("agent_message_chunk", text))
+        self._out.send(self._updates.text_chunk("agent_message_chunk", text))
 
     def think(self, text: str) -> None:
         """Stream a chunk of the agent's reasoning."""
-        self._emit(self._encoder.text_chunk("agent_thought_chunk", text))
+        self._out.send(self._updates.text_chunk("agent_thought_chunk", text))
 
     def plan(self, entries: Sequence[Mapping[str, Any]]) -> None:
         """Send the complete plan (each entry: content, priority, status)."""
@@ -281,11 +264,6 @@ class Turn:
     def tool_update(self, tool_call_id: str, **fields: Any) -> None:
         """Patch a tool call (status, content, rawOutput, ...)."""
         self.send({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, **fields})
-
-    def history(self) -> list[bytes]:
-        """The JSON of every update this turn sent, in order (what the store keeps)."""
-        update_json = self._encoder.update_json
-        return [update_json(line) for line in self.sent]
 
     # -- waiting -----------------------------------------------------------------------------
     def sleep(self, seconds: float) -> bool:

@@ -366,3 +366,31 @@ class FailingSessionStartAgent(Agent):
 
     def prompt(self, turn: Turn) -> str:
         return "end_turn"
+
+
+# -- history and message ids ------------------------------------------------------------------------
+
+
+class MessageRunsAgent(Agent):
+    """Sends a fixed mix of text chunks, thoughts, tool calls, a plan and a usage update, so a test
+    can see where each message begins and ends. `MESSAGES` is the agent messages it sends, as texts."""
+
+    name = "message-runs"
+    MESSAGES = [["a", "b"], ["t1", "t2"], ["c"], ["d"], ["e"], ["f", "g", "h"]]
+
+    def prompt(self, turn: Turn) -> str:
+        turn.say("a")
+        turn.say("b")
+        turn.think("t1")
+        turn.think("t2")
+        turn.say("c")
+        turn.tool_call("call_1", "Look", status="in_progress")
+        turn.say("d")
+        turn.tool_update("call_1", status="completed")
+        turn.say("e")
+        turn.plan([{"content": "step", "priority": "low", "status": "pending"}])
+        turn.say("f")
+        turn.send({"sessionUpdate": "usage_update", "used": 1, "size": 10})  # not a message: no break
+        turn.say("g")
+        turn.send({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "h"}})
+        return "end_turn"

@@ -1,7 +1,7 @@
 """`session/load`'s replay: a background job that reads stored history in bounded pages and sends it.
 
 Admission (SessionMethods.session_load, in the receive loop) checks, registers and reserves the
-session and binds its current token (S2 amended, S11). The job holds that reservation while it
+session and binds its current token (S2, S11). The job holds that reservation while it
 replays, so a prompt for the session gets session_busy (S8) and other sessions are answered as
 usual. Each replayed update takes the path a turn's updates take (fairness.PacedProducer), so
 back-pressure applies; the response is queued after the last replayed update (S5). A cancel

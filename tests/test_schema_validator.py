@@ -272,6 +272,49 @@ def test_unstable_methods_use_the_unstable_schema(schema: AcpSchema) -> None:
     assert "'method' is a required property" in joined(schema.problems(bad))
 
 
+USAGE = {"totalTokens": 30, "inputTokens": 10, "outputTokens": 20}
+
+
+def test_stable_methods_pass_the_stable_and_the_unstable_schema(schema: AcpSchema) -> None:
+    """DESIGN §7: a stable method is checked against both schemas; an unstable-only one against its own."""
+    assert schema.schemas_for("session/prompt") == ("stable", "unstable")
+    assert schema.schemas_for("initialize") == ("stable", "unstable")
+    assert schema.schemas_for("mcp/connect") == ("unstable",)
+    assert schema.schemas_for("acme/ping") == ()
+    good = result(2, {"stopReason": "end_turn", "usage": USAGE})
+    assert schema.problems(good, request_method="session/prompt") == []
+
+
+def test_unstable_only_fields_of_stable_methods_are_checked(schema: AcpSchema) -> None:
+    """Valid under the stable schema, invalid under the unstable one: PromptResponse.usage and
+    mcpCapabilities.acp are typed only there, and the problem names the unstable schema."""
+    bad_usage = result(2, {"stopReason": "end_turn", "usage": {**USAGE, "totalTokens": "many"}})
+    assert schema.validator("stable", "PromptResponse").is_valid(bad_usage["result"])  # stable leaves `usage` open
+    problems = schema.problems(bad_usage, request_method="session/prompt")
+    assert problems == ["session/prompt result (PromptResponse, unstable schema): at result.usage.totalTokens: 'many' is not of type 'integer'"]
+    bad_acp = {**INITIALIZE_RESULT, "agentCapabilities": {**INITIALIZE_RESULT["agentCapabilities"], "mcpCapabilities": {"acp": "yes"}}}
+    problems = schema.problems(result(0, bad_acp), request_method="initialize")
+    assert problems == ["initialize result (InitializeResponse, unstable schema): at result.agentCapabilities.mcpCapabilities.acp: 'yes' is not of type 'boolean'"]
+    checker = StreamChecker("agent")
+    checker.observe(request(0, "initialize", INITIALIZE_REQUEST["params"]), from_sender=False)
+    assert "InitializeResponse, unstable schema" in joined(checker.observe(result(0, bad_acp), from_sender=True))
+
+
+def test_unstable_only_variants_of_stable_methods_fail_the_stable_schema(schema: AcpSchema) -> None:
+    """The other way round: an update kind only the unstable schema knows is reported against the stable one."""
+    update = notification("session/update", {"sessionId": SESSION, "update": {"sessionUpdate": "plan_removed", "planId": "p1"}})
+    assert schema.validator("unstable", "SessionNotification").is_valid(update["params"])
+    problems = schema.problems(update)
+    assert problems and all("(SessionNotification, stable schema)" in p for p in problems), problems
+    assert '"plan_removed" is not one of' in joined(problems)
+
+
+def test_a_problem_both_schemas_report_is_said_once(schema: AcpSchema) -> None:
+    """A problem the stable and unstable schema both find is reported once, naming both."""
+    problems = schema.problems(result(2, {"stopReason": "done"}), request_method="session/prompt")
+    assert len(problems) == 1 and "(PromptResponse, stable and unstable schemas)" in problems[0], problems
+
+
 def test_check_raises_schema_violation(schema: AcpSchema) -> None:
     """check() raises SchemaViolation carrying the message and its problems."""
     bad = result(2, {"stopReason": "done"})

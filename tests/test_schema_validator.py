@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acp_green.rig.schema import AcpSchema, SchemaViolation, StreamChecker, default_schema, message_kind
 
@@ -313,6 +315,26 @@ def test_a_problem_both_schemas_report_is_said_once(schema: AcpSchema) -> None:
     """A problem the stable and unstable schema both find is reported once, naming both."""
     problems = schema.problems(result(2, {"stopReason": "done"}), request_method="session/prompt")
     assert len(problems) == 1 and "(PromptResponse, stable and unstable schemas)" in problems[0], problems
+
+
+TOKEN_FIELDS = ("totalTokens", "inputTokens", "outputTokens")
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.fixed_dictionaries({name: st.one_of(st.integers(min_value=-5, max_value=2**63),
+                                              st.text(max_size=3), st.none(), st.floats(allow_nan=False))
+                              for name in TOKEN_FIELDS}))
+def test_usage_verdict_comes_from_the_unstable_schema_alone(usage: dict[str, Any]) -> None:
+    """Property: any `usage` passes the stable schema; the dual check reports it exactly when a token
+    count is not a non-negative integer, and says the unstable schema failed."""
+    schema = default_schema()
+    answer = {"stopReason": "end_turn", "usage": usage}
+    assert schema.validator("stable", "PromptResponse").is_valid(answer)
+    # JSON Schema's "integer" admits 3.0: a number with no fractional part.
+    valid = all(isinstance(v, (int, float)) and float(v).is_integer() and v >= 0 for v in usage.values())
+    problems = schema.problems(result(2, answer), request_method="session/prompt")
+    assert (problems == []) is valid, problems
+    assert all("(PromptResponse, unstable schema)" in p for p in problems), problems
 
 
 def test_check_raises_schema_violation(schema: AcpSchema) -> None:

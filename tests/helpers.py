@@ -162,16 +162,17 @@ def wire_log_records(path: str | os.PathLike[str]) -> list[Record]:
     return records
 
 
-def stream_schema_problems(records: Iterable[Record]) -> list[str]:
-    """Schema problems (stable and unstable schema) of what the agent wrote in these records."""
-    checker = StreamChecker("agent")
+def stream_schema_problems(records: Iterable[Record], sender: str = "agent") -> list[str]:
+    """Schema problems (stable and unstable schema) of what `sender` ("agent" or "client") wrote in these records."""
+    checker = StreamChecker(sender)
+    own = "in" if sender == "agent" else "out"
     problems: list[str] = []
     for record in records:
         if record.message is None:
-            if record.direction == "in":
-                problems.append(f"unparseable line from the agent: {record.raw[:200]!r}")
+            if record.direction == own:
+                problems.append(f"unparseable line from the {sender}: {record.raw[:200]!r}")
             continue
-        problems.extend(checker.observe(record.message, from_sender=record.direction == "in"))
+        problems.extend(checker.observe(record.message, from_sender=record.direction == own))
     return problems
 
 

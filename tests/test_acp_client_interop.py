@@ -3,7 +3,7 @@ project wrote, drives `acp-green serve` through tests/peers/acp_client_driver.py
 
 acp-client advertises no fs capability, so `/read` and `/write` must fail their tool call without
 asking the user anything (capabilities are checked before asking). Every message both ways is
-logged by tests/peers/tee_agent.py and checked: the agent's against the stable and the unstable
+logged by tests/peers/tee_agent.py and checked: both sides' against the stable and the unstable
 schema, the rig's invariants, and every tool call finished before its prompt's response.
 """
 
@@ -65,3 +65,4 @@ def test_acp_client_drives_acp_green_serve(tmp_path):
     assert stops == ["end_turn", "end_turn", "end_turn", "end_turn", "cancelled", "end_turn"]
     problems = stream_schema_problems(records) + invariant_problems(records) + unfinished_tool_calls(records)
     assert problems == [], problems
+    assert stream_schema_problems(records, sender="client") == []  # acp-client's own messages, for the record

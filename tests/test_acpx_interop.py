@@ -2,7 +2,7 @@
 tests/node/package-lock.json), drives `acp-green serve` through `acpx --agent CMD exec PROMPT`.
 
 Each run goes through tests/peers/tee_agent.py, so every message both ways is checked afterwards:
-the agent's against the stable and the unstable ACP schema, the rig's invariants over the whole
+both sides' against the stable and the unstable ACP schema, the rig's invariants over the whole
 conversation, and every tool call finished (completed or failed) before its prompt's response.
 acpx refuses relative paths (ACP: every file path is absolute), so a `/read` or `/write` of a
 relative path works only when the runtime resolves it against the session's cwd.
@@ -77,6 +77,7 @@ class AcpxRun:
         records = wire_log_records(self.log)
         problems = stream_schema_problems(records) + invariant_problems(records) + unfinished_tool_calls(records)
         assert problems == [], problems
+        assert stream_schema_problems(records, sender="client") == []  # acpx's own messages, for the record
         return [r.message for r in records]
 
 

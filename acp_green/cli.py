@@ -223,24 +223,27 @@ def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None
 @sessions.command("show")
 @_state_dir_option
 @click.argument("session_id")
-@click.option("--json", "as_json", is_flag=True, help="Print the session and its history as JSON.")
-def sessions_show(state_dir: str | None, session_id: str, as_json: bool) -> None:
-    """One session's metadata and its conversation."""
-    from .store.report import export_sessions, printable, render_history
+@click.option("--json", "as_json", is_flag=True, help="Print the session, its turns and its whole history as JSON.")
+@click.option("--full", is_flag=True,
+              help="Print every message and every line in full (default: long messages and long turns are cut, saying how much).")
+def sessions_show(state_dir: str | None, session_id: str, as_json: bool, full: bool) -> None:
+    """One session's metadata and its conversation, turn by turn with each turn's outcome."""
+    from .store import statedb
+    from .store.report import export_sessions, printable, render_turns, session_dict
 
     with _open_db(state_dir) as conn:
-        found = export_sessions(conn, [session_id])
-    if not found:
-        raise click.ClickException(f"no stored session {session_id}")
-    session = found[0]
-    if as_json:
-        _echo_json(session)
-        return
-    for key in ("sessionId", "cwd", "title", "modeId", "config", "additionalDirectories"):
-        click.echo(printable(f"{key}: {session[key]}"))
-    click.echo("")
-    for line in render_history(session["history"]):
-        click.echo(printable(line))
+        record = statedb.load_session(conn, session_id) if conn is not None else None
+        if record is None:
+            raise click.ClickException(f"no stored session {session_id}")
+        if as_json:
+            _echo_json(export_sessions(conn, [session_id])[0])
+            return
+        session = session_dict(record)
+        for key in ("sessionId", "cwd", "title", "modeId", "config", "additionalDirectories"):
+            click.echo(printable(f"{key}: {session[key]}"))
+        click.echo("")
+        for fragment in render_turns(conn, session_id, full=full):
+            click.echo(printable(fragment), nl=False)
 
 
 @sessions.command("delete")

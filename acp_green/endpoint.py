@@ -50,7 +50,7 @@ class Kind(enum.Enum):
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """A control result plus work to queue right after the response (e.g. first updates)."""
+    """A result plus work to queue right after the response (e.g. first updates); control or background."""
 
     result: Any
     then: Callable[[], None] | None = None
@@ -86,8 +86,8 @@ def outcome_of(exc: BaseException, doing: str) -> Outcome:
         return Outcome(cancelled=True)
     if isinstance(exc, GreenletExit):
         return KILLED
-    if isinstance(exc, ClientError):
-        return Outcome(error=InternalError(one_line(str(exc))))
+    if isinstance(exc, ClientError):  # str() carries the client's reason (bounded): show it
+        return Outcome(error=InternalError(one_line(str(exc), 600)))
     if isinstance(exc, gevent.Timeout):  # a BaseException: would otherwise leave the request unanswered
         return Outcome(error=InternalError(f"Timed out: {one_line(str(exc))}"))
     if isinstance(exc, SystemExit):
@@ -332,22 +332,14 @@ class Endpoint:
 
     # -- control -----------------------------------------------------------------------------
     def _run_control(self, request: wire.Request, route: Route) -> None:
-        then = None
         try:
             result = route.handler(request.params, request.id)
-            if isinstance(result, Reply):
-                result, then = result.result, result.then
         except MAPPED_EXCEPTIONS as exc:
             self._answer_inline(request.id, outcome_of(exc, f"control handler for {request.method}"))
             if isinstance(exc, GreenletExit):
                 raise  # the reader is killed at shutdown: answered above, now go
             return
-        self._send_result(request.id, result)
-        if then is not None:
-            try:
-                then()
-            except Exception:
-                log.exception("post-response step of %s failed", request.method)
+        self._answer(request.id, Outcome(result=result))
 
     # -- background --------------------------------------------------------------------------
     def _admit(self, request: wire.Request, route: Route) -> None:
@@ -487,11 +479,18 @@ class Endpoint:
 
     # -- responses ---------------------------------------------------------------------------
     def _answer(self, request_id: wire.RequestId, outcome: Outcome) -> None:
-        """The one response an outcome stands for."""
+        """The one response an outcome stands for; a `Reply`'s post-response step runs right after it."""
         if outcome.error is not None:
             self._send_error(request_id, outcome.error)
         elif outcome.killed or outcome.cancelled:
             self._send_error(request_id, RequestCancelled())
+        elif isinstance(outcome.result, Reply):
+            self._send_result(request_id, outcome.result.result)
+            if outcome.result.then is not None:
+                try:
+                    outcome.result.then()
+                except Exception:
+                    log.exception("post-response step of request %s failed", wire.id_text(request_id))
         else:
             self._send_result(request_id, outcome.result)
 

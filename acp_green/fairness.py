@@ -11,6 +11,7 @@ on a timer: timers fire only after the next I/O poll, so the reader and writer g
 from __future__ import annotations
 
 import time
+from typing import Any, Protocol
 
 import gevent
 
@@ -50,3 +51,37 @@ def share() -> FairShare:
     if found is None or found._loop is not hub.loop:
         found = _shares[id(hub)] = FairShare()
     return found
+
+
+class UpdateChannel(Protocol):
+    """Where a stream's lines go: the connection's outbound queue, seen from a producer."""
+
+    over_high_water: bool
+
+    def put(self, data: bytes) -> None: ...
+
+    def wait_below_high_water(self, cancelled: Any = None) -> None: ...
+
+
+class PacedProducer:
+    """One stream's way onto the outbound queue: the path every turn update and replayed update takes.
+
+    After queuing a line it waits while the backlog is over its high-water mark (DESIGN §5),
+    released early only by `released_by` (or shutdown); otherwise it yields its fair share.
+    """
+
+    __slots__ = ("channel", "released_by", "_fair")
+
+    def __init__(self, channel: UpdateChannel, released_by: Any = None) -> None:
+        self.channel = channel
+        self.released_by = released_by
+        self._fair = share()
+
+    def send(self, line: bytes) -> None:
+        """Queue `line`, then wait for the backlog or yield, as above."""
+        channel = self.channel
+        channel.put(line)
+        if channel.over_high_water:
+            channel.wait_below_high_water(self.released_by)
+        else:
+            self._fair.yield_if_due()

@@ -110,6 +110,13 @@ class Session:
         token, self.token = self.token, CancelToken()
         token.set()
 
+    def cancel_bound(self, token: CancelToken) -> None:
+        """Cancel the job that was bound `token`; if it is still current, install a fresh one (S12)."""
+        if self.token is token:
+            self.cancel()
+        else:
+            token.set()
+
     def close_resources(self) -> None:
         closers, self.resources = self.resources, []
         for close in reversed(closers):

@@ -286,6 +286,7 @@ def test_turn_history_is_what_was_sent(inprocess):
     assert client.prompt(sid, "/think").result() == {"stopReason": "end_turn"}
     stored = [json.loads(entry) for entry in harness.server.store.history(sid)]
     received = [u for u in client.updates(sid) if u["sessionUpdate"] not in ("available_commands_update", "session_info_update")]
+    assert isinstance(stored[0].pop("messageId"), str)  # the prompt is a message of its own
     assert stored[0] == {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "/think"}}
     assert stored[1:] == [u for u in received if u["sessionUpdate"] != "usage_update"]
 

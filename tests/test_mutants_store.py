@@ -13,7 +13,7 @@ import pytest
 from acp_green.store.session_record import SessionRecord
 from acp_green.store import MemoryStore
 from acp_green.store import statedb
-from acp_green.store.report import render_history, usage_report, usage_table
+from acp_green.store.report import Transcript, usage_report, usage_table
 from acp_green.store.sqlite import SqliteStore
 from acp_green.usage import UsageRecord
 
@@ -105,7 +105,7 @@ def test_memory_store_counts_a_save_it_cannot_keep_and_never_raises():
 
 
 def test_history_is_text_when_ascii_and_kept_exactly_as_a_blob_otherwise(tmp_path):
-    """statedb.append_turn: the runtime's ASCII entries are TEXT (readable with any SQLite tool);
+    """statedb history pieces: the runtime's ASCII entries are TEXT (readable with any SQLite tool);
     other bytes are kept exactly, as a BLOB."""
     path = statedb.db_path(str(tmp_path / "state"))
     store = SqliteStore(path)
@@ -117,7 +117,7 @@ def test_history_is_text_when_ascii_and_kept_exactly_as_a_blob_otherwise(tmp_pat
     store.close()
     conn = sqlite3.connect(path)
     try:
-        assert [t for (t,) in conn.execute("SELECT typeof(entries) FROM turns ORDER BY id")] == ["text", "blob"]
+        assert [t for (t,) in conn.execute("SELECT typeof(entries) FROM history ORDER BY id")] == ["text", "blob"]
     finally:
         conn.close()
 
@@ -134,7 +134,7 @@ def test_writes_queued_together_share_a_transaction(tmp_path):
     store.close()
 
 
-def test_render_history_shows_text_and_names_other_content_by_its_type():
+def test_the_transcript_shows_text_and_names_other_content_by_its_type():
     """A message chunk's text is shown as is; content that is not text shows as `[type]`."""
     history = [
         {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hello "}},
@@ -142,4 +142,6 @@ def test_render_history_shows_text_and_names_other_content_by_its_type():
         {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}},
         {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "read", "status": "pending"},
     ]
-    assert render_history(history) == ["user: hello [image]", "agent: hi", "tool_call: t1 read pending"]
+    transcript = Transcript()
+    text = "".join([piece for update in history for piece in transcript.feed(update)] + list(transcript.end()))
+    assert text == "user: hello [image]\nagent: hi\ntool_call: t1 read pending\n"

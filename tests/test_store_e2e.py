@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import sys
@@ -82,10 +83,17 @@ def test_session_load_after_restart_replays_what_was_sent(launch, tmp_path):
     assert load.result()["modes"]["currentModeId"] == "ask"
     replayed = updates_of(second, load, sid)
     assert len(second.received()) > mark
+    # Each prompt is a user message of its own (its id is stored with it); the rest is exactly
+    # what each turn sent, agent message ids included.
+    user_ids = [u.pop("messageId") for u in replayed if u["sessionUpdate"] == "user_message_chunk"]
+    assert len(set(user_ids)) == 4 and all(isinstance(i, str) for i in user_ids)
     assert replayed == expected
     assert second.prompt(sid, "and now").result() == {"stopReason": "end_turn"}
     assert second.close() == 0
-    assert export(state)[sid]["history"][-2:] == [
+    last_two = export(state)[sid]["history"][-2:]
+    assert last_two[0]["messageId"] != last_two[1].pop("messageId")
+    last_two[0].pop("messageId")
+    assert last_two == [
         {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "and now"}},
         {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "and now"}},
     ]
@@ -171,8 +179,9 @@ def test_usage_ledger_kill_at_end_of_grace_S16(launch, tmp_path):
 
 def test_sigkill_mid_stream_leaves_a_clean_store(launch, tmp_path):
     """SIGKILL during a streamed turn: the store opens cleanly, completed turns are there, the
-    interrupted turn is absent from history (its usage record says interrupted), and the session
-    takes new prompts after session/load."""
+    interrupted turn keeps its prompt and what of its stream was committed, in order, with no
+    outcome (its usage record says interrupted), and the session takes new prompts after
+    session/load."""
     state = str(tmp_path / "state")
     # A SIGKILL can cut the last line in half: the stream is not schema-checked, the rest is.
     agent = launch(*serve_args(state), check_schema=False)
@@ -183,18 +192,26 @@ def test_sigkill_mid_stream_leaves_a_clean_store(launch, tmp_path):
     agent.wait_for(lambda: len(agent.updates(sid)) > 500, what="the stream to be well under way")
     os.killpg(agent.pid, signal.SIGKILL)
     assert agent.wait_exit() == -signal.SIGKILL
+    agent.eof.wait(10)
+    last = agent.records[-1]
+    if last.direction == "in" and last.message is None and not last.raw.endswith(b"\n"):
+        agent.records.pop()  # the kill cut the last line in half (a partial write); everything before it is checked
 
     conn = sqlite3.connect(db_path(state))
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     conn.close()
     stored = export(state)[sid]["history"]
-    assert [e["content"]["text"] for e in stored if e["sessionUpdate"] == "user_message_chunk"] == ["kept"]
+    assert [e["content"]["text"] for e in stored if e["sessionUpdate"] == "user_message_chunk"] == ["kept", "/stream 1000000 64"]
 
     again = launch(*serve_args(state))
     again.initialize()
     load = again.request("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
     load.result()
-    assert [u["sessionUpdate"] for u in updates_of(again, load, sid)] == ["user_message_chunk", "agent_message_chunk"]
+    replayed = updates_of(again, load, sid)
+    assert [u["sessionUpdate"] for u in replayed[:3]] == ["user_message_chunk", "agent_message_chunk", "user_message_chunk"]
+    streamed = [u["content"]["text"].split(":")[0] for u in replayed[3:]]
+    assert streamed == [str(i) for i in range(len(streamed))]  # a prefix of the stream, in order
+    assert {u["sessionUpdate"] for u in replayed[3:]} <= {"agent_message_chunk"}
     assert again.prompt(sid, "/stream 3").result() == {"stopReason": "end_turn"}  # nothing left locked
     assert again.close() == 0
     # The killed prompt never settled: its admission record stays, shown as interrupted.
@@ -288,7 +305,8 @@ def test_sessions_and_usage_commands(launch, tmp_path):
     assert json.loads(acp_green("sessions", "list", "--json", "--cwd", "/work", "--state-dir", state))[0]["turns"] == 2
     assert json.loads(acp_green("sessions", "list", "--json", "--cwd", "/elsewhere", "--state-dir", state)) == []
     shown = acp_green("sessions", "show", sid, "--state-dir", state)
-    assert "user: hello table\nagent: hello table\nuser: /think\nthought: " in shown
+    # Each prompt is a turn of its own, headed by its outcome.
+    assert re.search(r"turn 1 \([^)]*\): end_turn\nuser: hello table\nagent: hello table\nturn 2 \([^)]*\): end_turn\nuser: /think\nthought: ", shown), shown
     assert json.loads(acp_green("sessions", "show", sid, "--json", "--state-dir", state))["title"] == "hello table"
     out = tmp_path / "export.json"
     acp_green("sessions", "export", sid, "-o", str(out), "--state-dir", state)

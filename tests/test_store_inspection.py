@@ -41,10 +41,17 @@ def files_of(state: str) -> dict[str, tuple[int, int]]:
     return seen
 
 
-def stored_database(state: str, *session_ids: str) -> None:
-    """A migrated database in `state` holding these sessions, no process holding it open."""
+def stored_database(state: str, *session_ids: str, version: int = statedb.SCHEMA_VERSION) -> None:
+    """A database of schema `version` in `state` holding these sessions, no process holding it
+    open: today's made by `statedb.connect`, an older one by the old schema's own SQL."""
     os.makedirs(state, mode=0o700, exist_ok=True)
-    conn = statedb.connect(db_path(state))
+    if version < 3:
+        conn = sqlite3.connect(db_path(state), isolation_level=None)
+        for statement in statedb._SCHEMA_V1:
+            conn.execute(statement)
+        conn.execute(f"PRAGMA user_version = {version}")
+    else:
+        conn = statedb.connect(db_path(state))
     try:
         for session_id in session_ids:
             statedb.save_session(conn, SessionRecord(session_id, "/tmp"))
@@ -165,13 +172,13 @@ def test_inspection_answers_while_a_serving_agent_writes_and_changes_nothing(lau
     assert agent.close() == 0
 
 
-@pytest.mark.parametrize("version", [1, statedb.SCHEMA_VERSION, statedb.SCHEMA_VERSION + 1])
+@pytest.mark.parametrize("version", [1, 2, statedb.SCHEMA_VERSION, statedb.SCHEMA_VERSION + 1])
 def test_an_older_schema_is_read_as_it_is_a_newer_one_is_refused_by_name(tmp_path, version):
-    """issue area store: every older schema has today's tables, so `sessions` reads it without
-    migrating (its version stays); a newer schema is refused, naming both versions; either
-    way the database is left as it was."""
+    """issue area store: `sessions` reads an older schema without migrating it (its version
+    stays; history of schema 1 and 2 through temporary views); a newer schema is refused,
+    naming both versions; either way the database is left as it was."""
     state = str(tmp_path / "state")
-    stored_database(state, "s")
+    stored_database(state, "s", version=min(version, statedb.SCHEMA_VERSION))
     conn = sqlite3.connect(db_path(state))
     conn.execute(f"PRAGMA user_version = {version}")
     conn.close()

@@ -16,8 +16,8 @@ from acp_green.store.operations import Write
 from acp_green.store.sqlite import SqliteStore
 
 STORE_METHODS = (
-    "save_session", "load_session", "delete_session", "list_sessions", "append_turn", "history",
-    "record_usage", "usage", "sync", "close",
+    "save_session", "load_session", "delete_session", "list_sessions", "begin_turn", "append_history",
+    "end_turn", "history_page", "turns", "append_turn", "history", "record_usage", "usage", "sync", "close",
 )
 
 
@@ -38,7 +38,11 @@ def test_a_write_type_must_say_whether_it_is_handed_over_at_once():
     with pytest.raises(TypeError, match="at_once"):
         class Forgetful(Write):  # noqa: F841 - defining it is the test
             label = "forgetful"
-    writes = (operations.SaveSession, operations.DeleteSession, operations.AppendTurn, operations.RecordUsage)
+    writes = (
+        operations.SaveSession, operations.DeleteSession, operations.BeginTurn, operations.AppendHistory,
+        operations.EndTurn, operations.MarkIncomplete, operations.RecordUsage,
+    )
     assert {cls.label: cls.at_once for cls in writes} == {
-        "save_session": False, "delete_session": True, "append_turn": True, "record_usage": True,
+        "save_session": False, "delete_session": True, "begin_turn": True, "append_history": False,
+        "end_turn": True, "mark_incomplete": False, "record_usage": True,
     }

@@ -73,6 +73,7 @@ def test_lone_surrogates_in_cwd_and_title_survive_list_restart_and_load(launch, 
     load = again.request("session/load", {"sessionId": sid, "cwd": CWD, "additionalDirectories": DIRECTORIES, "mcpServers": []})
     load.result()
     replayed = [m["params"]["update"] for m in again.received() if m.get("method") == "session/update"]
+    assert isinstance(replayed[0].pop("messageId"), str)
     assert replayed[0] == {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": f"{TITLE}\nsecond line"}}
     assert any(b"user_message_chunk" in line and ESCAPED.replace(b"caf", b"sum") in line for line in raw_lines_in(again))
     assert again.close() == 0
@@ -157,7 +158,7 @@ def test_a_version_1_database_is_migrated_and_its_rows_read(tmp_path):
     assert [r.session_id for r in store.list_sessions()] == ["new", "old"]
     store.close()
     conn = sqlite3.connect(state / statedb.DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == statedb.SCHEMA_VERSION == 2
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == statedb.SCHEMA_VERSION == 3
     # Ordinary rows stay readable, filterable text; only the str SQLite cannot hold is a BLOB.
     assert conn.execute("SELECT typeof(cwd), typeof(title) FROM sessions WHERE session_id = 'old'").fetchone() == ("text", "text")
     assert conn.execute("SELECT typeof(cwd) FROM sessions WHERE session_id = 'new'").fetchone() == ("blob",)
@@ -192,12 +193,14 @@ def test_a_record_the_database_refuses_is_counted_and_the_rest_still_reach_the_d
     assert store.failed_writes == 2
     errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert any("record_usage" in m and "'before'" in m for m in errors), errors
-    assert any("append_turn" in m and "DataError" in m for m in errors), errors
+    assert any("begin_turn" in m and "DataError" in m for m in errors), errors
     store.record_usage(UsageRecord("after", "2", "end_turn", 0.0, 0.0, 1, 1))
     store.close()
     conn = sqlite3.connect(statedb.db_path(state))
     assert [row[0] for row in conn.execute("SELECT session_id FROM sessions ORDER BY updated_at")] == ["before", "after"]
-    assert conn.execute("SELECT count(*) FROM turns").fetchone()[0] == 1
+    # The refused turn is kept, marked incomplete; only its piece is missing.
+    assert conn.execute("SELECT complete FROM turns ORDER BY id").fetchall() == [(0,), (1,)]
+    assert conn.execute("SELECT count(*) FROM history").fetchone()[0] == 1
     assert [row[0] for row in conn.execute("SELECT session_id FROM usage")] == ["after"]
     conn.close()
 

@@ -287,7 +287,8 @@ def test_encode_then_decode_round_trips():
 
 
 def test_fast_text_chunk_encoding_equals_the_general_encoder():
-    """The streaming fast path (json_text, SessionUpdateEncoder.text_chunk) is byte-identical to encode()."""
+    """The streaming fast path (json_text, SessionUpdateEncoder.text_chunk with a messageId, and the
+    line derived from the update JSON) is byte-identical to encode()."""
     import random
 
     from acp_green.protocol.updates import SessionUpdateEncoder
@@ -299,10 +300,15 @@ def test_fast_text_chunk_encoding_equals_the_general_encoder():
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 12)))
         assert wire.json_text(text) == wire.encode(text)[:-1]
         for kind in ("agent_message_chunk", "agent_thought_chunk"):
-            update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
-            expected = wire.encode_notification("session/update", {"sessionId": 'sess_"odd/id"', "update": update})
-            assert encoder.text_chunk(kind, text) == expected
-            assert encoder.update(update) == expected
+            for message_id in (None, "Ab_-9xYz.12", text):
+                update = {"sessionUpdate": kind, "content": {"type": "text", "text": text}}
+                if message_id is not None:
+                    update["messageId"] = message_id
+                expected = wire.encode_notification("session/update", {"sessionId": 'sess_"odd/id"', "update": update})
+                update_json = encoder.text_chunk(kind, text, message_id)
+                assert update_json == wire.encode_json(update)
+                assert encoder.line(update_json) == expected
+                assert encoder.update(update) == expected
 
 
 def test_response_shaped_invalid_message_never_echoes_its_id():

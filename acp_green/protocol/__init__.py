@@ -4,7 +4,9 @@
 |---|---|
 | `connection.py` | `initialize`, `authenticate`, the `_`-extension requests (`_acp_green/stats`) |
 | `session_methods.py` | session/new, load, resume, list, delete, close, set_mode, set_config_option, cancel |
-| `prompt.py` | `session/prompt`: admission, the turn's job, history and the usage ledger |
+| `prompt.py` | `session/prompt`: admission, the turn's job and the usage ledger |
+| `turn_record.py` | a running turn's record: message ids, its history handed to the store in pieces |
+| `replay.py` | `session/load`'s replay: a background job reading history in pages |
 | `access.py` | the auth check and the session a request names |
 | `session_mcp.py` | each session's MCP servers |
 | `updates.py` | encoding `session/update`, session info, titles |

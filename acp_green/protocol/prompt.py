@@ -1,8 +1,10 @@
 """`session/prompt`: admission in the receive loop, the turn's job, and the record each turn leaves.
 
-Admission reserves the session and binds its current token before the job's greenlet first
-runs (S8, S11). Settling releases the reservation, sends the final usage, then hands history
-and exactly one usage record to the store (S14, S16).
+Admission reserves the session, binds its current token before the job's greenlet first runs
+(S8, S11) and begins the turn's record (turn_record.py), which hands the turn's history to the
+store while it runs. Settling releases the reservation, fails every tool call the turn left
+open, sends the final usage, then ends the record with the turn's outcome and hands exactly one
+usage record to the store (S14, S16).
 """
 
 from __future__ import annotations
@@ -21,13 +23,18 @@ from ..errors import InternalError, SessionBusy, one_line
 from ..params import Params
 from ..sessions import Session, SessionRegistry
 from ..store import Store
+from ..store.turns import FAILED, TurnOutcome
 from ..transport import Outbound
 from ..usage import RUNNING, UsageRecord
 from .access import SessionAccess
 from .session_mcp import SessionMcpServers
+from .turn_record import TurnRecord
 from .updates import SessionUpdateEncoder, encode_update, session_info, title_from_prompt
 
 log = logging.getLogger(__name__)
+
+#: What a tool call left open says when the turn ended this way (other ends: see _close_tool_calls).
+CLOSING_REASONS = {"cancelled": "Cancelled", "aborted": "Aborted: the agent was stopped before this tool call finished"}
 
 
 def prompt_blocks(params: Params) -> list[dict[str, Any]]:
@@ -45,12 +52,15 @@ def prompt_blocks(params: Params) -> list[dict[str, Any]]:
 class PromptJob(Job):
     """One `session/prompt`: admitted with its session reserved and its token bound."""
 
-    def __init__(self, agent: Agent, ledger: "PromptLedger", session: Session, request_id: wire.RequestId, turn: Turn) -> None:
+    def __init__(self, agent: Agent, ledger: "PromptLedger", session: Session, request_id: wire.RequestId, turn: Turn,
+                 record: TurnRecord, outbound: Outbound) -> None:
         self.agent = agent
+        self.outbound = outbound
         self.ledger = ledger
         self.session = session
         self.request_id = request_id
         self.turn = turn
+        self.record = record
         self.token = turn.token
         self.started = time.time()
         self.started_mono = time.monotonic()
@@ -69,16 +79,18 @@ class PromptJob(Job):
         """Release the reservation, finalize usage and history, and pick the answer (S14, S16)."""
         self.session.release(self)
         turn = self.turn
+        error = None
         if self.token.is_set():
             # Once cancelled, the answer is `cancelled` whatever happened after (S14).
             stop = "aborted" if outcome.killed else "cancelled"
             final = Outcome(result={"stopReason": "cancelled"})
         elif outcome.error is not None:
-            stop, final = "error", outcome
+            stop, final, error = FAILED, outcome, outcome.error.message
         elif outcome.killed or outcome.cancelled:
             stop, final = ("aborted" if outcome.killed else "cancelled"), Outcome(result={"stopReason": "cancelled"})
         else:
             stop, final = outcome.result["stopReason"], outcome
+        self._close_tool_calls(stop, error)
         usage = turn.usage
         try:
             if usage.context_size is not None and not turn.closed:
@@ -86,16 +98,25 @@ class PromptJob(Job):
                 turn.send_final({"sessionUpdate": "usage_update", "used": used, "size": usage.context_size})
         except Exception:  # counters the agent set that JSON cannot carry: the record still counts (S16)
             log.exception("the final usage_update of a turn of %s could not be sent", self.session.session_id)
-        turn.closed = True
-        self.ledger.finished(self, stop)
+        self.ledger.finished(self, TurnOutcome(stop, error))
         return final
+
+    def _close_tool_calls(self, stop: str, error: str | None) -> None:
+        """Fail every tool call the turn left open, before the response (S5): each one started
+        gets a final status whatever ended the turn; queued without yielding."""
+        record = self.record
+        if record.ended or not record.open_tool_calls:
+            return
+        reason = CLOSING_REASONS.get(stop) or one_line(f"The turn failed: {error}" if error else "The turn ended before this tool call finished")
+        try:
+            for line in record.close_tool_calls(reason):
+                self.outbound.put(line)
+        except Exception:  # the response and the usage record still go out (S14, S16)
+            log.exception("closing the open tool calls of a turn of %s failed", self.session.session_id)
 
     def cancel(self) -> bool:
         """Cancel this prompt; if its token is the session's current one, install a fresh one (S12)."""
-        if self.session.token is self.token:
-            self.session.cancel()
-        else:
-            self.token.set()
+        self.session.cancel_bound(self.token)
         return True
 
     def shutdown(self) -> None:
@@ -121,52 +142,34 @@ class PromptLedger(Mapping[str, PromptJob]):
 
     def admitted(self, job: PromptJob) -> None:
         """Known from now on: settling replaces this record. Only a process that dies without
-        settling leaves it "running" (shown as interrupted)."""
+        settling leaves it "running" (shown as interrupted), and its turn without an outcome."""
         self._running[job.session.session_id] = job
+        job.record.begin(job.turn.prompt)
         self.store.record_usage(usage_record(job, RUNNING))
 
-    def finished(self, job: PromptJob, stop_reason: str) -> None:
-        """Hand history and exactly one usage record for the prompt to the store (S16); never blocks.
+    def finished(self, job: PromptJob, outcome: TurnOutcome) -> None:
+        """End the turn's history with its outcome and hand exactly one usage record for the
+        prompt to the store (S16); never blocks.
 
-        Nothing that goes wrong with the history (a value JSON cannot carry, a store failure)
-        may skip the usage record or leave the session marked as prompting.
+        Nothing that goes wrong with the history (a store failure) may skip the usage record or
+        leave the session marked as prompting.
         """
         session = job.session
         session_id = session.session_id
         try:
             if self._running.get(session_id) is job:
                 del self._running[session_id]
+            job.record.end(outcome)
             if not session.deleted:
-                # One write for the whole turn: one row, one transaction, however many chunks.
-                self.store.append_turn(session_id, history_entries(job.turn), stop_reason)
                 self.sessions.save(session)  # its updated time, for session/list
         except Exception:
             log.exception("storing the history of a turn of %s failed", session_id)
         try:
-            self.store.record_usage(usage_record(job, stop_reason))
+            self.store.record_usage(usage_record(job, outcome.stop_reason))
         except Exception:
             log.exception("recording usage for %s failed", session_id)
         finally:
             self.sessions.prompt_ended(session)
-
-
-def history_entries(turn: Turn) -> list[bytes]:
-    """The turn as stored history: each prompt block, then every update sent (already JSON).
-
-    A block the agent changed into something JSON cannot carry is left out (and logged):
-    the rest of the turn is still worth keeping.
-    """
-    entries = []
-    blocks = turn.prompt if isinstance(turn.prompt, list) else []
-    if blocks is not turn.prompt:
-        log.error("the prompt of a turn of %s is no longer a list of blocks; stored without it", turn.session_id)
-    for index, block in enumerate(blocks):
-        try:
-            entries.append(wire.encode_json({"sessionUpdate": "user_message_chunk", "content": block}))
-        except Exception as exc:
-            log.error("prompt block %d of a turn of %s cannot be stored: %s", index, turn.session_id, one_line(str(exc)))
-    entries.extend(turn.history())
-    return entries
 
 
 def usage_record(job: PromptJob, stop_reason: str) -> UsageRecord:
@@ -209,17 +212,18 @@ class PromptService:
             raise SessionBusy(session_id)
         token = session.token
         self.session_mcp.start_declared(session)  # after an eviction, the servers start again
+        record = TurnRecord(self.ledger.store, session, SessionUpdateEncoder(session_id))
         turn = Turn(
             session=session,
             prompt=prompt,
             token=token,
             snapshot=self.access.context.snapshot,
             channel=self.outbound,
-            encoder=SessionUpdateEncoder(session_id),
+            updates=record,
             call_client=self.call_client,
             mcp=partial(self.session_mcp.client_session, session),
         )
-        job = PromptJob(self.agent, self.ledger, session, request_id, turn)
+        job = PromptJob(self.agent, self.ledger, session, request_id, turn, record, self.outbound)
         title = title_from_prompt(turn.text) if session.record.title is None else None
         # Nothing below can fail: a reservation is only taken once admission is certain (S14).
         session.reserve(job)

@@ -1,7 +1,8 @@
 """ACP's session methods: new, load, resume, list, delete, close, set_mode, set_config_option, cancel.
 
-All are control requests: they run in the receive loop, in receive order (S2), and those
-that read stored sessions wait for the store thread there.
+All run in the receive loop, in receive order (S2), and those that read stored sessions wait
+for the store thread there. `session/load` does its control part there too (check, register,
+reserve the session) and hands the replay to a background job (replay.py).
 """
 
 from __future__ import annotations
@@ -15,15 +16,16 @@ from typing import Any
 
 from .. import wire
 from ..agent import Agent, SessionView
-from ..endpoint import Reply, control, notification
+from ..endpoint import Reply, background, control, notification
 from ..errors import InvalidParams, RpcError, SessionBusy, TooManyMcpServers, UnknownSession
 from ..params import Params
 from ..sessions import Session, SessionRegistry
 from ..store import Store
 from ..transport import Outbound
 from .access import SessionAccess
+from .replay import ReplayJob
 from .session_mcp import SessionMcpServers
-from .updates import SessionUpdateEncoder, encode_update, iso_time, session_info
+from .updates import encode_update, iso_time, session_info
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +106,11 @@ class SessionMethods:
             }))
 
     def after_session_reopened(self, session: Session) -> None:
-        """After a load or resume response: the commands, and the title the client may lack."""
+        """After a load or resume response: the commands, and the title the client may lack.
+
+        Nothing for a session deleted while its replay ran."""
+        if session.deleted:
+            return
         self.after_session_opened(session)
         if session.record.title is not None:
             self.outbound.put(encode_update(session.session_id, session_info(session)))
@@ -126,22 +132,24 @@ class SessionMethods:
         self.session_mcp.redeclared(session)
         return session
 
-    @control("session/load")
-    def session_load(self, params: Any, _id: wire.RequestId) -> Reply:
-        """Replay the whole stored conversation as session/update, then answer."""
+    @background("session/load")
+    def session_load(self, params: Any, _id: wire.RequestId) -> ReplayJob:
+        """In the receive loop: check, register and reserve the session (S2); the job replays the
+        stored conversation as session/update, then answers."""
         session = self._reopen(params, "session/load", mcp_required=True)
-        session_id = session.session_id
-        encoder = SessionUpdateEncoder(session_id)
-        put = self.outbound.put
-        for entry in self.store.history(session_id):
-            put(encoder.wrap(entry))
+        job = ReplayJob(self.store, self.sessions, session, self.outbound, partial(self.reopened_reply, session))
+        session.reserve(job)  # nothing after the reopen can fail: the reservation is always released (S14)
+        return job
+
+    def reopened_reply(self, session: Session) -> Reply:
+        """A load or resume answer, with the updates that follow it."""
         return Reply(self.session_state(session), then=partial(self.after_session_reopened, session))
 
     @control("session/resume")
     def session_resume(self, params: Any, _id: wire.RequestId) -> Reply:
         """Reattach without replaying anything."""
         session = self._reopen(params, "session/resume", mcp_required=False)
-        return Reply(self.session_state(session), then=partial(self.after_session_reopened, session))
+        return self.reopened_reply(session)
 
     @control("session/list")
     def session_list(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:

@@ -17,34 +17,59 @@ def encode_update(session_id: str, update: dict[str, Any]) -> bytes:
 
 
 class SessionUpdateEncoder:
-    """Encodes one session's updates; the envelope and sessionId are encoded once.
+    """Encodes one session's updates: each update's JSON once, and the wire line around it.
 
-    `text_chunk` is the streaming hot path: only the text is encoded per chunk, and the bytes
-    equal `update()` of the same chunk (tests/test_wire.py checks it).
+    The envelope and sessionId are encoded once, so a line is `line(update_json)`: the update
+    JSON is what history stores, and the line is derived from it without re-encoding anything.
+    `chunk_head` and `message_tail` are the fixed parts of a text chunk's JSON, so the streaming
+    hot path encodes only the text; the bytes equal `wire.encode_json` of the same chunk
+    (tests/test_wire.py checks it).
     """
 
-    __slots__ = ("update", "_chunk_heads", "_head_length", "_head")
+    __slots__ = ("_head", "_chunk_heads")
 
     def __init__(self, session_id: str) -> None:
-        self.update = wire.notification_encoder("session/update", {"sessionId": session_id}, "update")
+        sample = encode_update(session_id, None)
+        if not sample.endswith(_NULL_UPDATE):  # pragma: no cover - ujson keeps insertion order
+            raise RuntimeError("unexpected session/update layout")
+        self._head = sample[: -len(_NULL_UPDATE)]
         self._chunk_heads: dict[str, bytes] = {}
-        self._head_length = len(self.update(None)) - len(b"null}}\n")
-        self._head = self.update(None)[: self._head_length]
 
-    def update_json(self, line: bytes) -> bytes:
-        """The update's own JSON inside one of this encoder's lines."""
-        return line[self._head_length : -3]
+    @property
+    def head(self) -> bytes:
+        """The bytes of every line of this session before its update's JSON."""
+        return self._head
 
-    def wrap(self, update_json: bytes) -> bytes:
-        """The line for an update already encoded as JSON (a stored history entry)."""
-        return self._head + update_json + b"}}\n"
+    def line(self, update_json: bytes) -> bytes:
+        """The `session/update` line carrying an update already encoded as JSON."""
+        return self._head + update_json + LINE_END
 
-    def text_chunk(self, kind: str, text: str) -> bytes:
+    def update(self, update: dict[str, Any]) -> bytes:
+        """The line of an update given as an object."""
+        return self._head + wire.encode_json(update) + LINE_END
+
+    def chunk_head(self, kind: str) -> bytes:
+        """A text chunk's JSON up to its text: `{"sessionUpdate":KIND,"content":{"type":"text","text":`."""
         head = self._chunk_heads.get(kind)
         if head is None:
-            sample = self.update({"sessionUpdate": kind, "content": {"type": "text", "text": ""}})
-            head = self._chunk_heads[kind] = sample[: -len(b'""}}}}\n')]
-        return head + wire.json_text(text) + b"}}}}\n"
+            sample = wire.encode_json({"sessionUpdate": kind, "content": {"type": "text", "text": ""}})
+            head = self._chunk_heads[kind] = sample[: -len(b'""}}')]
+        return head
+
+    def text_chunk(self, kind: str, text: str, message_id: str | None = None) -> bytes:
+        """A text chunk's update JSON (the hot path builds the same bytes from cached parts)."""
+        return self.chunk_head(kind) + wire.json_text(text) + message_tail(message_id)
+
+
+_NULL_UPDATE = b"null}}\n"
+LINE_END = b"}}\n"  # closes `params` and the message after the update's JSON
+
+
+def message_tail(message_id: str | None) -> bytes:
+    """What follows a text chunk's text: the content's end, its messageId (if any), the chunk's end."""
+    if message_id is None:
+        return b"}}"
+    return b'},"messageId":' + wire.json_text(message_id) + b"}"
 
 
 def title_from_prompt(text: str) -> str | None:

@@ -1,9 +1,14 @@
 """Where sessions, history and the usage ledger live; the in-memory store.
 
-Writes (`save_session`, `delete_session`, `append_turn`, `record_usage`) never block, never
-raise and may be called from hub callbacks; a write a store cannot keep is logged at ERROR and
-counted in `failed_writes`. Reads wait cooperatively and must be called from a greenlet; they
-see every write this process made before them.
+Writes (`save_session`, `delete_session`, `begin_turn`, `append_history`, `end_turn`,
+`record_usage`) never block, never raise and may be called from hub callbacks; a write a store
+cannot keep is logged at ERROR and counted in `failed_writes`, and a piece of history it cannot
+keep marks its turn incomplete. Reads wait cooperatively and must be called from a greenlet;
+they see every write this process made before them.
+
+A turn's history is written while the turn runs: `begin_turn` (with the prompt as stored
+updates), any number of `append_history` pieces, then `end_turn` with its outcome. Each update
+is one SessionUpdate object's JSON. `history_page` reads it back in bounded pages.
 """
 
 from __future__ import annotations
@@ -12,9 +17,13 @@ import copy
 import logging
 import pickle
 import sys
+import time
+import uuid
+from dataclasses import dataclass
 from typing import Protocol
 
 from .session_record import SessionRecord
+from .turns import HistoryEntry, HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
 from ..usage import UsageRecord
 
 log = logging.getLogger(__name__)
@@ -29,6 +38,11 @@ class Store(Protocol):
     def load_session(self, session_id: str) -> SessionRecord | None: ...
     def delete_session(self, session_id: str) -> None: ...
     def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None) -> list[SessionRecord]: ...
+    def begin_turn(self, session_id: str, turn_id: str, started_at: float, prompt: list[bytes]) -> None: ...
+    def append_history(self, session_id: str, turn_id: str, updates: list[bytes]) -> None: ...
+    def end_turn(self, session_id: str, turn_id: str, outcome: TurnOutcome) -> None: ...
+    def history_page(self, session_id: str, after: HistoryPosition | None, max_entries: int, max_bytes: int, turn_id: str | None = None) -> HistoryPage: ...
+    def turns(self, session_id: str) -> list[StoredTurn]: ...
     def append_turn(self, session_id: str, entries: list[bytes], stop_reason: str | None = None) -> None: ...
     def history(self, session_id: str) -> list[bytes]: ...
     def record_usage(self, record: UsageRecord) -> None: ...
@@ -52,7 +66,10 @@ class MemoryStore:
 
     def __init__(self) -> None:
         self._sessions: dict[str, tuple[float, str, bytes]] = {}
-        self._history: dict[str, list[bytes]] = {}  # each entry: one SessionUpdate's JSON
+        # Per session: its turns by id (in the order begun), and its pieces in stored order, each
+        # (turn id, updates); consecutive pieces of one turn share one list.
+        self._turns: dict[str, dict[str, _MemoryTurn]] = {}
+        self._history: dict[str, list[tuple[str, list[bytes]]]] = {}
         self._usage: list[UsageRecord] = []
         self._usage_index: dict[str, int] = {}
         self._shared_rests: dict[bytes, bytes] = {}
@@ -83,6 +100,7 @@ class MemoryStore:
 
     def delete_session(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
+        self._turns.pop(session_id, None)
         self._history.pop(session_id, None)
 
     def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None) -> list[SessionRecord]:
@@ -97,11 +115,81 @@ class MemoryStore:
             keys = keys[:limit]
         return [_record(session_id, self._sessions[session_id]) for _, session_id in keys]
 
+    def begin_turn(self, session_id: str, turn_id: str, started_at: float, prompt: list[bytes]) -> None:
+        turns = self._turns.setdefault(session_id, {})
+        if turn_id in turns:
+            self._refused("begin_turn", session_id, f"turn {turn_id!r} was already begun")
+            return
+        turns[turn_id] = _MemoryTurn(started_at)
+        self._add_pieces(session_id, turn_id, prompt)
+
+    def append_history(self, session_id: str, turn_id: str, updates: list[bytes]) -> None:
+        if turn_id not in self._turns.get(session_id, {}):
+            self._refused("append_history", session_id, f"no turn {turn_id!r} was begun (or the session was deleted)")
+            return
+        self._add_pieces(session_id, turn_id, updates)
+
+    def _add_pieces(self, session_id: str, turn_id: str, updates: list[bytes]) -> None:
+        if not updates:
+            return
+        pieces = self._history.setdefault(session_id, [])
+        if pieces and pieces[-1][0] == turn_id:
+            pieces[-1][1].extend(updates)
+        else:
+            pieces.append((turn_id, list(updates)))
+
+    def end_turn(self, session_id: str, turn_id: str, outcome: TurnOutcome) -> None:
+        turn = self._turns.get(session_id, {}).get(turn_id)
+        if turn is None:
+            self._refused("end_turn", session_id, f"no turn {turn_id!r} was begun (or the session was deleted)")
+            return
+        turn.stop_reason, turn.error = outcome.stop_reason, outcome.error
+
+    def mark_incomplete(self, session_id: str, turn_id: str) -> None:
+        """Some of the turn's history was not stored."""
+        turn = self._turns.get(session_id, {}).get(turn_id)
+        if turn is not None:
+            turn.complete = False
+
+    def _refused(self, label: str, session_id: str, why: str) -> None:
+        self.failed_writes += 1
+        log.error("dropped a %s of session %s: %s", label, ascii(session_id), why)
+
+    def history_page(self, session_id: str, after: HistoryPosition | None, max_entries: int, max_bytes: int, turn_id: str | None = None) -> HistoryPage:
+        """The same pages as the SQLite store (statedb.history_page), over this store's pieces."""
+        pieces = self._history.get(session_id, ())
+        piece, index = (after.piece, after.index) if after is not None else (0, 0)
+        entries: list[HistoryEntry] = []
+        size = 0
+        while piece < len(pieces):
+            piece_turn, updates = pieces[piece]
+            if turn_id is None or piece_turn == turn_id:
+                while index < len(updates):
+                    update = updates[index]
+                    if entries and (len(entries) >= max_entries or size + len(update) > max_bytes):
+                        return HistoryPage(entries, HistoryPosition(piece, index))
+                    entries.append(HistoryEntry(piece_turn, update))
+                    size += len(update)
+                    index += 1
+            piece, index = piece + 1, 0
+        return HistoryPage(entries, None)
+
+    def turns(self, session_id: str) -> list[StoredTurn]:
+        return [
+            StoredTurn(turn_id, turn.started_at, turn.stop_reason, turn.error, turn.complete)
+            for turn_id, turn in self._turns.get(session_id, {}).items()
+        ]
+
     def append_turn(self, session_id: str, entries: list[bytes], stop_reason: str | None = None) -> None:
-        self._history.setdefault(session_id, []).extend(entries)
+        """A whole turn at once (begin, one piece, end)."""
+        turn_id = uuid.uuid4().hex
+        self.begin_turn(session_id, turn_id, time.time(), [])
+        self.append_history(session_id, turn_id, entries)
+        if stop_reason is not None:
+            self.end_turn(session_id, turn_id, TurnOutcome(stop_reason))
 
     def history(self, session_id: str) -> list[bytes]:
-        return list(self._history.get(session_id, ()))
+        return [update for _turn, updates in self._history.get(session_id, ()) for update in updates]
 
     def record_usage(self, record: UsageRecord) -> None:
         """Append, or replace the record with the same usage_id (the "running" one)."""
@@ -120,6 +208,14 @@ class MemoryStore:
 
     def close(self) -> None:
         pass
+
+
+@dataclass(slots=True)
+class _MemoryTurn:
+    started_at: float
+    stop_reason: str | None = None
+    error: str | None = None
+    complete: bool = True
 
 
 def _record(session_id: str, stored: tuple[float, str, bytes]) -> SessionRecord:

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 from . import statedb
 from .base import MemoryStore
 from .session_record import SessionRecord
+from .turns import HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
 from ..usage import UsageRecord
 
 
@@ -32,18 +33,23 @@ class Operation:
         """Run on the memory store that replaced an unusable disk."""
         raise NotImplementedError
 
+    def held_bytes(self) -> int:
+        """History bytes this operation holds until it is committed (the store's backlog bound)."""
+        return 0
+
 
 class Write(Operation):
     """A change to the stored state: queued, never answered, counted in `failed_writes` if dropped.
 
     `at_once`: handed to the store thread as soon as it is made (with every write waiting before
     it), because the store thread can only commit what it has been given. False: it may wait on
-    the hub for `sqlite.WRITE_DELAY`, so a burst of such writes costs one hand-off.
+    the hub for up to `hub_wait` seconds, so a burst of such writes costs one hand-off.
     """
 
     __slots__ = ()
     at_once: ClassVar[bool]
     label: ClassVar[str]  # what the log calls it: the Store method that made it
+    hub_wait: ClassVar[float] = 0.005  # for a write that is not at_once
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -98,23 +104,94 @@ class DeleteSession(Write):
 
 
 @dataclass(frozen=True, slots=True)
-class AppendTurn(Write):
-    """A finished turn's history, one row (S16)."""
+class BeginTurn(Write):
+    """A turn starts, with its prompt as stored updates; handed over at once, like its usage record."""
 
     at_once: ClassVar[bool] = True
-    label: ClassVar[str] = "append_turn"
+    label: ClassVar[str] = "begin_turn"
     session_id: str
-    entries: list[bytes]
-    stop_reason: str | None
+    turn_id: str
+    started_at: float
+    prompt: list[bytes]
+
+    def for_session(self) -> str:
+        return self.session_id
+
+    def held_bytes(self) -> int:
+        return sum(map(len, self.prompt))
+
+    def on_disk(self, conn: sqlite3.Connection) -> None:
+        statedb.begin_turn(conn, self.session_id, self.turn_id, self.started_at, self.prompt)
+
+    def in_memory(self, memory: MemoryStore) -> None:
+        memory.begin_turn(self.session_id, self.turn_id, self.started_at, self.prompt)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendHistory(Write):
+    """A piece of a running turn's history. A stream makes many: they wait on the hub for up to
+    `hub_wait` (or until `sqlite.HANDOFF_BYTES` wait), so a stream of any pace is handed over,
+    and committed, at most about 20 times a second. Losing that much of a turn to a crash
+    costs nothing a crash does not already cost: the turn has no outcome either way."""
+
+    at_once: ClassVar[bool] = False
+    label: ClassVar[str] = "append_history"
+    hub_wait: ClassVar[float] = 0.05
+    session_id: str
+    turn_id: str
+    updates: list[bytes]
+
+    def for_session(self) -> str:
+        return self.session_id
+
+    def held_bytes(self) -> int:
+        return sum(map(len, self.updates))
+
+    def on_disk(self, conn: sqlite3.Connection) -> None:
+        statedb.append_history(conn, self.session_id, self.turn_id, self.updates)
+
+    def in_memory(self, memory: MemoryStore) -> None:
+        memory.append_history(self.session_id, self.turn_id, self.updates)
+
+
+@dataclass(frozen=True, slots=True)
+class EndTurn(Write):
+    """A turn's outcome; handed over at once, like its usage record (S16)."""
+
+    at_once: ClassVar[bool] = True
+    label: ClassVar[str] = "end_turn"
+    session_id: str
+    turn_id: str
+    outcome: TurnOutcome
+    ended_at: float
 
     def for_session(self) -> str:
         return self.session_id
 
     def on_disk(self, conn: sqlite3.Connection) -> None:
-        statedb.append_turn(conn, self.session_id, self.entries, self.stop_reason)
+        statedb.end_turn(conn, self.session_id, self.turn_id, self.outcome, self.ended_at)
 
     def in_memory(self, memory: MemoryStore) -> None:
-        memory.append_turn(self.session_id, self.entries, self.stop_reason)
+        memory.end_turn(self.session_id, self.turn_id, self.outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class MarkIncomplete(Write):
+    """Some of a turn's history never reached the store thread (the backlog was over its bound)."""
+
+    at_once: ClassVar[bool] = False
+    label: ClassVar[str] = "mark_incomplete"
+    session_id: str
+    turn_id: str
+
+    def for_session(self) -> str:
+        return self.session_id
+
+    def on_disk(self, conn: sqlite3.Connection) -> None:
+        statedb.mark_incomplete(conn, self.session_id, self.turn_id)
+
+    def in_memory(self, memory: MemoryStore) -> None:
+        memory.mark_incomplete(self.session_id, self.turn_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +245,32 @@ class History(Read):
 
     def in_memory(self, memory: MemoryStore) -> list[bytes]:
         return memory.history(self.session_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ReadHistoryPage(Read):
+    session_id: str
+    after: HistoryPosition | None
+    max_entries: int
+    max_bytes: int
+    turn_id: str | None
+
+    def on_disk(self, conn: sqlite3.Connection) -> HistoryPage:
+        return statedb.history_page(conn, self.session_id, self.after, self.max_entries, self.max_bytes, self.turn_id)
+
+    def in_memory(self, memory: MemoryStore) -> HistoryPage:
+        return memory.history_page(self.session_id, self.after, self.max_entries, self.max_bytes, self.turn_id)
+
+
+@dataclass(frozen=True, slots=True)
+class ListTurns(Read):
+    session_id: str
+
+    def on_disk(self, conn: sqlite3.Connection) -> list[StoredTurn]:
+        return statedb.turns(conn, self.session_id)
+
+    def in_memory(self, memory: MemoryStore) -> list[StoredTurn]:
+        return memory.turns(self.session_id)
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,12 +12,14 @@ import json
 import os
 import re
 import sqlite3
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from . import private, statedb
 from .session_record import SessionRecord
+from .turns import HistoryPosition, StoredTurn
 from ..usage import RUNNING, UsageRecord
 
 
@@ -76,46 +78,167 @@ def session_dict(record: SessionRecord) -> dict[str, Any]:
     }
 
 
+def turn_dict(turn: StoredTurn) -> dict[str, Any]:
+    return {
+        "turnId": turn.turn_id,
+        "startedAt": turn.started_at,
+        "stopReason": turn.stop_reason,
+        "error": turn.error,
+        "complete": turn.complete,
+    }
+
+
 def export_sessions(conn: sqlite3.Connection | None, session_ids: list[str] | None = None) -> list[dict[str, Any]]:
-    """Sessions with their whole history (all when `session_ids` is empty)."""
+    """Sessions with their turns and their whole history (all sessions when `session_ids` is empty)."""
     if conn is None:
         return []
     if session_ids:
         records = [r for r in (statedb.load_session(conn, sid) for sid in session_ids) if r is not None]
     else:
         records = statedb.list_sessions(conn)
-    return [{**session_dict(r), "history": [json.loads(e) for e in statedb.history(conn, r.session_id)]} for r in records]
+    return [
+        {
+            **session_dict(r),
+            "turns": [turn_dict(t) for t in statedb.turns(conn, r.session_id)],
+            "history": [json.loads(e) for e in statedb.history(conn, r.session_id)],
+        }
+        for r in records
+    ]
 
 
-def render_history(history: list[dict[str, Any]]) -> list[str]:
-    """A readable transcript: consecutive message chunks joined, other updates one line each."""
-    lines: list[str] = []
-    current: str | None = None
-    text: list[str] = []
+PAGE_ENTRIES = 1000  # what `sessions show` reads at a time: at most this many updates,
+PAGE_BYTES = 1 << 20  # and about this many bytes (one update alone may be larger)
+MESSAGE_CHARS = 2000  # without --full: the characters of a message shown, the rest counted
+TURN_LINES = 100  # without --full: the lines of a turn shown, the rest counted
 
-    def flush() -> None:
-        if current is not None:
-            lines.append(f"{current}: {''.join(text)}")
 
-    labels = {"user_message_chunk": "user", "agent_message_chunk": "agent", "agent_thought_chunk": "thought"}
-    for entry in history:
-        kind = entry.get("sessionUpdate")
-        if kind in labels:
-            content = entry.get("content") or {}
-            piece = content.get("text") if content.get("type") == "text" else f"[{content.get('type')}]"
-            if labels[kind] != current:
-                flush()
-                current, text = labels[kind], []
-            text.append(piece or "")
-            continue
-        flush()
-        current, text = None, []
-        if kind in ("tool_call", "tool_call_update"):
-            lines.append(f"{kind}: {entry.get('toolCallId')} {entry.get('title') or ''} {entry.get('status') or ''}".rstrip())
-        else:
-            lines.append(f"{kind}")
-    flush()
-    return lines
+def turn_updates(conn: sqlite3.Connection, session_id: str, turn_id: str) -> Iterator[dict[str, Any]]:
+    """A stored turn's updates, read a page at a time; an entry that is not a JSON object shows as unreadable."""
+    after: HistoryPosition | None = None
+    while True:
+        page = statedb.history_page(conn, session_id, after, PAGE_ENTRIES, PAGE_BYTES, turn_id)
+        for entry in page.entries:
+            try:
+                update = json.loads(entry.update)
+            except ValueError:
+                update = None
+            yield update if isinstance(update, dict) else {"sessionUpdate": "[unreadable entry]"}
+        if page.after is None:
+            return
+        after = page.after
+
+
+def turn_heading(number: int, turn: StoredTurn) -> str:
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(turn.started_at))
+    heading = f"turn {number} ({started}): {turn.outcome}"
+    if not turn.complete:
+        heading += " [incomplete: some of its updates could not be stored]"
+    return heading
+
+
+def render_turns(conn: sqlite3.Connection, session_id: str, *, full: bool = False) -> Iterator[str]:
+    """The session's conversation as text fragments (each ends its lines itself), turn by turn:
+    a heading with the turn's outcome, then its messages; without `full`, long messages and long
+    turns are cut, with a note of how much. Reads a page at a time, never the whole history."""
+    for number, turn in enumerate(statedb.turns(conn, session_id), 1):
+        yield turn_heading(number, turn) + "\n"
+        transcript = Transcript(None if full else MESSAGE_CHARS, None if full else TURN_LINES)
+        for update in turn_updates(conn, session_id, turn.turn_id):
+            yield from transcript.feed(update)
+        yield from transcript.end()
+
+
+_LABELS = {"user_message_chunk": "user", "agent_message_chunk": "agent", "agent_thought_chunk": "thought"}
+
+
+class Transcript:
+    """Stored updates as readable text, written as it is read: consecutive chunks of one message
+    on one line, every other update a line of its own.
+
+    A message is a run of chunks of one kind (and one `messageId`, when they carry one). With
+    `message_chars`, a message shows that many characters and a note of how many more it had;
+    with `max_lines`, that many lines show and a note says how many more there were. Only what
+    is shown is ever held, so a message of any length costs the same.
+    """
+
+    def __init__(self, message_chars: int | None = None, max_lines: int | None = None) -> None:
+        self.message_chars = message_chars
+        self.max_lines = max_lines
+        self._message: tuple[str, Any] | None = None  # (label, messageId) of the open message
+        self._shown = 0  # characters of the open message written
+        self._cut = 0  # characters of the open message not written
+        self._lines = 0  # lines begun
+        self._cut_lines = 0
+
+    def feed(self, update: dict[str, Any]) -> Iterator[str]:
+        kind = update.get("sessionUpdate")
+        label = _LABELS.get(kind) if isinstance(kind, str) else None
+        if label is not None:
+            message = (label, update.get("messageId"))
+            if message != self._message:
+                yield from self._close()
+                self._message = message
+                if not (yield from self._begin_line(f"{label}: ")):
+                    return
+            if self.max_lines is not None and self._lines > self.max_lines:
+                return  # this message's line was cut
+            yield from self._text(_chunk_text(update.get("content")))
+            return
+        yield from self._close()
+        if (yield from self._begin_line(_update_line(kind, update))):
+            yield "\n"
+
+    def end(self) -> Iterator[str]:
+        """Close the open message; then the note of lines cut, if any."""
+        yield from self._close()
+        if self._cut_lines:
+            yield f"... {self._cut_lines} more lines of this turn not shown (--full shows everything)\n"
+
+    def _begin_line(self, text: str) -> Iterator[str]:
+        """Start a line with `text`, unless the turn is over its lines; True if it was started."""
+        self._lines += 1
+        if self.max_lines is not None and self._lines > self.max_lines:
+            self._cut_lines += 1
+            return False
+        yield text
+        return True
+
+    def _text(self, text: str) -> Iterator[str]:
+        if self.message_chars is None:
+            if text:
+                yield text
+            return
+        room = self.message_chars - self._shown
+        if room > 0 and text:
+            yield text[:room]
+            self._shown += min(room, len(text))
+        self._cut += max(len(text) - max(room, 0), 0)
+
+    def _close(self) -> Iterator[str]:
+        if self._message is None:
+            return
+        shown = self.max_lines is None or self._lines <= self.max_lines
+        if shown:
+            if self._cut:
+                yield f" ... [{self._cut} more characters; --full shows everything]"
+            yield "\n"
+        self._message, self._shown, self._cut = None, 0, 0
+
+
+def _chunk_text(content: Any) -> str:
+    """A chunk's text; content that is not text shows as its type in brackets."""
+    if not isinstance(content, dict):
+        return ""
+    if content.get("type") == "text":
+        text = content.get("text")
+        return text if isinstance(text, str) else ""
+    return f"[{content.get('type')}]"
+
+
+def _update_line(kind: Any, update: dict[str, Any]) -> str:
+    if kind in ("tool_call", "tool_call_update"):
+        return f"{kind}: {update.get('toolCallId')} {update.get('title') or ''} {update.get('status') or ''}".rstrip()
+    return f"{kind}"
 
 
 @dataclass(slots=True)

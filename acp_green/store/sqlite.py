@@ -3,14 +3,22 @@
 Greenlets and hub callbacks put work on a thread-safe queue and never touch the disk. Writes
 return at once. Reads carry a gevent AsyncResult that the store thread resolves through the
 hub's thread-safe callback, so the asking greenlet waits cooperatively. The thread drains
-whatever is queued and applies it, in queue order, as one transaction: a burst of writes (and
-a whole streamed turn, which is one row) costs one commit, and a read sees every write queued
+whatever is queued and applies it, in queue order, as one transaction: a burst of writes (the
+pieces of a streaming turn among them) costs one commit, and a read sees every write queued
 before it. Each queued item is a typed operation (operations.py) that knows whether it writes
-and whether it is handed over at once. If the disk fails under us (full, I/O error, read-only, corrupt), the thread copies
-what it can still read into a MemoryStore, warns on stderr, and serves from memory from then on.
-A write that fails because of its own record (a value SQLite cannot bind, a row too big) is not
-a disk failure: it is logged at ERROR and counted in `failed_writes`, and the rest of its batch
-and every later write still reach the disk.
+and whether it is handed over at once. If the disk fails under us (full, I/O error, read-only,
+corrupt), the thread copies what it can still read into a MemoryStore, warns on stderr, and
+serves from memory from then on. A write that fails because of its own record (a value SQLite
+cannot bind, a row too big: `statedb.is_record_error`) is not a disk failure: it is logged at
+ERROR and counted in `failed_writes` (a history piece also marks its turn incomplete), and the
+rest of its batch and every later write, of every session, still reach the disk.
+
+History waiting for the store thread is bounded: the bytes of history handed over and not yet
+committed (on the hub, in the queue, in the batch being written) never exceed
+`history_backlog_bytes`. Writes never block the hub, so a piece that would go over the bound is
+dropped: counted in `failed_writes`, said at ERROR once per turn (and how much, when it ends),
+and its turn marked incomplete. That only happens when the disk is much slower than the
+agent's output (another process holding the write lock, a stalled disk).
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ import copy
 import logging
 import sqlite3
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -29,10 +38,11 @@ from gevent.monkey import get_original
 from . import private, statedb
 from .base import MemoryStore
 from .operations import (
-    AppendTurn, Close, DeleteSession, History, ListSessions, LoadSession, Operation, Read, RecordUsage,
-    SaveSession, Sync, Usage, Write,
+    AppendHistory, BeginTurn, Close, DeleteSession, EndTurn, History, ListSessions, ListTurns, LoadSession,
+    MarkIncomplete, Operation, Read, ReadHistoryPage, RecordUsage, SaveSession, Sync, Usage, Write,
 )
 from .session_record import SessionRecord
+from .turns import HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
 from ..usage import UsageRecord
 
 log = logging.getLogger(__name__)
@@ -41,21 +51,26 @@ log = logging.getLogger(__name__)
 _start_new_thread = get_original("_thread", "start_new_thread")
 _SimpleQueue = get_original("queue", "SimpleQueue")
 _Empty = get_original("queue", "Empty")
+_Lock = get_original("threading", "Lock")
 
 OPEN_TIMEOUT = 60.0  # migrations wait for other processes' write locks
 READ_TIMEOUT = 60.0
 CLOSE_TIMEOUT = 10.0  # bounded exit (S13) even when another process holds the database
 MAX_BATCH = 1000
-# A write whose type is not `at_once` (session saves: set_mode, set_config_option...) waits this
-# long on the hub before it is handed to the store thread, so a burst of control requests costs
-# one hand-off (one thread wake-up, one GIL round trip) instead of one each. An `at_once` write (a
-# finished turn, a usage record, a delete) is put on the queue in the call that makes it, with
+# A write whose type is not `at_once` (session saves: set_mode, set_config_option...; pieces of
+# history) waits on the hub (its type's `hub_wait`: 5 ms for a save) before it is handed to the
+# store thread, so a burst of control requests costs one hand-off (one thread wake-up, one GIL
+# round trip) instead of one each. An `at_once` write (a turn's beginning and outcome, a usage
+# record, a delete) is put on the queue in the call that makes it, with
 # whatever waits before it, so its commit never waits on the hub. It is not committed yet: that
 # is the store thread's next transaction, which a SIGKILL can still beat (the prompt's response
 # does not wait for it). What is committed survives a SIGKILL, and a read's answer (load, list,
 # history, usage, sync) leaves only after every write queued before it is committed. Reads, sync
 # and close hand over what is waiting first, so ordering holds.
-WRITE_DELAY = 0.005
+# Pieces of history waiting on the hub are handed over once this many bytes wait, before the
+# timer: a fast stream is handed over in bounded bursts.
+HANDOFF_BYTES = 1 << 20
+HISTORY_BACKLOG_BYTES = 64 << 20  # history handed to the store and not committed yet (see above)
 BUSY_RETRIES = 12  # each attempt already waits statedb.BUSY_TIMEOUT_MS for the lock
 
 
@@ -73,13 +88,20 @@ class SqliteStore:
         trace: Callable[[str], None] | None = None,
         page_limit: int | None = None,
         named_dir: bool = False,
+        history_backlog_bytes: int = HISTORY_BACKLOG_BYTES,
     ) -> None:
         """Open `path` on the store thread; `named_dir`: the user chose its directory (--state-dir)."""
         self.path = path
         self._hub = gevent.get_hub()
         self._queue: Any = _SimpleQueue()
         self._unflushed: list[tuple[Write, None]] = []
+        self._unflushed_bytes = 0
         self._flush_timer: Any = None
+        self._flush_due = 0.0  # when the flush timer fires (the hub loop's clock)
+        self.history_backlog_bytes = history_backlog_bytes
+        self._backlog_lock = _Lock()  # the hub adds, the store thread subtracts once committed
+        self.backlog_bytes = 0  # history handed over and not committed yet
+        self._short_turns: dict[tuple[str, str], list[int]] = {}  # turns with dropped pieces: [pieces, bytes]
         self._closed = False
         self._memory: MemoryStore | None = None  # set by the store thread when the disk fails
         self.transactions = 0  # committed write transactions, for tests and diagnostics
@@ -104,11 +126,20 @@ class SqliteStore:
             self.failed_writes += 1
             log.error("store %s is closed; dropping a %s", self.path, op.label)
             return
+        held = op.held_bytes()
+        if held:
+            with self._backlog_lock:
+                self.backlog_bytes += held
+            self._unflushed_bytes += held
         self._unflushed.append((op, None))
-        if op.at_once:
+        if op.at_once or self._unflushed_bytes >= HANDOFF_BYTES:
             self._flush()
-        elif self._flush_timer is None:
-            self._flush_timer = self._hub.loop.timer(WRITE_DELAY)
+            return
+        due = self._hub.loop.now() + op.hub_wait
+        if self._flush_timer is None or due < self._flush_due:  # the write that may wait least decides
+            if self._flush_timer is not None:
+                self._flush_timer.close()
+            self._flush_timer, self._flush_due = self._hub.loop.timer(op.hub_wait), due
             self._flush_timer.start(self._flush)
 
     def _flush(self) -> None:
@@ -117,6 +148,7 @@ class SqliteStore:
         if timer is not None:
             timer.close()
         writes, self._unflushed = self._unflushed, []
+        self._unflushed_bytes = 0
         for work in writes:
             self._queue.put(work)
 
@@ -138,8 +170,46 @@ class SqliteStore:
     def delete_session(self, session_id: str) -> None:
         self._write(DeleteSession(session_id))
 
+    def begin_turn(self, session_id: str, turn_id: str, started_at: float, prompt: list[bytes]) -> None:
+        self._write(BeginTurn(session_id, turn_id, started_at, list(prompt)))
+
+    def append_history(self, session_id: str, turn_id: str, updates: list[bytes]) -> None:
+        """Queue a piece of a running turn, unless the backlog would go over its bound (see above)."""
+        if not updates:
+            return
+        piece = AppendHistory(session_id, turn_id, list(updates))
+        size = piece.held_bytes()
+        if self.backlog_bytes + size > self.history_backlog_bytes and not self._closed:
+            self._drop_piece(session_id, turn_id, size)
+            return
+        self._write(piece)
+
+    def _drop_piece(self, session_id: str, turn_id: str, size: int) -> None:
+        self.failed_writes += 1
+        dropped = self._short_turns.get((session_id, turn_id))
+        if dropped is None:
+            dropped = self._short_turns[(session_id, turn_id)] = [0, 0]
+            log.error(
+                "the store is %d bytes behind (the bound is %d): dropping history of turn %s of session %s; "
+                "the turn is marked incomplete", self.backlog_bytes, self.history_backlog_bytes, ascii(turn_id), ascii(session_id),
+            )
+            self._write(MarkIncomplete(session_id, turn_id))
+        dropped[0] += 1
+        dropped[1] += size
+
+    def end_turn(self, session_id: str, turn_id: str, outcome: TurnOutcome) -> None:
+        dropped = self._short_turns.pop((session_id, turn_id), None)
+        if dropped is not None:
+            log.error("turn %s of session %s ended with %d pieces (%d bytes) of its history dropped",
+                      ascii(turn_id), ascii(session_id), dropped[0], dropped[1])
+        self._write(EndTurn(session_id, turn_id, outcome, time.time()))
+
     def append_turn(self, session_id: str, entries: list[bytes], stop_reason: str | None = None) -> None:
-        self._write(AppendTurn(session_id, list(entries), stop_reason))
+        """A whole turn at once (begin, one piece, end), handed over at once."""
+        turn_id = uuid.uuid4().hex
+        self._write(BeginTurn(session_id, turn_id, time.time(), list(entries)))
+        if stop_reason is not None:
+            self.end_turn(session_id, turn_id, TurnOutcome(stop_reason))
 
     def record_usage(self, record: UsageRecord) -> None:
         self._write(RecordUsage(record))
@@ -152,6 +222,12 @@ class SqliteStore:
 
     def history(self, session_id: str) -> list[bytes]:
         return self._read(History(session_id))
+
+    def history_page(self, session_id: str, after: HistoryPosition | None, max_entries: int, max_bytes: int, turn_id: str | None = None) -> HistoryPage:
+        return self._read(ReadHistoryPage(session_id, after, max_entries, max_bytes, turn_id))
+
+    def turns(self, session_id: str) -> list[StoredTurn]:
+        return self._read(ListTurns(session_id))
 
     def usage(self, session_id: str | None = None) -> list[UsageRecord]:
         return self._read(Usage(session_id))
@@ -214,6 +290,10 @@ class SqliteStore:
             closing = isinstance(batch[-1][0], Close)
             work = batch[:-1] if closing else batch
             results = self._apply(conn, [op for op, _ in work]) if work else []
+            committed = sum(op.held_bytes() for op, _ in work)
+            if committed:
+                with self._backlog_lock:
+                    self.backlog_bytes -= committed
             for (_op, result), (value, error) in zip(work, results):
                 self._deliver(result, value, error)
             if closing:
@@ -259,11 +339,9 @@ class SqliteStore:
             if memory is not None:
                 return op.in_memory(memory), None
             return op.on_disk(conn), None
-        except sqlite3.Error as exc:
-            if not isinstance(exc, _RECORD_ERRORS):
-                raise
-            return None, self._record_failed(op, exc)
         except Exception as exc:
+            if not statedb.is_record_error(exc):
+                raise
             return None, self._record_failed(op, exc)
 
     def _record_failed(self, op: Operation, exc: Exception) -> Exception:
@@ -279,7 +357,7 @@ class SqliteStore:
         try:
             for record in statedb.list_sessions(conn):
                 memory.save_session(record)
-                memory.append_turn(record.session_id, statedb.history(conn, record.session_id))
+                _copy_history(conn, record.session_id, memory)
             for usage in statedb.usage(conn):
                 memory.record_usage(usage)
         except sqlite3.Error as read_exc:
@@ -292,9 +370,21 @@ class SqliteStore:
         )
 
 
-# What one record's content can cause (a value that cannot be bound, a row too big, a constraint);
-# every other sqlite3.Error (I/O, full, read-only, corrupt, locked) is the database's.
-_RECORD_ERRORS = (sqlite3.DataError, sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError)
+def _copy_history(conn: sqlite3.Connection, session_id: str, memory: MemoryStore) -> None:
+    """A session's turns and their history, read page by page into `memory`."""
+    for turn in statedb.turns(conn, session_id):
+        memory.begin_turn(session_id, turn.turn_id, turn.started_at, [])
+        after: HistoryPosition | None = None
+        while True:
+            page = statedb.history_page(conn, session_id, after, 10_000, 1 << 22, turn.turn_id)
+            memory.append_history(session_id, turn.turn_id, [entry.update for entry in page.entries])
+            if page.after is None:
+                break
+            after = page.after
+        if turn.stop_reason is not None:
+            memory.end_turn(session_id, turn.turn_id, TurnOutcome(turn.stop_reason, turn.error))
+        if not turn.complete:
+            memory.mark_incomplete(session_id, turn.turn_id)
 
 
 def _is_busy(exc: sqlite3.OperationalError) -> bool:

@@ -2,8 +2,15 @@
 
 Nothing here knows about threads or gevent: the store thread (sqlite.py) and the
 inspection commands (`acp-green sessions`, `acp-green usage`) both call these functions on a
-connection they own. A turn is one row holding its updates as JSON Lines, so a streamed
-turn of any length is one INSERT in one transaction.
+connection they own.
+
+History (schema 3) is a `turns` table (one row per turn: its id, start, outcome and whether
+every piece of it was stored) and a `history` table (one row per stored piece: the session, the
+turn, the piece's number in the turn and its updates as JSON Lines, one SessionUpdate object's
+JSON per line). A piece is split into rows of at most PIECE_ROW_BYTES, so reading history back
+one row at a time holds a bounded amount whatever the length of the turn (a single update
+larger than that is one row of its own). The stored form is the update JSON the runtime hands
+over, independent of how the wire encodes it.
 
 A Python str may hold lone surrogates (a JSON `\\udce9` escape, or how a non-UTF-8 path byte
 reaches Python), which SQLite cannot store as TEXT. Every str column therefore holds TEXT when
@@ -23,14 +30,18 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .session_record import SessionRecord
+from .turns import HistoryEntry, HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
 from ..usage import UsageRecord
 
 DB_NAME = "state.sqlite3"
 # 1: the tables. 2: a str column may hold a BLOB (a str with lone surrogates, see above); the
 # tables are unchanged, so a version-1 database is a valid version-2 one. The bump keeps an
 # older acp-green, which would misread such a BLOB, from opening the database at all.
-SCHEMA_VERSION = 2
+# 3: history is stored per piece (`history`) with one `turns` row per turn and its outcome; a
+# version-2 turn (one row holding a whole turn) is converted in place (`_migrate_history`).
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 5000
+PIECE_ROW_BYTES = 128 * 1024  # a stored piece is split into rows of at most this many bytes
 
 _SCHEMA_V1 = (
     """CREATE TABLE IF NOT EXISTS sessions (
@@ -69,9 +80,62 @@ _SCHEMA_V1 = (
     "CREATE INDEX IF NOT EXISTS usage_by_session ON usage (session_id, id)",
 )
 
+# Schema 3's history. `turns.complete` is 0 once any piece of the turn was refused or dropped.
+# `history.turn` is `turns.id`; rows are read in `history.id` order, which is the order pieces
+# were stored (a session runs one turn at a time, so its pieces never interleave).
+_SCHEMA_V3_HISTORY = (
+    """CREATE TABLE turns (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        turn_id TEXT NOT NULL,
+        started_at REAL NOT NULL,
+        ended_at REAL,
+        stop_reason TEXT,
+        error TEXT,
+        complete INTEGER NOT NULL DEFAULT 1,
+        UNIQUE (session_id, turn_id)
+    )""",
+    "CREATE INDEX turns_by_session ON turns (session_id, id)",
+    """CREATE TABLE history (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        session_id TEXT NOT NULL,
+        turn INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        entries TEXT NOT NULL,
+        UNIQUE (turn, seq)
+    )""",
+    "CREATE INDEX history_by_session ON history (session_id, id)",
+)
+MIGRATED_TURN_PREFIX = "v2-"  # the turn id a version-2 turn gets: the prefix and its old row id
+
 
 class StateDbError(Exception):
     """The state database cannot be used (unwritable, full, corrupt, newer schema)."""
+
+
+class RefusedRecord(ValueError):
+    """A write refused for its own content (an update holding a raw newline, a turn never begun)."""
+
+
+# What one record's content can cause (a value that cannot be bound, a row too big, a
+# constraint); every other sqlite3.Error (I/O, full, read-only, corrupt, locked) is the database's.
+_RECORD_ERROR_TYPES = (sqlite3.DataError, sqlite3.IntegrityError, sqlite3.InterfaceError, sqlite3.ProgrammingError)
+_RECORD_ERROR_CODES = frozenset((sqlite3.SQLITE_TOOBIG, sqlite3.SQLITE_CONSTRAINT, sqlite3.SQLITE_MISMATCH, sqlite3.SQLITE_RANGE))
+
+
+def is_record_error(exc: BaseException) -> bool:
+    """True when `exc` is about the record being written, not about the database or the disk.
+
+    Any error that is not sqlite3's comes from the record (a value that cannot be encoded, a
+    RefusedRecord); of sqlite3's, the types above and the codes of a value SQLite refuses
+    ("string or blob too big" is SQLITE_TOOBIG, whatever class reports it).
+    """
+    if not isinstance(exc, sqlite3.Error):
+        return isinstance(exc, Exception)
+    if isinstance(exc, _RECORD_ERROR_TYPES):
+        return True
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code is not None and code & 0xFF in _RECORD_ERROR_CODES
 
 
 def db_path(state_dir: str) -> str:
@@ -111,11 +175,12 @@ def connect_existing(path: str, *, write: bool = False) -> sqlite3.Connection | 
 
     Read-only unless `write` (SQLite's `mode=ro`: it cannot take the write lock, so it never
     waits on an agent's, and WAL lets it read while agents write). None when the file holds no
-    schema yet. Every older schema has the tables of this one (see SCHEMA_VERSION), so it is
-    read as it is; only a newer one is refused. While no process has the database open (no -wal
-    or -shm beside it: a WAL database's last connection removes them), a reader opens it
-    `immutable`, so it creates no file at all; otherwise those files exist and a plain
-    read-only connection reads consistently through them.
+    schema yet. Only a newer schema is refused. A version-1 or -2 database (history one row per
+    turn) is read through temporary views that show it in this schema's shape (`_v2_views`); it
+    is changed (`write`) only once `acp-green serve` has converted it. While no process has the
+    database open (no -wal or -shm beside it: a WAL database's last connection removes them), a
+    reader opens it `immutable`, so it creates no file at all; otherwise those files exist and a
+    plain read-only connection reads consistently through them.
     """
     # Bytes, so a path that is not UTF-8 (surrogate-escaped in Python) is named exactly.
     uri = "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path)))
@@ -134,10 +199,25 @@ def connect_existing(path: str, *, write: bool = False) -> sqlite3.Connection | 
         if version < 1:
             conn.close()
             return None
+        if version < 3 and "entries" in {column for _, column, *_ in conn.execute("PRAGMA table_info(turns)")}:
+            if write:
+                raise StateDbError(f"the state database has schema {version}; start `acp-green serve` once to convert it to {SCHEMA_VERSION}")
+            _v2_views(conn)
     except BaseException:  # ok: close, then re-raise
         conn.close()
         raise
     return conn
+
+
+def _v2_views(conn: sqlite3.Connection) -> None:
+    """Temporary views (they shadow main's tables of the same name) showing a version-2 history
+    in this schema's shape: each old turn one `turns` row and one `history` piece."""
+    conn.execute(
+        f"""CREATE TEMP VIEW turns AS SELECT id, session_id, '{MIGRATED_TURN_PREFIX}' || id AS turn_id,
+               recorded_at AS started_at, recorded_at AS ended_at, stop_reason, NULL AS error, 1 AS complete
+           FROM main.turns"""
+    )
+    conn.execute("CREATE TEMP VIEW history AS SELECT id, session_id, id AS turn, 0 AS seq, entries FROM main.turns")
 
 
 def migrate(conn: sqlite3.Connection) -> None:
@@ -150,12 +230,39 @@ def migrate(conn: sqlite3.Connection) -> None:
         if version < 1:
             for statement in _SCHEMA_V1:
                 conn.execute(statement)
-        if version < SCHEMA_VERSION:  # 1 -> 2 changes no table (see SCHEMA_VERSION)
+        # 1 -> 2 changes no table (see SCHEMA_VERSION); 2 -> 3 converts the history.
+        if version < 3:
+            _migrate_history(conn)
+        if version < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
     except BaseException:  # ok: roll back, then re-raise
         conn.execute("ROLLBACK")
         raise
+
+
+def _migrate_history(conn: sqlite3.Connection) -> None:
+    """Version-2 turns (one row each: recorded_at, stop_reason, the whole turn as JSON Lines)
+    become `turns` rows with their stop reason and `history` pieces of bounded rows.
+
+    Old rows are read one at a time, so the migration holds one old turn at once.
+    """
+    conn.execute("DROP INDEX IF EXISTS turns_by_session")
+    conn.execute("ALTER TABLE turns RENAME TO turns_v2")
+    for statement in _SCHEMA_V3_HISTORY:
+        conn.execute(statement)
+    old_ids = [row_id for (row_id,) in conn.execute("SELECT id FROM turns_v2 ORDER BY id")]
+    for old_id in old_ids:
+        session_key, recorded_at, stop_reason, text = conn.execute(
+            "SELECT session_id, recorded_at, stop_reason, entries FROM turns_v2 WHERE id = ?", (old_id,)
+        ).fetchone()
+        turn = conn.execute(
+            "INSERT INTO turns (session_id, turn_id, started_at, ended_at, stop_reason) VALUES (?, ?, ?, ?, ?)",
+            (session_key, f"{MIGRATED_TURN_PREFIX}{old_id}", recorded_at, recorded_at, stop_reason),
+        ).lastrowid
+        if text:
+            _insert_pieces(conn, session_key, turn, 0, _lines(text))
+    conn.execute("DROP TABLE turns_v2")
 
 
 # -- str columns ---------------------------------------------------------------------------
@@ -207,23 +314,85 @@ def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
     """Forget a session and its history; its usage records stay in the ledger (S16)."""
     key = _column(session_id)
     conn.execute("DELETE FROM sessions WHERE session_id = ?", (key,))
+    conn.execute("DELETE FROM history WHERE session_id = ?", (key,))
     conn.execute("DELETE FROM turns WHERE session_id = ?", (key,))
 
 
-def append_turn(conn: sqlite3.Connection, session_id: str, entries: Sequence[bytes], stop_reason: str | None = None) -> None:
-    """One row per turn; `entries` are the updates' JSON, stored one per line (JSON Lines).
+def _lines(text: str | bytes) -> list[bytes]:
+    """The updates a JSON Lines column holds."""
+    return (text.encode("utf-8") if isinstance(text, str) else text).split(b"\n")
 
-    JSON escapes newlines inside strings, so the lines split back exactly, without parsing;
-    an entry holding a raw newline could not, and is refused (ValueError) rather than split.
-    The runtime's entries are ASCII and stored as TEXT; any other bytes are kept as a BLOB.
+
+def _joined(updates: Sequence[bytes]) -> str | bytes:
+    """Updates as one JSON Lines column: TEXT when ASCII (the runtime's), else a BLOB kept exactly.
+
+    JSON escapes newlines inside strings, so the lines split back exactly, without parsing; an
+    update holding a raw newline could not, and is refused rather than split.
     """
-    joined = b"\n".join(entries)
-    if joined.count(b"\n") != max(len(entries) - 1, 0):
-        raise ValueError("a history entry holds a raw newline")
+    joined = b"\n".join(updates)
+    if joined.count(b"\n") != len(updates) - 1:
+        raise RefusedRecord("a history entry holds a raw newline")
+    return joined.decode("ascii") if joined.isascii() else joined
+
+
+def _insert_pieces(conn: sqlite3.Connection, session_key: str | bytes, turn: int, seq: int, updates: Sequence[bytes]) -> int:
+    """Store `updates` as rows of at most PIECE_ROW_BYTES from piece number `seq`; the next number."""
+    start, size = 0, 0
+    for end, update in enumerate(updates):
+        if end > start and size + len(update) > PIECE_ROW_BYTES:
+            conn.execute("INSERT INTO history (session_id, turn, seq, entries) VALUES (?, ?, ?, ?)",
+                         (session_key, turn, seq, _joined(updates[start:end])))
+            seq, start, size = seq + 1, end, 0
+        size += len(update) + 1
+    if start < len(updates):
+        conn.execute("INSERT INTO history (session_id, turn, seq, entries) VALUES (?, ?, ?, ?)",
+                     (session_key, turn, seq, _joined(updates[start:])))
+        seq += 1
+    return seq
+
+
+def _turn_row(conn: sqlite3.Connection, session_id: str, turn_id: str) -> int:
+    row = conn.execute("SELECT id FROM turns WHERE session_id = ? AND turn_id = ?", (_column(session_id), _column(turn_id))).fetchone()
+    if row is None:
+        raise RefusedRecord(f"no turn {turn_id!r} was begun in session {session_id!r} (or the session was deleted)")
+    return row[0]
+
+
+def begin_turn(conn: sqlite3.Connection, session_id: str, turn_id: str, started_at: float, prompt: Sequence[bytes]) -> None:
+    """A new turn and its prompt (piece 0); a prompt that cannot be stored leaves the turn incomplete."""
+    session_key = _column(session_id)
+    turn = conn.execute(
+        "INSERT INTO turns (session_id, turn_id, started_at) VALUES (?, ?, ?)", (session_key, _column(turn_id), started_at)
+    ).lastrowid
+    try:
+        _insert_pieces(conn, session_key, turn, 0, prompt)
+    except Exception:  # ok: mark the turn, then re-raise for the caller to count and log
+        conn.execute("UPDATE turns SET complete = 0 WHERE id = ?", (turn,))
+        raise
+
+
+def append_history(conn: sqlite3.Connection, session_id: str, turn_id: str, updates: Sequence[bytes]) -> None:
+    """The next piece of a running turn; one that cannot be stored leaves the turn incomplete."""
+    turn = _turn_row(conn, session_id, turn_id)
+    try:
+        (last,) = conn.execute("SELECT max(seq) FROM history WHERE turn = ?", (turn,)).fetchone()
+        _insert_pieces(conn, _column(session_id), turn, 0 if last is None else last + 1, updates)
+    except Exception:  # ok: mark the turn, then re-raise for the caller to count and log
+        conn.execute("UPDATE turns SET complete = 0 WHERE id = ?", (turn,))
+        raise
+
+
+def end_turn(conn: sqlite3.Connection, session_id: str, turn_id: str, outcome: TurnOutcome, ended_at: float | None = None) -> None:
+    turn = _turn_row(conn, session_id, turn_id)
     conn.execute(
-        "INSERT INTO turns (session_id, recorded_at, stop_reason, entries) VALUES (?, ?, ?, ?)",
-        (_column(session_id), time.time(), _column(stop_reason), joined.decode("ascii") if joined.isascii() else joined),
+        "UPDATE turns SET stop_reason = ?, error = ?, ended_at = ? WHERE id = ?",
+        (_column(outcome.stop_reason), _column(outcome.error), time.time() if ended_at is None else ended_at, turn),
     )
+
+
+def mark_incomplete(conn: sqlite3.Connection, session_id: str, turn_id: str) -> None:
+    """Some of the turn's history was not stored (refused, or dropped before it reached us)."""
+    conn.execute("UPDATE turns SET complete = 0 WHERE session_id = ? AND turn_id = ?", (_column(session_id), _column(turn_id)))
 
 
 def record_usage(conn: sqlite3.Connection, record: UsageRecord) -> None:
@@ -282,13 +451,73 @@ def list_sessions(
     return [_session(row) for row in conn.execute(sql, args)]
 
 
+def history_page(
+    conn: sqlite3.Connection,
+    session_id: str,
+    after: HistoryPosition | None,
+    max_entries: int,
+    max_bytes: int,
+    turn_id: str | None = None,
+) -> HistoryPage:
+    """Stored updates from `after` on (of one turn, with `turn_id`): at most `max_entries`, and
+    no more than `max_bytes` of updates unless the first alone is larger (a page always moves on).
+
+    Rows are fetched one at a time, so a page holds at most one row beyond its entries.
+    """
+    piece, skip = (after.piece, after.index) if after is not None else (0, 0)
+    if turn_id is not None:
+        turn = conn.execute("SELECT id FROM turns WHERE session_id = ? AND turn_id = ?", (_column(session_id), _column(turn_id))).fetchone()
+        if turn is None:
+            return HistoryPage([], None)
+        rows = conn.execute("SELECT id, ?, entries FROM history WHERE turn = ? AND id >= ? ORDER BY id", (_column(turn_id), turn[0], piece))
+    else:
+        rows = conn.execute(
+            """SELECT history.id, turns.turn_id, history.entries FROM history JOIN turns ON turns.id = history.turn
+               WHERE history.session_id = ? AND history.id >= ? ORDER BY history.id""",
+            (_column(session_id), piece),
+        )
+    entries: list[HistoryEntry] = []
+    size = 0
+    try:
+        for row_id, turn_key, text in rows:
+            if not text:  # a version-2 turn that stored nothing
+                continue
+            updates = _lines(text)
+            index = skip if row_id == piece else 0
+            row_turn = _str(turn_key)
+            while index < len(updates):
+                update = updates[index]
+                if entries and (len(entries) >= max_entries or size + len(update) > max_bytes):
+                    return HistoryPage(entries, HistoryPosition(row_id, index))
+                entries.append(HistoryEntry(row_turn, update))
+                size += len(update)
+                index += 1
+    finally:
+        rows.close()
+    return HistoryPage(entries, None)
+
+
 def history(conn: sqlite3.Connection, session_id: str) -> list[bytes]:
-    """Every stored update's JSON, oldest first."""
+    """Every stored update's JSON, oldest first (all at once: for export and small histories)."""
     entries: list[bytes] = []
-    for (text,) in conn.execute("SELECT entries FROM turns WHERE session_id = ? ORDER BY id", (_column(session_id),)):
-        if text:
-            entries.extend((text.encode("utf-8") if isinstance(text, str) else text).split(b"\n"))
-    return entries
+    after: HistoryPosition | None = None
+    while True:
+        page = history_page(conn, session_id, after, 10_000, 1 << 24)
+        entries.extend(entry.update for entry in page.entries)
+        if page.after is None:
+            return entries
+        after = page.after
+
+
+def turns(conn: sqlite3.Connection, session_id: str) -> list[StoredTurn]:
+    """The session's turns, oldest first."""
+    return [
+        StoredTurn(_str(turn_id), started_at, _str(stop_reason), _str(error), bool(complete))
+        for turn_id, started_at, stop_reason, error, complete in conn.execute(
+            "SELECT turn_id, started_at, stop_reason, error, complete FROM turns WHERE session_id = ? ORDER BY id",
+            (_column(session_id),),
+        )
+    ]
 
 
 def turn_count(conn: sqlite3.Connection, session_id: str) -> int:

@@ -9,6 +9,8 @@ TEST_REQUIRES = [
     "agent-client-protocol==0.12.1",
     "mcp==2.3.0",
     "hypothesis>=6.100",
+    # A third-party asyncio ACP client, driven against `acp-green serve` in the interop tests.
+    "acp-client>=0.1.0",
 ]
 
 setup(

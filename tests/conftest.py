@@ -23,10 +23,9 @@ from gevent.greenlet import Greenlet
 
 from acp_green.agent import Agent
 from acp_green.rig.client import AcpClient, AgentProcess, ClientPolicy
-from acp_green.rig.schema import StreamChecker
 from acp_green.server import ServeOptions, Server
 from acp_green.transport import OutputLimits
-from tests.helpers import group_members, invariant_problems, tolerated_invariants
+from tests.helpers import group_members, invariant_problems, stream_schema_problems, tolerated_invariants
 from tests.unit_harness import unit  # noqa: F401 - the unit layer's fixture, for every test module
 
 TEST_TIMEOUT = 120
@@ -61,15 +60,7 @@ def serve_command(*args: str) -> list[str]:
 
 def schema_problems(client: AcpClient) -> list[str]:
     """Every problem in what the agent wrote, checked against the ACP schemas."""
-    checker = StreamChecker("agent")
-    problems: list[str] = []
-    for record in client.records:
-        if record.message is None:
-            if record.direction == "in":
-                problems.append(f"unparseable line from the agent: {record.raw[:200]!r}")
-            continue
-        problems.extend(checker.observe(record.message, from_sender=record.direction == "in"))
-    return problems + null_id_problems(client)
+    return stream_schema_problems(client.records) + null_id_problems(client)
 
 
 #: The only errors that may be answered with id null: the line's id could not be read (DESIGN §6).

@@ -5,6 +5,7 @@ and the invariant check every agent-launching fixture runs at teardown.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import struct
 import termios
@@ -18,6 +19,7 @@ import pytest
 from acp_green.rig.client import Record
 from acp_green.rig.invariants import InvariantChecker
 from acp_green.rig.reaper import proc_info
+from acp_green.rig.schema import StreamChecker
 
 # -- what an agent said ---------------------------------------------------------------------------
 
@@ -142,3 +144,62 @@ def invariant_problems(records: Sequence[Record], tolerated: frozenset[str] = fr
     checker = InvariantChecker()
     checker.finish(records, complete=complete)
     return [str(v) for v in checker.violations if v.invariant not in _CHECKED_ELSEWHERE | tolerated]
+
+
+# -- what a third-party client and the agent said (a tests/peers/tee_agent.py log) ----------------
+
+
+def wire_log_records(path: str | os.PathLike[str]) -> list[Record]:
+    """The lines a tee_agent.py log holds, as rig records ("in" = agent -> client, "out" = client -> agent)."""
+    records = []
+    for line in open(path, "rb").read().splitlines():
+        tag, _, raw = line.partition(b" ")
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            message = None
+        records.append(Record(0.0, "in" if tag == b"in" else "out", raw, message))
+    return records
+
+
+def stream_schema_problems(records: Iterable[Record], sender: str = "agent") -> list[str]:
+    """Schema problems (stable and unstable schema) of what `sender` ("agent" or "client") wrote in these records."""
+    checker = StreamChecker(sender)
+    own = "in" if sender == "agent" else "out"
+    problems: list[str] = []
+    for record in records:
+        if record.message is None:
+            if record.direction == own:
+                problems.append(f"unparseable line from the {sender}: {record.raw[:200]!r}")
+            continue
+        problems.extend(checker.observe(record.message, from_sender=record.direction == own))
+    return problems
+
+
+FINAL_TOOL_STATUSES = frozenset({"completed", "failed"})
+
+
+def unfinished_tool_calls(records: Iterable[Record]) -> list[str]:
+    """Tool calls a prompt started that had no final status (completed/failed) when its response came."""
+    prompts: dict[Any, str] = {}  # prompt request id -> session id
+    open_calls: dict[str, dict[str, str]] = {}  # session id -> tool call id -> last status
+    problems = []
+    for record in records:
+        message = record.message
+        if not isinstance(message, dict):
+            continue
+        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        if record.direction == "out" and message.get("method") == "session/prompt":
+            prompts[message.get("id")] = params.get("sessionId")
+            open_calls[params.get("sessionId")] = {}
+        elif record.direction == "in" and message.get("method") == "session/update":
+            update = params.get("update") or {}
+            if update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
+                calls = open_calls.setdefault(params.get("sessionId"), {})
+                calls[update.get("toolCallId")] = update.get("status") or calls.get(update.get("toolCallId"), "pending")
+        elif record.direction == "in" and "method" not in message and message.get("id") in prompts:
+            session = prompts.pop(message.get("id"))
+            for call, status in open_calls.pop(session, {}).items():
+                if status not in FINAL_TOOL_STATUSES:
+                    problems.append(f"tool call {call} of {session} was {status!r} when its prompt was answered {message}")
+    return problems

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acp_green.rig.schema import AcpSchema, SchemaViolation, StreamChecker, default_schema, message_kind
 
@@ -270,6 +272,69 @@ def test_unstable_methods_use_the_unstable_schema(schema: AcpSchema) -> None:
     bad = notification("mcp/message", {"connectionId": "conn-1"})
     assert "MessageMcpNotification" in joined(schema.problems(bad))
     assert "'method' is a required property" in joined(schema.problems(bad))
+
+
+USAGE = {"totalTokens": 30, "inputTokens": 10, "outputTokens": 20}
+
+
+def test_stable_methods_pass_the_stable_and_the_unstable_schema(schema: AcpSchema) -> None:
+    """DESIGN §7: a stable method is checked against both schemas; an unstable-only one against its own."""
+    assert schema.schemas_for("session/prompt") == ("stable", "unstable")
+    assert schema.schemas_for("initialize") == ("stable", "unstable")
+    assert schema.schemas_for("mcp/connect") == ("unstable",)
+    assert schema.schemas_for("acme/ping") == ()
+    good = result(2, {"stopReason": "end_turn", "usage": USAGE})
+    assert schema.problems(good, request_method="session/prompt") == []
+
+
+def test_unstable_only_fields_of_stable_methods_are_checked(schema: AcpSchema) -> None:
+    """Valid under the stable schema, invalid under the unstable one: PromptResponse.usage and
+    mcpCapabilities.acp are typed only there, and the problem names the unstable schema."""
+    bad_usage = result(2, {"stopReason": "end_turn", "usage": {**USAGE, "totalTokens": "many"}})
+    assert schema.validator("stable", "PromptResponse").is_valid(bad_usage["result"])  # stable leaves `usage` open
+    problems = schema.problems(bad_usage, request_method="session/prompt")
+    assert problems == ["session/prompt result (PromptResponse, unstable schema): at result.usage.totalTokens: 'many' is not of type 'integer'"]
+    bad_acp = {**INITIALIZE_RESULT, "agentCapabilities": {**INITIALIZE_RESULT["agentCapabilities"], "mcpCapabilities": {"acp": "yes"}}}
+    problems = schema.problems(result(0, bad_acp), request_method="initialize")
+    assert problems == ["initialize result (InitializeResponse, unstable schema): at result.agentCapabilities.mcpCapabilities.acp: 'yes' is not of type 'boolean'"]
+    checker = StreamChecker("agent")
+    checker.observe(request(0, "initialize", INITIALIZE_REQUEST["params"]), from_sender=False)
+    assert "InitializeResponse, unstable schema" in joined(checker.observe(result(0, bad_acp), from_sender=True))
+
+
+def test_unstable_only_variants_of_stable_methods_fail_the_stable_schema(schema: AcpSchema) -> None:
+    """The other way round: an update kind only the unstable schema knows is reported against the stable one."""
+    update = notification("session/update", {"sessionId": SESSION, "update": {"sessionUpdate": "plan_removed", "planId": "p1"}})
+    assert schema.validator("unstable", "SessionNotification").is_valid(update["params"])
+    problems = schema.problems(update)
+    assert problems and all("(SessionNotification, stable schema)" in p for p in problems), problems
+    assert '"plan_removed" is not one of' in joined(problems)
+
+
+def test_a_problem_both_schemas_report_is_said_once(schema: AcpSchema) -> None:
+    """A problem the stable and unstable schema both find is reported once, naming both."""
+    problems = schema.problems(result(2, {"stopReason": "done"}), request_method="session/prompt")
+    assert len(problems) == 1 and "(PromptResponse, stable and unstable schemas)" in problems[0], problems
+
+
+TOKEN_FIELDS = ("totalTokens", "inputTokens", "outputTokens")
+
+
+@settings(deadline=None, max_examples=60)
+@given(st.fixed_dictionaries({name: st.one_of(st.integers(min_value=-5, max_value=2**63),
+                                              st.text(max_size=3), st.none(), st.floats(allow_nan=False))
+                              for name in TOKEN_FIELDS}))
+def test_usage_verdict_comes_from_the_unstable_schema_alone(usage: dict[str, Any]) -> None:
+    """Property: any `usage` passes the stable schema; the dual check reports it exactly when a token
+    count is not a non-negative integer, and says the unstable schema failed."""
+    schema = default_schema()
+    answer = {"stopReason": "end_turn", "usage": usage}
+    assert schema.validator("stable", "PromptResponse").is_valid(answer)
+    # JSON Schema's "integer" admits 3.0: a number with no fractional part.
+    valid = all(isinstance(v, (int, float)) and float(v).is_integer() and v >= 0 for v in usage.values())
+    problems = schema.problems(result(2, answer), request_method="session/prompt")
+    assert (problems == []) is valid, problems
+    assert all("(PromptResponse, unstable schema)" in p for p in problems), problems
 
 
 def test_check_raises_schema_violation(schema: AcpSchema) -> None:

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from acp_green.rig.schema import StreamChecker
+from tests.helpers import stream_schema_problems, wire_log_records
 
 pytestmark = pytest.mark.slow  # a third-party peer: the official Python SDK as the client
 
@@ -39,11 +39,6 @@ def test_official_python_sdk_client_drives_acp_green(tmp_path):
     assert report["cancel"]["stopReason"] == "cancelled"
     assert report["setMode"] == "ok"
 
-    checker = StreamChecker("agent")
-    problems: list[str] = []
-    lines = log.read_bytes().splitlines()
-    assert len(lines) > 60
-    for line in lines:
-        tag, _, payload = line.partition(b" ")
-        problems += checker.observe(json.loads(payload), from_sender=tag == b"in")
-    assert problems == []
+    records = wire_log_records(log)
+    assert len(records) > 60
+    assert stream_schema_problems(records) == []

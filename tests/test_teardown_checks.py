@@ -95,3 +95,17 @@ def test_a_line_the_agent_cannot_read_is_garbage_to_the_checker(line):
     """Invalid UTF-8 and nesting past the recursion limit are garbage: answered -32700 with id
     null, no request owed an answer, and the checker does not crash."""
     assert invariant_problems([raw_out(line), into(NULL_PARSE_ERROR)], complete=True) == []
+
+
+def test_the_teardown_schema_check_validates_stable_methods_against_the_unstable_schema_too():
+    """DESIGN §7: an agent's PromptResponse whose `usage` breaks the unstable schema (the stable one
+    leaves it open) fails the check every launched agent gets at teardown, naming the schema."""
+    from tests.conftest import schema_problems
+
+    prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+              "params": {"sessionId": "s", "prompt": [{"type": "text", "text": "hi"}]}}
+    answer = {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn", "usage": {"totalTokens": -1, "inputTokens": 0, "outputTokens": 0}}}
+    problems = schema_problems(SimpleNamespace(records=[out(prompt), into(answer)]))
+    assert len(problems) == 1 and "(PromptResponse, unstable schema)" in problems[0], problems
+    answer["result"]["usage"]["totalTokens"] = 1
+    assert schema_problems(SimpleNamespace(records=[out(prompt), into(answer)])) == []

@@ -224,12 +224,20 @@ class AcpSchema:
         return f"urn:acp-green:schema:{name}"
 
     def _schema_for(self, method: str) -> str | None:
-        """Which schema validates a method: stable if it knows the method, else unstable, else None."""
+        """The schema that names a method's types and side: stable if it knows the method, else unstable."""
         if (_STABLE, method) in self._types:
             return _STABLE
         if (_UNSTABLE, method) in self._types:
             return _UNSTABLE
         return None
+
+    def schemas_for(self, method: str) -> tuple[str, ...]:
+        """Every schema a method's messages must pass: stable methods pass stable AND unstable.
+
+        The unstable schema is a superset that types fields the stable one leaves open
+        (`PromptResponse.usage`, `mcpCapabilities.acp`), so only both passes check them.
+        """
+        return tuple(name for name in (_STABLE, _UNSTABLE) if (name, method) in self._types)
 
     def side(self, method: str) -> str | None:
         """The method's x-side (the side that handles it), or None for unknown methods."""
@@ -254,25 +262,31 @@ class AcpSchema:
         return found
 
     def _check_payload(self, method: str, kind: str, payload: Any, where: str) -> list[str]:
-        """Validate params or result against the method's type of the given kind."""
-        name = self._schema_for(method)
-        if name is None:
-            return []
+        """Validate params or result against the method's type of the given kind, in every schema it must pass.
+
+        Each problem names the schema that failed: "(PromptResponse, unstable schema)"; a problem
+        both schemas report alike is said once, as "(..., stable and unstable schemas)".
+        """
+        failed = [(name, found) for name in self.schemas_for(method) if (found := self._payload_problems(name, method, kind, payload, where))]
+        if len(failed) == 2 and failed[0][1] == failed[1][1]:
+            failed = [("stable and unstable schemas", failed[0][1])]
+        else:
+            failed = [(f"{name} schema", found) for name, found in failed]
+        return [f"{method} {where} ({type_name}, {which}): {text}" for which, found in failed for type_name, text in found]
+
+    def _payload_problems(self, name: str, method: str, kind: str, payload: Any, where: str) -> list[tuple[str, str]]:
+        """(type name, problem) pairs of params or result under one schema."""
         type_name = self._types[(name, method)].get(kind)
         if type_name is None:
             present = sorted(k.lower() for k in self._types[(name, method)])
-            return [f"{method} has no {kind.lower()} type (it is a {' / '.join(present)} method)"]
+            return [(kind, f"{method} has no {kind.lower()} type (it is a {' / '.join(present)} method)")]
         validator = self.validator(name, type_name)
-        label = f"{method} {where} ({type_name}, {name} schema)"
         if payload is _MISSING or (payload is None and kind != "Response"):
             if validator.is_valid({}):
                 return []
             state = "missing" if payload is _MISSING else "null"
-            return [f"{label}: {where} is {state} but {type_name} requires an object"]
-        problems: list[str] = []
-        for err in validator.iter_errors(payload):
-            problems.extend(f"{label}: {text}" for text in _describe(err, where))
-        return problems
+            return [(type_name, f"{where} is {state} but {type_name} requires an object")]
+        return [(type_name, text) for err in validator.iter_errors(payload) for text in _describe(err, where)]
 
     def problems(self, message: dict, *, request_method: str | None = None) -> list[str]:
         """Every schema problem of one message; `request_method` names the method a response answers."""

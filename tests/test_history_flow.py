@@ -153,6 +153,7 @@ class RecordingStore:
         self.keep = keep
         self.calls: list[tuple[str, Any]] = []
         self.piece_sizes: list[tuple[int, int]] = []
+        self.room_waits = 0  # how often the turn offered to wait for the store (back-pressure)
 
     def begin_turn(self, session_id: str, turn_id: str, started_at: float, prompt: list[bytes]) -> None:
         self.calls.append(("begin", list(prompt) if self.keep else len(prompt)))
@@ -163,6 +164,9 @@ class RecordingStore:
 
     def end_turn(self, session_id: str, turn_id: str, outcome: TurnOutcome) -> None:
         self.calls.append(("end", outcome))
+
+    def wait_for_history_room(self, cancelled: Any = None) -> None:
+        self.room_waits += 1
 
     def updates(self) -> list[bytes]:
         return [u for name, value in self.calls if name in ("begin", "append") for u in value]
@@ -209,6 +213,9 @@ def test_a_turn_hands_its_updates_to_the_store_in_bounded_pieces():
     streamed_turn(big, 2000, text="y" * 4000)  # ~8 MB: the byte bound, not the count, cuts pieces
     assert len(big.piece_sizes) >= 15
     assert all(size < turn_record.PIECE_BYTES + 4200 for _count, size in big.piece_sizes)
+    # Every piece handed over while the turn runs is followed by the store's chance to hold the
+    # turn back; only the last one, handed over when the turn ends, is not.
+    assert big.room_waits == len(big.piece_sizes) - 1
 
 
 def test_a_turns_memory_does_not_grow_with_its_length():

@@ -18,6 +18,8 @@ from acp_green.store.base import MemoryStore
 from acp_green.store.session_record import SessionRecord
 from acp_green.store.sqlite import SqliteStore
 from acp_green.store.turns import HistoryEntry, StoredTurn, TurnOutcome
+from acp_green.sessions import CancelToken
+from tests.helpers import wait_until
 
 
 def chunk(n: int, text: str = "") -> bytes:
@@ -417,5 +419,51 @@ def test_reads_wait_at_most_for_what_was_queued_before_them(tmp_path):
         store.begin_turn("s", "t", time.time(), [])
         store.append_history("s", "t", [chunk(1)])  # waits on the hub for AppendHistory.hub_wait
         assert store.history_page("s", None, 10, 1000).entries == [HistoryEntry("t", chunk(1))]
+    finally:
+        store.close()
+
+
+def test_a_streaming_turn_waits_for_the_disk_instead_of_growing_the_backlog(tmp_path):
+    """Issue area memory: while another process holds the database's write lock, a turn that keeps
+    handing over pieces waits in `wait_for_history_room` once more than `history_room_bytes` are
+    uncommitted, so the backlog stays near that mark and nothing is dropped; a cancel releases the
+    wait; once the lock is gone the turn goes on and every piece is stored."""
+    path = statedb.db_path(str(tmp_path / "state"))
+    store = SqliteStore(path, history_backlog_bytes=1 << 20, history_room_bytes=20_000)
+    piece = [b'{"sessionUpdate":"agent_message_chunk","x":"' + b"y" * 954 + b'"}']  # 1,000 bytes
+    token = CancelToken()
+    handed: list[int] = []
+    try:
+        store.begin_turn("s", "t", 1.0, [])
+        store.sync()
+        holder = sqlite3.connect(path, isolation_level=None, timeout=0)
+        holder.execute("BEGIN IMMEDIATE")  # the store thread now waits for the lock
+
+        def turn() -> None:
+            for _ in range(200):
+                store.append_history("s", "t", piece)
+                handed.append(store.backlog_bytes)
+                store.wait_for_history_room(token)
+
+        producer = gevent.spawn(turn)
+        assert wait_until(lambda: len(handed) >= 21 and store._room_wanted, timeout=30)
+        gevent.sleep(0.3)
+        assert not producer.dead and len(handed) < 40, len(handed)  # held back, not racing to the bound
+        token.set()  # a cancelled turn stops waiting: what it hands over now may be dropped
+        assert wait_until(lambda: len(handed) > 40, timeout=30)
+        token_free = CancelToken()
+        producer.kill()
+        holder.execute("COMMIT")
+        holder.close()
+        store.sync()
+        kept_before = len(store.history("s"))
+        assert kept_before == len(handed) - store.failed_writes
+        # The lock is gone: a new producer is never held for long and loses nothing.
+        for _ in range(100):
+            store.append_history("s", "t", piece)
+            store.wait_for_history_room(token_free)
+        store.end_turn("s", "t", TurnOutcome("end_turn"))
+        store.sync()
+        assert len(store.history("s")) == kept_before + 100
     finally:
         store.close()

@@ -212,7 +212,7 @@ class PromptService:
             raise SessionBusy(session_id)
         token = session.token
         self.session_mcp.start_declared(session)  # after an eviction, the servers start again
-        record = TurnRecord(self.ledger.store, session, SessionUpdateEncoder(session_id))
+        record = TurnRecord(self.ledger.store, session, SessionUpdateEncoder(session_id), token=token)
         turn = Turn(
             session=session,
             prompt=prompt,

@@ -27,7 +27,7 @@ from typing import Any
 
 from .. import wire
 from ..errors import one_line
-from ..sessions import Session
+from ..sessions import CancelToken, Session
 from ..store import Store
 from ..store.turns import TurnOutcome
 from .updates import LINE_END, SessionUpdateEncoder, message_tail
@@ -61,10 +61,11 @@ class TurnRecord:
     __slots__ = (
         "store", "session", "session_id", "turn_id", "started_at", "ended", "_encoder", "_line_head",
         "_messages", "_kind", "_message_id", "_chunk_head", "_tail", "_pending", "_pending_bytes", "_piece_updates",
-        "_piece_bytes", "_open_tools",
+        "_piece_bytes", "_open_tools", "_token", "_settling",
     )
 
-    def __init__(self, store: Store, session: Session, encoder: SessionUpdateEncoder, turn_id: str | None = None) -> None:
+    def __init__(self, store: Store, session: Session, encoder: SessionUpdateEncoder, turn_id: str | None = None,
+                 token: CancelToken | None = None) -> None:
         self.store = store
         self.session = session
         self.session_id = session.session_id
@@ -84,6 +85,8 @@ class TurnRecord:
         self._piece_bytes = PIECE_BYTES
         # toolCallId -> whether the agent gave it content (closing it then keeps that content)
         self._open_tools: dict[Any, bool] = {}
+        self._token = token  # the turn's: a cancelled turn stops waiting for the store
+        self._settling = False  # settling never waits (it may run on the hub)
 
     # -- messages ------------------------------------------------------------------------------
     def _open_message(self, kind: str) -> None:
@@ -122,6 +125,9 @@ class TurnRecord:
         self._pending_bytes += len(update_json)
         if self._pending_bytes >= self._piece_bytes or len(pending) >= self._piece_updates:
             self.flush()
+            if not self._settling:
+                # Back-pressure from the disk: a turn never gets far ahead of what is committed.
+                self.store.wait_for_history_room(self._token)
         return self._line_head + update_json + LINE_END
 
     def update(self, update: dict[str, Any]) -> bytes:
@@ -161,6 +167,7 @@ class TurnRecord:
     def close_tool_calls(self, reason: str) -> list[bytes]:
         """The lines that end every open tool call `failed` (kept in history); the reason becomes
         the content of a call that has none, so content the agent gave stays as it was."""
+        self._settling = True
         lines = []
         for tool_call_id, has_content in list(self._open_tools.items()):
             update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": "failed"}
@@ -179,6 +186,9 @@ class TurnRecord:
         self._pending_bytes += len(update_json)
         if self._pending_bytes >= self._piece_bytes or len(pending) >= self._piece_updates:
             self.flush()
+            if not self._settling:
+                # Back-pressure from the disk: a turn never gets far ahead of what is committed.
+                self.store.wait_for_history_room(self._token)
 
     # -- handing it to the store ---------------------------------------------------------------
     def flush(self) -> None:

@@ -20,11 +20,14 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .session_record import SessionRecord
 from .turns import HistoryEntry, HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
 from ..usage import UsageRecord
+
+if TYPE_CHECKING:
+    from ..outgoing import CancelSignal
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,7 @@ class Store(Protocol):
     def history(self, session_id: str) -> list[bytes]: ...
     def record_usage(self, record: UsageRecord) -> None: ...
     def usage(self, session_id: str | None = None) -> list[UsageRecord]: ...
+    def wait_for_history_room(self, cancelled: CancelSignal | None = None) -> None: ...
     def sync(self) -> None: ...
     def close(self) -> None: ...
 
@@ -202,6 +206,9 @@ class MemoryStore:
 
     def usage(self, session_id: str | None = None) -> list[UsageRecord]:
         return [r for r in self._usage if session_id is None or r.session_id == session_id]
+
+    def wait_for_history_room(self, cancelled: CancelSignal | None = None) -> None:
+        """Never waits: memory takes a piece the moment it is handed over."""
 
     def sync(self) -> None:
         pass

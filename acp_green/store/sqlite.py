@@ -15,10 +15,13 @@ rest of its batch and every later write, of every session, still reach the disk.
 
 History waiting for the store thread is bounded: the bytes of history handed over and not yet
 committed (on the hub, in the queue, in the batch being written) never exceed
-`history_backlog_bytes`. Writes never block the hub, so a piece that would go over the bound is
-dropped: counted in `failed_writes`, said at ERROR once per turn (and how much, when it ends),
-and its turn marked incomplete. That only happens when the disk is much slower than the
-agent's output (another process holding the write lock, a stalled disk).
+`history_backlog_bytes`. Long before that, a turn that streams faster than the disk commits is
+held back: `wait_for_history_room`, called from the turn's greenlet, waits while more than
+`history_room_bytes` are behind, so the backlog, and the process's memory, stay small whatever
+the turn's length. Writes never block the hub, and a cancelled turn stops waiting, so a piece
+can still arrive over the bound: it is dropped, counted in `failed_writes`, said at ERROR once
+per turn (and how much, when it ends), and its turn marked incomplete. That only happens when
+the disk stalls (another process holding the write lock for long).
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ import sqlite3
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
-from gevent.event import AsyncResult
+from gevent.event import AsyncResult, Event
 from gevent.monkey import get_original
 
 from . import private, statedb
@@ -45,6 +48,9 @@ from .session_record import SessionRecord
 from .turns import HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
 from ..usage import UsageRecord
 
+if TYPE_CHECKING:
+    from ..outgoing import CancelSignal
+
 log = logging.getLogger(__name__)
 
 # The real thread and queue even under --monkey-patch, which would turn them into greenlets.
@@ -55,6 +61,7 @@ _Lock = get_original("threading", "Lock")
 
 OPEN_TIMEOUT = 60.0  # migrations wait for other processes' write locks
 READ_TIMEOUT = 60.0
+ROOM_POLL = 0.5  # seconds between checks of a producer waiting for room
 CLOSE_TIMEOUT = 10.0  # bounded exit (S13) even when another process holds the database
 MAX_BATCH = 1000
 # A write whose type is not `at_once` (session saves: set_mode, set_config_option...; pieces of
@@ -71,6 +78,7 @@ MAX_BATCH = 1000
 # timer: a fast stream is handed over in bounded bursts.
 HANDOFF_BYTES = 1 << 20
 HISTORY_BACKLOG_BYTES = 64 << 20  # history handed to the store and not committed yet (see above)
+HISTORY_ROOM_BYTES = 8 << 20  # above this much uncommitted history a streaming turn waits (see above)
 BUSY_RETRIES = 12  # each attempt already waits statedb.BUSY_TIMEOUT_MS for the lock
 
 
@@ -89,6 +97,7 @@ class SqliteStore:
         page_limit: int | None = None,
         named_dir: bool = False,
         history_backlog_bytes: int = HISTORY_BACKLOG_BYTES,
+        history_room_bytes: int = HISTORY_ROOM_BYTES,
     ) -> None:
         """Open `path` on the store thread; `named_dir`: the user chose its directory (--state-dir)."""
         self.path = path
@@ -101,6 +110,10 @@ class SqliteStore:
         self.history_backlog_bytes = history_backlog_bytes
         self._backlog_lock = _Lock()  # the hub adds, the store thread subtracts once committed
         self.backlog_bytes = 0  # history handed over and not committed yet
+        self.history_room_bytes = history_room_bytes
+        self._room = Event()  # set when a waiting producer may go on (see wait_for_history_room)
+        self._room.set()
+        self._room_wanted = False  # a producer waits: the thread wakes it once the backlog is small
         self._short_turns: dict[tuple[str, str], list[int]] = {}  # turns with dropped pieces: [pieces, bytes]
         self._closed = False
         self._memory: MemoryStore | None = None  # set by the store thread when the disk fails
@@ -184,6 +197,30 @@ class SqliteStore:
             return
         self._write(piece)
 
+    def wait_for_history_room(self, cancelled: CancelSignal | None = None) -> None:
+        """Hold the calling greenlet while more than `history_room_bytes` of history wait to be
+        committed: a streaming turn's back-pressure from the disk.
+
+        Returns at once on the hub (which must never wait), once `cancelled` is set, and when
+        the store is closed or serves from memory.
+        """
+        if self.backlog_bytes <= self.history_room_bytes or gevent.getcurrent() is self._hub:
+            return
+        self._flush()  # pieces still waiting on the hub are behind too: give them to the thread
+        remove = cancelled.on_cancel(self._room.set) if cancelled is not None else None
+        try:
+            while self.backlog_bytes > self.history_room_bytes and not self._closed and self._memory is None:
+                if cancelled is not None and cancelled.is_set():
+                    return
+                self._room.clear()
+                self._room_wanted = True
+                if self.backlog_bytes <= self.history_room_bytes:
+                    return
+                self._room.wait(ROOM_POLL)  # the poll also covers a wake-up lost between threads
+        finally:
+            if remove is not None:
+                remove()
+
     def _drop_piece(self, session_id: str, turn_id: str, size: int) -> None:
         self.failed_writes += 1
         dropped = self._short_turns.get((session_id, turn_id))
@@ -244,6 +281,7 @@ class SqliteStore:
         done = AsyncResult()
         self._queue.put((Close(), done))
         self._closed = True
+        self._room.set()
         try:
             done.get(timeout=CLOSE_TIMEOUT)
         except gevent.Timeout:
@@ -294,6 +332,9 @@ class SqliteStore:
             if committed:
                 with self._backlog_lock:
                     self.backlog_bytes -= committed
+                if self._room_wanted and self.backlog_bytes <= self.history_room_bytes:
+                    self._room_wanted = False
+                    self._hub.loop.run_callback_threadsafe(self._room.set)
             for (_op, result), (value, error) in zip(work, results):
                 self._deliver(result, value, error)
             if closing:
@@ -363,6 +404,7 @@ class SqliteStore:
         except sqlite3.Error as read_exc:
             log.warning("could not read back %s (%s); starting from an empty memory store", self.path, read_exc)
         self._memory = memory
+        self._hub.loop.run_callback_threadsafe(self._room.set)  # from memory, nothing waits for the disk
         log.warning(
             "state database %s is unusable (%s): keeping sessions, history and usage in memory "
             "from now on; what happens next will not survive a restart",

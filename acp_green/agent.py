@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import fairness, wire
+from . import fairness, paths, wire
 from .context import ConnectionSnapshot
 from .errors import CapabilityMissing, ClientError, TurnCancelled
 from .fairness import UpdateChannel
@@ -22,6 +22,28 @@ if TYPE_CHECKING:
     from .mcp.tools import ToolServer
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
+
+#: The options `Turn.ask_permission` offers unless told otherwise.
+ALLOW_OR_REJECT: tuple[Mapping[str, str], ...] = (
+    {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
+    {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
+)
+_ALLOWING = frozenset({"allow_once", "allow_always"})
+
+
+@dataclass(frozen=True, slots=True)
+class Permission:
+    """What `Turn.ask_permission` got: granted (with the option chosen), or why not.
+
+    When not granted, the tool call was already marked `failed` with `reason`.
+    """
+
+    granted: bool
+    option_id: str | None = None
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.granted
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +246,20 @@ class Turn:
     def cancelled(self) -> bool:
         return self.token.is_set()
 
+    @property
+    def can_read_files(self) -> bool:
+        """The client advertised `fs.readTextFile` (check before asking the user anything)."""
+        return self.snapshot.can_read_files()
+
+    @property
+    def can_write_files(self) -> bool:
+        """The client advertised `fs.writeTextFile` (check before asking the user anything)."""
+        return self.snapshot.can_write_files()
+
+    def resolve_path(self, path: str) -> str:
+        """`path` made absolute against the session's cwd (paths.py: lexical; `..` may leave cwd)."""
+        return paths.resolve(self.session.cwd, path)
+
     def check_cancelled(self) -> None:
         """Raise TurnCancelled if the turn was cancelled."""
         if self.token.is_set():
@@ -237,7 +273,10 @@ class Turn:
         waits while the outbound backlog is over its high-water mark (DESIGN §5), so a fast
         stream cannot starve cancellation. Not released by the token: a cancelled turn that
         flushes what it has left must not bury control responses under a backlog (S10).
+        Relative paths in a tool call's `locations` and `content` are sent absolute (paths.py).
         """
+        if isinstance(update, dict) and update.get("sessionUpdate") in paths.TOOL_CALL_UPDATES:
+            update = paths.tool_call_paths(update, self.session.cwd)
         self._out.send(self._updates.update(update))
 
     def send_final(self, update: dict[str, Any]) -> None:
@@ -258,7 +297,7 @@ class Turn:
         self.send({"sessionUpdate": "plan", "entries": [dict(e) for e in entries]})
 
     def tool_call(self, tool_call_id: str, title: str, *, kind: str = "other", status: str = "pending", **fields: Any) -> None:
-        """Announce a tool call."""
+        """Announce a tool call. One left pending or in progress is failed by the runtime when the turn ends."""
         self.send({"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": title, "kind": kind, "status": status, **fields})
 
     def tool_update(self, tool_call_id: str, **fields: Any) -> None:
@@ -280,10 +319,14 @@ class Turn:
         return self._call_client(method, params, token=self.token, timeout=timeout)
 
     def request_permission(self, tool_call: Mapping[str, Any], options: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """Ask the user; returns the outcome object (`selected` with optionId, or `cancelled`)."""
+        """Ask the user; returns the outcome object (`selected` with optionId, or `cancelled`).
+
+        The low-level form: `ask_permission` also handles refusals, failures and cancellation.
+        """
         result = self.request(
             "session/request_permission",
-            {"sessionId": self.session_id, "toolCall": dict(tool_call), "options": [dict(o) for o in options]},
+            {"sessionId": self.session_id, "toolCall": paths.tool_call_paths(dict(tool_call), self.session.cwd),
+             "options": [dict(o) for o in options]},
         )
         outcome = result.get("outcome") if isinstance(result, dict) else result
         if outcome is None:
@@ -293,11 +336,46 @@ class Turn:
             raise ClientError("session/request_permission", {"message": f"malformed result: the outcome is {wire.describe(outcome)}, not an object"})
         return outcome
 
+    def ask_permission(self, tool_call_id: str, options: Sequence[Mapping[str, Any]] = ALLOW_OR_REJECT,
+                       **tool_call: Any) -> Permission:
+        """Ask the user whether tool call `tool_call_id` may run (`tool_call`: its title, kind,
+        locations... as the user should see them).
+
+        Granted only when the user picked an offered `allow_*` option. Otherwise — rejected, the
+        request cancelled by the client, a client error, a malformed answer — the tool call is
+        marked `failed` with the reason and the turn goes on. If the turn itself is cancelled
+        meanwhile, raises TurnCancelled (the turn answers `cancelled`). Check what the client
+        can do (`can_write_files`...) before asking.
+        """
+        try:
+            outcome = self.request_permission({"toolCallId": tool_call_id, **tool_call}, options)
+        except ClientError as exc:
+            self.check_cancelled()
+            return self._refused(tool_call_id, None, f"Permission request failed: {exc.explanation}")
+        self.check_cancelled()
+        answer = outcome.get("outcome")
+        if answer == "cancelled":
+            return self._refused(tool_call_id, None, "Permission request cancelled by the client")
+        if answer != "selected":
+            return self._refused(tool_call_id, None, f"Permission denied: the client answered the outcome {wire.describe(answer)}")
+        option_id = outcome.get("optionId")
+        offered = next((o for o in options if o.get("optionId") == option_id), None)
+        if offered is None:
+            return self._refused(tool_call_id, None, f"Permission denied: the client selected {wire.describe(option_id)}, "
+                                 "which was not offered")
+        if offered.get("kind") in _ALLOWING:
+            return Permission(True, option_id)
+        return self._refused(tool_call_id, option_id, "Permission denied")
+
+    def _refused(self, tool_call_id: str, option_id: str | None, reason: str) -> Permission:
+        self.tool_update(tool_call_id, status="failed", content=[text_content(reason)])
+        return Permission(False, option_id, reason)
+
     def read_text_file(self, path: str, *, line: int | None = None, limit: int | None = None) -> str:
-        """Read a file through the client (which sees unsaved editor buffers)."""
+        """Read a file through the client (which sees unsaved editor buffers); a relative path is from cwd."""
         if not self.snapshot.can_read_files():
             raise CapabilityMissing("the client did not advertise fs.readTextFile")
-        params: dict[str, Any] = {"sessionId": self.session_id, "path": path}
+        params: dict[str, Any] = {"sessionId": self.session_id, "path": self.resolve_path(path)}
         if line is not None:
             params["line"] = line
         if limit is not None:
@@ -311,10 +389,10 @@ class Turn:
         return content
 
     def write_text_file(self, path: str, content: str) -> None:
-        """Write a file through the client."""
+        """Write a file through the client; a relative path is from cwd."""
         if not self.snapshot.can_write_files():
             raise CapabilityMissing("the client did not advertise fs.writeTextFile")
-        self.request("fs/write_text_file", {"sessionId": self.session_id, "path": path, "content": content})
+        self.request("fs/write_text_file", {"sessionId": self.session_id, "path": self.resolve_path(path), "content": content})
 
     # -- MCP ---------------------------------------------------------------------------------
     def mcp(self, server: str) -> "McpTools":
@@ -329,3 +407,8 @@ class Turn:
         if self._mcp is None:
             raise McpUnavailable("MCP is not available to this turn")
         return McpTools(self._mcp(server, self.token), self.token)
+
+
+def text_content(text: str) -> dict[str, Any]:
+    """A tool call's content item holding plain text."""
+    return {"type": "content", "content": {"type": "text", "text": text}}

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
 from . import wire
-from .agent import Agent, Command, ExtensionCall, Mode, SelectOption, Turn
+from .agent import Agent, Command, ExtensionCall, Mode, SelectOption, Turn, text_content
 from .errors import CapabilityMissing, ClientError, McpUnavailable, RpcError
 from .mcp import Tool, ToolCall, ToolServer, result_text
 
@@ -140,9 +140,9 @@ class DemoAgent(Agent):
         try:
             content = turn.read_text_file(path)
         except (CapabilityMissing, ClientError) as exc:
-            turn.tool_update(tool_id, status="failed", content=[_text_content(f"Cannot read {path}: {exc}")])
+            turn.tool_update(tool_id, status="failed", content=[text_content(f"Cannot read {path}: {exc}")])
             return "end_turn"
-        turn.tool_update(tool_id, status="completed", content=[_text_content(content)])
+        turn.tool_update(tool_id, status="completed", content=[text_content(content)])
         turn.say(f"{path}: {len(content)} characters")
         return "end_turn"
 
@@ -150,22 +150,20 @@ class DemoAgent(Agent):
     def _cmd_write(self, turn: Turn, args: str) -> str:
         path, _, content = args.partition(" ")
         tool_id = "write-1"
-        tool_call = {"toolCallId": tool_id, "title": f"Write {path}", "kind": "edit", "status": "pending"}
-        turn.tool_call(tool_id, f"Write {path}", kind="edit", status="pending", locations=[{"path": path}] if path else [])
-        outcome = turn.request_permission(
-            tool_call,
-            [
-                {"optionId": "allow", "name": "Allow", "kind": "allow_once"},
-                {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
-            ],
-        )
-        if outcome.get("outcome") != "selected" or outcome.get("optionId") != "allow":
-            turn.tool_update(tool_id, status="failed", content=[_text_content("Permission denied")])
-            return "cancelled" if turn.cancelled else "end_turn"
+        locations = [{"path": path}] if path else []
+        turn.tool_call(tool_id, f"Write {path}", kind="edit", status="pending", locations=locations)
+        if not turn.can_write_files:  # never ask the user for what cannot happen
+            turn.tool_update(tool_id, status="failed", content=[text_content(f"Cannot write {path}: the client did not advertise fs.writeTextFile")])
+            turn.say("not written: the client cannot write files")
+            return "end_turn"
+        permission = turn.ask_permission(tool_id, title=f"Write {path}", kind="edit", status="pending", locations=locations)
+        if not permission:  # the tool call is already failed with the reason
+            turn.say(f"not written: {permission.reason}")
+            return "end_turn"
         try:
             turn.write_text_file(path, content)
         except (CapabilityMissing, ClientError) as exc:
-            turn.tool_update(tool_id, status="failed", content=[_text_content(f"Cannot write {path}: {exc}")])
+            turn.tool_update(tool_id, status="failed", content=[text_content(f"Cannot write {path}: {exc}")])
             return "end_turn"
         turn.tool_update(tool_id, status="completed")
         turn.say(f"wrote {len(content)} characters to {path}")
@@ -194,11 +192,11 @@ class DemoAgent(Agent):
             result = turn.mcp(server).call_tool(tool, arguments)
         except (McpUnavailable, RpcError) as exc:
             message = exc.message if isinstance(exc, RpcError) else str(exc)
-            turn.tool_update(tool_id, status="failed", content=[_text_content(f"{server}.{tool} failed: {message}")])
+            turn.tool_update(tool_id, status="failed", content=[text_content(f"{server}.{tool} failed: {message}")])
             return "end_turn"
         text = result_text(result)
         status = "failed" if result.get("isError") else "completed"
-        turn.tool_update(tool_id, status=status, content=[_text_content(text)])
+        turn.tool_update(tool_id, status=status, content=[text_content(text)])
         turn.say(text if len(text) <= 4096 else f"{text[:4096]}… ({len(text)} characters)")
         return "end_turn"
 
@@ -280,5 +278,3 @@ DEMO_TOOLS = ToolServer(
 )
 
 
-def _text_content(text: str) -> dict[str, Any]:
-    return {"type": "content", "content": {"type": "text", "text": text}}

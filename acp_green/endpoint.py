@@ -86,8 +86,8 @@ def outcome_of(exc: BaseException, doing: str) -> Outcome:
         return Outcome(cancelled=True)
     if isinstance(exc, GreenletExit):
         return KILLED
-    if isinstance(exc, ClientError):
-        return Outcome(error=InternalError(one_line(str(exc))))
+    if isinstance(exc, ClientError):  # str() carries the client's reason (bounded): show it
+        return Outcome(error=InternalError(one_line(str(exc), 600)))
     if isinstance(exc, gevent.Timeout):  # a BaseException: would otherwise leave the request unanswered
         return Outcome(error=InternalError(f"Timed out: {one_line(str(exc))}"))
     if isinstance(exc, SystemExit):

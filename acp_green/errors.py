@@ -184,15 +184,52 @@ class McpUnavailable(Exception):
     """Agent code asked for an MCP server the session does not have, or it could not start."""
 
 
+#: How many characters of a client's error message and reason a ClientError shows.
+CLIENT_MESSAGE_LIMIT = 200
+CLIENT_REASON_LIMIT = 300
+
+
+def client_reason(data: Any) -> str | None:
+    """The reason a client put in an error's `data`, as one bounded line, or None.
+
+    TypeScript-SDK clients answer "Internal error" and put the real reason in `data.details`;
+    others use `data.message` or make `data` a plain string. Only strings count.
+    """
+    candidates = (data.get("details"), data.get("message")) if isinstance(data, dict) else (data,)
+    for found in candidates:
+        if isinstance(found, str):
+            reason = one_line(found, CLIENT_REASON_LIMIT)
+            if reason:
+                return reason
+    return None
+
+
 class ClientError(Exception):
-    """The client answered one of the agent's requests with a JSON-RPC error."""
+    """The client answered one of the agent's requests with a JSON-RPC error.
+
+    `str()` names the method, the client's message and code, then the client's reason from
+    `data` when it gave one (`client_reason`): what a person needs to see. Bounded in length.
+    """
 
     def __init__(self, method: str, error: dict[str, Any]) -> None:
         self.method = method
         self.code = error.get("code")
         self.error_message = str(error.get("message", ""))
         self.data = error.get("data")
-        super().__init__(f"{method} failed: {self.error_message} ({self.code})")
+        self.reason = client_reason(self.data)
+        shown = one_line(self.error_message, CLIENT_MESSAGE_LIMIT)
+        text = f"{method} failed: {shown} ({self.code})"
+        if self.reason is not None and self.reason != shown:
+            text += f": {self.reason}"
+        super().__init__(text)
+
+    @property
+    def explanation(self) -> str:
+        """The client's message and, when it gave one, its reason: one bounded line without the method."""
+        shown = one_line(self.error_message, CLIENT_MESSAGE_LIMIT)
+        if self.reason is None or self.reason == shown:
+            return shown
+        return f"{shown}: {self.reason}" if shown else self.reason
 
 
 class TurnCancelled(Exception):

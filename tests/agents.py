@@ -394,3 +394,52 @@ class MessageRunsAgent(Agent):
         turn.say("g")
         turn.send({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "h"}})
         return "end_turn"
+
+
+# -- what a turn sends the client ----------------------------------------------------------------
+
+
+class ReadsUncaughtAgent(Agent):
+    """Reads the file its prompt names through the client without catching anything, so a
+    client's error reaches the prompt's response; says the content when the read succeeds."""
+
+    name = "reads-uncaught"
+
+    def prompt(self, turn: Turn) -> str:
+        turn.say(turn.read_text_file(turn.text.strip()))
+        return "end_turn"
+
+
+class RelativePathsAgent(Agent):
+    """Sends a tool call whose location and diff name relative paths (`notes/a.txt`,
+    `../b.txt`), then completes it with a relative location and an absolute one."""
+
+    name = "relative-paths"
+
+    def prompt(self, turn: Turn) -> str:
+        diff = {"type": "diff", "path": "notes/a.txt", "oldText": None, "newText": "new"}
+        turn.tool_call("edit-1", "Edit", kind="edit", status="in_progress",
+                       locations=[{"path": "notes/a.txt", "line": 3}, {"path": "../b.txt"}], content=[diff])
+        turn.tool_update("edit-1", status="completed", locations=[{"path": "./c.txt"}, {"path": "/abs/d.txt"}])
+        return "end_turn"
+
+
+class LeavesToolCallOpenAgent(Agent):
+    """Starts tool call `open-1` and never finishes it. The prompt text says how the turn ends:
+    `return` (end_turn), `raise` (an exception), `stubborn` (ignores cancellation: only the kill
+    at the end of the shutdown grace ends it), `content` (gives it content, then returns)."""
+
+    name = "leaves-tool-call-open"
+
+    def prompt(self, turn: Turn) -> str:
+        how = turn.text.strip()
+        turn.tool_call("open-1", "Never finished", status="in_progress")
+        if how == "content":
+            turn.tool_update("open-1", content=[{"type": "content", "content": {"type": "text", "text": "partial output"}}])
+        elif how == "raise":
+            raise RuntimeError("the agent broke mid-tool")
+        elif how == "stubborn":
+            turn.say("not listening")
+            while True:
+                gevent.sleep(3600)  # deliberately ignores turn.token
+        return "end_turn"

@@ -62,16 +62,18 @@ def test_read_text_file_with_a_malformed_result_fails_the_tool_call_not_the_turn
 
 @pytest.mark.parametrize("answer", [{"outcome": "selected"}, [1], "allow", {"outcome": ["allow"]}])
 def test_request_permission_with_a_malformed_result_grants_nothing_and_names_the_fault(unit, answer):
-    """Issue area: a malformed permission answer raises ClientError naming it (never an
-    AttributeError inside agent code), and nothing is written."""
+    """Issue area: a malformed permission answer is a ClientError naming it (never an
+    AttributeError inside agent code); the permission helper fails the tool call with that
+    reason, the turn goes on, and nothing is written."""
     conn: UnitConnection = unit(DemoAgent())
     conn.initialize(capabilities={"fs": {"readTextFile": True, "writeTextFile": True}})
     session_id = conn.new_session()
     prompt_id = conn.prompt(session_id, "/write /tmp/x hello")
     [asked] = conn.sink.wait_for(lambda: conn.sink.requests("session/request_permission"), what="the permission request")
     conn.respond(asked["id"], answer)
-    error = conn.error(prompt_id)
-    assert "malformed result" in error["message"], error
+    assert conn.result(prompt_id) == {"stopReason": "end_turn"}
+    failed = [u for u in conn.sink.updates(session_id) if u.get("status") == "failed"]
+    assert failed and "malformed result" in failed[0]["content"][0]["content"]["text"], failed
     assert not conn.sink.requests("fs/write_text_file")
 
 

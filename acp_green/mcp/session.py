@@ -247,7 +247,7 @@ class SessionMcp:
         try:
             result = self._call_client("mcp/connect", {"serverId": server_id}, token=token)
         except ClientError as exc:
-            raise McpUnavailable(f"the client refused mcp/connect for {name!r}: {exc.error_message}") from None
+            raise McpUnavailable(f"the client refused mcp/connect for {name!r}: {exc.explanation}") from None
         connection_id = (result or {}).get("connectionId")
         if not isinstance(connection_id, str):
             raise McpUnavailable(f"mcp/connect for {name!r} returned no connectionId")

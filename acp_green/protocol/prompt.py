@@ -2,8 +2,9 @@
 
 Admission reserves the session, binds its current token before the job's greenlet first runs
 (S8, S11) and begins the turn's record (turn_record.py), which hands the turn's history to the
-store while it runs. Settling releases the reservation, sends the final usage, then ends the
-record with the turn's outcome and hands exactly one usage record to the store (S14, S16).
+store while it runs. Settling releases the reservation, fails every tool call the turn left
+open, sends the final usage, then ends the record with the turn's outcome and hands exactly one
+usage record to the store (S14, S16).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 from .. import wire
 from ..agent import STOP_REASONS, Agent, Turn
 from ..endpoint import Job, Outcome, background
-from ..errors import InternalError, SessionBusy
+from ..errors import InternalError, SessionBusy, one_line
 from ..params import Params
 from ..sessions import Session, SessionRegistry
 from ..store import Store
@@ -31,6 +32,9 @@ from .turn_record import TurnRecord
 from .updates import SessionUpdateEncoder, encode_update, session_info, title_from_prompt
 
 log = logging.getLogger(__name__)
+
+#: What a tool call left open says when the turn ended this way (other ends: see _close_tool_calls).
+CLOSING_REASONS = {"cancelled": "Cancelled", "aborted": "Aborted: the agent was stopped before this tool call finished"}
 
 
 def prompt_blocks(params: Params) -> list[dict[str, Any]]:
@@ -49,8 +53,9 @@ class PromptJob(Job):
     """One `session/prompt`: admitted with its session reserved and its token bound."""
 
     def __init__(self, agent: Agent, ledger: "PromptLedger", session: Session, request_id: wire.RequestId, turn: Turn,
-                 record: TurnRecord) -> None:
+                 record: TurnRecord, outbound: Outbound) -> None:
         self.agent = agent
+        self.outbound = outbound
         self.ledger = ledger
         self.session = session
         self.request_id = request_id
@@ -85,6 +90,7 @@ class PromptJob(Job):
             stop, final = ("aborted" if outcome.killed else "cancelled"), Outcome(result={"stopReason": "cancelled"})
         else:
             stop, final = outcome.result["stopReason"], outcome
+        self._close_tool_calls(stop, error)
         usage = turn.usage
         try:
             if usage.context_size is not None and not turn.closed:
@@ -94,6 +100,19 @@ class PromptJob(Job):
             log.exception("the final usage_update of a turn of %s could not be sent", self.session.session_id)
         self.ledger.finished(self, TurnOutcome(stop, error))
         return final
+
+    def _close_tool_calls(self, stop: str, error: str | None) -> None:
+        """Fail every tool call the turn left open, before the response (S5): each one started
+        gets a final status whatever ended the turn; queued without yielding."""
+        record = self.record
+        if record.ended or not record.open_tool_calls:
+            return
+        reason = CLOSING_REASONS.get(stop) or one_line(f"The turn failed: {error}" if error else "The turn ended before this tool call finished")
+        try:
+            for line in record.close_tool_calls(reason):
+                self.outbound.put(line)
+        except Exception:  # the response and the usage record still go out (S14, S16)
+            log.exception("closing the open tool calls of a turn of %s failed", self.session.session_id)
 
     def cancel(self) -> bool:
         """Cancel this prompt; if its token is the session's current one, install a fresh one (S12)."""
@@ -204,7 +223,7 @@ class PromptService:
             call_client=self.call_client,
             mcp=partial(self.session_mcp.client_session, session),
         )
-        job = PromptJob(self.agent, self.ledger, session, request_id, turn, record)
+        job = PromptJob(self.agent, self.ledger, session, request_id, turn, record, self.outbound)
         title = title_from_prompt(turn.text) if session.record.title is None else None
         # Nothing below can fail: a reservation is only taken once admission is certain (S14).
         session.reserve(job)

@@ -11,6 +11,11 @@ message; agent chunks stay one message until a tool call, a plan or a chunk of a
 intervenes; thought chunks form their own messages. Other updates (usage, mode, info) do not
 end a message. Every message chunk carries its id (`TURN_ID.N`), stored with it, so a replay
 shows the same ids as the live turn did.
+
+Tool calls: the record knows every tool call the turn left open (announced or updated with a
+status other than `completed` or `failed`). Settling the prompt closes each one with a `failed`
+update before the response (`close_tool_calls`), whatever ended the turn: every tool call a turn
+started gets a final status.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ MESSAGE_CHUNKS = frozenset({USER_MESSAGE, "agent_message_chunk", "agent_thought_
 MESSAGE_BREAKS = frozenset({"tool_call", "tool_call_update", "plan"})
 PIECE_UPDATES = 8192
 PIECE_BYTES = 512 << 10
+TOOL_CALL_UPDATES = frozenset({"tool_call", "tool_call_update"})
+FINAL_TOOL_STATUSES = frozenset({"completed", "failed"})
 
 
 class TurnAnswered(RuntimeError):
@@ -54,7 +61,7 @@ class TurnRecord:
     __slots__ = (
         "store", "session", "session_id", "turn_id", "started_at", "ended", "_encoder", "_line_head",
         "_messages", "_kind", "_message_id", "_chunk_head", "_tail", "_pending", "_pending_bytes", "_piece_updates",
-        "_piece_bytes",
+        "_piece_bytes", "_open_tools",
     )
 
     def __init__(self, store: Store, session: Session, encoder: SessionUpdateEncoder, turn_id: str | None = None) -> None:
@@ -75,6 +82,8 @@ class TurnRecord:
         self._pending_bytes = 0
         self._piece_updates = PIECE_UPDATES
         self._piece_bytes = PIECE_BYTES
+        # toolCallId -> whether the agent gave it content (closing it then keeps that content)
+        self._open_tools: dict[Any, bool] = {}
 
     # -- messages ------------------------------------------------------------------------------
     def _open_message(self, kind: str) -> None:
@@ -127,9 +136,38 @@ class TurnRecord:
                 update = {**update, "messageId": self._message_id}
         elif kind in MESSAGE_BREAKS:
             self._kind = None
+            if kind in TOOL_CALL_UPDATES:
+                self._track_tool_call(kind, update)
         update_json = wire.encode_json(update)
         self._keep(update_json)
         return self._line_head + update_json + LINE_END
+
+    def _track_tool_call(self, kind: str, update: dict[str, Any]) -> None:
+        tool_call_id = update.get("toolCallId")
+        if not isinstance(tool_call_id, str):
+            return  # not a tool call id the client can know either
+        status = update.get("status", "pending" if kind == "tool_call" else None)
+        if status in FINAL_TOOL_STATUSES:
+            self._open_tools.pop(tool_call_id, None)
+        elif status is not None or tool_call_id in self._open_tools:
+            has_content = self._open_tools.get(tool_call_id, False) or bool(update.get("content"))
+            self._open_tools[tool_call_id] = has_content
+
+    @property
+    def open_tool_calls(self) -> list[Any]:
+        """Ids of the tool calls started and not yet `completed` or `failed`, in the order first seen."""
+        return list(self._open_tools)
+
+    def close_tool_calls(self, reason: str) -> list[bytes]:
+        """The lines that end every open tool call `failed` (kept in history); the reason becomes
+        the content of a call that has none, so content the agent gave stays as it was."""
+        lines = []
+        for tool_call_id, has_content in list(self._open_tools.items()):
+            update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": "failed"}
+            if not has_content:
+                update["content"] = [{"type": "content", "content": {"type": "text", "text": reason}}]
+            lines.append(self.update(update))
+        return lines
 
     def notice(self, update: dict[str, Any]) -> bytes:
         """The line of an update about the turn that is not part of its history (the final usage)."""

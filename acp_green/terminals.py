@@ -223,7 +223,7 @@ def create_params(session_id: str, command: str, args: Sequence[str] = (), *, en
     if cwd is not None:
         params["cwd"] = cwd
     if output_byte_limit is not None:
-        if isinstance(output_byte_limit, bool) or not isinstance(output_byte_limit, int) or output_byte_limit < 0:
-            raise ValueError(f"output_byte_limit must be a non-negative integer, not {output_byte_limit!r}")
+        if isinstance(output_byte_limit, bool) or not isinstance(output_byte_limit, int) or not 0 <= output_byte_limit < 1 << 64:
+            raise ValueError(f"output_byte_limit must be an integer from 0 to 2**64-1 (uint64), not {output_byte_limit!r}")
         params["outputByteLimit"] = output_byte_limit
     return params

@@ -299,3 +299,20 @@ def test_a_tool_call_open_when_the_turn_is_killed_at_shutdown_is_failed_S13(laun
     final = final_update_then_response(agent, prompt.id, "open-1")
     assert final["status"] == "failed" and text_of(final).startswith("Aborted")
     assert agent.wait_exit() == 0
+
+
+def test_the_closing_status_of_a_tool_call_is_kept_in_history_and_replayed(launch, tmp_path):
+    """Issue area tool calls left open: the `failed` update the runtime sends is part of the
+    turn's history, so `session/load` in a new process replays the tool call finished."""
+    state = str(tmp_path / "state")
+    first = launch("--state-dir", state, "--agent", "tests.agents:LeavesToolCallOpenAgent")
+    session_id = session(first)
+    assert first.prompt(session_id, "return").result() == {"stopReason": "end_turn"}
+    live = tool_updates(first, session_id, "open-1")
+    first.close_input()
+    assert first.wait_exit() == 0
+    second = launch("--state-dir", state, "--agent", "tests.agents:LeavesToolCallOpenAgent")
+    second.initialize()
+    second.call("session/load", {"sessionId": session_id, "cwd": DEMO_CWD, "mcpServers": []})
+    assert tool_updates(second, session_id, "open-1") == live
+    assert live[-1]["status"] == "failed"

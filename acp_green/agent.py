@@ -10,11 +10,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import fairness, paths, wire
+from . import content, fairness, paths, wire
 from .context import ConnectionSnapshot
+from .elicitation import Elicited, can_elicit_forms, elicited, form_params
 from .errors import CapabilityMissing, ClientError, TurnCancelled
 from .fairness import UpdateChannel
 from .sessions import CancelToken, Session
+from .terminals import Terminal, TurnTerminals
 from .usage import UsageCounters, utf8_size
 
 if TYPE_CHECKING:
@@ -208,6 +210,7 @@ class Turn:
         updates: TurnUpdates,
         call_client: Callable[..., Any],
         mcp: Callable[[str, CancelToken], "McpClientSession"] | None = None,
+        send_client: Callable[[str, Any], None] | None = None,
     ) -> None:
         self._session = session
         self.session_id = session.session_id
@@ -221,6 +224,7 @@ class Turn:
         self._updates = updates
         self._call_client = call_client
         self._mcp = mcp
+        self._send_client = send_client  # requests written without waiting (terminal cleanups)
         # Only text a block of type "text" carries (checked at admission); other blocks may hold
         # a "text" field of any type, an extra field ACP lets a client send.
         self.usage.input_bytes = sum(utf8_size(b["text"]) for b in prompt if b.get("type") == "text")
@@ -408,7 +412,55 @@ class Turn:
             raise McpUnavailable("MCP is not available to this turn")
         return McpTools(self._mcp(server, self.token), self.token)
 
+    # -- terminals and elicitation (terminals.py, elicitation.py) -----------------------------
+    @property
+    def can_run_terminals(self) -> bool:
+        """The client advertised `terminal` (check before asking the user anything)."""
+        return self.snapshot.has_terminal()
 
-def text_content(text: str) -> dict[str, Any]:
-    """A tool call's content item holding plain text."""
-    return {"type": "content", "content": {"type": "text", "text": text}}
+    @property
+    def can_elicit(self) -> bool:
+        """The client advertised form elicitation (`elicitation.form`)."""
+        return can_elicit_forms(self.snapshot)
+
+    def terminal(self, command: str, args: Sequence[str] = (), *, cwd: str | None = None,
+                 env: Mapping[str, str] | None = None, output_byte_limit: int | None = None) -> Terminal:
+        """Run `command` in a client terminal: `with turn.terminal("make", ["test"]) as term: ...`.
+
+        A relative `cwd` is taken from the session's cwd. On cancellation the runtime kills the
+        command; whatever ends the turn, it releases the terminal before the prompt's response.
+        Raises CapabilityMissing unless the client advertised `terminal`.
+        """
+        if not self.snapshot.has_terminal():
+            raise CapabilityMissing("the client did not advertise the terminal capability (clientCapabilities.terminal)")
+        return self._turn_terminals().create(command, args, env=env, output_byte_limit=output_byte_limit,
+                                             cwd=self.resolve_path(cwd) if cwd is not None else None)
+
+    def elicit(self, message: str, schema: Mapping[str, Any], *, tool_call_id: str | None = None) -> Elicited:
+        """Ask the user to fill a form (`elicitation/create`, mode "form"); `schema` is the form's
+        flat JSON Schema object. Cancelling the turn cancels the request (TurnCancelled).
+
+        Raises CapabilityMissing unless the client advertised `elicitation.form`.
+        """
+        if not can_elicit_forms(self.snapshot):
+            raise CapabilityMissing("the client did not advertise form elicitation (clientCapabilities.elicitation.form)")
+        return elicited(self.request("elicitation/create", form_params(self.session_id, message, schema, tool_call_id)))
+
+    def close_resources(self) -> None:
+        """The runtime calls this as the turn ends, before its response: every terminal still
+        open is released. Never blocks nor raises."""
+        terminals = getattr(self, "_terminals", None)
+        if terminals is not None:
+            terminals.close()
+
+    def _turn_terminals(self) -> TurnTerminals:
+        terminals = getattr(self, "_terminals", None)
+        if terminals is None:
+            if self._send_client is None:
+                raise CapabilityMissing("this turn cannot run terminals: it has no way to release them")
+            terminals = self._terminals = TurnTerminals(self.session_id, self.token, self._call_client, self._send_client)
+        return terminals
+
+
+#: A tool call's content item holding plain text (content.py holds every such helper).
+text_content = content.text

@@ -39,6 +39,14 @@ class ClientRequests:
             raise TurnCancelled()
         return self._requests.call(method, params, token, timeout)
 
+    def send(self, method: str, params: Any) -> None:
+        """Send a request and do not wait for it (a cleanup that must precede a response).
+
+        Never blocks and is written at once, even once closed; the answer is dropped, an error
+        answer logged.
+        """
+        self._requests.start_unawaited(method, params)
+
     def notify(self, method: str, params: Any) -> None:
         self._outbound.put(wire.encode_notification(method, params))
 

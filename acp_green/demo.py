@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, overload
 
-from . import wire
+from . import content, wire
 from .agent import Agent, Command, ExtensionCall, Mode, SelectOption, Turn, text_content
 from .errors import CapabilityMissing, ClientError, McpUnavailable, RpcError
 from .mcp import Tool, ToolCall, ToolServer, result_text
 
 ECHO_CHUNK = 24
 CONTEXT_WINDOW = 128_000
+TERMINAL_OUTPUT_LIMIT = 64 << 10
+DIFF_LINE = "edited by the acp_green demo\n"
+ASK_FORM = {"properties": {"answer": {"type": "string", "title": "Answer"}}, "required": ["answer"]}
 
 CommandHandler = Callable[["DemoAgent", Turn, str], str]
 
@@ -198,6 +202,70 @@ class DemoAgent(Agent):
         status = "failed" if result.get("isError") else "completed"
         turn.tool_update(tool_id, status=status, content=[text_content(text)])
         turn.say(text if len(text) <= 4096 else f"{text[:4096]}… ({len(text)} characters)")
+        return "end_turn"
+
+    @DEMO_COMMANDS("term", "Run a command in a client terminal and report its exit code", "COMMAND [ARGS...]")
+    def _cmd_term(self, turn: Turn, args: str) -> str:
+        try:
+            argv = shlex.split(args)
+        except ValueError as exc:
+            turn.say(f"usage: /term COMMAND [ARGS...] ({exc})")
+            return "end_turn"
+        if not argv:
+            turn.say("usage: /term COMMAND [ARGS...]")
+            return "end_turn"
+        tool_id = "term-1"
+        turn.tool_call(tool_id, f"Run {args}", kind="execute", status="pending")
+        if not turn.can_run_terminals:
+            turn.tool_update(tool_id, status="failed", content=[content.text("Cannot run it: the client did not advertise terminals")])
+            turn.say("not run: the client cannot run terminals")
+            return "end_turn"
+        try:
+            with turn.terminal(argv[0], argv[1:], output_byte_limit=TERMINAL_OUTPUT_LIMIT) as term:
+                turn.tool_update(tool_id, status="in_progress", content=[term.content])
+                status = term.wait_for_exit()  # a cancel kills the command; leaving the block releases it
+                ended = f"exit code {status.exit_code}" if status.signal is None else f"killed by {status.signal}"
+                # Before the release: the client keeps showing a terminal embedded before it.
+                turn.tool_update(tool_id, status="completed" if status.succeeded else "failed",
+                                 content=[term.content, content.text(ended)],
+                                 rawOutput={"exitCode": status.exit_code, "signal": status.signal})
+        except ClientError as exc:
+            turn.tool_update(tool_id, status="failed", content=[content.text(f"Cannot run it: {exc}")])
+            turn.say(f"not run: {exc.explanation}")
+            return "end_turn"
+        turn.say(f"{argv[0]}: {ended}")
+        return "end_turn"
+
+    @DEMO_COMMANDS("diff", "Propose a change to a file, shown as a diff", "PATH")
+    def _cmd_diff(self, turn: Turn, args: str) -> str:
+        path = args
+        if not path:
+            turn.say("usage: /diff PATH")
+            return "end_turn"
+        tool_id = "diff-1"
+        turn.tool_call(tool_id, f"Edit {path}", kind="edit", status="in_progress", locations=[content.location(path)])
+        old_text: str | None = None
+        if turn.can_read_files:
+            try:
+                old_text = turn.read_text_file(path)
+            except ClientError:
+                old_text = None  # not readable: proposed as a new file
+        new_text = (old_text or "") + DIFF_LINE
+        turn.tool_update(tool_id, status="completed", content=[content.diff(path, new_text, old_text)])
+        turn.say(f"proposed {'a new file' if old_text is None else 'one more line'} for {path}")
+        return "end_turn"
+
+    @DEMO_COMMANDS("ask", "Ask the user a question with a form and repeat the answer", "QUESTION")
+    def _cmd_ask(self, turn: Turn, args: str) -> str:
+        question = args or "What should I say?"
+        if not turn.can_elicit:
+            turn.say("cannot ask: the client did not advertise form elicitation")
+            return "end_turn"
+        answer = turn.elicit(question, ASK_FORM)
+        if answer.accepted and isinstance((answer.content or {}).get("answer"), str):
+            turn.say(f"you answered: {answer.content['answer']}")
+        else:
+            turn.say(f"no answer ({answer.action})")
         return "end_turn"
 
     @DEMO_COMMANDS("fail", "Raise an error inside the agent")

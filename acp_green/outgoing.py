@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any, Protocol
 
 import gevent
@@ -78,6 +79,22 @@ class OutgoingRequests:
             raise
         return pending
 
+    def start_unawaited(self, method: str, params: Any) -> None:
+        """Write a request nobody will wait for; never blocks. Its reply is dropped, an error
+        reply logged. Written even once closed: the peer may still read what it can no longer
+        answer (a cleanup sent while the agent shuts down)."""
+        pending = PendingRequest(self._next_id, method)
+        self._next_id += 1
+        key = wire.id_key(pending.id)
+        if self.closed_error is None:
+            self._pending[key] = pending  # so its reply is recognised, not reported as unknown
+            pending.result.rawlink(partial(_log_unawaited_failure, method))
+        try:
+            self._send_request(pending.id, method, params)
+        except BaseException:
+            self._pending.pop(key, None)
+            raise
+
     def wait(self, pending: PendingRequest, token: CancelSignal | None = None, timeout: float | None = None,
              *, cancel_on_timeout: bool = True) -> Any:
         """The reply's result, or its error raised; a set token cancels it (TurnCancelled).
@@ -136,3 +153,9 @@ class OutgoingRequests:
         pending, self._pending = self._pending, {}
         for waiter in pending.values():
             waiter.result.set_exception(error)
+
+
+def _log_unawaited_failure(method: str, result: AsyncResult) -> None:
+    error = result.exception
+    if error is not None:
+        log.warning("%s (sent without waiting) failed: %s", method, error)

@@ -99,7 +99,7 @@ def attach(
     prompts = PromptLedger(store, sessions)
     connection = ConnectionMethods(agent, context, mcp, endpoint, sessions, store)
     session_methods = SessionMethods(agent, access, sessions, store, session_mcp, endpoint.outbound, max_mcp_servers)
-    prompt_service = PromptService(agent, access, prompts, session_mcp, endpoint.outbound, client.call)
+    prompt_service = PromptService(agent, access, prompts, session_mcp, endpoint.outbound, client.call, client.send)
     for feature in (connection, session_methods, prompt_service, mcp):
         endpoint.add_feature(feature)
     return AcpProtocol(endpoint, sessions, store, mcp, session_mcp, connection, session_methods, prompt_service, prompts)

@@ -2,9 +2,9 @@
 
 Admission reserves the session, binds its current token before the job's greenlet first runs
 (S8, S11) and begins the turn's record (turn_record.py), which hands the turn's history to the
-store while it runs. Settling releases the reservation, fails every tool call the turn left
-open, sends the final usage, then ends the record with the turn's outcome and hands exactly one
-usage record to the store (S14, S16).
+store while it runs. Settling releases the reservation, releases the turn's terminals, fails
+every tool call the turn left open, sends the final usage, then ends the record with the turn's
+outcome and hands exactly one usage record to the store (S14, S16).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class PromptJob(Job):
             stop, final = ("aborted" if outcome.killed else "cancelled"), Outcome(result={"stopReason": "cancelled"})
         else:
             stop, final = outcome.result["stopReason"], outcome
-        self._close_tool_calls(stop, error)
+        self._before_response(stop, error)
         usage = turn.usage
         try:
             if usage.context_size is not None and not turn.closed:
@@ -100,6 +100,16 @@ class PromptJob(Job):
             log.exception("the final usage_update of a turn of %s could not be sent", self.session.session_id)
         self.ledger.finished(self, TurnOutcome(stop, error))
         return final
+
+    def _before_response(self, stop: str, error: str | None) -> None:
+        """The one place for what must reach the client before the prompt's response (S5),
+        whatever ended the turn: its terminals released, then its open tool calls failed.
+        Runs on every settle path (perhaps on the hub): nothing here blocks or raises."""
+        try:
+            self.turn.close_resources()
+        except Exception:  # the response and the usage record still go out (S14, S16)
+            log.exception("releasing the resources of a turn of %s failed", self.session.session_id)
+        self._close_tool_calls(stop, error)
 
     def _close_tool_calls(self, stop: str, error: str | None) -> None:
         """Fail every tool call the turn left open, before the response (S5): each one started
@@ -193,13 +203,15 @@ class PromptService:
     """Admits `session/prompt` requests and builds the turn each one runs."""
 
     def __init__(self, agent: Agent, access: SessionAccess, ledger: PromptLedger, session_mcp: SessionMcpServers,
-                 outbound: Outbound, call_client: Callable[..., Any]) -> None:
+                 outbound: Outbound, call_client: Callable[..., Any],
+                 send_client: Callable[[str, Any], None] | None = None) -> None:
         self.agent = agent
         self.access = access
         self.ledger = ledger
         self.session_mcp = session_mcp
         self.outbound = outbound
         self.call_client = call_client
+        self.send_client = send_client
 
     @background("session/prompt")
     def admit_prompt(self, params: Any, request_id: wire.RequestId) -> PromptJob:
@@ -222,6 +234,7 @@ class PromptService:
             updates=record,
             call_client=self.call_client,
             mcp=partial(self.session_mcp.client_session, session),
+            send_client=self.send_client,
         )
         job = PromptJob(self.agent, self.ledger, session, request_id, turn, record, self.outbound)
         title = title_from_prompt(turn.text) if session.record.title is None else None

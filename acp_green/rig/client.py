@@ -26,7 +26,8 @@ from gevent.lock import Semaphore
 from . import reaper
 
 from ..transport import read_chunks
-from ..wire import IdKey, id_key
+from ..wire import IdKey, id_key, is_valid_id
+from .terminals import TerminalHost
 
 PROTOCOL_VERSION = 1
 
@@ -65,6 +66,16 @@ class ClientPolicy:
     handlers: dict[str, Callable[["AcpClient", dict[str, Any]], None]] = field(default_factory=dict)
     # Observers of agent->client notifications by method (e.g. mcp/message, $/cancel_request).
     notification_handlers: dict[str, Callable[["AcpClient", dict[str, Any]], None]] = field(default_factory=dict)
+    # Answers to elicitation/create, used in order (a result object, or "hold": never answered
+    # until the agent sends $/cancel_request for it, then -32800). Served only when the
+    # capabilities advertise elicitation.form; terminal/* only when they advertise terminal.
+    elicitations: list[Any] = field(default_factory=list)
+
+    @classmethod
+    def coding(cls, **fields: Any) -> "ClientPolicy":
+        """A client that can read and write files, run terminals and show forms."""
+        capabilities = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True, "elicitation": {"form": {}}}
+        return cls(capabilities=capabilities, **fields)
 
 
 class Pending:
@@ -129,6 +140,8 @@ class AcpClient:
         # Called (in the reader greenlet) with every message the agent sends, after it is recorded.
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self.hold: dict[Any, dict[str, Any]] = {}
+        self.held_elicitations: dict[IdKey | None, dict[str, Any]] = {}
+        self.terminal_host = TerminalHost()
         self._reader = Greenlet(self._read_loop)
         self._reader.start()
 
@@ -278,6 +291,8 @@ class AcpClient:
                 self.agent_requests.append(message)
                 self._answer(message)
             else:
+                if message["method"] == "$/cancel_request":
+                    self._cancelled_by_agent((message.get("params") or {}).get("requestId"))
                 handler = self.policy.notification_handlers.get(message["method"])
                 if handler is not None:
                     handler(self, message)
@@ -315,8 +330,25 @@ class AcpClient:
         elif method == "fs/write_text_file":
             policy.written[params.get("path", "")] = params.get("content", "")
             self.respond(request["id"], {})
+        elif method.startswith("terminal/") and policy.capabilities.get("terminal") is True:
+            self.terminal_host.handle(request, self.respond, self.respond_error)
+        elif method == "elicitation/create" and isinstance((policy.capabilities.get("elicitation") or {}).get("form"), dict):
+            answer = policy.elicitations.pop(0) if policy.elicitations else {"action": "decline"}
+            if answer == "hold":
+                self.held_elicitations[id_key(request["id"])] = request
+            else:
+                self.respond(request["id"], answer)
         else:
             self.respond_error(request["id"], {"code": -32601, "message": f"Method not found: {method}"})
+
+    def _cancelled_by_agent(self, request_id: Any) -> None:
+        """The agent cancelled one of its requests: a held form or a terminal wait answers -32800."""
+        if not is_valid_id(request_id):
+            return
+        if self.held_elicitations.pop(id_key(request_id), None) is not None:
+            self.respond_error(request_id, {"code": -32800, "message": "Request cancelled"})
+        else:
+            self.terminal_host.cancel(request_id, self.respond_error)
 
     def respond(self, request_id: Any, result: Any) -> None:
         self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
@@ -325,6 +357,7 @@ class AcpClient:
         self.send({"jsonrpc": "2.0", "id": request_id, "error": error})
 
     def stop(self) -> None:
+        self.terminal_host.close()
         self._reader.kill(block=True, timeout=2)
         for handle in (self._reader_file, self._writer_file):
             try:
@@ -402,6 +435,7 @@ class AgentProcess(AcpClient):
     def close(self) -> int | None:
         """End the agent: EOF, then SIGKILL its process group if it lingers; reap everything."""
         code = reaper.end_process(self.proc, self.pid, grace=10)
+        self.terminal_host.close()
         self._reader.join(timeout=5)
         self._stderr_drain.join(timeout=5)
         reaper.LAUNCHED.discard(self.pid)  # reaped: the pid may be reused by anyone

@@ -219,6 +219,17 @@ class InvariantChecker:
             self._response(record, message)
         elif kind == "notification" and message.get("method") == "session/update":
             self._session_update(record, message)
+        elif kind == "request":
+            self._agent_request(record, message)
+
+    def _agent_request(self, record: Record, message: dict[str, Any]) -> None:
+        """A request to the client about a session (fs, terminal, permission...) is "for the
+        session" too: none may follow its prompt's response (S5)."""
+        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        session_id = params.get("sessionId")
+        if isinstance(session_id, str) and session_id in self._quiet:
+            self._add("no_update_after_response", f"{message.get('method')} for {session_id} after its prompt's response",
+                      [self._quiet[session_id], record])
 
     def _response(self, record: Record, message: dict[str, Any]) -> None:
         self.responses += 1

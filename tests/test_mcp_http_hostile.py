@@ -141,16 +141,17 @@ def test_a_json_body_over_the_bound_fails_the_request_and_closes_its_connection(
         link.close()
 
 
-def test_an_sse_line_that_never_ends_is_cut_off_by_the_wait_and_its_connection_closed(scripted):
-    """An event stream whose line never ends (no newline, ever): the call ends at its timeout, the
-    request's stream and its connection are closed, and the server sees the connection end."""
+def test_a_trickled_sse_line_that_never_ends_is_cut_off_by_the_wait_and_its_connection_closed(scripted):
+    """An event stream whose line never ends (no newline, ever), trickled a few KB at a time: the
+    call ends at its timeout, the request's stream and its connection are closed, and the server
+    sees the connection end."""
     stop = gevent.event.Event()
 
     def script(sock: socket.socket, _body: dict[str, Any]) -> None:
         sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: ")
         while not stop.is_set():
             sock.sendall(b"x" * 4096)
-            gevent.sleep(0.001)
+            gevent.sleep(0.01)
 
     server = scripted(script)
     link = link_for(server)

@@ -7,13 +7,19 @@ usual. Each replayed update takes the path a turn's updates take (fairness.Paced
 back-pressure applies; the response is queued after the last replayed update (S5). A cancel
 (session/cancel, $/cancel_request for the load, shutdown) ends the replay early and the load
 answers as usual with what was replayed.
+
+Only a stored entry that is one JSON object with a string `sessionUpdate` is spliced into a
+line: history this runtime did not write (a damaged file, a hand edit) must never put a line
+on the wire the client cannot parse. Others are skipped and counted, said once per replay.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
+from .. import wire
 from ..endpoint import Job, Outcome, Reply
 from ..fairness import PacedProducer, UpdateChannel
 from ..sessions import Session, SessionRegistry
@@ -22,6 +28,17 @@ from .updates import SessionUpdateEncoder
 
 PAGE_ENTRIES = 1024
 PAGE_BYTES = 256 << 10
+
+log = logging.getLogger(__name__)
+
+
+def is_update(update_json: bytes) -> bool:
+    """True if stored bytes are one JSON object with a string `sessionUpdate` (see above)."""
+    try:
+        update = wire.loads(update_json)
+    except ValueError:
+        return False
+    return type(update) is dict and type(update.get("sessionUpdate")) is str
 
 
 class ReplayJob(Job):
@@ -43,16 +60,22 @@ class ReplayJob(Job):
         out = PacedProducer(self.channel, released_by=self.token.event)
         cancelled = self.token.is_set
         after: Any = None
+        skipped = 0
         while not cancelled():
             page = self.store.history_page(session_id, after, PAGE_ENTRIES, PAGE_BYTES)
             for entry in page.entries:
                 if cancelled():
                     break
+                if not is_update(entry.update):
+                    skipped += 1
+                    continue
                 out.send(line(entry.update))
                 self.replayed += 1
             if page.after is None:
                 break
             after = page.after
+        if skipped:
+            log.warning("replay of session %s skipped %d stored entries that are not session updates", ascii(session_id), skipped)
         return self.answer()
 
     def settle(self, outcome: Outcome) -> Outcome:

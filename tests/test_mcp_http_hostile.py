@@ -1,0 +1,166 @@
+"""HTTP MCP servers that misbehave (issue area: MCP over streamable HTTP): a scripted server on
+127.0.0.1 answers each POST as the test says; the link must fail that call with a clear reason,
+within its bounds, close the connection, and never answer twice or hang."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import gevent
+import pytest
+from gevent.server import StreamServer
+
+from acp_green.errors import McpConnectFailed, McpError
+from acp_green.mcp.httplink import HttpLink
+
+Script = Callable[[socket.socket, dict[str, Any]], None]
+
+
+class ScriptedServer:
+    """A raw HTTP/1.1 server: reads one request (headers, Content-Length body), hands the socket
+    and the request's JSON to `script`; counts connections and sees each one end."""
+
+    def __init__(self, script: Script) -> None:
+        self.script = script
+        self.connections = 0
+        self.closed = 0
+        self.requests: list[tuple[str, dict[str, Any] | None]] = []
+        self.server = StreamServer(("127.0.0.1", 0), self._handle)
+        self.server.start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/mcp"
+
+    def _handle(self, sock: socket.socket, _address: Any) -> None:
+        self.connections += 1
+        reader = sock.makefile("rb")
+        try:
+            while True:
+                request_line = reader.readline()
+                if not request_line:
+                    return
+                length = 0
+                while (header := reader.readline()) not in (b"\r\n", b"\n", b""):
+                    name, _, value = header.decode("latin-1").partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value.strip())
+                body = json.loads(reader.read(length)) if length else None
+                self.requests.append((request_line.split()[0].decode(), body))
+                self.script(sock, body)
+        except OSError:
+            pass
+        finally:
+            self.closed += 1
+            reader.close()
+            sock.close()
+
+    def stop(self) -> None:
+        self.server.stop(timeout=5)
+
+
+@pytest.fixture
+def scripted() -> Iterator[Callable[[Script], ScriptedServer]]:
+    servers: list[ScriptedServer] = []
+
+    def start(script: Script) -> ScriptedServer:
+        server = ScriptedServer(script)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def reply(sock: socket.socket, status: str, headers: dict[str, str], body: bytes = b"") -> None:
+    head = "".join(f"{k}: {v}\r\n" for k, v in {"Content-Length": str(len(body)), **headers}.items())
+    sock.sendall(f"HTTP/1.1 {status}\r\n{head}\r\n".encode() + body)
+
+
+def link_for(server: ScriptedServer, **options: Any) -> HttpLink:
+    return HttpLink(server.url, name="hostile", connect_timeout=5, **options)
+
+
+def test_a_body_that_is_not_json_or_an_event_stream_is_refused_with_its_type(scripted):
+    """A 200 with `text/html` fails the request as mcp_connect_failed naming the content type."""
+    server = scripted(lambda sock, _body: reply(sock, "200 OK", {"Content-Type": "text/html"}, b"<html>hi</html>"))
+    link = link_for(server)
+    try:
+        with pytest.raises(McpConnectFailed, match="text/html"):
+            link.request("tools/list", {}, timeout=30)
+    finally:
+        link.close()
+
+
+def test_a_redirect_is_not_followed_and_fails_the_request(scripted):
+    """A 307 to another URL is not followed (headers, a session id, would go where nobody
+    declared); the request fails as mcp_connect_failed with the status; one request was made."""
+    server = scripted(lambda sock, _body: reply(sock, "307 Temporary Redirect", {"Location": "http://127.0.0.1:9/elsewhere"}))
+    link = link_for(server)
+    try:
+        with pytest.raises(McpConnectFailed, match="307") as refused:
+            link.request("tools/list", {}, timeout=30)
+        assert refused.value.to_wire()["data"]["reason"] == "mcp_connect_failed"
+        assert len(server.requests) == 1
+    finally:
+        link.close()
+
+
+def test_a_json_body_over_the_bound_fails_the_request_and_closes_its_connection(scripted):
+    """A JSON body larger than the link's bound (declared, or chunked without a length) fails the
+    request as too large without reading it all; the connection is closed, and the next request
+    is answered on a fresh one."""
+    calls = [0]
+
+    def script(sock: socket.socket, body: dict[str, Any]) -> None:
+        calls[0] += 1
+        if calls[0] == 1:  # declared too large
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 100000000\r\n\r\n")
+            sock.sendall(b"[" + b"0," * 1000)
+        elif calls[0] == 2:  # chunked, growing past the bound
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for _ in range(64):
+                piece = b"0," * 16384
+                sock.sendall(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+        else:
+            answer = json.dumps({"jsonrpc": "2.0", "id": body["id"], "result": {"tools": []}}).encode()
+            reply(sock, "200 OK", {"Content-Type": "application/json"}, answer)
+
+    server = scripted(script)
+    link = link_for(server, max_message_bytes=256 << 10)
+    try:
+        for _ in range(2):
+            with pytest.raises(McpError, match="too large"):
+                link.request("tools/list", {}, timeout=30)
+        assert link.request("tools/list", {}, timeout=30) == {"tools": []}
+        assert server.connections == 3
+        gevent.sleep(0.1)
+        assert server.closed >= 2  # the two oversized answers' connections
+    finally:
+        link.close()
+
+
+def test_a_trickled_sse_line_that_never_ends_is_cut_off_by_the_wait_and_its_connection_closed(scripted):
+    """An event stream whose line never ends (no newline, ever), trickled a few KB at a time: the
+    call ends at its timeout, the request's stream and its connection are closed, and the server
+    sees the connection end."""
+    stop = gevent.event.Event()
+
+    def script(sock: socket.socket, _body: dict[str, Any]) -> None:
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: ")
+        while not stop.is_set():
+            sock.sendall(b"x" * 4096)
+            gevent.sleep(0.01)
+
+    server = scripted(script)
+    link = link_for(server)
+    try:
+        with pytest.raises(gevent.Timeout):
+            link.request("tools/list", {}, timeout=1)
+        assert link.open_streams == 0
+        gevent.sleep(0.2)
+        assert server.closed == 1, "the endless stream's connection was left open"
+    finally:
+        stop.set()
+        link.close()

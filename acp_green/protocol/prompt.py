@@ -57,7 +57,7 @@ def prompt_blocks(params: Params, accepted: frozenset[str] = frozenset()) -> lis
             raise params.refuse("prompt", f"prompt[{index}] must be an object with a 'type'")
         kind = block["type"]
         if kind in DECLARED_KINDS and kind not in accepted:
-            raise params.refuse("prompt", f"prompt[{index}] is a {kind!r} block, which this agent does not accept "
+            raise params.refuse("prompt", f"prompt[{index}] has type {kind!r}, which this agent does not accept "
                                 f"(promptCapabilities.{DECLARED_KINDS[kind]} is false)")
         problem = block_problem(block)
         if problem is not None:

@@ -111,20 +111,36 @@ def test_a_declared_block_missing_a_field_is_refused(launch, block, problem):
 
 
 # -- the admission check as a property ---------------------------------------------------------
-_values = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=5), st.lists(st.integers(), max_size=2))
-_resource = st.one_of(_values, st.fixed_dictionaries({}, optional={"uri": _values, "text": _values, "blob": _values, "mimeType": _values}))
-_block = st.one_of(
-    _values,
-    st.fixed_dictionaries(
-        {"type": st.sampled_from(["text", "image", "audio", "resource", "resource_link", "other"])},
-        optional={"text": _values, "data": _values, "mimeType": _values, "uri": _values, "name": _values,
-                  "size": _values, "resource": _resource},
-    ),
+#: A valid block of each kind; the strategy spoils some of its fields, so most cases sit at the boundary.
+_VALID = {
+    "text": {"text": "t"},
+    "image": {"data": "AA==", "mimeType": "image/png", "uri": "file:///i"},
+    "audio": {"data": "AA==", "mimeType": "audio/wav"},
+    "resource_link": {"uri": "file:///l", "name": "l", "size": 3},
+    "resource": {"resource": {"uri": "file:///r", "text": "x", "blob": "AA==", "mimeType": "text/plain"}},
+    "other": {"anything": 1},
+}
+_DROP = object()
+_spoilt = st.one_of(st.just(_DROP), st.none(), st.booleans(), st.integers(), st.lists(st.integers(), max_size=1), st.text(max_size=3))
+
+
+def _spoil(kind: str, spoil: dict, spoil_inner: dict) -> dict:
+    block = {"type": kind, **_VALID[kind]}
+    if "resource" in block:
+        block["resource"] = {k: v for k, v in {**block["resource"], **spoil_inner}.items() if v is not _DROP}
+    return {k: v for k, v in {**block, **spoil}.items() if v is not _DROP}
+
+
+_block = st.builds(
+    _spoil,
+    st.sampled_from(sorted(_VALID)),
+    st.dictionaries(st.sampled_from(["type", "text", "data", "mimeType", "uri", "name", "size", "resource"]), _spoilt, max_size=2),
+    st.dictionaries(st.sampled_from(["uri", "text", "blob", "mimeType"]), _spoilt, max_size=3),
 )
 
 
 @settings(deadline=None, max_examples=300)
-@given(st.lists(_block, max_size=4), st.frozensets(st.sampled_from(["image", "audio", "resource"])))
+@given(st.lists(_block, min_size=1, max_size=3), st.frozensets(st.sampled_from(["image", "audio", "resource"])))
 def test_admission_refuses_by_position_or_every_block_is_typed(prompt, accepted):
     """Any prompt either is refused -32602 naming `prompt[i]`, or every block builds its typed value
     (no KeyError or TypeError for agent code to meet), and no undeclared kind gets through."""

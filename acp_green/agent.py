@@ -10,7 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from . import content, fairness, paths, wire
+from . import fairness, paths, wire
+from .blocks import Block, blocks_of
 from .context import ConnectionSnapshot
 from .errors import CapabilityMissing, ClientError, TurnCancelled
 from .fairness import UpdateChannel
@@ -316,9 +317,9 @@ class Turn:
         return "".join(parts)
 
     @property
-    def blocks(self) -> tuple[content.Block, ...]:
+    def blocks(self) -> tuple[Block, ...]:
         """The prompt as typed blocks, in order (text, image, audio, resource, resource link)."""
-        return content.blocks_of(self.prompt)
+        return blocks_of(self.prompt)
 
     @property
     def closed(self) -> bool:

@@ -8,7 +8,7 @@ from typing import Any, overload
 
 from . import wire
 from .agent import Agent, Command, ExtensionCall, Mode, SelectOption, Turn, text_content
-from .content import ImageBlock
+from .blocks import ImageBlock
 from .errors import CapabilityMissing, ClientError, McpUnavailable, RpcError
 from .mcp import Tool, ToolCall, ToolServer, result_text
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from acp_green import Agent, AuthMethod, BooleanOption, Mode, SelectOption, SessionView, Turn
-from acp_green.content import AudioBlock, ImageBlock, ResourceBlock, ResourceLinkBlock, TextBlock
+from acp_green.blocks import AudioBlock, ImageBlock, ResourceBlock, ResourceLinkBlock, TextBlock
 from acp_green.context import ConnectionSnapshot
 from acp_green.errors import InvalidParams
 

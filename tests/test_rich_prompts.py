@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_green.content import blocks_of
+from acp_green.blocks import blocks_of
 from acp_green.errors import InvalidParams
 from acp_green.params import Params
 from acp_green.protocol.prompt import prompt_blocks

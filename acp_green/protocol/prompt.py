@@ -18,7 +18,7 @@ from typing import Any
 
 from .. import wire
 from ..agent import STOP_REASONS, Agent, Turn
-from ..content import DECLARED_KINDS, block_problem
+from ..blocks import DECLARED_KINDS, block_problem
 from ..endpoint import Job, Outcome, background
 from ..errors import InternalError, SessionBusy, one_line
 from ..params import Params

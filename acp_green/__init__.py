@@ -15,6 +15,7 @@ _EXPORTS = {
     "Turn": "acp_green.agent",
     "Mode": "acp_green.agent",
     "SelectOption": "acp_green.agent",
+    "BooleanOption": "acp_green.agent",
     "Command": "acp_green.agent",
     "AuthMethod": "acp_green.agent",
     "ExtensionCall": "acp_green.agent",

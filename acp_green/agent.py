@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import content, fairness, paths, wire
+from .blocks import Block, blocks_of
 from .context import ConnectionSnapshot
 from .elicitation import Elicited, can_elicit_forms, elicited, form_params
 from .errors import CapabilityMissing, ClientError, TurnCancelled
@@ -21,6 +22,7 @@ from .usage import UsageCounters, utf8_size
 
 if TYPE_CHECKING:
     from .mcp.client import McpClientSession, McpTools
+    from .settings import SessionSettings
     from .mcp.tools import ToolServer
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
@@ -89,7 +91,61 @@ class SelectOption:
         return wire
 
     def accepts(self, value: Any) -> bool:
-        return any(value == v for v, _ in self.values)
+        return isinstance(value, str) and any(value == v for v, _ in self.values)
+
+    def coerce(self, value: Any) -> str:
+        """`value` as this option stores it; ValueError when it is none of the offered values."""
+        if not self.accepts(value):
+            raise ValueError(f"{wire.describe(value)} is not a value of {wire.excerpt(self.id)!r}")
+        return value
+
+
+#: The two values a boolean option offers to a client that cannot show `type: "boolean"`.
+BOOLEAN_AS_SELECT = (("true", "On"), ("false", "Off"))
+
+
+@dataclass(frozen=True, slots=True)
+class BooleanOption:
+    """An on/off session config option; agent code always sees a bool in `session.config`.
+
+    Sent as `type: "boolean"` only to a client that advertised
+    `clientCapabilities.session.configOptions.boolean`; any other client gets it as a select of
+    "true"/"false", so a user of any client can still set it (omitting it would hide a setting
+    the agent honours, and ACP forbids only the boolean type, not the option).
+    """
+
+    id: str
+    name: str
+    default: bool = False
+    description: str | None = None
+    category: str | None = None
+
+    def to_wire(self, current: bool, *, boolean: bool = True) -> dict[str, Any]:
+        wire: dict[str, Any] = {"id": self.id, "name": self.name}
+        if boolean:
+            wire.update({"type": "boolean", "currentValue": bool(current)})
+        else:
+            wire.update({"type": "select", "currentValue": "true" if current else "false",
+                         "options": [{"value": v, "name": n} for v, n in BOOLEAN_AS_SELECT]})
+        if self.description:
+            wire["description"] = self.description
+        if self.category:
+            wire["category"] = self.category
+        return wire
+
+    def accepts(self, value: Any) -> bool:
+        return isinstance(value, bool) or value in ("true", "false")
+
+    def coerce(self, value: Any) -> bool:
+        """A bool, or the select fallback's "true"/"false"; ValueError for anything else."""
+        if isinstance(value, bool):
+            return value
+        if value in ("true", "false"):
+            return value == "true"
+        raise ValueError(f"{wire.describe(value)} is not a value of {wire.excerpt(self.id)!r} (true or false)")
+
+
+ConfigOption = SelectOption | BooleanOption
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,15 +216,36 @@ class Agent:
     title: str | None = None
     version: str = "0.0.0"
     modes: Sequence[Mode] = ()
-    config_options: Sequence[SelectOption] = ()
+    config_options: Sequence[ConfigOption] = ()
     commands: Sequence[Command] = ()
     auth_methods: Sequence[AuthMethod] = ()
+    # Prompt content beyond text and resource links this agent reads (`promptCapabilities`); a
+    # prompt carrying a kind not accepted here is refused with -32602 before the turn starts.
+    accepts_images: bool = False
+    accepts_audio: bool = False
+    accepts_embedded_context: bool = False
 
     def authenticate(self, method_id: str, snapshot: ConnectionSnapshot) -> None:
         """Accept or refuse (raise) an `authenticate` request; runs in receive order."""
 
+    def logout(self, snapshot: ConnectionSnapshot) -> None:
+        """Forget the connection's credentials (`logout`); runs in receive order.
+
+        Only an agent that overrides this advertises `agentCapabilities.auth.logout`; with
+        `auth_methods`, the connection must `authenticate` again before any session method.
+        """
+        raise NotImplementedError
+
     def session_started(self, session: SessionView, snapshot: ConnectionSnapshot) -> None:
         """A session was created; runs in receive order, so keep it quick."""
+
+    def mode_changed(self, session: SessionView, mode_id: str, snapshot: ConnectionSnapshot) -> None:
+        """The client chose mode `mode_id` (`session/set_mode`); runs in receive order, before it is
+        stored, so raising refuses it. `session.mode_id` is still the previous mode; the agent's own
+        `Turn.set_mode` does not call this."""
+
+    def config_changed(self, session: SessionView, config_id: str, value: Any, snapshot: ConnectionSnapshot) -> None:
+        """The client set option `config_id` to `value` (a bool for a BooleanOption); as `mode_changed`."""
 
     def prompt(self, turn: "Turn") -> str | None:
         """Run one turn; return a stop reason (None means "end_turn")."""
@@ -211,6 +288,7 @@ class Turn:
         call_client: Callable[..., Any],
         mcp: Callable[[str, CancelToken], "McpClientSession"] | None = None,
         send_client: Callable[[str, Any], None] | None = None,
+        settings: "SessionSettings | None" = None,
     ) -> None:
         self._session = session
         self.session_id = session.session_id
@@ -225,6 +303,7 @@ class Turn:
         self._call_client = call_client
         self._mcp = mcp
         self._send_client = send_client  # requests written without waiting (terminal cleanups)
+        self._settings = settings
         # Only text a block of type "text" carries (checked at admission); other blocks may hold
         # a "text" field of any type, an extra field ACP lets a client send.
         self.usage.input_bytes = sum(utf8_size(b["text"]) for b in prompt if b.get("type") == "text")
@@ -240,6 +319,11 @@ class Turn:
             elif block.get("type") == "resource_link":
                 parts.append(block.get("uri", ""))
         return "".join(parts)
+
+    @property
+    def blocks(self) -> tuple[Block, ...]:
+        """The prompt as typed blocks, in order (text, image, audio, resource, resource link)."""
+        return blocks_of(self.prompt)
 
     @property
     def closed(self) -> bool:
@@ -397,6 +481,24 @@ class Turn:
         if not self.snapshot.can_write_files():
             raise CapabilityMissing("the client did not advertise fs.writeTextFile")
         self.request("fs/write_text_file", {"sessionId": self.session_id, "path": self.resolve_path(path), "content": content})
+
+    # -- session settings --------------------------------------------------------------------
+    def set_mode(self, mode_id: str) -> None:
+        """Switch the session's mode: stored, then `current_mode_update` sent (ValueError if unknown)."""
+        self._changed_settings().set_mode(self._session, mode_id)
+        self.session.mode_id = mode_id
+        self.send({"sessionUpdate": "current_mode_update", "currentModeId": mode_id})
+
+    def set_config(self, config_id: str, value: Any) -> None:
+        """Set a config option: stored, then `config_option_update` with every option sent."""
+        settings = self._changed_settings()
+        settings.set_config(self._session, config_id, value)
+        self.send({"sessionUpdate": "config_option_update", "configOptions": settings.config_options(self._session, self.snapshot)})
+
+    def _changed_settings(self) -> "SessionSettings":
+        if self._settings is None:
+            raise RuntimeError("this turn was built without session settings")
+        return self._settings
 
     # -- MCP ---------------------------------------------------------------------------------
     def mcp(self, server: str) -> "McpTools":

@@ -9,6 +9,7 @@ from typing import Any, overload
 
 from . import content, wire
 from .agent import Agent, Command, ExtensionCall, Mode, SelectOption, Turn, text_content
+from .blocks import ImageBlock
 from .errors import CapabilityMissing, ClientError, McpUnavailable, RpcError
 from .mcp import Tool, ToolCall, ToolServer, result_text
 
@@ -86,6 +87,7 @@ class DemoAgent(Agent):
         ),
     )
     commands = DEMO_COMMANDS
+    accepts_images = True
 
     def prompt(self, turn: Turn) -> str | None:
         text = turn.text.strip()
@@ -288,6 +290,20 @@ class DemoAgent(Agent):
         for thought in ("Considering the request. ", "Weighing the options. ", "Deciding."):
             turn.think(thought)
         turn.say("done thinking")
+        return "end_turn"
+
+    @DEMO_COMMANDS("image", "Describe the images sent with this prompt")
+    def _cmd_image(self, turn: Turn, args: str) -> str:
+        images = [b for b in turn.blocks if isinstance(b, ImageBlock)]
+        if not images:
+            turn.say("no images")
+            return "end_turn"
+        for number, image in enumerate(images, 1):
+            try:
+                size = f"{len(image.decoded())} bytes"
+            except ValueError:
+                size = "not valid base64"
+            turn.say(f"image {number}: {image.mime_type}, {size}" + (f", from {image.uri}" if image.uri else "") + "\n")
         return "end_turn"
 
     def _report_usage(self, turn: Turn) -> None:

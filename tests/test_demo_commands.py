@@ -60,6 +60,7 @@ def test_the_advertised_commands_on_the_wire_are_unchanged(inprocess):
         {"name": "fail", "description": "Raise an error inside the agent"},
         {"name": "plan", "description": "Show a plan"},
         {"name": "think", "description": "Show some reasoning"},
+        {"name": "image", "description": "Describe the images sent with this prompt"},
     ]
 
 

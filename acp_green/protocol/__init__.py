@@ -2,7 +2,7 @@
 
 | module | holds |
 |---|---|
-| `connection.py` | `initialize`, `authenticate`, the `_`-extension requests (`_acp_green/stats`) |
+| `connection.py` | `initialize`, `authenticate`, `logout`, the `_`-extension requests (`_acp_green/stats`) |
 | `session_methods.py` | session/new, load, resume, list, delete, close, set_mode, set_config_option, cancel |
 | `prompt.py` | `session/prompt`: admission, the turn's job and the usage ledger |
 | `turn_record.py` | a running turn's record: message ids, its history handed to the store in pieces |
@@ -26,6 +26,7 @@ from ..endpoint import Endpoint
 from ..errors import RequestCancelled
 from ..mcp.registry import McpRegistry, provided_servers
 from ..sessions import SessionRegistry
+from ..settings import SessionSettings
 from ..store import Store
 from .access import SessionAccess
 from .connection import ConnectionMethods
@@ -98,8 +99,9 @@ def attach(
     access = SessionAccess(agent, context, sessions)
     prompts = PromptLedger(store, sessions)
     connection = ConnectionMethods(agent, context, mcp, endpoint, sessions, store)
-    session_methods = SessionMethods(agent, access, sessions, store, session_mcp, endpoint.outbound, max_mcp_servers)
-    prompt_service = PromptService(agent, access, prompts, session_mcp, endpoint.outbound, client.call, client.send)
+    settings = SessionSettings(agent, sessions)
+    session_methods = SessionMethods(agent, access, sessions, store, session_mcp, endpoint.outbound, settings, max_mcp_servers)
+    prompt_service = PromptService(agent, access, prompts, session_mcp, endpoint.outbound, client.call, settings, client.send)
     for feature in (connection, session_methods, prompt_service, mcp):
         endpoint.add_feature(feature)
     return AcpProtocol(endpoint, sessions, store, mcp, session_mcp, connection, session_methods, prompt_service, prompts)

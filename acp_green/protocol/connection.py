@@ -1,4 +1,4 @@
-"""Connection-level ACP methods: `initialize`, `authenticate`, and the `_`-extension requests."""
+"""Connection-level ACP methods: `initialize`, `authenticate`, `logout`, and the `_`-extension requests."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from .. import __version__, wire
 from ..agent import Agent, ExtensionCall
 from ..context import PROTOCOL_VERSION, ConnectionContext
 from ..endpoint import Endpoint, Job, Kind, Route, control, fallback
+from ..errors import MethodNotFound
 from ..mcp.registry import McpRegistry
 from ..params import Params
 from ..sessions import CancelToken, SessionRegistry
@@ -59,7 +60,7 @@ class ConnectionMethods:
             info["title"] = agent.title
         return {
             "protocolVersion": version,
-            "agentCapabilities": agent_capabilities(),
+            "agentCapabilities": agent_capabilities(agent),
             "authMethods": [m.to_wire() for m in agent.auth_methods],
             "agentInfo": info,
             "_meta": {"acpGreen": {"runtimeVersion": __version__, "providedMcpServers": self.mcp.announce()}},
@@ -73,6 +74,17 @@ class ConnectionMethods:
             raise checked.refuse("methodId", f"unknown methodId {wire.excerpt(method_id)!r}")
         self.agent.authenticate(method_id, self.context.snapshot)
         self.context.authenticated(method_id)
+        return {}
+
+    @control("logout")
+    def logout(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        """-32601 unless the agent implements `Agent.logout`; afterwards the connection counts as
+        not authenticated, so an agent with auth methods refuses session methods until `authenticate`."""
+        Params(params, "logout")
+        if not implements_logout(self.agent):
+            raise MethodNotFound("logout")
+        self.agent.logout(self.context.snapshot)
+        self.context.authenticated(None)
         return {}
 
     # -- extensions --------------------------------------------------------------------------
@@ -92,11 +104,17 @@ class ConnectionMethods:
         return runtime_stats(endpoint.active, len(self.sessions), endpoint.outbound.queued_bytes, self.store.failed_writes)
 
 
-def agent_capabilities() -> dict[str, Any]:
-    """What this runtime offers every client, whatever the agent."""
-    return {
+def implements_logout(agent: Agent) -> bool:
+    """The agent's class overrides `Agent.logout`."""
+    return getattr(type(agent), "logout", Agent.logout) is not Agent.logout
+
+
+def agent_capabilities(agent: Agent) -> dict[str, Any]:
+    """What this runtime offers every client, plus what `agent` declared: prompt content, logout."""
+    capabilities: dict[str, Any] = {
         "loadSession": True,
-        "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+        "promptCapabilities": {"image": agent.accepts_images, "audio": agent.accepts_audio,
+                               "embeddedContext": agent.accepts_embedded_context},
         "mcpCapabilities": {"http": True, "sse": False, "acp": True},
         "sessionCapabilities": {
             "additionalDirectories": {},
@@ -106,3 +124,6 @@ def agent_capabilities() -> dict[str, Any]:
             "close": {},
         },
     }
+    if implements_logout(agent):
+        capabilities["auth"] = {"logout": {}}
+    return capabilities

@@ -18,10 +18,12 @@ from typing import Any
 
 from .. import wire
 from ..agent import STOP_REASONS, Agent, Turn
+from ..blocks import DECLARED_KINDS, block_problem
 from ..endpoint import Job, Outcome, background
 from ..errors import InternalError, SessionBusy, one_line
 from ..params import Params
 from ..sessions import Session, SessionRegistry
+from ..settings import SessionSettings
 from ..store import Store
 from ..store.turns import FAILED, TurnOutcome
 from ..transport import Outbound
@@ -37,15 +39,29 @@ log = logging.getLogger(__name__)
 CLOSING_REASONS = {"cancelled": "Cancelled", "aborted": "Aborted: the agent was stopped before this tool call finished"}
 
 
-def prompt_blocks(params: Params) -> list[dict[str, Any]]:
-    """The prompt's content blocks, with the fields the runtime reads checked (DESIGN §6)."""
+def accepted_kinds(agent: Agent) -> frozenset[str]:
+    """The block kinds beyond text and resource_link that `agent` declared it reads."""
+    declared = {"image": agent.accepts_images, "audio": agent.accepts_audio, "resource": agent.accepts_embedded_context}
+    return frozenset(kind for kind, accepted in declared.items() if accepted)
+
+
+def prompt_blocks(params: Params, accepted: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
+    """The prompt's content blocks, with the fields the runtime reads checked (DESIGN §6).
+
+    An image, audio or resource block is refused unless its kind is in `accepted` (the agent's
+    `promptCapabilities`): a client must not send one, and the agent could not read it.
+    """
     prompt = params.required("prompt", list)
     for index, block in enumerate(prompt):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise params.refuse("prompt", f"prompt[{index}] must be an object with a 'type'")
-        required = {"text": "text", "resource_link": "uri"}.get(block["type"])
-        if required is not None and not isinstance(block.get(required), str):
-            raise params.refuse("prompt", f"prompt[{index}].{required} must be a string")
+        kind = block["type"]
+        if kind in DECLARED_KINDS and kind not in accepted:
+            raise params.refuse("prompt", f"prompt[{index}] has type {kind!r}, which this agent does not accept "
+                                f"(promptCapabilities.{DECLARED_KINDS[kind]} is false)")
+        problem = block_problem(block)
+        if problem is not None:
+            raise params.refuse("prompt", f"prompt[{index}]{problem}")
     return prompt
 
 
@@ -203,9 +219,11 @@ class PromptService:
     """Admits `session/prompt` requests and builds the turn each one runs."""
 
     def __init__(self, agent: Agent, access: SessionAccess, ledger: PromptLedger, session_mcp: SessionMcpServers,
-                 outbound: Outbound, call_client: Callable[..., Any],
+                 outbound: Outbound, call_client: Callable[..., Any], settings: SessionSettings,
                  send_client: Callable[[str, Any], None] | None = None) -> None:
         self.agent = agent
+        self.settings = settings
+        self.accepted = accepted_kinds(agent)
         self.access = access
         self.ledger = ledger
         self.session_mcp = session_mcp
@@ -218,7 +236,7 @@ class PromptService:
         """In the receive loop: validate, reserve the session, bind its current token (S8, S11)."""
         checked = Params(params, "session/prompt")
         session_id = checked.identifier("sessionId")
-        prompt = prompt_blocks(checked)
+        prompt = prompt_blocks(checked, self.accepted)
         session = self.access.named_session(checked)
         if session.busy:
             raise SessionBusy(session_id)
@@ -235,6 +253,7 @@ class PromptService:
             call_client=self.call_client,
             mcp=partial(self.session_mcp.client_session, session),
             send_client=self.send_client,
+            settings=self.settings,
         )
         job = PromptJob(self.agent, self.ledger, session, request_id, turn, record, self.outbound)
         title = title_from_prompt(turn.text) if session.record.title is None else None

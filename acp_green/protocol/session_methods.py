@@ -20,6 +20,7 @@ from ..endpoint import Reply, background, control, notification
 from ..errors import InvalidParams, RpcError, SessionBusy, TooManyMcpServers, UnknownSession
 from ..params import Params
 from ..sessions import Session, SessionRegistry
+from ..settings import SessionSettings
 from ..store import Store
 from ..transport import Outbound
 from .access import SessionAccess
@@ -49,8 +50,10 @@ class SessionMethods:
     """Sessions over one connection: opening, reopening, listing, forgetting and tuning them."""
 
     def __init__(self, agent: Agent, access: SessionAccess, sessions: SessionRegistry, store: Store,
-                 session_mcp: SessionMcpServers, outbound: Outbound, max_mcp_servers: int = 64) -> None:
+                 session_mcp: SessionMcpServers, outbound: Outbound, settings: SessionSettings,
+                 max_mcp_servers: int = 64) -> None:
         self.agent = agent
+        self.settings = settings
         self.access = access
         self.sessions = sessions
         self.store = store
@@ -67,11 +70,7 @@ class SessionMethods:
         directories = checked.absolute_paths("additionalDirectories")
         self.access.require_auth()
         session = self.sessions.create(cwd, directories, servers)
-        record = session.record
-        if self.agent.modes:
-            record.mode_id = self.agent.modes[0].id
-        for option in self.agent.config_options:
-            record.config[option.id] = option.default
+        self.settings.apply_defaults(session)
         try:
             self.agent.session_started(SessionView.of(session), self.access.context.snapshot)
         except BaseException:  # ok: re-raised; a session the client never learned of must not linger
@@ -84,18 +83,7 @@ class SessionMethods:
 
     def session_state(self, session: Session) -> dict[str, Any]:
         """The modes and config options a session's new, load or resume answer carries."""
-        state: dict[str, Any] = {}
-        if self.agent.modes:
-            state["modes"] = {
-                "currentModeId": session.record.mode_id or self.agent.modes[0].id,
-                "availableModes": [m.to_wire() for m in self.agent.modes],
-            }
-        if self.agent.config_options:
-            state["configOptions"] = self.config_options(session)
-        return state
-
-    def config_options(self, session: Session) -> list[dict[str, Any]]:
-        return [o.to_wire(session.record.config.get(o.id, o.default)) for o in self.agent.config_options]
+        return self.settings.state(session, self.access.context.snapshot)
 
     def after_session_opened(self, session: Session) -> None:
         """Queued right after the response, so nothing for a session precedes it (S5)."""
@@ -184,29 +172,37 @@ class SessionMethods:
 
     @control("session/set_mode")
     def session_set_mode(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        """The agent's `mode_changed` hook sees the change first and may refuse it by raising."""
         checked = Params(params, "session/set_mode")
         session = self.access.named_session(checked)
         mode_id = checked.identifier("modeId")
-        if not any(m.id == mode_id for m in self.agent.modes):
+        if not self.settings.knows_mode(mode_id):
             raise checked.refuse("modeId", f"unknown modeId {wire.excerpt(mode_id)!r}")
-        session.record.mode_id = mode_id
-        self.sessions.save(session)
+        self.agent.mode_changed(SessionView.of(session), mode_id, self.access.context.snapshot)
+        self.settings.set_mode(session, mode_id)
         return {}
 
     @control("session/set_config_option")
     def session_set_config_option(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        """A select takes a value id; a boolean takes `type: "boolean"` with a bool, or the
+        "true"/"false" of its select form. The agent's `config_changed` hook may refuse it."""
         checked = Params(params, "session/set_config_option")
         session = self.access.named_session(checked)
         config_id = checked.identifier("configId")
-        option = next((o for o in self.agent.config_options if o.id == config_id), None)
+        option = self.settings.option(config_id)
         if option is None:
             raise checked.refuse("configId", f"unknown configId {wire.excerpt(config_id)!r}")
         value = checked.present("value")
-        if not option.accepts(value):
-            raise checked.refuse("value", f"{wire.describe(value)} is not a value of {wire.excerpt(config_id)!r}")
-        session.record.config[config_id] = value
-        self.sessions.save(session)
-        return {"configOptions": self.config_options(session)}
+        if checked.optional("type", str) == "boolean" and not isinstance(value, bool):
+            raise checked.refuse("value", f"a 'boolean' value must be true or false, not {wire.describe(value)}")
+        try:
+            value = option.coerce(value)
+        except ValueError as exc:
+            raise checked.refuse("value", str(exc)) from None
+        snapshot = self.access.context.snapshot
+        self.agent.config_changed(SessionView.of(session), config_id, value, snapshot)
+        self.settings.set_config(session, config_id, value)
+        return {"configOptions": self.settings.config_options(session, snapshot)}
 
     @notification("session/cancel")
     def on_session_cancel(self, params: Any) -> None:

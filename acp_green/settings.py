@@ -1,0 +1,86 @@
+"""A session's mode and config options: their defaults, every change to them (from the client's
+set_mode / set_config_option or from the agent inside a turn), and the wire form each client sees.
+
+A change is stored before anything announces it, so a `session/load` after a
+`current_mode_update` or `config_option_update` reports what that update said.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from . import wire
+from .agent import Agent, BooleanOption, ConfigOption
+from .context import ConnectionSnapshot
+from .sessions import Session, SessionRegistry
+
+
+def client_shows_booleans(snapshot: ConnectionSnapshot) -> bool:
+    """The client advertised `session.configOptions.boolean` (an object; absent or null is no)."""
+    session = snapshot.client_capabilities.get("session")
+    options = session.get("configOptions") if isinstance(session, Mapping) else None
+    return isinstance(options, Mapping) and isinstance(options.get("boolean"), Mapping)
+
+
+class SessionSettings:
+    """The agent's modes and config options applied to sessions; shared by the session methods and every turn."""
+
+    def __init__(self, agent: Agent, sessions: SessionRegistry) -> None:
+        self.agent = agent
+        self.sessions = sessions
+
+    def apply_defaults(self, session: Session) -> None:
+        """A new session starts in the first mode with every option at its default."""
+        if self.agent.modes:
+            session.record.mode_id = self.agent.modes[0].id
+        for option in self.agent.config_options:
+            session.record.config[option.id] = option.default
+
+    def knows_mode(self, mode_id: Any) -> bool:
+        return any(m.id == mode_id for m in self.agent.modes)
+
+    def option(self, config_id: Any) -> ConfigOption | None:
+        return next((o for o in self.agent.config_options if o.id == config_id), None)
+
+    def set_mode(self, session: Session, mode_id: str) -> None:
+        """Store `mode_id` as the session's mode; ValueError if the agent offers no such mode."""
+        if not self.knows_mode(mode_id):
+            raise ValueError(f"unknown mode {wire.excerpt(str(mode_id))!r}")
+        session.record.mode_id = mode_id
+        self.sessions.save(session)
+
+    def set_config(self, session: Session, config_id: str, value: Any) -> Any:
+        """Store option `config_id` as `value` (a boolean option also takes "true"/"false");
+        returns the value stored. ValueError for an unknown option or a value it does not offer."""
+        option = self.option(config_id)
+        if option is None:
+            raise ValueError(f"unknown config option {wire.excerpt(str(config_id))!r}")
+        stored = option.coerce(value)
+        session.record.config[config_id] = stored
+        self.sessions.save(session)
+        return stored
+
+    def state(self, session: Session, snapshot: ConnectionSnapshot) -> dict[str, Any]:
+        """The `modes` and `configOptions` a session/new, load or resume answer carries."""
+        state: dict[str, Any] = {}
+        if self.agent.modes:
+            state["modes"] = {
+                "currentModeId": session.record.mode_id or self.agent.modes[0].id,
+                "availableModes": [m.to_wire() for m in self.agent.modes],
+            }
+        if self.agent.config_options:
+            state["configOptions"] = self.config_options(session, snapshot)
+        return state
+
+    def config_options(self, session: Session, snapshot: ConnectionSnapshot) -> list[dict[str, Any]]:
+        """Every option with its current value, booleans as this client can show them."""
+        booleans = client_shows_booleans(snapshot)
+        wire_options = []
+        for option in self.agent.config_options:
+            current = session.record.config.get(option.id, option.default)
+            if isinstance(option, BooleanOption):
+                wire_options.append(option.to_wire(current, boolean=booleans))
+            else:
+                wire_options.append(option.to_wire(current))
+        return wire_options

@@ -1,0 +1,93 @@
+"""Test agents for logout, config options and rich prompts, on the public API only; served with
+`--agent tests.surface_agents:NAME`. Each name says what it does that the demo agent does not."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from acp_green import Agent, AuthMethod, BooleanOption, Mode, SelectOption, SessionView, Turn
+from acp_green.blocks import AudioBlock, ImageBlock, ResourceBlock, ResourceLinkBlock, TextBlock
+from acp_green.context import ConnectionSnapshot
+from acp_green.errors import InvalidParams
+
+
+class LogsOutAgent(Agent):
+    """Requires `authenticate`, implements `logout`; each prompt says how many logouts it saw."""
+
+    name = "logs-out"
+    auth_methods = (AuthMethod("token", "Token"),)
+
+    def __init__(self) -> None:
+        self.logouts = 0
+
+    def logout(self, snapshot: ConnectionSnapshot) -> None:
+        self.logouts += 1
+
+    def prompt(self, turn: Turn) -> str:
+        turn.say(f"logouts: {self.logouts}")
+        return "end_turn"
+
+
+class LogsOutWithoutAuthAgent(LogsOutAgent):
+    """Implements `logout` but advertises no auth method: sessions never need `authenticate`."""
+
+    auth_methods = ()
+
+
+class SettingsAgent(Agent):
+    """Two modes, a select and a boolean option. Its hooks log each client change in the session's
+    state and refuse mode `locked`; prompts: `/mode ID` and `/set ID VALUE` (JSON true/false or a
+    string) change settings from inside the turn, `/hooks` says what the hooks saw."""
+
+    name = "settings"
+    modes = (Mode("ask", "Ask"), Mode("code", "Code"), Mode("locked", "Locked"))
+    config_options = (
+        SelectOption("model", "Model", (("fast", "Fast"), ("slow", "Slow")), "fast"),
+        BooleanOption("verbose", "Verbose", default=False, description="Say more"),
+    )
+
+    def mode_changed(self, session: SessionView, mode_id: str, snapshot: ConnectionSnapshot) -> None:
+        if mode_id == "locked":
+            raise InvalidParams("session/set_mode: mode 'locked' cannot be chosen by the client")
+        session.state.setdefault("hooks", []).append(f"mode {session.mode_id}->{mode_id}")
+
+    def config_changed(self, session: SessionView, config_id: str, value: Any, snapshot: ConnectionSnapshot) -> None:
+        session.state.setdefault("hooks", []).append(f"config {config_id}={value!r}")
+
+    def prompt(self, turn: Turn) -> str:
+        command, _, rest = turn.text.partition(" ")
+        try:
+            if command == "/mode":
+                turn.set_mode(rest)
+            elif command == "/set":
+                config_id, _, value = rest.partition(" ")
+                turn.set_config(config_id, {"true": True, "false": False}.get(value, value))
+            elif command == "/hooks":
+                turn.say("; ".join(turn.session.state.get("hooks", [])))
+        except ValueError as exc:
+            turn.say(f"refused: {exc}")
+        turn.say(f" [mode={turn.session.mode_id} config={sorted(turn.session.config.items())}]")
+        return "end_turn"
+
+
+class ReadsEveryBlockAgent(Agent):
+    """Accepts audio and embedded resources (not images); says what each typed block was."""
+
+    name = "reads-every-block"
+    accepts_audio = True
+    accepts_embedded_context = True
+
+    def prompt(self, turn: Turn) -> str:
+        for block in turn.blocks:
+            if isinstance(block, TextBlock):
+                turn.say(f"text:{block.text}|")
+            elif isinstance(block, AudioBlock):
+                turn.say(f"audio:{block.mime_type}:{block.decoded()!r}|")
+            elif isinstance(block, ResourceBlock):
+                turn.say(f"resource:{block.uri}:{block.mime_type}:{block.decoded()!r}|")
+            elif isinstance(block, ResourceLinkBlock):
+                turn.say(f"link:{block.uri}:{block.name}|")
+            elif isinstance(block, ImageBlock):
+                turn.say("image (never admitted)|")
+        turn.say(f"text={turn.text!r}")
+        return "end_turn"

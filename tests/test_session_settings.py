@@ -1,0 +1,121 @@
+"""Issue area config options: boolean options beside select (type "boolean" only for a client that
+advertised `session.configOptions.boolean`, else a "true"/"false" select), the agent's hooks on
+client changes, and mode/config changes from inside a running turn (stored, then announced).
+End to end through `acp-green serve`; every message is schema-checked at teardown."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from acp_green.rig.client import RpcErrorResponse
+from tests.helpers import said
+
+SETTINGS = ("--agent", "tests.surface_agents:SettingsAgent")
+BOOLEANS = {"session": {"configOptions": {"boolean": {}}}}
+
+
+def _option(options: list[dict], config_id: str) -> dict:
+    return next(o for o in options if o["id"] == config_id)
+
+
+def _agent_sent_boolean_type(agent) -> bool:
+    """Anything the agent wrote carrying a `type: "boolean"` config option."""
+    return any(r.direction == "in" and b'"type":"boolean"' in r.raw.replace(b" ", b"") for r in agent.records)
+
+
+def test_a_boolean_option_is_sent_as_boolean_to_a_client_that_shows_booleans(launch):
+    """session/new carries `type: "boolean"` with a bool; set_config_option with `type: "boolean"`
+    answers every option, the boolean now true."""
+    agent = launch(*SETTINGS)
+    agent.initialize(BOOLEANS)
+    new = agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+    assert _option(new["configOptions"], "verbose") == {"id": "verbose", "name": "Verbose", "type": "boolean",
+                                                        "currentValue": False, "description": "Say more"}
+    answer = agent.call("session/set_config_option", {"sessionId": new["sessionId"], "configId": "verbose",
+                                                      "type": "boolean", "value": True})
+    assert [o["id"] for o in answer["configOptions"]] == ["model", "verbose"]
+    assert _option(answer["configOptions"], "verbose")["currentValue"] is True
+
+
+@pytest.mark.parametrize("capabilities", [{}, {"session": None}, {"session": {"configOptions": None}},
+                                          {"session": {"configOptions": {}}}, {"session": {"configOptions": {"boolean": None}}}])
+def test_without_the_capability_a_boolean_option_is_a_true_false_select(launch, capabilities):
+    """No `type: "boolean"` ever reaches a client that did not advertise it: the option is a select
+    of "true"/"false", which the client sets like any select; agent code still sees a bool."""
+    agent = launch(*SETTINGS)
+    agent.initialize(capabilities)
+    new = agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+    sid = new["sessionId"]
+    verbose = _option(new["configOptions"], "verbose")
+    assert (verbose["type"], verbose["currentValue"]) == ("select", "false")
+    assert [o["value"] for o in verbose["options"]] == ["true", "false"]
+    answer = agent.call("session/set_config_option", {"sessionId": sid, "configId": "verbose", "value": "true"})
+    assert _option(answer["configOptions"], "verbose")["currentValue"] == "true"
+    agent.prompt(sid, "/set verbose false").result()
+    update = [u for u in agent.updates(sid) if u["sessionUpdate"] == "config_option_update"][-1]
+    assert _option(update["configOptions"], "verbose")["currentValue"] == "false"
+    assert "('verbose', False)" in said(agent.updates(sid))
+    assert not _agent_sent_boolean_type(agent)
+
+
+def test_bad_config_values_are_refused_and_change_nothing(launch):
+    """A select value not offered, a string for `type: "boolean"`, a bool for a select: -32602 naming `value`."""
+    agent = launch(*SETTINGS)
+    agent.initialize(BOOLEANS)
+    sid = agent.new_session()
+    for params in ({"configId": "model", "value": "medium"}, {"configId": "verbose", "type": "boolean", "value": "true"},
+                   {"configId": "model", "type": "boolean", "value": True}, {"configId": "verbose", "value": "yes"}):
+        with pytest.raises(RpcErrorResponse) as refused:
+            agent.call("session/set_config_option", {"sessionId": sid, **params})
+        assert refused.value.code == -32602 and refused.value.error["data"]["field"] == "value", params
+    agent.prompt(sid, "/hooks").result()
+    assert said(agent.updates(sid)) == " [mode=ask config=[('model', 'fast'), ('verbose', False)]]"
+
+
+def test_the_agent_hooks_see_client_changes_and_may_refuse_them(launch):
+    """`mode_changed` and `config_changed` run for the client's changes, with the new value (a bool
+    for the boolean option); the hook refusing mode `locked` leaves the mode unchanged."""
+    agent = launch(*SETTINGS)
+    agent.initialize()
+    sid = agent.new_session()
+    agent.call("session/set_mode", {"sessionId": sid, "modeId": "code"})
+    agent.call("session/set_config_option", {"sessionId": sid, "configId": "verbose", "value": "true"})
+    agent.call("session/set_config_option", {"sessionId": sid, "configId": "model", "value": "slow"})
+    with pytest.raises(RpcErrorResponse) as refused:
+        agent.call("session/set_mode", {"sessionId": sid, "modeId": "locked"})
+    assert refused.value.code == -32602
+    agent.prompt(sid, "/hooks").result()
+    assert said(agent.updates(sid)) == ("mode ask->code; config verbose=True; config model='slow'"
+                                        " [mode=code config=[('model', 'slow'), ('verbose', True)]]")
+
+
+def test_changes_from_inside_a_turn_are_announced_and_stored(launch, tmp_path):
+    """`turn.set_mode` sends `current_mode_update`, `turn.set_config` a `config_option_update` with
+    every option, both before the prompt's response; a new process loading the session reports
+    both. The agent's own changes do not call its hooks; an unknown mode is a ValueError and sends nothing."""
+    state = ("--state-dir", str(tmp_path))
+    agent = launch(*SETTINGS, *state)
+    agent.initialize(BOOLEANS)
+    sid = agent.new_session()
+    assert agent.prompt(sid, "/mode code").result() == {"stopReason": "end_turn"}
+    assert agent.prompt(sid, "/set verbose true").result() == {"stopReason": "end_turn"}
+    agent.prompt(sid, "/mode nosuch").result()
+    agent.prompt(sid, "/hooks").result()
+    updates = [u for u in agent.updates(sid) if u["sessionUpdate"] in ("current_mode_update", "config_option_update")]
+    assert updates[0] == {"sessionUpdate": "current_mode_update", "currentModeId": "code"}
+    assert updates[1]["sessionUpdate"] == "config_option_update"
+    assert [(o["id"], o["currentValue"]) for o in updates[1]["configOptions"]] == [("model", "fast"), ("verbose", True)]
+    assert len(updates) == 2
+    text = said(agent.updates(sid))
+    assert "refused: unknown mode 'nosuch'" in text
+    assert text.endswith(" [mode=code config=[('model', 'fast'), ('verbose', True)]]")
+    assert text.count("->") == 0  # no hook ran
+    agent.close()
+
+    again = launch(*SETTINGS, *state)
+    again.initialize(BOOLEANS)
+    loaded = again.call("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+    assert loaded["modes"]["currentModeId"] == "code"
+    assert _option(loaded["configOptions"], "verbose")["currentValue"] is True

@@ -358,7 +358,7 @@ class Turn:
         """Send one `session/update` for this session, in order (S5).
 
         Shares the hub fairly with other streams and with control traffic (fairness.py), and
-        waits while the outbound backlog is over its high-water mark (DESIGN §5), so a fast
+        waits while the outbound backlog is over its high-water mark, so a fast
         stream cannot starve cancellation. Not released by the token: a cancelled turn that
         flushes what it has left must not bury control responses under a backlog (S10).
         Relative paths in a tool call's `locations` and `content` are sent absolute (paths.py).

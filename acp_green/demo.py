@@ -1,4 +1,4 @@
-"""The built-in demonstration agent (DESIGN §3), written only against the public agent API."""
+"""The built-in demonstration agent (README's demo table), written only against the public agent API."""
 
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ route-specific admission (session reservation, token binding) — and run in the
 (S1). Whatever a handler, an admission, a job or a settle raises becomes an `Outcome` through
 one mapping, `outcome_of`. A control request is answered where it ran; a background request is
 answered by `_finish`, which is idempotent and also wired to `rawlink`, because a greenlet
-killed before its first switch never runs its body or its `finally` (GEVENT-NOTES 0.6).
+killed before its first switch never runs its body or its `finally` (docs/ARCHITECTURE.md, the gevent traps).
 """
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def outcome_of(exc: BaseException, doing: str) -> Outcome:
 
     A kill (GreenletExit) is `killed`; the caller decides whether it goes on (a killed greenlet
     or reader does). SystemExit is refused: agent code must not end the server from a
-    greenlet (GEVENT-NOTES 0.10).
+    greenlet (gevent re-raises it in the main greenlet).
     """
     if isinstance(exc, RpcError):
         return Outcome(error=exc)

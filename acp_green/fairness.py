@@ -66,7 +66,7 @@ class UpdateChannel(Protocol):
 class PacedProducer:
     """One stream's way onto the outbound queue: the path every turn update and replayed update takes.
 
-    After queuing a line it waits while the backlog is over its high-water mark (DESIGN §5),
+    After queuing a line it waits while the backlog is over its high-water mark,
     released early only by `released_by` (or shutdown); otherwise it yields its fair share.
     """
 

@@ -2,7 +2,7 @@
 
 During `acp-green serve`, sys.stderr is a sink that never blocks (stderrsink.py); configure
 after installing it. Elsewhere stderr may share a non-blocking file description with the wire
-(a client that ran the agent with `2>&1`, GEVENT-NOTES A8.5): a line that cannot be written
+(a client that ran the agent with `2>&1`): a line that cannot be written
 is dropped, not raised.
 """
 

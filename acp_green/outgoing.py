@@ -74,7 +74,7 @@ class OutgoingRequests:
         self._pending[key] = pending
         try:
             self._send_request(pending.id, method, params)
-        except BaseException:
+        except BaseException:  # ok: re-raised; a request that was never written has no waiter
             self._pending.pop(key, None)
             raise
         return pending
@@ -91,7 +91,7 @@ class OutgoingRequests:
             pending.result.rawlink(partial(_log_unawaited_failure, method))
         try:
             self._send_request(pending.id, method, params)
-        except BaseException:
+        except BaseException:  # ok: re-raised; a request that was never written has no waiter
             self._pending.pop(key, None)
             raise
 

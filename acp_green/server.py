@@ -34,7 +34,7 @@ log = logging.getLogger(__name__)
 
 @dataclass(slots=True)
 class ServeOptions:
-    """Everything `acp-green serve` can set (DESIGN §4)."""
+    """Everything `acp-green serve` can set."""
 
     max_background: int = 32
     shutdown_grace: float = 5.0

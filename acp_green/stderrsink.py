@@ -8,7 +8,7 @@ in-memory buffer instead, and one real OS thread owns the blocking writes to fd 
 not fit is dropped and counted; a line saying how much was dropped follows once the pipe drains.
 
 O_NONBLOCK is never set on fd 2: its file description is shared with the parent (a terminal,
-the editor), and the flag would leak to them (GEVENT-NOTES A1.5).
+the editor), and the flag would leak to them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The stdio transport: owns the wire descriptors, one reader and one writer.
 
-Everything else only calls `send`. The outbound path is one FIFO (DESIGN §5): a response
+Everything else only calls `send`. The outbound path is one FIFO: a response
 never overtakes the updates queued before it. The queue counts bytes so producers can be
 held back at a high-water mark and new work refused above a hard limit.
 """
@@ -29,7 +29,7 @@ _READ_CHUNK = 64 * 1024
 
 @dataclass(frozen=True, slots=True)
 class OutputLimits:
-    """Byte thresholds of the outbound queue (DESIGN §5) and the bounds of the final flush.
+    """Byte thresholds of the outbound queue and the bounds of the final flush.
 
     At exit the writer keeps flushing while the client reads: it gives up once the client has
     read nothing for `flush_stall_timeout` seconds, or after `flush_total_timeout` seconds in
@@ -47,7 +47,7 @@ def claim_stdio() -> tuple[int, int]:
     """Take private duplicates of fds 0 and 1; point fd 0 at /dev/null and fd 1 at stderr.
 
     A stray print then lands on stderr, and a child that inherits our stdio can neither read
-    protocol bytes nor clear O_NONBLOCK on the wire (GEVENT-NOTES A1.6).
+    protocol bytes nor clear O_NONBLOCK on the wire.
     """
     wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
     wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
@@ -61,7 +61,7 @@ def claim_stdio() -> tuple[int, int]:
 def read_chunks(fd: int, size: int = 64 * 1024) -> Iterator[bytes]:
     """Cooperatively read a descriptor (made non-blocking) until EOF or a read error.
 
-    For draining a child's stderr, which must never be left as an unread pipe (GEVENT-NOTES A8.3).
+    For draining a child's stderr, which must never be left as an unread pipe.
     """
     os.set_blocking(fd, False)
     while True:

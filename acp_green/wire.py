@@ -2,7 +2,7 @@
 
 Input is strict JSON (RFC 8259), decoded with the standard library's `json` and hooks that
 refuse what it would otherwise accept (NaN, Infinity) or cannot hold (numbers that overflow a
-double, integers over Python's digit limit); ujson encodes, the hot path (DESIGN §5). This is
+double, integers over Python's digit limit); ujson encodes, the hot path. This is
 the only module that imports ujson or decodes wire input, so each codec can change in one place.
 No walk over decoded values here recurses: a client controls their depth.
 """

@@ -6,7 +6,7 @@ searches per block read: it counts `"agent_message_chunk"` marks, and looks for 
 `"error"`, which only responses contain here; only those lines are decoded (to match the
 response to its request by id). Chunk order is checked after the timed window, from the kept
 blocks, with one regex that pulls (sessionId, index) out of each chunk line: every chunk's text
-starts with `i:` (DESIGN §3).
+starts with `i:`.
 """
 
 from __future__ import annotations

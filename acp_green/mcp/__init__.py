@@ -1,6 +1,6 @@
 """MCP for acp_green: MCP's JSON-RPC spoken by the runtime itself, and MCP-over-ACP bridges.
 
-- `process`: a stdio child process run the gevent way (GEVENT-NOTES §A8);
+- `process`: a stdio child process run the gevent way;
 - `jsonrpc`: our client end of MCP's JSON-RPC to such a process;
 - `tools`: an in-process MCP tool server written against acp_green's API;
 - `client`: the MCP client session agent code uses (`turn.mcp(name)`);

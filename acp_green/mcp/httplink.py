@@ -31,6 +31,7 @@ from .. import wire
 from ..errors import McpConnectFailed, McpError, McpServerExited, RpcError, one_line
 from ..outgoing import OutgoingRequests, PendingRequest
 from ..sessions import CancelToken
+from .jsonrpc import dispatch, refuse_server_request
 from .sse import MAX_EVENT_BYTES, SseParser, SseTooLarge
 
 log = logging.getLogger(__name__)
@@ -320,31 +321,17 @@ class HttpLink:
         if not isinstance(message, dict):
             log.warning("MCP %s: the server sent a JSON value that is not a message; ignored", self.name)
             return
-        if "method" in message:
-            if "id" in message:
-                self._on_request(message)
-            else:
-                self._on_notification(message)
-            return
         request_id = message.get("id")
-        if "error" in message:
-            answered = self._calls.reject(request_id, message["error"])
-        else:
-            result = message.get("result")
-            if request_id in self._initialize_ids and isinstance(result, dict):
-                self._initialize_ids.discard(request_id)
-                version = result.get("protocolVersion")
-                self.protocol_version = version if isinstance(version, str) else None
-            answered = self._calls.resolve(request_id, result)
-        if answered is None:
-            log.debug("MCP %s: dropping a reply to id %r that nobody waits for", self.name, request_id)
+        result = message.get("result")
+        if "method" not in message and "error" not in message and request_id in self._initialize_ids and isinstance(result, dict):
+            # The version a server chose is sent back on every later request (MCP-Protocol-Version).
+            self._initialize_ids.discard(request_id)
+            version = result.get("protocolVersion")
+            self.protocol_version = version if isinstance(version, str) else None
+        dispatch(self.name, message, self._calls, self._on_request, self._on_notification)
 
     def _refuse_request(self, message: dict[str, Any]) -> None:
-        """Server-originated requests when nobody relays them: answer ping, refuse the rest."""
-        if message.get("method") == "ping":
-            self.respond(message["id"], {})
-        else:
-            self.respond(message["id"], error={"code": -32601, "message": f"Method not found: {message.get('method')}"})
+        refuse_server_request(self.respond, message)
 
     # -- ending --------------------------------------------------------------------------------
     def fail(self, error: Exception) -> None:

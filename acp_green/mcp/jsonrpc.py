@@ -105,26 +105,10 @@ class JsonRpcLink:
 
     # -- receiving -----------------------------------------------------------------------------
     def _receive(self, message: dict[str, Any]) -> None:
-        if "method" in message:
-            if "id" in message:
-                self._on_request(message)
-            else:
-                self._on_notification(message)
-            return
-        request_id = message.get("id")
-        if "error" in message:
-            answered = self._calls.reject(request_id, message["error"])
-        else:
-            answered = self._calls.resolve(request_id, message.get("result"))
-        if answered is None:
-            log.debug("MCP %s: dropping a reply to id %r that nobody waits for", self.name, request_id)
+        dispatch(self.name, message, self._calls, self._on_request, self._on_notification)
 
     def _refuse_request(self, message: dict[str, Any]) -> None:
-        """Server-originated requests when nobody relays them: answer ping, refuse the rest."""
-        if message.get("method") == "ping":
-            self.respond(message["id"], {})
-        else:
-            self.respond(message["id"], error={"code": -32601, "message": f"Method not found: {message.get('method')}"})
+        refuse_server_request(self.respond, message)
 
     def _exited(self, process: StdioProcess) -> None:
         self.fail(McpServerExited(process.describe_exit()))
@@ -144,3 +128,32 @@ class JsonRpcLink:
 def _mcp_error(_method: str, error: Any) -> McpError:
     """An MCP server's error reply as the exception its waiter raises (the code relayed as is)."""
     return McpError.from_wire(error)
+
+
+def dispatch(name: str, message: dict[str, Any], calls: OutgoingRequests,
+             on_request: Callable[[dict[str, Any]], None], on_notification: Callable[[dict[str, Any]], None]) -> None:
+    """Hand one message from an MCP server to its handler, or its reply to the request awaiting it.
+
+    Shared by every transport: a stdio child and an HTTP server deliver alike.
+    """
+    if "method" in message:
+        if "id" in message:
+            on_request(message)
+        else:
+            on_notification(message)
+        return
+    request_id = message.get("id")
+    if "error" in message:
+        answered = calls.reject(request_id, message["error"])
+    else:
+        answered = calls.resolve(request_id, message.get("result"))
+    if answered is None:
+        log.debug("MCP %s: dropping a reply to id %r that nobody waits for", name, request_id)
+
+
+def refuse_server_request(respond: Callable[..., None], message: dict[str, Any]) -> None:
+    """A server's own request when nobody relays them: answer ping, refuse the rest."""
+    if message.get("method") == "ping":
+        respond(message["id"], {})
+    else:
+        respond(message["id"], error={"code": -32601, "message": f"Method not found: {message.get('method')}"})

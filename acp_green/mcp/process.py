@@ -1,6 +1,6 @@
 """A stdio child process speaking newline-delimited JSON-RPC (an MCP server), run the gevent way.
 
-GEVENT-NOTES §A6.2/§A8: `gevent.subprocess` only; explicit stdin/stdout/stderr (an inheriting
+`gevent.subprocess` only; explicit stdin/stdout/stderr (an inheriting
 child would clear O_NONBLOCK on our descriptions or read our protocol bytes); stderr always
 drained, never an unread pipe (the SDK's servers log every request there and block at ~64 KiB);
 its own session and process group (`start_new_session=True`, never `preexec_fn`); one writer

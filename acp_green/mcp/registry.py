@@ -124,7 +124,7 @@ class McpRegistry:
         self._closers: set[gevent.Greenlet] = set()
 
     def announce(self) -> list[dict[str, Any]]:
-        """The `providedMcpServers` list of the initialize result (DESIGN §4)."""
+        """The `providedMcpServers` list of the initialize result."""
         return [server.to_wire() for server in self.provided]
 
     # -- routes: background (a bridge may start a process, S7), sharing the slots (S9); admission

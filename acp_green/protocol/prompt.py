@@ -46,7 +46,7 @@ def accepted_kinds(agent: Agent) -> frozenset[str]:
 
 
 def prompt_blocks(params: Params, accepted: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
-    """The prompt's content blocks, with the fields the runtime reads checked (DESIGN §6).
+    """The prompt's content blocks, with the fields the runtime reads checked.
 
     An image, audio or resource block is refused unless its kind is in `accepted` (the agent's
     `promptCapabilities`): a client must not send one, and the agent could not read it.

@@ -2,7 +2,7 @@
 
 Type a prompt, watch the reply stream in; Ctrl-C cancels the running turn (session/cancel),
 Ctrl-D quits. Lines starting with `/` go to the agent unchanged: they are its slash commands.
-The agent runs in its own session (GEVENT-NOTES A8.4), so the terminal's SIGINT reaches only
+The agent runs in its own session, so the terminal's SIGINT reaches only
 this client, which turns it into a cancel instead of killing the agent.
 """
 
@@ -98,7 +98,7 @@ def _content_text(content: Any) -> str:
 
 def _read_line() -> str:
     """One line from the terminal without blocking the hub (a thread reads; the tty stays blocking)."""
-    return gevent.get_hub().threadpool.spawn(sys.stdin.readline).get()  # ok: a thread reads; the tty stays blocking (GEVENT-NOTES A1.7)
+    return gevent.get_hub().threadpool.spawn(sys.stdin.readline).get()  # ok: a thread reads; the tty stays blocking (a non-blocking flag would reach the terminal)
 
 
 def run_chat(options: ChatOptions) -> int:

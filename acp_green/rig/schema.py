@@ -1,4 +1,4 @@
-"""Validate ACP JSON-RPC messages against the vendored ACP v1 JSON Schemas (DESIGN §7)."""
+"""Validate ACP JSON-RPC messages against the vendored ACP v1 JSON Schemas."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The SQLite store: one dedicated thread owns the connection (GEVENT-NOTES A8.1).
+"""The SQLite store: one dedicated thread owns the connection.
 
 Greenlets and hub callbacks put work on a thread-safe queue and never touch the disk. Writes
 return at once. Reads carry a gevent AsyncResult that the store thread resolves through the

@@ -1,4 +1,4 @@
-"""Where state lives (DESIGN §4 `--state-dir`, `--ephemeral`) and opening the right store."""
+"""Where state lives (`--state-dir`, `--ephemeral`) and opening the right store."""
 
 from __future__ import annotations
 

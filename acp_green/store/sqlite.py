@@ -15,8 +15,8 @@ rest of its batch and every later write, of every session, still reach the disk.
 
 History waiting for the store thread is bounded: the bytes of history handed over and not yet
 committed (on the hub, in the queue, in the batch being written) never exceed
-`history_backlog_bytes`. Writes never block the hub, so a piece that would go over the bound is
-dropped: counted in `failed_writes`, said at ERROR once per turn (and how much, when it ends),
+`history_backlog_bytes` (unless one piece alone is larger and nothing else waits). Writes never
+block the hub, so a piece that would go over the bound is dropped: counted in `failed_writes`, said at ERROR once per turn (and how much, when it ends),
 and its turn marked incomplete. That only happens when the disk is much slower than the
 agent's output (another process holding the write lock, a stalled disk).
 """
@@ -168,6 +168,8 @@ class SqliteStore:
         self._write(SaveSession(copy.deepcopy(record)))
 
     def delete_session(self, session_id: str) -> None:
+        for key in [key for key in self._short_turns if key[0] == session_id]:
+            del self._short_turns[key]  # its turns end with it
         self._write(DeleteSession(session_id))
 
     def begin_turn(self, session_id: str, turn_id: str, started_at: float, prompt: list[bytes]) -> None:
@@ -179,7 +181,8 @@ class SqliteStore:
             return
         piece = AppendHistory(session_id, turn_id, list(updates))
         size = piece.held_bytes()
-        if self.backlog_bytes + size > self.history_backlog_bytes and not self._closed:
+        # One piece larger than the bound is taken when nothing else waits: its caller holds it anyway.
+        if self.backlog_bytes and self.backlog_bytes + size > self.history_backlog_bytes and not self._closed:
             self._drop_piece(session_id, turn_id, size)
             return
         self._write(piece)

@@ -4,6 +4,7 @@
 |---|---|
 | `base.py` | the `Store` interface the runtime writes to, and `MemoryStore` (`--ephemeral`, the fallback) |
 | `session_record.py` | `SessionRecord`: what the store keeps of a session |
+| `turns.py` | what the store keeps of a turn (`TurnOutcome`, `StoredTurn`) and how history is read back (`HistoryPage`, `HistoryPosition`) |
 | `sqlite.py` | `SqliteStore`: one store thread owns the SQLite connection; the hub never touches the disk |
 | `operations.py` | the typed work the store thread runs: which operations write, which are handed over at once |
 | `statedb.py` | the schema and every SQL statement |

@@ -15,7 +15,7 @@ rest of its batch and every later write, of every session, still reach the disk.
 
 History waiting for the store thread is bounded: the bytes of history handed over and not yet
 committed (on the hub, in the queue, in the batch being written) never exceed
-`history_backlog_bytes`. Long before that, a turn that streams faster than the disk commits is
+`history_backlog_bytes` (unless one piece alone is larger and nothing else waits). Long before that, a turn that streams faster than the disk commits is
 held back: `wait_for_history_room`, called from the turn's greenlet, waits while more than
 `history_room_bytes` are behind, so the backlog, and the process's memory, stay small whatever
 the turn's length. Writes never block the hub, and a cancelled turn stops waiting, so a piece
@@ -181,6 +181,8 @@ class SqliteStore:
         self._write(SaveSession(copy.deepcopy(record)))
 
     def delete_session(self, session_id: str) -> None:
+        for key in [key for key in self._short_turns if key[0] == session_id]:
+            del self._short_turns[key]  # its turns end with it
         self._write(DeleteSession(session_id))
 
     def begin_turn(self, session_id: str, turn_id: str, started_at: float, prompt: list[bytes]) -> None:
@@ -192,7 +194,8 @@ class SqliteStore:
             return
         piece = AppendHistory(session_id, turn_id, list(updates))
         size = piece.held_bytes()
-        if self.backlog_bytes + size > self.history_backlog_bytes and not self._closed:
+        # One piece larger than the bound is taken when nothing else waits: its caller holds it anyway.
+        if self.backlog_bytes and self.backlog_bytes + size > self.history_backlog_bytes and not self._closed:
             self._drop_piece(session_id, turn_id, size)
             return
         self._write(piece)

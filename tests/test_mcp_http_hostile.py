@@ -13,7 +13,7 @@ import gevent
 import pytest
 from gevent.server import StreamServer
 
-from acp_green.errors import McpConnectFailed, McpError
+from acp_green.errors import McpConnectFailed, McpError, McpServerExited
 from acp_green.mcp.httplink import HttpLink
 
 Script = Callable[[socket.socket, dict[str, Any]], None]
@@ -163,4 +163,23 @@ def test_a_trickled_sse_line_that_never_ends_is_cut_off_by_the_wait_and_its_conn
         assert server.closed == 1, "the endless stream's connection was left open"
     finally:
         stop.set()
+        link.close()
+
+
+def test_a_stream_that_ends_without_the_answer_fails_the_request_at_once(scripted):
+    """DESIGN §6: a server that opens an event stream for the request and ends it (only a
+    notification, never the answer) fails the call at once as mcp_server_exited, not when its
+    wait times out."""
+    def script(sock: socket.socket, _body: dict[str, Any]) -> None:
+        event = b'data: {"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hi"}}\n\n'
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + event)
+        sock.shutdown(socket.SHUT_RDWR)  # the body ends with the connection
+
+    server = scripted(script)
+    link = link_for(server)
+    try:
+        with pytest.raises(McpServerExited, match="without answering") as ended:
+            link.request("tools/list", {}, timeout=600)
+        assert ended.value.to_wire()["data"]["reason"] == "mcp_server_exited"
+    finally:
         link.close()

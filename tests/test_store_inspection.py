@@ -122,7 +122,7 @@ def test_nothing_stored_is_said_and_nothing_is_created(tmp_path):
 
 
 def test_inspection_answers_while_a_serving_agent_writes_and_changes_nothing(launch, tmp_path):
-    """issue area store: while a real `acp-green serve` writes continuously, and while a write
+    """While a real `acp-green serve` writes continuously, and while a write
     transaction is held open on its database (as another agent's commit would), `sessions` and
     `usage` answer (no "database is locked": they never ask for the write lock and migrate
     nothing) and leave the state directory as it was: no new file, the database and its WAL
@@ -153,7 +153,8 @@ def test_inspection_answers_while_a_serving_agent_writes_and_changes_nothing(lau
         writer.join(timeout=120)
     assert writer.successful(), writer.exception
 
-    holder = sqlite3.connect(db_path(state), timeout=0, isolation_level=None)
+    # The agent's store thread may still be committing the writer's last turn: wait for it.
+    holder = sqlite3.connect(db_path(state), timeout=60, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     holder.execute("INSERT INTO sessions VALUES ('uncommitted', '/tmp', '[]', NULL, NULL, '{}', 1)")
     try:

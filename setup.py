@@ -27,7 +27,8 @@ setup(
         "ujson>=5.8",
         "click>=8.1",
         # MCP servers over streamable HTTP: cooperative sockets without monkey-patching; imported lazily.
-        "geventhttpclient>=2.6",
+        # Event streams are read from its response's parser buffer (mcp/httplink.py): capped at 2.x.
+        "geventhttpclient>=2.6,<3",
     ],
     extras_require={
         # The rig validates what an agent writes against the ACP JSON Schemas.

@@ -82,32 +82,29 @@ class Line:
     too_long: bool = False
 
 
-class LineReader:
-    """Reads newline-framed lines cooperatively with bounded memory, from a buffer it owns.
+class LineFramer:
+    """Newline framing with bounded memory over any source of chunks, from a buffer it owns.
 
-    Reads are non-blocking 64 KiB chunks; on EAGAIN the greenlet waits on an io watcher, so
-    the hub runs meanwhile. A line longer than `max_line_bytes` (newline excluded) is skipped
-    without being held in memory and reported as `Line(b"", too_long=True)`. A last line
-    without a newline before EOF still counts. Because the buffer is ours, shutdown can see
-    the complete lines that were read but never handed out (`unread_lines`).
+    `read_chunk` returns the next bytes that arrived (b"" at the end). A line longer than
+    `max_line_bytes` (newline excluded) is skipped without being held in memory and reported as
+    `Line(b"", too_long=True)`. A last line without a newline before the end still counts.
+    Because the buffer is ours, shutdown can see the complete lines that were read but never
+    handed out (`unread_lines`). With `skip_long_lines=False` a line over the limit is reported
+    as soon as it passes the limit, and is the last line.
     """
 
-    def __init__(self, fd: int, max_line_bytes: int) -> None:
-        self._fd = fd
+    def __init__(self, read_chunk: Callable[[], bytes], max_line_bytes: int, *, skip_long_lines: bool = True) -> None:
+        self._read = read_chunk
         self._max = max_line_bytes
-        # Like FileObjectPosix: O_NONBLOCK on the file description, which a duplicate shares.
-        # claim_stdio pointed fd 0 elsewhere, so no stray read of fd 0 sees it; a terminal that
-        # is also fd 2 does, and the stderr sink waits out EAGAIN for that reason.
-        os.set_blocking(fd, False)
-        self._watcher = gevent.get_hub().loop.io(fd, 1)
+        # False: a line over the limit ends the stream (its source has nothing more worth reading).
+        self._skip_long_lines = skip_long_lines
         self._chunk = b""  # the last chunk read; bytes before `_pos` were handed out already
         self._pos = 0
         self._partial: list[bytes] = []  # the start of a line that spans chunks
         self._partial_len = 0
-        self._closed = False
 
     def lines(self) -> Iterator[Line]:
-        """Yield lines until EOF; raises OSError on a read failure."""
+        """Yield lines until the end; a read failure (OSError, ...) propagates."""
         limit = self._max
         partial = self._partial
         while True:
@@ -133,6 +130,9 @@ class LineReader:
                 # Over the limit: discard up to the next newline without holding it in memory.
                 partial.clear()
                 self._partial_len = 0
+                if not self._skip_long_lines:
+                    yield Line(b"", too_long=True)
+                    return
                 found = self._skip_to_newline()
                 yield Line(b"", too_long=True)
                 if not found:
@@ -159,16 +159,6 @@ class LineReader:
                 self._chunk, self._pos = chunk, newline + 1
                 return True
 
-    def _read(self) -> bytes:
-        hub = gevent.get_hub()
-        while True:
-            try:
-                return os.read(self._fd, _READ_CHUNK)
-            except OSError as exc:
-                if exc.errno not in _RETRY_ERRNOS:
-                    raise
-            hub.wait(self._watcher)
-
     def unread_lines(self) -> list[Line]:
         """The complete lines read into the buffer but never handed out; takes them out.
 
@@ -185,6 +175,32 @@ class LineReader:
             Line(b"", too_long=True) if len(data) > self._max else Line(data + b"\n")
             for data in pending[:cut].split(b"\n")
         ]
+
+
+
+class LineReader(LineFramer):
+    """Lines from a descriptor, read cooperatively: non-blocking 64 KiB reads, and on EAGAIN the
+    greenlet waits on an io watcher, so the hub runs meanwhile."""
+
+    def __init__(self, fd: int, max_line_bytes: int) -> None:
+        super().__init__(self._read_fd, max_line_bytes)
+        self._fd = fd
+        # Like FileObjectPosix: O_NONBLOCK on the file description, which a duplicate shares.
+        # claim_stdio pointed fd 0 elsewhere, so no stray read of fd 0 sees it; a terminal that
+        # is also fd 2 does, and the stderr sink waits out EAGAIN for that reason.
+        os.set_blocking(fd, False)
+        self._watcher = gevent.get_hub().loop.io(fd, 1)
+        self._closed = False
+
+    def _read_fd(self) -> bytes:
+        hub = gevent.get_hub()
+        while True:
+            try:
+                return os.read(self._fd, _READ_CHUNK)
+            except OSError as exc:
+                if exc.errno not in _RETRY_ERRNOS:
+                    raise
+            hub.wait(self._watcher)
 
     def close(self) -> None:
         if not self._closed:

@@ -183,3 +183,64 @@ def test_a_stream_that_ends_without_the_answer_fails_the_request_at_once(scripte
         assert ended.value.to_wire()["data"]["reason"] == "mcp_server_exited"
     finally:
         link.close()
+
+
+FLOODING_SERVER = r"""
+import socket, sys
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(1)
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+request = b""
+while b"\r\n\r\n" not in request:
+    request += conn.recv(65536)
+conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: ")
+block, sent = b"x" * 65536, 0
+try:
+    while sent < (256 << 20):
+        conn.sendall(block)
+        sent += len(block)
+except OSError:
+    pass
+print(sent, flush=True)
+"""
+
+
+def test_an_sse_line_flooded_without_end_fails_at_the_bound_and_the_agent_keeps_running():
+    """A server in another process floods one event-stream line with no newline as fast as it
+    can: the call fails as too large once the line passes the link's bound (the link stops
+    reading and closes the connection long before the server's 256 MiB are sent), and other
+    greenlets keep running while the flood is read."""
+    import subprocess
+    import sys
+
+    server = subprocess.Popen([sys.executable, "-c", FLOODING_SERVER], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        link = HttpLink(f"http://127.0.0.1:{port}/mcp", name="flood", connect_timeout=5, max_message_bytes=256 << 10)
+        ticks = 0
+        in_flight = gevent.event.Event()
+
+        def tick() -> None:
+            nonlocal ticks
+            in_flight.wait()
+            while True:
+                ticks += 1
+                gevent.sleep(0)
+
+        ticker = gevent.spawn(tick)
+        try:
+            call = link.start_request("tools/list", {})
+            in_flight.set()
+            with pytest.raises(McpError, match="too large"):
+                link.wait(call, timeout=120)
+        finally:
+            ticker.kill()
+            link.close()
+        sent = int(server.stdout.readline())
+        assert sent < (64 << 20), f"the link read {sent} bytes of one line"
+        assert ticks > 1, "no other greenlet ran while the flood was read"
+    finally:
+        server.kill()
+        server.wait()

@@ -31,6 +31,7 @@ from .. import wire
 from ..errors import McpConnectFailed, McpError, McpServerExited, RpcError, one_line
 from ..outgoing import OutgoingRequests, PendingRequest
 from ..sessions import CancelToken
+from ..transport import LineFramer
 from .jsonrpc import dispatch, refuse_server_request
 from .sse import MAX_EVENT_BYTES, SseParser, SseTooLarge
 
@@ -262,11 +263,11 @@ class HttpLink:
 
     def _read_events(self, response: Any) -> None:
         parser = SseParser(self._max)
-        while True:
-            line = response.readline(b"\n")
-            if not line:
-                return
-            event = parser.feed_line(line)
+        # A line may carry a whole event's data after "data: ": allow for the field name.
+        for line in LineFramer(_body_blocks(response), self._max + 64, skip_long_lines=False).lines():
+            if line.too_long:
+                raise SseTooLarge(f"an event stream line is over {self._max} bytes")
+            event = parser.feed_line(line.data)
             if event is not None and event.event == "message" and event.data:
                 self._deliver(event.data)
 
@@ -359,6 +360,34 @@ class HttpLink:
                     response.read(_READ_BLOCK)
         except (gevent.Timeout, OSError, RuntimeError, _client_module().HTTPParseError) as exc:
             log.info("MCP %s: ending the MCP session failed: %s", self.name, one_line(str(exc) or type(exc).__name__))
+
+
+def _body_blocks(response: Any) -> Callable[[], bytes]:
+    """The response body as it arrives, one receive at a time, for the line framer.
+
+    geventhttpclient's `readline` holds a line of any length and, while bytes keep arriving,
+    never lets another greenlet run; its `read(n)` waits for n bytes, which would hold back an
+    event the server sends before a pause. So this takes what the response's own parser has
+    buffered, receives once more only when nothing is buffered, and yields to the hub after
+    every block: a server streaming without end cannot starve the agent.
+    """
+    buffered: bytearray = response._body_buffer
+
+    def next_block() -> bytes:
+        while not buffered:
+            sock = response._sock
+            if sock is None or response.message_complete:
+                return b""
+            data = sock.recv(_READ_BLOCK)
+            response.feed(data)
+            if not data:
+                break  # the server closed the connection: whatever the parser kept is the end
+        block = bytes(buffered)
+        del buffered[:]
+        gevent.sleep(0)
+        return block
+
+    return next_block
 
 
 def _error_from_reply(_method: str, error: Any) -> BaseException:

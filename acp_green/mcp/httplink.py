@@ -277,8 +277,9 @@ class HttpLink:
             raise SseTooLarge(f"a JSON body of {length} bytes is over {self._max}")
         chunks: list[bytes] = []
         size = 0
+        next_block = _body_blocks(response)
         while True:
-            chunk = response.read(_READ_BLOCK)
+            chunk = next_block()
             if not chunk:
                 return b"".join(chunks)
             size += len(chunk)

@@ -44,7 +44,9 @@ def test_ten_thousand_chunk_turn_is_a_handful_of_transactions(inprocess, tmp_pat
     during = _transactions(trace) - before
     assert store.transactions - commits_before == during  # every BEGIN was committed
     print(f"transactions for a 10,000-chunk turn: {during}")
-    assert 1 <= during <= 5
+    # At most one commit per 50 ms window while the turn streams (a handful on a quiet machine,
+    # more on a loaded one); one per piece would be thousands.
+    assert 1 <= during <= 200
     history = store.history(sid)
     assert len(history) == 1 + 10_000
     assert [u.stop_reason for u in store.usage(sid)] == ["end_turn"]

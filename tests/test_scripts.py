@@ -218,3 +218,28 @@ def test_the_readme_run_command_installs_from_nothing_and_serves(tmp_path, pytho
     again = subprocess.run([str(checkout / "scripts" / "run.sh"), "--ephemeral"], input="", env={**env, "PIP_FIND_LINKS": "/nonexistent"},
                            capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and again.stdout == "", again.stderr
+
+
+OLD_PYTHON = """#!/bin/sh
+case "$2" in *version_info*) exit 1;; *python_version*) echo 3.9.2;; esac
+"""
+PYTHON_WITHOUT_VENV = """#!/bin/sh
+if [ "$1" = "-m" ]; then mkdir -p .venv/bin; echo "ensurepip is not available" >&2; exit 1; fi
+exit 0
+"""
+
+
+@pytest.mark.parametrize(("python", "said"), [
+    (OLD_PYTHON, "acp-green needs Python 3.11 or newer; "),
+    (PYTHON_WITHOUT_VENV, "cannot create a virtual environment (on Debian/Ubuntu: sudo apt install python3-venv)"),
+])
+def test_without_a_usable_python_the_install_says_what_to_do(scratch, tmp_path, python, said):
+    """A Python older than 3.11, or a Debian one without python3-venv: one line naming the fix, exit 1,
+    and no half-made .venv left behind to fail the next run."""
+    shutil.rmtree(scratch / ".venv")
+    bin_dir = tool_dir(tmp_path / "bin", ("old-or-bare-python", python))
+    done = subprocess.run([str(scratch / "scripts" / "venv.sh")], cwd=scratch,
+                          env={**os.environ, "PATH": str(bin_dir), "PYTHON": "old-or-bare-python"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and said in done.stderr, done.stderr
+    assert not (scratch / ".venv").exists()

@@ -73,7 +73,8 @@ def _import_module(name: str) -> ModuleType:
         return importlib.import_module(name)
     except ModuleNotFoundError as exc:
         if exc.name and (name == exc.name or name.startswith(exc.name + ".")):
-            raise AgentSpecError(f"no module named {name!r} (run from the directory that holds it, or give path/to/file.py:ATTR)") from None
+            raise AgentSpecError(f"cannot import {name}: no module of that name (run from the directory that holds it, "
+                                 "or give path/to/file.py:ATTR)") from None
         raise _failed_import(name, exc) from None
     except Exception as exc:  # the agent's own module failed at import: its error, in one line
         raise _failed_import(name, exc) from None

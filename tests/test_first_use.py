@@ -79,7 +79,7 @@ def agents_dir(tmp_path: Path) -> Path:
     ("my_agents:Missing", "my_agents has no attribute 'Missing'"),
     ("my_agents.py:NeedsModel", "NeedsModel() needs arguments (model)"),
     ("broken_module:X", "cannot import broken_module: ModuleNotFoundError: No module named 'nosuchdep_xyz'"),
-    ("nosuch_module_xyz:Agent", "no module named 'nosuch_module_xyz'"),
+    ("nosuch_module_xyz:Agent", "cannot import nosuch_module_xyz: no module of that name"),
     ("missing_file.py:Agent", "no such file:"),
     ("no_colon", "expected MODULE:ATTR or path/to/file.py:ATTR"),
 ])

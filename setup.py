@@ -1,5 +1,7 @@
 """acp_green: a gevent runtime for Agent Client Protocol agents over stdio."""
 
+from pathlib import Path
+
 from setuptools import find_packages, setup
 
 TEST_REQUIRES = [
@@ -11,14 +13,18 @@ TEST_REQUIRES = [
     "hypothesis>=6.100",
     # A third-party asyncio ACP client, driven against `acp-green serve` in the interop tests.
     "acp-client>=0.1.0",
+    # The fresh-install test builds its offline wheelhouse from this environment, so the build
+    # backend pyproject.toml names must be installed here (70.1 is the first that needs no `wheel`).
+    "setuptools>=70.1",
 ]
 
 setup(
     name="acp-green",
     version="0.1.0",
     description="A gevent runtime for Agent Client Protocol (ACP) agents over stdio",
-    long_description=open("README.md", encoding="utf-8").read(),
+    long_description=(Path(__file__).parent / "README.md").read_text(encoding="utf-8"),
     long_description_content_type="text/markdown",
+    license="MIT",
     python_requires=">=3.11",
     packages=find_packages(include=["acp_green", "acp_green.*"]),
     package_data={"acp_green": ["schema/*.json"]},

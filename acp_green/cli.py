@@ -7,7 +7,6 @@ parsed the command line and before anything it patches is imported.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from typing import Any
@@ -20,26 +19,24 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 def load_agent(spec: str) -> Any:
-    """Import MODULE:ATTR and make an agent of it (a class, a factory or an instance)."""
-    from .agent import Agent
+    """The agent `--agent SPEC` names, or a one-line error (exit 2) saying what is wrong with it."""
+    from .agentspec import AgentSpecError, load_agent as load
 
-    module_name, sep, attr = spec.partition(":")
-    if not sep or not module_name or not attr:
-        raise click.BadParameter(f"expected MODULE:ATTR, got {spec!r}", param_hint="--agent")
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise click.BadParameter(f"cannot import {module_name!r}: {exc}", param_hint="--agent") from None
-    target: Any = module
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise click.BadParameter(f"{module_name!r} has no attribute {attr!r}", param_hint="--agent") from None
-    agent = target() if isinstance(target, type) or (callable(target) and not isinstance(target, Agent)) else target
-    if not isinstance(agent, Agent):
-        raise click.BadParameter(f"{spec} did not give an acp_green.Agent (got {type(agent).__name__})", param_hint="--agent")
-    return agent
+        return load(spec)
+    except AgentSpecError as exc:
+        raise OneLineUsageError(f"--agent: {exc}") from None
+
+
+class OneLineUsageError(click.ClickException):
+    """A bad option value, said in one line ("Error: ...") and exit code 2, without click's usage block."""
+
+    exit_code = 2
+
+
+TTY_HINT = ("acp-green serve speaks ACP (JSON-RPC) on stdin/stdout: an editor launches it "
+            "(`acp-green editor-config zed` or `jetbrains` prints the settings); to talk to an agent "
+            "in a terminal, run `acp-green chat`. Ctrl-D ends it.")
 
 
 def parse_provide_mcp(values: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -72,7 +69,9 @@ def cli() -> None:
 
 @cli.command()
 @click.option("--agent", "agent_spec", metavar="MODULE:ATTR", default=None,
-              help="Serve your own agent (an acp_green.Agent subclass, factory or instance). Default: the built-in demo agent.")
+              help="Serve your own agent: MODULE:ATTR (MODULE importable, or in the current directory) or "
+                   "path/to/file.py:ATTR; ATTR is an acp_green.Agent subclass, a factory taking no arguments, "
+                   "or an instance. Default: the built-in demo agent.")
 @click.option("--max-background", type=click.IntRange(min=1), default=32, show_default=True,
               help="Most prompt, MCP and extension requests running at once; one more is refused with -32000 connection_busy.")
 @click.option("--shutdown-grace", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
@@ -141,6 +140,8 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     )
     if monkey_patch:
         log.info("gevent monkey-patching is on (--monkey-patch)")
+    if os.isatty(0):  # someone typed `acp-green serve` at a prompt: say why nothing happens
+        click.echo(TTY_HINT, err=True)
     # Usage errors above go straight to stderr; from here on nothing may block on fd 2.
     sys.exit(serve_stdio(agent, options, log_level=log_level))
 
@@ -152,6 +153,35 @@ def monkey_patch_now() -> None:
     from gevent import monkey
 
     monkey.patch_all()  # ok: only for `serve --monkey-patch`, before the rest of the package is imported
+
+
+@cli.command("editor-config", context_settings={"ignore_unknown_options": True})
+@click.argument("editor", type=click.Choice(["zed", "jetbrains"]))
+@click.option("--name", default="acp-green", show_default=True, help="The agent's name in the editor's agent list.")
+@click.argument("serve_args", nargs=-1, type=click.UNPROCESSED, metavar="[SERVE OPTIONS]...")
+def editor_config(editor: str, name: str, serve_args: tuple[str, ...]) -> None:
+    """Print the JSON that makes EDITOR (zed or jetbrains) launch this acp-green: acp-green editor-config zed [--agent SPEC] [SERVE OPTIONS]
+
+    \b
+    The command is this installation's absolute executable; the serve options are checked as
+    `serve` would check them, and --agent and --state-dir are made absolute (the editor starts the
+    agent from a directory of its own). An --agent is loaded once here, so a wrong one fails now.
+    Where to paste it goes to stderr; stdout is the JSON alone.
+    """
+    import json
+
+    from .editorconfig import WHERE, absolute_serve_args, editor_settings
+
+    with serve.make_context("serve", list(serve_args)) as ctx:  # refuses what serve would refuse
+        agent_spec = ctx.params["agent_spec"]
+    if agent_spec:
+        from .agentspec import absolute_spec
+
+        sys.path.insert(0, os.getcwd())
+        load_agent(absolute_spec(agent_spec, os.getcwd()))
+    args = absolute_serve_args(list(serve_args), os.getcwd())
+    click.echo(json.dumps(editor_settings(editor, name, args), indent=2))
+    click.echo(WHERE[editor], err=True)
 
 
 # -- inspecting the state directory -----------------------------------------------------------
@@ -178,6 +208,9 @@ def _open_db(state_dir: str | None, write: bool = False) -> Any:
     @contextlib.contextmanager
     def opened() -> Any:
         resolved = _resolve_state_dir(state_dir)
+        if state_dir is not None and not os.path.isdir(resolved):
+            # A mistyped --state-dir is an error; the default one not made yet only means nothing was stored.
+            raise click.ClickException(f"no directory {printable(resolved)} (check --state-dir)")
         try:
             with open_db(resolved, write=write) as conn:
                 if conn is None and not write:

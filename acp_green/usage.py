@@ -70,4 +70,10 @@ class UsageRecord:
     pid: int | None = None  # the process that recorded it (filled in by the SQLite store)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The record as `acp-green usage --json` prints it: camelCase keys, like ACP's."""
+        return {_camel_case(name): value for name, value in asdict(self).items()}
+
+
+def _camel_case(name: str) -> str:
+    first, *rest = name.split("_")
+    return first + "".join(part.capitalize() for part in rest)

@@ -1,4 +1,4 @@
-"""Interop (issue area: real clients): acpx, a headless ACP command-line client on npm (pinned in
+"""Interop with a real client: acpx, a headless ACP command-line client on npm (pinned in
 tests/node/package-lock.json), drives `acp-green serve` through `acpx --agent CMD exec PROMPT`.
 
 Each run goes through tests/peers/tee_agent.py, so every message both ways is checked afterwards:
@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import sys
 from pathlib import Path
@@ -30,10 +29,11 @@ from tests.helpers import (
     wait_until,
     wire_log_records,
 )
+from tests.node_peers import needs_node
 
 pytestmark = [
     pytest.mark.slow,  # a third-party client on node; each acpx run starts node and an agent (~2 s)
-    pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed: acpx cannot run"),
+    needs_node,
 ]
 
 ACPX = Path(__file__).parent / "node" / "node_modules" / ".bin" / "acpx"

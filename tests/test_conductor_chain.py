@@ -1,4 +1,4 @@
-"""Interop (issue area: proxy chains): @thinkwell/conductor (pinned in tests/node/package-lock.json)
+"""Interop with a proxy chain: @thinkwell/conductor (pinned in tests/node/package-lock.json)
 in front of `acp-green serve`. The client declares an MCP server it hosts as `acp:ID`; the
 conductor turns it into `{"type": "http", "url": "http://127.0.0.1:PORT"}` for the agent and
 carries the agent's MCP requests back to the client in `_mcp/message`. A turn reaches that
@@ -7,7 +7,6 @@ server's tools through the chain. What the conductor itself gets wrong is in doc
 from __future__ import annotations
 
 import os
-import shutil
 import sys
 
 import pytest
@@ -16,11 +15,12 @@ from acp_green.rig.client import AcpClient, ClientPolicy
 from tests.helpers import said
 from tests.mcp_peer import SdkServerOverAcp
 from tests.mcp_servers.client_hosted import make_server
+from tests.node_peers import needs_node, require_node_package
 
 NODE_DIR = os.path.join(os.path.dirname(__file__), "node")
 CONDUCTOR = os.path.join(NODE_DIR, "conductor.mjs")
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed: the conductor cannot run")
+pytestmark = needs_node
 
 
 class ConductorHostedServer(SdkServerOverAcp):
@@ -45,8 +45,7 @@ class ConductorHostedServer(SdkServerOverAcp):
 
 @pytest.fixture
 def hosted():
-    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@thinkwell", "conductor")):
-        pytest.fail("tests/node/node_modules is missing the conductor: run scripts/setup-node.sh (scripts/test.sh does)")
+    require_node_package("@thinkwell", "conductor")
     server = ConductorHostedServer(make_server(), server_id="9f3c-client-tools")
     server.start()
     yield server

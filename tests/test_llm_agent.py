@@ -179,15 +179,15 @@ def test_usage_reaches_the_ledger_when_the_endpoint_reports_it(launch, tmp_path,
     finally:
         endpoint.stop()
     [record] = ledger(state)
-    assert record["stop_reason"] == "end_turn" and record["output_bytes"] == len("tool said: value of k")
+    assert record["stopReason"] == "end_turn" and record["outputBytes"] == len("tool said: value of k")
     if honour_usage:
         sent = [e.usage for e in endpoint.exchanges]
         assert len(sent) == 2 and all(sent)
-        assert record["input_tokens"] == sum(u["prompt_tokens"] for u in sent)
-        assert record["output_tokens"] == sum(u["completion_tokens"] for u in sent)
+        assert record["inputTokens"] == sum(u["prompt_tokens"] for u in sent)
+        assert record["outputTokens"] == sum(u["completion_tokens"] for u in sent)
     else:
         assert [e.usage for e in endpoint.exchanges] == [None, None]
-        assert record["input_tokens"] is None and record["output_tokens"] is None
+        assert record["inputTokens"] is None and record["outputTokens"] is None
 
 
 @pytest.mark.parametrize("prompt, words", [

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
 from acp_green.rig.probe import FAIL, PASS, ProbeConfig, run_probe
+from tests.node_peers import needs_node, require_node_package
 
 HERE = os.path.dirname(__file__)
 FAULT_AGENT = [sys.executable, os.path.join(HERE, "peer_agents", "fault_agent.py")]
@@ -95,19 +95,10 @@ def test_what_the_probe_finds_in_an_agent_on_the_python_sdk():
     assert all(r.verdict == PASS for r in report.results if r.check not in failed)
 
 
-NO_NODE = shutil.which("node") is None
-
-
-def require_node_modules() -> None:
-    """Tests never reach the network: .ci/run installs the pinned SDK first (scripts/setup-node.sh)."""
-    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@agentclientprotocol", "sdk")):
-        pytest.fail("tests/node/node_modules is missing: run scripts/setup-node.sh (.ci/run does)")
-
-
 @pytest.mark.slow
-@pytest.mark.skipif(NO_NODE, reason="node is not installed: the TypeScript SDK peers cannot run")
+@needs_node
 def test_what_the_probe_finds_in_an_agent_on_the_typescript_sdk():
-    require_node_modules()
+    require_node_package("@agentclientprotocol", "sdk")  # tests never reach the network: scripts/test.sh installs it
     report = run_probe(ProbeConfig(TS_AGENT, long_prompt=LONG_PROMPT))
     failed = {r.check for r in report.results if r.verdict == FAIL}
     assert failed == TS_SDK_FAILS, report.results

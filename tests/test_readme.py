@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from pathlib import Path
@@ -32,7 +33,17 @@ def test_readme_example_agent_runs(launch, tmp_path):
     assert waiting.result() == {"stopReason": "end_turn"}
 
 
-def test_readme_states_the_two_commands():
+def readme_commands() -> list[str]:
+    """The commands of the README's "The two commands" section, in order."""
     text = README.read_text(encoding="utf-8")
-    assert "python3 -m pip install . && acp-green serve" in text
-    assert "scripts/test.sh" in text
+    section = text[text.index("## The two commands"):]
+    section = section[:section.index("\n## ", 1)]
+    return [block.strip() for block in re.findall(r"```sh\n(.*?)```", section, re.S)]
+
+
+def test_readme_states_the_two_commands():
+    """Exactly two commands, each a script of this repository that exists and is executable."""
+    assert readme_commands() == ["scripts/run.sh", "scripts/test.sh"]
+    root = README.parent
+    for command in readme_commands():
+        assert (root / command).is_file() and os.access(root / command, os.X_OK), command

@@ -245,7 +245,8 @@ def test_inspection_commands_create_and_change_nothing(tmp_path):
     conn.close()
     missing = tmp_path / "missing"
     for args in INSPECTIONS[:2] + INSPECTIONS[4:]:
-        assert cli(*args, "--state-dir", str(missing)).returncode == 0
+        done = cli(*args, "--state-dir", str(missing))  # a mistyped --state-dir: one line, exit 1
+        assert done.returncode == 1 and done.stderr.count("\n") == 1 and "no directory" in done.stderr
     assert not missing.exists()
 
 

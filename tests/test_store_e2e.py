@@ -174,7 +174,7 @@ def test_usage_ledger_kill_at_end_of_grace_S16(launch, tmp_path):
     assert b"killed 1 background requests" in bytes(agent.stderr)
     report = usage_json(state)
     assert report["totals"]["byStopReason"] == {"aborted": 1, "end_turn": 1}
-    assert [r["stop_reason"] for r in report["records"]] == ["end_turn", "aborted"]
+    assert [r["stopReason"] for r in report["records"]] == ["end_turn", "aborted"]
 
 
 def test_sigkill_mid_stream_leaves_a_clean_store(launch, tmp_path):
@@ -244,7 +244,7 @@ def test_S16_what_a_sigkill_keeps_is_what_a_later_read_was_answered_after(launch
 
     stored = export(state)[sid]["history"]
     assert [e["content"]["text"] for e in stored if e["sessionUpdate"] == "user_message_chunk"] == ["kept"]
-    assert [r["stop_reason"] for r in usage_json(state)["records"]] == ["end_turn"]
+    assert [r["stopReason"] for r in usage_json(state)["records"]] == ["end_turn"]
 
 
 def test_two_processes_share_a_state_dir(launch, tmp_path):

@@ -100,17 +100,22 @@ def test_inspection_opens_a_state_dir_of_any_name(tmp_path, name):
 
 
 def test_nothing_stored_is_said_and_nothing_is_created(tmp_path):
-    """issue area store: with no database (no directory, or a file without a schema yet) the
-    commands say on stderr that nothing is stored, print the empty answer, exit 0, and create
-    and change nothing."""
+    """A state directory that does not exist (a mistyped --state-dir) is one line on stderr and
+    exit 1; one that exists without a database, or with a file without a schema yet, is a note
+    on stderr, the empty answer and exit 0. Either way nothing is created or changed."""
     missing = tmp_path / "missing"
+    bare = tmp_path / "bare"
+    bare.mkdir()
     for args in INSPECTIONS:
         done = run_cli(*args, "--state-dir", str(missing))
+        assert done.returncode == 1, done.stderr
+        assert done.stderr == f"Error: no directory {missing} (check --state-dir)\n" and done.stdout == ""
+        done = run_cli(*args, "--state-dir", str(bare))
         assert done.returncode == 0, done.stderr
-        assert "nothing is stored in" in done.stderr and str(missing) in done.stderr
+        assert "nothing is stored in" in done.stderr and str(bare) in done.stderr
         if "--json" in args:
             json.loads(done.stdout)
-    assert not missing.exists()
+    assert not missing.exists() and files_of(str(bare)) == {}
     empty = tmp_path / "empty"
     empty.mkdir()
     (empty / statedb.DB_NAME).write_bytes(b"")

@@ -210,7 +210,7 @@ def test_usage_report_keeps_input_and_output_bytes_apart_S16(inprocess, tmp_path
     result = CliRunner().invoke(cli, ["usage", "--json", "--records", "--state-dir", state])
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
-    assert [(r["input_bytes"], r["output_bytes"]) for r in report["records"]] == [(12, 30), (5, 5)]
+    assert [(r["inputBytes"], r["outputBytes"]) for r in report["records"]] == [(12, 30), (5, 5)]
     assert (report["totals"]["inputBytes"], report["totals"]["outputBytes"]) == (17, 35)
     [per_session] = report["sessions"]
     assert (per_session["inputBytes"], per_session["outputBytes"]) == (17, 35)

@@ -6,21 +6,21 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
+
+from tests.node_peers import needs_node, require_node_package
 
 pytestmark = pytest.mark.slow  # a third-party peer: the official TypeScript SDK on node as the client
 
 NODE_DIR = os.path.join(os.path.dirname(__file__), "node")
 
 
-@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed: the TypeScript SDK client cannot run")
+@needs_node
 def test_typescript_sdk_client_drives_acp_green_serve(tmp_path):
-    if not os.path.isdir(os.path.join(NODE_DIR, "node_modules", "@agentclientprotocol", "sdk")):
-        pytest.fail("tests/node/node_modules is missing: run scripts/setup-node.sh (.ci/run does)")
+    require_node_package("@agentclientprotocol", "sdk")
     done = subprocess.run(
         ["node", os.path.join(NODE_DIR, "interop_client.mjs"), str(tmp_path), "--",
          sys.executable, "-m", "acp_green", "serve", "--ephemeral"],

@@ -14,7 +14,7 @@ Relative paths are from the session's cwd. Cancelling stops it at any step: the 
 the command and releases the terminal, and every tool call ends `completed` or `failed`.
 
 Run it as the agent command of an editor: `python examples/coding_agent.py`, or
-`acp-green serve --agent coding_agent:CodingAgent` from the examples directory.
+`acp-green serve --agent examples/coding_agent.py:CodingAgent`.
 """
 
 from __future__ import annotations

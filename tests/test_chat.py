@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-ANSI = re.compile(rb"\x1b\[[0-9;]*m")
+# Styles, and the spinner's frames on stderr (a character then a backspace; a blank erases it).
+ANSI = re.compile(rb"\x1b\[[0-9;]*m|[|/\\ -]\x08")
 BOUND = 60.0  # generous: only decides when a broken chat stops being waited for
 
 

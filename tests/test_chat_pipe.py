@@ -3,13 +3,16 @@ fails when the agent is missing or dies (one line on stderr, exit 1, never a tra
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 CHAT = [sys.executable, "-m", "acp_green", "chat"]
 BOUND = 120  # generous: only decides when a broken chat stops being waited for
 ESCAPE = re.compile(r"\x1b\[")
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def chat(lines: str, *options: str, agent: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
@@ -57,10 +60,12 @@ def test_yes_and_deny_together_are_a_usage_error():
 
 
 def test_a_relative_path_is_refused_with_a_clear_error_to_the_agent(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the agent's module, while chat runs in an empty directory
     done = subprocess.run([*CHAT, "--yes", "--", sys.executable, "-m", "acp_green", "serve", "--ephemeral",
                            "--agent", "tests.chat_agents:SendsRelativePathAgent"],
-                          input="go\n", capture_output=True, text=True, timeout=BOUND, cwd=None)
+                          input="go\n", capture_output=True, text=True, timeout=BOUND, cwd=tmp_path, env=env)
     assert done.returncode == 0, done.stderr
+    assert list(tmp_path.iterdir()) == []  # not resolved against any directory
     relative = "the path 'notes.txt' is relative; ACP file paths must be absolute"
     assert f"fs/write_text_file failed: Invalid params: {relative} (-32602)" in done.stdout
     assert f"fs/read_text_file failed: Invalid params: {relative} (-32602)" in done.stdout

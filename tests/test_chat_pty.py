@@ -111,3 +111,20 @@ def test_thoughts_are_dimmed_and_a_spinner_runs_until_ctrl_c_withdraws_the_quest
     term.type(b"still here\n")  # the line typed next is a prompt again
     term.expect("… still here\r\n[end_turn]".encode())
     quit_chat(term)
+
+
+def test_ctrl_c_answers_an_open_permission_cancelled_even_when_the_agent_does_not_withdraw_it():
+    """ACP: when the turn is cancelled the client MUST answer a pending permission "cancelled"."""
+    term = Terminal(CHAT + ["--", sys.executable, "-m", "tests.chat_raw_agent"])
+    term.expect(b"> ")
+    term.type(b"go\n")
+    term.expect(b"[permission] Do the thing\r\n")
+    term.expect(b"Reject [n] ? ")
+    term.type(b"\x03")
+    term.expect(b"(question withdrawn)")
+    term.expect(b'outcome: {"outcome": {"outcome": "cancelled"}}\r\n[end_turn]\r\n> ')
+    term.type(b"go\n")  # the next question is asked and answered as usual
+    term.expect(b"Reject [n] ? ")
+    term.type(b"y\n")
+    term.expect(b'outcome: {"outcome": {"optionId": "ok", "outcome": "selected"}}')
+    quit_chat(term)

@@ -27,7 +27,7 @@ from .chat_render import Renderer, Screen, content_lines
 from .client import AcpClient
 
 REQUEST_CANCELLED = {"code": -32800, "message": "Request cancelled"}
-NOT_APPROVED = -32000  # the person (or chat for them) said no: JSON-RPC's implementation-defined range
+NOT_APPROVED = -32001  # the person (or chat for them) said no; not -32000, which ACP reads as "authentication required"
 FORM_ACTIONS = [Choice("fill it in", ("f", "fill", "y", "yes"), "accept"), Choice("decline", ("d", "n", "no"), "decline"),
                 Choice("cancel", ("c",), "cancel")]
 

@@ -321,7 +321,7 @@ def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, s
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--yes", "-y", is_flag=True,
               help="Approve every permission request and run every command the agent asks for, without asking "
-                   "(default: ask when stdin is a terminal, reject when it is not).")
+                   "(default: ask when stdin is a terminal, reject when it is not). Forms are still asked in a terminal.")
 @click.option("--deny", is_flag=True, help="Reject every permission request and every command the agent asks to run, without asking.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def chat(yes: bool, deny: bool, command: tuple[str, ...]) -> None:

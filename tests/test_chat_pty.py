@@ -79,7 +79,8 @@ def test_a_command_runs_locally_only_after_the_person_allows_it(tmp_path):
 
 
 def test_a_form_is_shown_and_filled_from_the_typed_lines():
-    term = chat_with()
+    term = Terminal(CHAT + ["--yes"])  # --yes approves; a form still needs the person's answers
+    term.expect(b"> ")
     term.type(b"/ask What is your name?\n")
     term.expect(b"[form] What is your name?\r\n")
     term.expect(b"1 fill it in [f] \xc2\xb7 2 decline [d] \xc2\xb7 3 cancel [c] ? ")

@@ -114,7 +114,7 @@ def run_chat(options: ChatOptions, stdin: Any = None) -> int:
     except OSError as exc:
         click.echo(f"chat: cannot start {options.command[0]!r}: {exc.strerror or exc}", err=True)
         return 1
-    asker = Asker(agent, screen, lines, approval_for(options.approve, interactive))
+    asker = Asker(agent, screen, lines, approval_for(options.approve, interactive), interactive)
     asker.install()
     serve_files(agent, screen)
     try:

@@ -3,7 +3,8 @@
 How a question is answered is decided once (`Approval`): in a terminal the person is asked and
 types the answer as the next line; `--yes` approves, `--deny` rejects, and without a terminal and
 without `--yes` nobody can be asked, so chat rejects and says how to approve. Forms are filled only
-in a terminal; otherwise they are declined. One question is asked at a time; each runs in its
+in a terminal (whatever `--yes` or `--deny` say: they approve, they do not answer); otherwise they
+are declined. One question is asked at a time; each runs in its
 own greenlet, so the client keeps reading the agent while the person thinks. A question the turn
 no longer needs (Ctrl-C, or `$/cancel_request` from the agent) is withdrawn and answered as ACP says.
 """
@@ -72,11 +73,12 @@ class LineSource:
 class Asker:
     """Answers session/request_permission, terminal/create and elicitation/create for one chat."""
 
-    def __init__(self, client: AcpClient, screen: Screen, lines: LineSource, approval: Approval) -> None:
+    def __init__(self, client: AcpClient, screen: Screen, lines: LineSource, approval: Approval, interactive: bool) -> None:
         self.client = client
         self.screen = screen
         self.lines = lines
         self.approval = approval
+        self.interactive = interactive  # a person can be asked: forms are shown even with --yes or --deny
         self.renderer: Renderer | None = None  # set once the session exists: knows the tool calls
         self._one_at_a_time = Semaphore()
         self._open: dict[IdKey | None, tuple[Greenlet, dict[str, Any]]] = {}
@@ -212,7 +214,7 @@ class Asker:
             self.client.respond_error(request["id"], {"code": -32602, "message": f"Invalid params: chat shows forms only, not mode {params.get('mode')!r}"})
             return
         message = str(params.get("message", ""))
-        if self.approval is not Approval.ASK:
+        if not self.interactive:
             self.screen.note(f"chat: declined the agent's form {message!r}: forms are filled only when stdin is a terminal")
             self.client.respond(request["id"], {"action": "decline"})
             return

@@ -334,8 +334,8 @@ def chat(yes: bool, deny: bool, command: tuple[str, ...]) -> None:
     When the agent asks (a permission, with the tool call's title and diff; a
     command to run; a form), the next line typed is the answer: the option's
     number or its key, e.g. y = allow once, a = allow always, n = reject.
-    When stdin is not a terminal nobody can be asked: requests are rejected and
-    forms declined, unless --yes approves them.
+    When stdin is not a terminal nobody can be asked: permissions and commands
+    are rejected unless --yes approves them, and forms are declined.
     """
     from .rig.chat import main
 

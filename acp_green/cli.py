@@ -352,13 +352,29 @@ def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, s
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--deny", is_flag=True, help="Refuse the agent's permission requests (default: allow).")
+@click.option("--yes", "-y", is_flag=True,
+              help="Approve every permission request and run every command the agent asks for, without asking "
+                   "(default: ask when stdin is a terminal, reject when it is not). Forms are still asked in a terminal.")
+@click.option("--deny", is_flag=True, help="Reject every permission request and every command the agent asks to run, without asking.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def chat(deny: bool, command: tuple[str, ...]) -> None:
-    """Talk to an agent in the terminal: acp-green chat [-- COMMAND [ARGS...]] (default: the demo agent)."""
+def chat(yes: bool, deny: bool, command: tuple[str, ...]) -> None:
+    """Talk to an agent in the terminal: acp-green chat [-- COMMAND [ARGS...]] (default: the demo agent).
+
+    \b
+    Each line typed is a prompt; Ctrl-C cancels the running turn, Ctrl-D quits.
+    Chat is a real client: the agent reads and writes real files (absolute paths
+    only), runs commands on this machine and shows forms.
+    When the agent asks (a permission, with the tool call's title and diff; a
+    command to run; a form), the next line typed is the answer: the option's
+    number or its key, e.g. y = allow once, a = allow always, n = reject.
+    When stdin is not a terminal nobody can be asked: permissions and commands
+    are rejected unless --yes approves them, and forms are declined.
+    """
     from .rig.chat import main
 
-    sys.exit(main(command, allow=not deny))
+    if yes and deny:
+        raise click.UsageError("--yes and --deny cannot be given together")
+    sys.exit(main(command, approve="yes" if yes else "deny" if deny else "ask"))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

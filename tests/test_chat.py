@@ -4,50 +4,9 @@ Ctrl-D quits cleanly."""
 
 from __future__ import annotations
 
-import os
-import pty
-import re
-import select
 import sys
-import time
 
-import pytest
-
-ANSI = re.compile(rb"\x1b\[[0-9;]*m")
-BOUND = 60.0  # generous: only decides when a broken chat stops being waited for
-
-
-class Terminal:
-    """The parent side of a pty running one command."""
-
-    def __init__(self, argv: list[str]) -> None:
-        self.pid, self.fd = pty.fork()
-        if self.pid == 0:  # child: becomes the session leader with the pty as its terminal
-            os.execv(argv[0], argv)
-        self.seen = b""
-
-    def expect(self, pattern: bytes, within: float = BOUND, fail: bool = True) -> bool:
-        deadline = time.monotonic() + within
-        while pattern not in ANSI.sub(b"", self.seen):
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([self.fd], [], [], max(0.0, left))
-            if not ready:
-                if not fail:
-                    return False
-                pytest.fail(f"no {pattern!r} on the terminal; it shows:\n{self.seen.decode(errors='replace')}")
-            try:
-                self.seen += os.read(self.fd, 65536)
-            except OSError:
-                pytest.fail(f"the terminal closed before {pattern!r}:\n{self.seen.decode(errors='replace')}")
-        return True
-
-    def type(self, data: bytes) -> None:
-        os.write(self.fd, data)
-
-    def wait(self) -> int:
-        _, status = os.waitpid(self.pid, 0)
-        os.close(self.fd)
-        return os.waitstatus_to_exitcode(status)
+from tests.chat_terminal import Terminal
 
 
 def test_chat_streams_cancels_with_ctrl_c_and_quits_with_ctrl_d(tmp_path):

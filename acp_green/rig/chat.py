@@ -2,8 +2,10 @@
 
 Type a prompt, watch the reply stream in; Ctrl-C cancels the running turn (session/cancel),
 Ctrl-D quits. Lines starting with `/` go to the agent unchanged: they are its slash commands.
-The agent runs in its own session, so the terminal's SIGINT reaches only
-this client, which turns it into a cancel instead of killing the agent.
+The agent runs in its own session, so the terminal's SIGINT reaches only this client, which
+turns it into a cancel instead of killing the agent. Chat is a real client: it reads and writes
+the files the agent names, runs the commands it asks for and fills its forms, each after asking
+the person (chat_ask.py). Whatever goes wrong with the agent is one line on stderr and exit 1.
 """
 
 from __future__ import annotations
@@ -17,10 +19,17 @@ from typing import Any
 
 import click
 import gevent
+from gevent import subprocess
 
-from .client import AgentProcess, ClientPolicy, Pending
+from . import chat_files
+from .chat_ask import Approval, Asker, LineSource
+from .chat_render import Renderer, Screen, diff_lines
+from .client import AcpClient, AgentProcess, ClientPolicy, Pending
 
-__all__ = ["ChatOptions", "run_chat", "default_command"]
+__all__ = ["ChatOptions", "run_chat", "default_command", "AgentGone"]
+
+#: What chat tells the agent it can do: files, terminals and forms, all served for real.
+CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True, "elicitation": {"form": {}}}
 
 
 def default_command() -> list[str]:
@@ -30,92 +39,109 @@ def default_command() -> list[str]:
 
 @dataclass(slots=True)
 class ChatOptions:
-    """What to launch and how to answer its requests."""
+    """What to launch and who answers its questions."""
 
     command: list[str] = field(default_factory=default_command)
     cwd: str = field(default_factory=os.getcwd)
-    allow: bool = True  # answer permission requests with "allow"
-    use_disk: bool = True  # serve fs/read_text_file from real files
+    approve: str = "ask"  # "ask" (the person, when stdin is a terminal), "yes" or "deny"
 
 
-class Renderer:
-    """Turns session/update notifications into terminal output."""
+class AgentGone(Exception):
+    """The agent stopped talking (exited or closed its output) while chat waited for it."""
 
-    def __init__(self, session_id: str) -> None:
-        self.session_id = session_id
-        self.commands: list[str] = []
-        self.mid_line = False
 
-    def __call__(self, message: dict[str, Any]) -> None:
-        if message.get("method") == "session/request_permission":
-            title = ((message.get("params") or {}).get("toolCall") or {}).get("title", "a tool call")
-            self._line(click.style(f"[permission] {title}: answered automatically", fg="yellow"))
+def approval_for(approve: str, interactive: bool) -> Approval:
+    """Who answers: --yes and --deny decide alone; otherwise the person, if there is a terminal to ask in."""
+    if approve == "yes":
+        return Approval.YES
+    if approve == "deny":
+        return Approval.DENY
+    return Approval.ASK if interactive else Approval.NO_TERMINAL
+
+
+def serve_files(client: AcpClient, screen: Screen) -> None:
+    """Answer the agent's file requests from the real files (chat_files.py), showing each write as a diff."""
+
+    def read(_client: AcpClient, request: dict[str, Any]) -> None:
+        try:
+            client.respond(request["id"], {"content": chat_files.read_text(request.get("params") or {})})
+        except chat_files.FileRequestRefused as exc:
+            client.respond_error(request["id"], exc.to_error())
+
+    def write(_client: AcpClient, request: dict[str, Any]) -> None:
+        try:
+            written = chat_files.write_text(request.get("params") or {})
+        except chat_files.FileRequestRefused as exc:
+            screen.line(click.style(f"[write refused] {exc}", fg="red"))
+            client.respond_error(request["id"], exc.to_error())
             return
-        if message.get("method") != "session/update":
-            return
-        params = message.get("params") or {}
-        if params.get("sessionId") != self.session_id:
-            return
-        update = params.get("update") or {}
-        kind = update.get("sessionUpdate")
-        if kind == "agent_message_chunk":
-            self._text(_content_text(update.get("content")))
-        elif kind == "agent_thought_chunk":
-            self._text(click.style(_content_text(update.get("content")), dim=True))
-        elif kind == "tool_call":
-            self._line(click.style(f"[tool] {update.get('title', update.get('toolCallId'))} ({update.get('status', 'pending')})", fg="cyan"))
-        elif kind == "tool_call_update" and update.get("status"):
-            self._line(click.style(f"[tool] {update.get('toolCallId')}: {update['status']}", fg="cyan"))
-        elif kind == "plan":
-            entries = update.get("entries") or []
-            self._line(click.style("[plan] " + "; ".join(f"{e.get('content')} ({e.get('status')})" for e in entries), fg="magenta"))
-        elif kind == "available_commands_update":
-            self.commands = [c.get("name", "") for c in update.get("availableCommands") or []]
-        elif kind == "current_mode_update":
-            self._line(click.style(f"[mode] {update.get('currentModeId')}", fg="magenta"))
+        client.respond(request["id"], {})
+        screen.line(click.style(f"[wrote] {written.path}", fg="green"))
+        for line in diff_lines(written.path, written.old_text, written.new_text):
+            screen.line("    " + line)
 
-    def _text(self, text: str) -> None:
-        click.echo(text, nl=False)
-        self.mid_line = not text.endswith("\n")
-
-    def _line(self, text: str) -> None:
-        if self.mid_line:
-            click.echo()
-        click.echo(text)
-        self.mid_line = False
-
-    def end_turn(self, outcome: str) -> None:
-        self._line(click.style(f"[{outcome}]", fg="green" if outcome == "end_turn" else "red"))
+    client.policy.handlers["fs/read_text_file"] = read
+    client.policy.handlers["fs/write_text_file"] = write
 
 
-def _content_text(content: Any) -> str:
-    if isinstance(content, dict):
-        if content.get("type") == "text":
-            return str(content.get("text", ""))
-        return f"[{content.get('type')}]"
-    return ""
+def wait_for(agent: AgentProcess, pending: Pending) -> dict[str, Any]:
+    """The agent's response to `pending`; AgentGone if the agent stops talking first."""
+    gevent.wait([pending.waitable, agent.eof], count=1)
+    if not pending.done:
+        raise AgentGone(gone_reason(agent))
+    return pending.response(timeout=0)
 
 
-def _read_line() -> str:
-    """One line from the terminal without blocking the hub (a thread reads; the tty stays blocking)."""
-    return gevent.get_hub().threadpool.spawn(sys.stdin.readline).get()  # ok: a thread reads; the tty stays blocking (a non-blocking flag would reach the terminal)
-
-
-def run_chat(options: ChatOptions) -> int:
-    """The interactive loop; returns the exit code."""
-    policy = ClientPolicy(permission="allow" if options.allow else "reject", use_disk=options.use_disk)
-    agent = AgentProcess(options.command, policy)
+def gone_reason(agent: AgentProcess) -> str:
+    """Why the agent is gone, in a few words: its exit status and the last line of its stderr."""
     try:
-        init = agent.initialize()
-        info = init.get("agentInfo") or {}
-        session = agent.call("session/new", {"cwd": options.cwd, "mcpServers": []})
-    except Exception as exc:
-        click.echo(f"chat: the agent did not start a session: {exc}", err=True)
-        click.echo(bytes(agent.stderr[-2000:]).decode("utf-8", "replace"), err=True)
-        agent.close()
+        code = agent.proc.wait(timeout=2)
+        said = f"exited with code {code}" if code >= 0 else f"was killed by {signal.Signals(-code).name}"
+    except subprocess.TimeoutExpired:  # still running with its output closed
+        said = "closed its output"
+    last = agent.stderr_text(timeout=2)[-2000:].strip().splitlines()
+    return said + (f" (its stderr ends: {last[-1][:300]})" if last else "")
+
+
+def run_chat(options: ChatOptions, stdin: Any = None) -> int:
+    """The interactive loop; returns the exit code."""
+    stdin = stdin or sys.stdin
+    interactive = stdin.isatty()
+    screen = Screen(spinner=sys.stderr.isatty())
+    lines = LineSource(stdin.readline)
+    try:
+        agent = AgentProcess(options.command, ClientPolicy(capabilities=CAPABILITIES))
+    except OSError as exc:
+        click.echo(f"chat: cannot start {options.command[0]!r}: {exc.strerror or exc}", err=True)
         return 1
-    session_id = session["sessionId"]
-    renderer = Renderer(session_id)
+    asker = Asker(agent, screen, lines, approval_for(options.approve, interactive), interactive)
+    asker.install()
+    serve_files(agent, screen)
+    try:
+        return _converse(agent, asker, screen, lines, options)
+    except AgentGone as exc:
+        screen.note(f"chat: the agent {exc}")
+        return 1
+    except OSError:  # writing to an agent that has gone
+        screen.note(f"chat: the agent {gone_reason(agent)}")
+        return 1
+    finally:
+        screen.stop_spinner()
+        agent.close()
+
+
+def _converse(agent: AgentProcess, asker: Asker, screen: Screen, lines: LineSource, options: ChatOptions) -> int:
+    try:
+        info = wait_for(agent, agent.request("initialize", agent.initialize_params())).get("result") or {}
+        new = wait_for(agent, agent.request("session/new", {"cwd": options.cwd, "mcpServers": []}))
+    except AgentGone as exc:
+        raise AgentGone(f"did not start a session: it {exc}") from None
+    if "error" in new or not isinstance((new.get("result") or {}).get("sessionId"), str):
+        screen.note(f"chat: the agent did not start a session: {new.get('error') or new.get('result')}")
+        return 1
+    session_id = new["result"]["sessionId"]
+    renderer = Renderer(session_id, screen, lambda tid: _terminal_output(agent, tid))
+    asker.renderer = renderer
     agent.listeners.append(renderer)
     for message in agent.received():  # what arrived before the renderer listened
         if (message.get("params") or {}).get("update", {}).get("sessionUpdate") == "available_commands_update":
@@ -125,51 +151,54 @@ def run_chat(options: ChatOptions) -> int:
     def on_interrupt() -> None:
         if current and not current[0].done:
             agent.cancel(session_id)
-            renderer._line(click.style("^C cancelling the turn", fg="red"))
+            asker.withdraw_all()
+            screen.line(click.style("^C cancelling the turn", fg="red"))
         else:
-            renderer._line("(Ctrl-D quits)")
-            click.echo("> ", nl=False)
+            screen.line("(Ctrl-D quits)")
+            screen.text("> ")
 
     handler = gevent.signal_handler(signal.SIGINT, on_interrupt)
     gevent.sleep(0.05)  # the commands update follows the session/new response; give it a moment
-    click.echo(f"chatting with {info.get('title') or info.get('name') or ' '.join(options.command)}"
-               f" (session {session_id}); Ctrl-C cancels a turn, Ctrl-D quits")
+    agent_info = info.get("agentInfo") or {}
+    screen.line(f"chatting with {agent_info.get('title') or agent_info.get('name') or ' '.join(options.command)}"
+                f" (session {session_id}); Ctrl-C cancels a turn, Ctrl-D quits")
     if renderer.commands:
-        click.echo("agent commands: " + " ".join("/" + c for c in renderer.commands))
+        screen.line("agent commands: " + " ".join("/" + c for c in renderer.commands))
     try:
         while True:
-            click.echo("> ", nl=False)
-            line = _read_line()
+            screen.text("> ")
+            gevent.wait([lines.next_line(), agent.eof], count=1)
+            if not lines.next_line().ready():  # the agent left while the person was typing
+                raise AgentGone(gone_reason(agent))
+            line = lines.taken()
+            screen.mid_line = False
             if not line:  # Ctrl-D
-                click.echo()
-                break
+                screen.line("")
+                return 0
             text = line.rstrip("\n")
             if not text.strip():
                 continue
             pending = agent.prompt(session_id, text)
             current[:] = [pending]
             # Shows the turn has started (and that Ctrl-C now cancels it) before any reply arrives.
-            renderer._text(click.style("… ", dim=True))
-            while True:
-                try:
-                    message = pending.response(timeout=1.0)
-                    break
-                except gevent.Timeout:
-                    if agent.eof.is_set():
-                        renderer._line(click.style("[the agent closed its output]", fg="red"))
-                        return 1
+            screen.text(click.style("… ", dim=True))
+            screen.start_spinner()
+            message = wait_for(agent, pending)
             current.clear()
             if "error" in message:
-                renderer._line(click.style(f"[error {message['error'].get('code')}: {message['error'].get('message')}]", fg="red"))
+                error = message["error"] if isinstance(message["error"], dict) else {}
+                screen.line(click.style(f"[error {error.get('code')}: {error.get('message')}]", fg="red"))
             else:
                 renderer.end_turn(str((message.get("result") or {}).get("stopReason")))
     finally:
         handler.cancel()
-        agent.close()
-    return 0
 
 
-def main(command: Sequence[str], allow: bool) -> int:
+def _terminal_output(client: AcpClient, terminal_id: str) -> str | None:
+    hosted = client.terminal_host.terminals.get(terminal_id)
+    return hosted.text()[0] if hosted is not None else None
+
+
+def main(command: Sequence[str], approve: str) -> int:
     """Entry for the CLI: the default agent when no command is given."""
-    options = ChatOptions(command=list(command) or default_command(), allow=allow)
-    return run_chat(options)
+    return run_chat(ChatOptions(command=list(command) or default_command(), approve=approve))

@@ -36,6 +36,8 @@ from .run import CheckedAgent, RunResult
 __all__ = ["SoakConfig", "Sample", "run_soak", "plan", "growth", "THRESHOLDS", "WINDOW"]
 
 WINDOW = 5
+STDERR_TAIL = 2000  # characters of a failed agent's stderr kept in the summary
+STDERR_LINES = 15  # lines of it printed
 # Per minute. RSS in bytes. Generous for noise, far below any leak worth the name.
 THRESHOLDS = {"rss": 2 * 1024 * 1024, "fds": 2.0, "greenlets": 5.0}
 
@@ -77,6 +79,8 @@ class Slot:
     index: int
     rng: random.Random
     agent: CheckedAgent | None = None
+    side: CheckedAgent | None = None  # the short-lived agent of a side run, while it runs
+    error: Exception | None = None  # what ended the slot early (reported with its agent's exit and stderr)
     samples: list[Sample] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)
@@ -113,15 +117,38 @@ def growth(samples: Sequence[Sample], key: str, duration: float) -> float | None
 
 
 # -- driving one slot ------------------------------------------------------------------------
-def _launch(cfg: SoakConfig) -> tuple[CheckedAgent, list[str], list[str]]:
+def _launch(cfg: SoakConfig, slot: Slot, side: bool = False) -> tuple[CheckedAgent, list[str], list[str]]:
+    """Start an agent (the slot's main one, or a side run's) and open its sessions.
+
+    The slot holds the agent before the first request, so a failed start still has an exit
+    status and a stderr to show."""
     agent = CheckedAgent(cfg.command, ClientPolicy(), env=cfg.env)
-    agent.initialize()
+    if side:
+        slot.side = agent
+    else:
+        slot.agent = agent
+    _call(agent, "initialize", agent.initialize_params())
     sessions, modes = [], []
     for _ in range(cfg.sessions):
-        result = agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        result = _call(agent, "session/new", {"cwd": "/tmp", "mcpServers": []})
         sessions.append(result["sessionId"])
         modes = [m["id"] for m in (result.get("modes") or {}).get("availableModes") or []]
     return agent, sessions, modes
+
+
+class AgentGone(Exception):
+    """The agent closed its stdout (exited) before answering a request the soak needs."""
+
+
+def _call(agent: CheckedAgent, method: str, params: dict[str, Any], timeout: float = 30.0) -> Any:
+    """A request's result; AgentGone at once if the agent's stdout closes first."""
+    pending = agent.request(method, params)
+    gevent.wait([pending.waitable, agent.eof], count=1, timeout=timeout)
+    if not pending.done:
+        if agent.eof.is_set():
+            raise AgentGone(f"the agent closed its stdout before answering {method}")
+        raise TimeoutError(f"no answer to {method} within {timeout:g}s")
+    return pending.result(0)
 
 
 def _act(slot: Slot, action: str, agent: CheckedAgent, sessions: list[str], modes: list[str], cfg: SoakConfig) -> None:
@@ -173,13 +200,14 @@ def _act(slot: Slot, action: str, agent: CheckedAgent, sessions: list[str], mode
 def _side_run(slot: Slot, action: str, cfg: SoakConfig) -> None:
     """A short-lived agent ended mid-turn by EOF or SIGTERM; its whole run is checked."""
     rng = slot.rng
-    agent, sessions, _ = _launch(cfg)
+    agent, sessions, _ = _launch(cfg, slot, side=True)
     pending = [agent.prompt(s, rng.choice(("/wait", f"/stream {rng.randint(100, 2000)} 128"))) for s in sessions]
     del pending
     gevent.sleep(rng.random() * 0.05)
     if action == "sigterm":
         agent.signal(signals.SIGTERM)
     result = agent.finish()
+    slot.side = None
     slot.side_runs += 1
     _take(slot, result)
 
@@ -215,8 +243,15 @@ def _sampler(slot: Slot, start: float, interval: float) -> None:
 
 
 def _drive(slot: Slot, cfg: SoakConfig, deadline: float, report: Callable[[str], None]) -> None:
-    agent, sessions, modes = _launch(cfg)
-    slot.agent = agent
+    """Run the slot's mix until the deadline; an exception ends the slot and is kept in slot.error."""
+    try:
+        _drive_until(slot, cfg, deadline, report)
+    except Exception as exc:  # a crashed agent, a broken pipe, an answer that makes no sense...
+        slot.error = exc
+
+
+def _drive_until(slot: Slot, cfg: SoakConfig, deadline: float, report: Callable[[str], None]) -> None:
+    agent, sessions, modes = _launch(cfg, slot)
     step = 0
     while time.monotonic() < deadline and not agent.exited:
         if step >= len(slot.plan):
@@ -255,16 +290,24 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None)
                    f"side runs {sum(s.side_runs for s in slots)}, violations {sum(len(s.violations) for s in slots)}, "
                    f"rss {'/'.join(f'{r / 2**20:.1f}' for r in rss)} MiB")
     gevent.killall(samplers, block=True, timeout=5)
-    for driver in drivers:
-        if driver.exception is not None:
-            report(f"a slot failed: {driver.exception!r}")
     failures: list[dict[str, Any]] = []
     per_agent = []
-    for slot, driver in zip(slots, drivers):
-        if driver.exception is not None:
-            failures.append({"kind": "error", "slot": slot.index, "detail": repr(driver.exception)})
-        if slot.agent is not None:
-            _take(slot, slot.agent.finish())
+    for slot in slots:
+        failed = slot.error is not None
+        for which, agent in (("side agent", slot.side), ("agent", slot.agent)):
+            if agent is None:
+                continue
+            result = agent.finish()
+            _take(slot, result)
+            if failed:
+                failures.append({"kind": "error", "slot": slot.index, "detail": repr(slot.error), "agent": which,
+                                 "exit_status": result.exit_code, "stderr_tail": result.stderr_tail[-STDERR_TAIL:]})
+                report(_slot_failure(slot.index, which, slot.error, result))
+                failed = False  # the exception belongs to the agent the slot was driving: the side run, if any
+        if failed:
+            failures.append({"kind": "error", "slot": slot.index, "detail": repr(slot.error)})
+            report(f"slot {slot.index} failed before any agent started: {slot.error!r}")
+        slot.side = None
         slopes = {key: growth(slot.samples, key, cfg.duration) for key in THRESHOLDS}
         for key, slope in slopes.items():
             if slope is not None and slope > THRESHOLDS[key]:
@@ -307,6 +350,17 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None)
     if cfg.plot:
         summary["plot"] = _plot(slots, cfg.out_dir, report)
     return summary
+
+
+def _slot_failure(index: int, which: str, error: BaseException, result: RunResult) -> str:
+    """What a failed slot prints: the error, then its agent's exit status and last stderr lines."""
+    status = result.exit_code
+    how = ("still running (killed by the soak)" if result.killed else "no exit status" if status is None
+           else f"killed by signal {-status}" if status < 0 else f"exit status {status}")
+    tail = result.stderr_tail.rstrip().splitlines()[-STDERR_LINES:]
+    lines = [f"slot {index} failed: {error!r}", f"  its {which} (pid {result.pid}): {how}"]
+    lines += [f"  stderr: {line}" for line in tail] or ["  stderr: (empty)"]
+    return "\n".join(lines)
 
 
 def _plot(slots: Sequence[Slot], out_dir: str, report: Callable[[str], None]) -> str | None:

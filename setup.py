@@ -28,9 +28,12 @@ setup(
         "click>=8.1",
         # MCP servers over streamable HTTP: cooperative sockets without monkey-patching; imported lazily.
         "geventhttpclient>=2.6",
+        # The rig (probe, chat, soak) validates what an agent writes against the ACP JSON Schemas:
+        # `pip install .` must be enough to run them.
+        "jsonschema>=4.20",
     ],
     extras_require={
-        # The rig validates what an agent writes against the ACP JSON Schemas.
+        # Kept for installs that name it; jsonschema is now a requirement of the package itself.
         "rig": ["jsonschema>=4.20"],
         # matplotlib, for the soak's memory plot and `acp-green bench --chart` (scripts/soak.sh
         # and scripts/bench.sh install it).

@@ -27,6 +27,8 @@ class RunResult:
 
     exit_code: int | None
     violations: list[Violation]
+    advisories: list[Violation]
+    exercised: dict[str, int]
     messages_in: int
     messages_out: int
     prompts_answered: int
@@ -51,6 +53,9 @@ class CheckedAgent(AgentProcess):
         self.checker = InvariantChecker()
         self.ended_by = "eof"
         self.exit_timeout = EXIT_TIMEOUT
+        # Whether a clean exit after EOF owes an answer to every request (S13). A probe that
+        # judges this as an advisory of its own turns it off, so it is not counted twice.
+        self.answers_owed_at_eof = True
         self._input_closed = False
         self._result: RunResult | None = None
 
@@ -63,7 +68,7 @@ class CheckedAgent(AgentProcess):
         super().close_input()
 
     def signal(self, signum: int = signals.SIGTERM) -> None:
-        if signum in (signals.SIGTERM, signals.SIGINT):
+        if signum in (signals.SIGTERM, signals.SIGINT, signals.SIGHUP):
             self.ended_by = signals.Signals(signum).name
         super().signal(signum)
 
@@ -94,6 +99,9 @@ class CheckedAgent(AgentProcess):
         # Give the reader a moment to take the last lines the agent wrote before it exited.
         self._reader.join(timeout=5)
         survivors = self.survivors()
+        checker.exercised["exit_after_eof"] += 1
+        if not killed:
+            checker.exercised["no_orphan_processes"] += 1
         if survivors and not killed:
             listing = ", ".join(f"pid {p.pid} ({p.comm}, sid {p.sid})" for p in survivors)
             checker.add("no_orphan_processes", f"{len(survivors)} process(es) outlived the agent: {listing}")
@@ -104,13 +112,15 @@ class CheckedAgent(AgentProcess):
         kill_all(survivors)
         # After EOF a clean exit (0) promises an answer to everything (S13). A signal may stop the
         # agent before it read the last requests: only those it must have read are owed answers.
-        complete: bool | str = True if (code == 0 and self.ended_by == "eof") else "read"
+        complete: bool | str = True if (code == 0 and self.ended_by == "eof" and self.answers_owed_at_eof) else "read"
         checker.finish(self.records, complete=complete)
         self.close()
         tail = bytes(self.stderr[-2000:]).decode("utf-8", "replace")
         self._result = RunResult(
             exit_code=code,
             violations=list(checker.violations),
+            advisories=list(checker.advisories),
+            exercised=dict(checker.exercised),
             messages_in=sum(1 for r in self.records if r.direction == "in"),
             messages_out=sum(1 for r in self.records if r.direction == "out"),
             prompts_answered=checker.prompts_answered,

@@ -96,7 +96,12 @@ def test_what_the_probe_finds_in_an_agent_on_the_python_sdk():
     report = run_probe(ProbeConfig(SDK_AGENT, long_prompt=LONG_PROMPT))
     failed = {r.check for r in report.results if r.verdict == FAIL}
     assert failed == PYTHON_SDK_FAILS, report.results
-    assert all(r.verdict == PASS for r in report.results if r.check not in failed)
+    # The rest passes, but for the rows this echo agent gives nothing to check (it uses no tool).
+    assert all(r.verdict == PASS or r.evidence.startswith("not exercised: ") for r in report.results if r.check not in failed), \
+        report.results
+    rows = {r.check: r for r in report.results}
+    assert rows["file paths sent to the client are absolute"].evidence.startswith("not exercised: ")
+    assert rows["second prompt on a busy session"].evidence.startswith("ran alongside: ")
 
 
 NO_NODE = shutil.which("node") is None

@@ -35,9 +35,12 @@ setup(
         # MCP servers over streamable HTTP: cooperative sockets without monkey-patching; imported lazily.
         # Event streams are read from its response's parser buffer (mcp/httplink.py): capped at 2.x.
         "geventhttpclient>=2.6,<3",
+        # The rig (probe, chat, soak) validates what an agent writes against the ACP JSON Schemas:
+        # `pip install .` must be enough to run them.
+        "jsonschema>=4.20",
     ],
     extras_require={
-        # The rig validates what an agent writes against the ACP JSON Schemas.
+        # Kept for installs that name it; jsonschema is now a requirement of the package itself.
         "rig": ["jsonschema>=4.20"],
         # matplotlib, for the soak's memory plot and `acp-green bench --chart` (scripts/soak.sh
         # and scripts/bench.sh install it).

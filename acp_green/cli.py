@@ -340,14 +340,30 @@ def usage(state_dir: str | None, session_id: str | None, as_json: bool, records:
               help="Sessions opened at once by the many-sessions check.")
 @click.option("--check", "only", multiple=True, metavar="NAME",
               help="Run only the checks whose names contain NAME (repeatable).")
+@click.option("--tool-prompt", default=None, metavar="TEXT",
+              help="A prompt that makes the agent use a tool on a file (default: acp-green's /read of a file the probe serves).")
+@click.option("--authenticate", metavar="METHOD_ID", default=None,
+              help="Call `authenticate` with this authMethods id after every initialize (default: never).")
+@click.option("--keep-env", is_flag=True,
+              help="Run the agent with this environment as it is. Default: a fresh temporary XDG_STATE_HOME, "
+                   "removed afterwards, so the agent's state stays out of yours (HOME is left alone).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, sessions: int,
-          only: tuple[str, ...], command: tuple[str, ...]) -> None:
-    """Check any stdio ACP agent from outside: acp-green probe -- COMMAND [ARGS...]"""
+          only: tuple[str, ...], tool_prompt: str | None, authenticate: str | None, keep_env: bool,
+          command: tuple[str, ...]) -> None:
+    """Check any stdio ACP agent from outside: acp-green probe -- COMMAND [ARGS...]
+
+    \b
+    Each check runs the agent afresh. A broken MUST is FAIL (exit 1); advisory rows (WARN) are
+    shown apart and never change the exit code. The agent runs with a fresh temporary
+    XDG_STATE_HOME unless --keep-env.
+    """
     from .rig.probe import ProbeConfig, main
 
     cfg = ProbeConfig(list(command), long_prompt=long_prompt, stream_prompt=stream_prompt,
-                      timeout=timeout, sessions=sessions)
+                      timeout=timeout, sessions=sessions, authenticate=authenticate, keep_env=keep_env)
+    if tool_prompt is not None:
+        cfg.tool_prompt = tool_prompt
     sys.exit(main(cfg, as_json, only))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -123,6 +124,8 @@ def test_the_soak_entry_prints_its_summary(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "soak PASSED: 1 agents, 2s, seed 1" in done.stdout
     assert (tmp_path / "summary.json").exists()
+    # Progress on stderr (a line a second when stderr is not a terminal): time, actions, violations.
+    assert re.search(r"\[\s*[\d.]+s/2s\] actions \d+, prompts \d+, side runs \d+, violations 0", done.stderr), done.stderr
 
 
 @pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)

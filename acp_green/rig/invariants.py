@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Sequence
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,7 @@ from ..wire import IdKey, id_key, is_valid_id
 from .client import Record
 from .schema import StreamChecker, message_kind
 
-__all__ = ["INVARIANTS", "InvariantChecker", "Violation", "render"]
+__all__ = ["ADVISORIES", "INVARIANTS", "InvariantChecker", "Violation", "render"]
 
 # Names are part of the rig's output (probe table, soak summary): keep them stable.
 INVARIANTS = (
@@ -29,6 +30,13 @@ INVARIANTS = (
     "cancelled_answers_cancelled",
     "exit_after_eof",
     "no_orphan_processes",
+    "absolute_paths",  # every file path the agent sends the client is absolute (ACP: MUST)
+)
+# Advisory: what real clients trip on although ACP allows it. Kept apart (`advisories`), so they
+# never fail a soak or a test, and the probe shows them as warnings.
+ADVISORIES = (
+    "tool_calls_finished",  # every tool call is completed or failed before its prompt's response
+    "message_id_consistent",  # chunks of one message carry one messageId; a message never resumes
 )
 
 _STREAM = re.compile(r"^/stream\s+(\d+)")
@@ -77,6 +85,9 @@ class _Prompt:
     must_cancel: bool = False
     chunks_seen: int = 0
     grammar_off: bool = False  # the agent does not follow the /stream grammar: no order check
+    tool_status: dict[str, str] = field(default_factory=dict)  # tool call id -> its latest status
+    message_ids: list[str] = field(default_factory=list)  # messageIds of its chunks, each once, in order
+    chunk_kind: str | None = None  # the kind of the latest chunk (a message ends when another kind starts)
 
 
 @dataclass(slots=True)
@@ -91,6 +102,10 @@ class InvariantChecker:
 
     def __init__(self, must_cancel_ids: Iterable[Any] = (), max_violations: int = 50) -> None:
         self.violations: list[Violation] = []
+        self.advisories: list[Violation] = []  # broken ADVISORIES: warnings, never failures
+        # How often each invariant (or advisory) had something to check: a row with nothing to
+        # check says so instead of claiming the invariant held.
+        self.exercised: Counter[str] = Counter()
         self.max_violations = max_violations
         self._schema = StreamChecker("agent")
         self._requests: dict[IdKey, _Request] = {}
@@ -185,6 +200,7 @@ class InvariantChecker:
         params = message.get("params") if isinstance(message.get("params"), dict) else {}
         session_id = params.get("sessionId") if isinstance(params.get("sessionId"), str) else None
         if kind == "notification":
+            self.exercised["no_response_to_notification"] += 1
             self._last_notification = record
             if message.get("method") == "session/cancel" and session_id in self._running:
                 prompt = self._prompts.get(self._running[session_id])
@@ -194,6 +210,7 @@ class InvariantChecker:
         key = id_key(message["id"])
         if message["id"] is None:
             self._null_budget += 1
+        self.exercised["one_response_per_request"] += 1
         self._requests[key] = _Request(record, message.get("method"))
         if session_id is not None:
             self._quiet.pop(session_id, None)  # the client's next request for the session (S5)
@@ -207,6 +224,8 @@ class InvariantChecker:
     # -- agent side --------------------------------------------------------------------------
     def _agent_record(self, record: Record) -> None:
         message = record.message
+        self.exercised["valid_json_rpc"] += 1
+        self.exercised["schema"] += 1
         if not isinstance(message, dict) or message_kind(message) is None:
             text = "not JSON" if message is None else "not a JSON-RPC request, notification or response"
             self._add("valid_json_rpc", f"the agent wrote a line that is {text}", [record])
@@ -215,12 +234,21 @@ class InvariantChecker:
         if problems:
             self._add("schema", "; ".join(problems[:3]), [record])
         kind = message_kind(message)
+        if kind in ("request", "notification"):
+            self._paths(record, message)
         if kind == "response":
             self._response(record, message)
         elif kind == "notification" and message.get("method") == "session/update":
             self._session_update(record, message)
         elif kind == "request":
             self._agent_request(record, message)
+
+    def _paths(self, record: Record, message: dict[str, Any]) -> None:
+        """ACP: file paths the agent sends the client are absolute."""
+        for where, path in _sent_paths(message):
+            self.exercised["absolute_paths"] += 1
+            if not path.startswith("/"):
+                self._add("absolute_paths", f"{message.get('method')} sent a relative path at {where}: {path!r}", [record])
 
     def _agent_request(self, record: Record, message: dict[str, Any]) -> None:
         """A request to the client about a session (fs, terminal, permission...) is "for the
@@ -264,12 +292,17 @@ class InvariantChecker:
         if refused:
             return
         self.prompts_answered += 1
+        self.exercised["no_update_after_response"] += 1
+        self._tool_calls_finished(prompt, record)
         if not still_open:  # another prompt of the session still running may still send (S8 is checked apart)
             self._quiet[prompt.session_id] = record
         stop = message.get("result", {}).get("stopReason") if isinstance(message.get("result"), dict) else None
         if stop == "cancelled":
             self.cancelled_prompts += 1
         if prompt.cancel_sent:
+            # A prompt that finished on its own before the cancel mattered exercised nothing.
+            if prompt.must_cancel or stop == "cancelled" or error is not None:
+                self.exercised["cancelled_answers_cancelled"] += 1
             if error is not None:
                 self._add("cancelled_answers_cancelled", "a cancelled prompt was answered with an error, not stopReason \"cancelled\"",
                           [prompt.record, record])
@@ -277,7 +310,7 @@ class InvariantChecker:
                 self._add("cancelled_answers_cancelled", f"a prompt that only ends by cancellation answered {stop!r}",
                           [prompt.record, record])
         elif (prompt.expected_chunks is not None and not prompt.grammar_off and stop == "end_turn"
-              and prompt.chunks_seen != prompt.expected_chunks):
+              and 0 < prompt.chunks_seen != prompt.expected_chunks):  # no indexed chunk at all: not the /stream grammar
             self._add("prompt_updates_in_order", f"/stream {prompt.expected_chunks} ended after {prompt.chunks_seen} chunks",
                       [prompt.record, record])
 
@@ -291,6 +324,8 @@ class InvariantChecker:
         key = self._running.get(session_id)
         prompt = self._prompts.get(key) if key is not None else None
         update = params.get("update") if isinstance(params.get("update"), dict) else {}
+        if prompt is not None:
+            self._advisory_update(prompt, record, update)
         if prompt is None or prompt.expected_chunks is None or prompt.grammar_off:
             return
         if update.get("sessionUpdate") != "agent_message_chunk":
@@ -306,6 +341,8 @@ class InvariantChecker:
             prompt.grammar_off = True
             return
         index = int(found.group(1))
+        if prompt.chunks_seen == 0:
+            self.exercised["prompt_updates_in_order"] += 1
         if index != prompt.chunks_seen:
             self._add("prompt_updates_in_order", f"expected chunk {prompt.chunks_seen}, got chunk {index}",
                       [prompt.record, record])
@@ -313,9 +350,72 @@ class InvariantChecker:
             return
         prompt.chunks_seen += 1
 
+    def _advisory_update(self, prompt: _Prompt, record: Record, update: dict[str, Any]) -> None:
+        """Follow a running prompt's tool calls and message chunks for the advisories."""
+        kind = update.get("sessionUpdate")
+        if kind in ("tool_call", "tool_call_update") and isinstance(update.get("toolCallId"), str):
+            tool_id = update["toolCallId"]
+            if kind == "tool_call":
+                self.exercised["tool_calls_finished"] += 1
+                prompt.tool_status[tool_id] = update.get("status") or "pending"
+            elif isinstance(update.get("status"), str):
+                prompt.tool_status[tool_id] = update["status"]
+            prompt.chunk_kind = None
+            return
+        if kind not in _CHUNKS:
+            prompt.chunk_kind = None
+            return
+        message_id = update.get("messageId")
+        if not isinstance(message_id, str):
+            if prompt.message_ids and prompt.chunk_kind == kind:
+                self._advise("message_id_consistent", f"a {kind} without messageId continues message {prompt.message_ids[-1]!r}",
+                             [prompt.record, record])
+            prompt.chunk_kind = kind
+            return
+        self.exercised["message_id_consistent"] += 1
+        if not prompt.message_ids or prompt.message_ids[-1] != message_id:
+            if message_id in prompt.message_ids:
+                self._advise("message_id_consistent", f"message {message_id!r} resumed after another message had started",
+                             [prompt.record, record])
+            else:
+                prompt.message_ids.append(message_id)
+        prompt.chunk_kind = kind
+
+    def _tool_calls_finished(self, prompt: _Prompt, record: Record) -> None:
+        left = {tool_id: status for tool_id, status in prompt.tool_status.items() if status not in ("completed", "failed")}
+        if left:
+            listing = ", ".join(f"{tool_id} ({status})" for tool_id, status in sorted(left.items()))
+            self._advise("tool_calls_finished", f"the prompt answered with tool calls still open: {listing}", [prompt.record, record])
+
     def _add(self, invariant: str, detail: str, records: Sequence[Record]) -> None:
         if len(self.violations) < self.max_violations:
             self.violations.append(Violation(invariant, detail, tuple(render(r) for r in records if r is not None)))
+
+    def _advise(self, advisory: str, detail: str, records: Sequence[Record]) -> None:
+        if len(self.advisories) < self.max_violations:
+            self.advisories.append(Violation(advisory, detail, tuple(render(r) for r in records if r is not None)))
+
+
+_CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
+
+
+def _sent_paths(message: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(where, path) for every file path in an agent's request or notification to the client."""
+    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    method = message.get("method")
+    if method in ("fs/read_text_file", "fs/write_text_file") and isinstance(params.get("path"), str):
+        yield "path", params["path"]
+    elif method == "terminal/create" and isinstance(params.get("cwd"), str):
+        yield "cwd", params["cwd"]
+    tool = params.get("update") if method == "session/update" else params.get("toolCall") if method == "session/request_permission" else None
+    if not isinstance(tool, dict):
+        return
+    for i, location in enumerate(tool.get("locations") or [] if isinstance(tool.get("locations"), list) else []):
+        if isinstance(location, dict) and isinstance(location.get("path"), str):
+            yield f"locations[{i}].path", location["path"]
+    for i, block in enumerate(tool.get("content") or [] if isinstance(tool.get("content"), list) else []):
+        if isinstance(block, dict) and block.get("type") == "diff" and isinstance(block.get("path"), str):
+            yield f"content[{i}].path", block["path"]
 
 
 def _prompt_text(params: dict[str, Any]) -> str:

@@ -4,25 +4,38 @@ Each check launches the agent afresh (so one failure cannot hide another), drive
 outside, and reports a verdict with evidence. Every run also goes through the invariant
 checker; the invariants are reported as checks of their own, naming the messages that broke
 them. Nothing here knows which agent it talks to.
+
+Verdicts follow the force of the rule: a broken MUST is `fail` (exit 1); an advisory row (what
+real clients trip on although ACP allows it) is `warn` and never changes the exit code. A row
+with nothing to check says `not exercised` (skip) instead of claiming the rule held. An agent
+that needs a login gets one row saying so; the checks that need no session still run.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal as signals
+import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import gevent
 
-from .client import Pending
-from .invariants import INVARIANTS, Violation
-from .run import CheckedAgent
+from .client import ClientPolicy, Pending
+from .invariants import ADVISORIES, INVARIANTS, Violation
+from .run import CheckedAgent, RunResult
 
 __all__ = ["CheckResult", "ProbeConfig", "ProbeReport", "run_probe", "format_table"]
 
-PASS, FAIL, SKIP = "pass", "fail", "skip"
+PASS, FAIL, SKIP, WARN = "pass", "fail", "skip", "warn"
+MUST, ADVISORY = "must", "advisory"
+# A file the probe's client serves from memory, for the tool prompt to read (never on disk).
+PROBE_FILE = "/tmp/acp-green-probe/notes.txt"
+PROBE_FILE_TEXT = "written by acp-green probe\n"
 
 
 @dataclass(slots=True)
@@ -37,6 +50,10 @@ class ProbeConfig:
     sessions: int = 16
     exit_timeout: float = 8.0  # the runtime's shutdown grace is 5 s
     env: dict[str, str] | None = None
+    tool_prompt: str = f"/read {PROBE_FILE}"  # a prompt that makes the agent use a tool on a file
+    authenticate: str | None = None  # an authMethods id to call `authenticate` with after initialize
+    keep_env: bool = False  # False: the agent gets a fresh, temporary XDG_STATE_HOME
+    sessionless: bool = False  # set by the probe when the agent needs a login it did not get
 
 
 @dataclass(slots=True)
@@ -46,6 +63,7 @@ class CheckResult:
     check: str
     verdict: str
     evidence: str
+    force: str = MUST
 
 
 @dataclass
@@ -53,19 +71,26 @@ class ProbeReport:
     """All rows, plus every invariant violation seen in any run."""
 
     command: list[str]
-    results: list[CheckResult] = field(default_factory=list)
+    results: list[CheckResult] = field(default_factory=list)  # MUST rows
+    advisories: list[CheckResult] = field(default_factory=list)  # advisory rows: pass, warn or skip
     violations: list[Violation] = field(default_factory=list)
+    warnings: list[Violation] = field(default_factory=list)  # broken advisories seen in the runs
 
     @property
     def ok(self) -> bool:
         return all(r.verdict != FAIL for r in self.results)
+
+    def add(self, row: CheckResult) -> None:
+        (self.advisories if row.force == ADVISORY else self.results).append(row)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "command": self.command,
             "ok": self.ok,
             "checks": [asdict(r) for r in self.results],
+            "advisories": [asdict(r) for r in self.advisories],
             "violations": [v.to_json() for v in self.violations],
+            "warnings": [v.to_json() for v in self.warnings],
         }
 
 
@@ -75,6 +100,10 @@ class CheckFailed(Exception):
 
 class CheckSkipped(Exception):
     """The check cannot be made against this agent; the message says why."""
+
+
+class NeedsAuthentication(CheckSkipped):
+    """session/new was refused for want of a login (-32000 naming authentication)."""
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -98,17 +127,47 @@ def _result(agent: CheckedAgent, pending: Pending, cfg: ProbeConfig, what: str) 
     return message.get("result")
 
 
-def _ready(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    """initialize + session/new; returns the session id."""
-    _result(agent, agent.request("initialize", agent.initialize_params()), cfg, "initialize")
-    return _new_session(agent, cfg)
+def _initialize(agent: CheckedAgent, cfg: ProbeConfig, version: int = 1) -> dict[str, Any]:
+    """initialize, then `authenticate` when --authenticate named a method; the initialize result."""
+    result = _result(agent, agent.request("initialize", agent.initialize_params(version=version)), cfg, f"initialize(v{version})")
+    if cfg.authenticate is not None:
+        _result(agent, agent.request("authenticate", {"methodId": cfg.authenticate}), cfg, f"authenticate({cfg.authenticate})")
+    return result if isinstance(result, dict) else {}
+
+
+def _ready(agent: CheckedAgent, cfg: ProbeConfig) -> str | None:
+    """initialize + session/new; returns the session id (None when the agent needs a login)."""
+    _initialize(agent, cfg)
+    return None if cfg.sessionless else _new_session(agent, cfg)
+
+
+def _needs_login(error: Any) -> bool:
+    """-32000 whose message names authentication: ACP's "auth required"."""
+    return isinstance(error, dict) and error.get("code") == -32000 and "auth" in str(error.get("message", "")).lower()
+
+
+def _new_session_result(agent: CheckedAgent, cfg: ProbeConfig) -> dict[str, Any]:
+    """session/new's result; NeedsAuthentication when the agent wants a login first."""
+    if cfg.sessionless:
+        raise NeedsAuthentication("skipped: needs authentication")
+    answer = _answer(agent, agent.request("session/new", {"cwd": "/tmp", "mcpServers": []}), cfg, "session/new")
+    if _needs_login(answer.get("error")):
+        raise NeedsAuthentication(f"session/new answered {_brief(answer['error'])}")
+    if "error" in answer:
+        raise CheckFailed(f"session/new failed: {json.dumps(answer['error'])[:200]}")
+    result = answer.get("result")
+    if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
+        raise CheckFailed(f"session/new gave no sessionId: {result!r}")
+    return result
 
 
 def _new_session(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    result = _result(agent, agent.request("session/new", {"cwd": "/tmp", "mcpServers": []}), cfg, "session/new")
-    if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
-        raise CheckFailed(f"session/new gave no sessionId: {result!r}")
-    return result["sessionId"]
+    return _new_session_result(agent, cfg)["sessionId"]
+
+
+def _ping(agent: CheckedAgent, cfg: ProbeConfig, what: str) -> None:
+    """A request any agent answers (an unknown method: -32601): proof it still reads its input."""
+    _answer(agent, agent.request("_acp_green_probe/ping", {}), cfg, what)
 
 
 def _start_long(agent: CheckedAgent, session_id: str, cfg: ProbeConfig, text: str | None = None) -> Pending:
@@ -119,6 +178,20 @@ def _start_long(agent: CheckedAgent, session_id: str, cfg: ProbeConfig, text: st
         raise CheckSkipped(f"the long prompt {text or cfg.long_prompt!r} ended within {cfg.settle:g}s "
                            f"({_brief(pending.response(0))}); pass --long-prompt with one that runs until cancelled")
     return pending
+
+
+def _launch(cfg: ProbeConfig) -> CheckedAgent:
+    """A fresh agent process with the probe's client (it serves PROBE_FILE from memory)."""
+    agent = CheckedAgent(cfg.command, ClientPolicy(files={PROBE_FILE: PROBE_FILE_TEXT}), env=cfg.env)
+    agent.exit_timeout = cfg.exit_timeout
+    return agent
+
+
+def _absorb(agent: CheckedAgent, other: RunResult) -> None:
+    """Count a second process a check ran as part of the check's own run."""
+    agent.checker.violations.extend(other.violations)
+    agent.checker.advisories.extend(other.advisories)
+    agent.checker.exercised.update(other.exercised)
 
 
 def _stop_reason(message: dict[str, Any]) -> Any:
@@ -134,15 +207,14 @@ def _brief(message: Any, limit: int = 160) -> str:
 # -- the checks ------------------------------------------------------------------------------
 def check_version(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """initialize with v1 echoes 1; with an unknown future version the agent answers its own latest."""
-    result = _result(agent, agent.request("initialize", agent.initialize_params(version=1)), cfg, "initialize(v1)")
+    result = _initialize(agent, cfg, version=1)
     if result.get("protocolVersion") != 1:
         raise CheckFailed(f"initialize(protocolVersion=1) answered protocolVersion {result.get('protocolVersion')!r}")
-    other = CheckedAgent(cfg.command, env=cfg.env)
+    other = _launch(cfg)
     try:
-        future = _result(other, other.request("initialize", other.initialize_params(version=999)), cfg, "initialize(v999)")
+        future = _initialize(other, cfg, version=999)
     finally:
-        other.exit_timeout = cfg.exit_timeout
-        agent.checker.violations.extend(other.finish().violations)
+        _absorb(agent, other.finish())
     got = future.get("protocolVersion")
     if not isinstance(got, int) or isinstance(got, bool) or not 1 <= got < 999:
         raise CheckFailed(f"initialize(protocolVersion=999) answered {got!r}; expected the agent's latest supported version")
@@ -169,7 +241,7 @@ def check_ids_echoed(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 def check_notifications(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """Notifications (session/cancel while idle, unknown, $/cancel_request) get no response."""
-    session_id = _ready(agent, cfg)
+    session_id = _ready(agent, cfg) or "probe-no-session"
     agent.check()
     before = agent.checker.responses
     agent.send(
@@ -177,9 +249,9 @@ def check_notifications(agent: CheckedAgent, cfg: ProbeConfig) -> str:
         {"jsonrpc": "2.0", "method": "_acp_green_probe/notice", "params": {}},
         {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 424242}},
     )
-    sentinel = agent.make_request("session/new", {"cwd": "/tmp", "mcpServers": []})
+    sentinel = agent.make_request("_acp_green_probe/ping", {})
     agent.send(sentinel)
-    _result(agent, agent.pending_for(sentinel), cfg, "session/new after the notifications")
+    _answer(agent, agent.pending_for(sentinel), cfg, "a request after the notifications")
     agent.check()
     extra = agent.checker.responses - before - 1
     if extra:
@@ -202,16 +274,19 @@ def check_parse_error(agent: CheckedAgent, cfg: ProbeConfig) -> str:
                  and "error" in r.message and r.message.get("id") is None)
     if error.get("code") != -32700:
         raise CheckFailed(f"garbage answered with code {error.get('code')}, expected -32700")
-    _new_session(agent, cfg)
+    _ping(agent, cfg, "the request after the garbage")
     return "-32700, id null; next request answered"
 
 
 def check_init_and_new_one_write(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """S2: initialize and session/new written together both succeed."""
     init = agent.make_request("initialize", agent.initialize_params())
+    login = [agent.make_request("authenticate", {"methodId": cfg.authenticate})] if cfg.authenticate else []
     new = agent.make_request("session/new", {"cwd": "/tmp", "mcpServers": []})
-    agent.send(init, new)
+    agent.send(init, *login, new)
     _result(agent, agent.pending_for(init), cfg, "initialize")
+    for message in login:
+        _result(agent, agent.pending_for(message), cfg, "authenticate")
     result = _result(agent, agent.pending_for(new), cfg, "session/new")
     # S2: a prompt written the moment the session/new response is read works.
     answer = _answer(agent, agent.prompt(result["sessionId"], "hello"), cfg, "a prompt right after session/new")
@@ -237,28 +312,49 @@ def check_cancel_same_write(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """S11: a cancel in the same write as the prompt cancels that prompt."""
     session_id = _ready(agent, cfg)
     message = agent.make_request("session/prompt", agent.prompt_params(session_id, cfg.long_prompt))
-    agent.checker.expect_cancelled(message["id"])
     agent.send(message, {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}})
     answer = _answer(agent, agent.pending_for(message), cfg, "the prompt cancelled in the same write")
     if _stop_reason(answer) != "cancelled":
+        # Only a prompt that cannot end by itself must answer cancelled: make sure this one cannot.
+        running = _start_long(agent, session_id, cfg)
+        agent.checker.expect_cancelled(running.id)
+        agent.cancel(session_id)
+        _answer(agent, running, cfg, "the long prompt after cancel")
         raise CheckFailed(f"answered {_brief(answer)}")
     return "answered cancelled"
 
 
 def check_second_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    """S8: a second prompt on a busy session is refused at once (-32000); the first is unaffected."""
+    """S8: a second prompt on a busy session is refused at once (-32000); the first is unaffected.
+
+    When it is not, the evidence says what the wire shows: the second was queued behind the
+    first, ran alongside it, ended it, or was refused some other way."""
     session_id = _ready(agent, cfg)
     first = _start_long(agent, session_id, cfg)
     agent.checker.expect_cancelled(first.id)
     second = agent.prompt(session_id, "second")
-    answer = _answer(agent, second, cfg, "the second prompt")
-    if first.done:
-        raise CheckFailed(f"the first prompt ended when the second arrived: {_brief(first.response(0))}")
+    gevent.wait([first.waitable, second.waitable, agent.eof], count=1, timeout=cfg.timeout)
+    if not first.done and not second.done:
+        agent.cancel(session_id)
+        first_answer = _answer(agent, first, cfg, "the first prompt after cancel")
+        late = _answer(agent, second, cfg, "the second prompt")
+        raise CheckFailed(f"queued: the second prompt got no answer while the first ran ({cfg.timeout:g}s); after "
+                          f"session/cancel the first answered {_brief(first_answer, 80)}, then the second {_brief(late, 80)}")
+    if first.done and not (second.done and second.answered_at <= first.answered_at):
+        first_answer = first.response(0)
+        later = _answer(agent, second, cfg, "the second prompt")
+        raise CheckFailed(f"the first prompt answered {_brief(first_answer, 80)} once the second arrived, then the "
+                          f"second answered {_brief(later, 80)}")
+    answer = second.response(0)
+    error = answer.get("error")
+    if error is None:
+        agent.cancel(session_id)
+        _answer(agent, first, cfg, "the first prompt after cancel")
+        raise CheckFailed(f"ran alongside: the second prompt answered {_brief(answer, 80)} while the first still ran")
     agent.cancel(session_id)
     first_answer = _answer(agent, first, cfg, "the first prompt after cancel")
-    error = answer.get("error")
     if not isinstance(error, dict) or error.get("code") != -32000:
-        raise CheckFailed(f"second prompt answered {_brief(answer)} while the first was running (expected -32000)")
+        raise CheckFailed(f"refused with {_brief(error, 100)} while the first ran (expected -32000)")
     if _stop_reason(first_answer) != "cancelled":
         raise CheckFailed(f"first prompt answered {_brief(first_answer)} after cancel")
     reason = (error.get("data") or {}).get("reason") if isinstance(error.get("data"), dict) else None
@@ -267,9 +363,8 @@ def check_second_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 def check_control_while_streaming(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """S1/S10: set_mode and session/new are answered while a prompt streams."""
-    init = _result(agent, agent.request("initialize", agent.initialize_params()), cfg, "initialize")
-    del init
-    new = _result(agent, agent.request("session/new", {"cwd": "/tmp", "mcpServers": []}), cfg, "session/new")
+    _initialize(agent, cfg)
+    new = _new_session_result(agent, cfg)
     session_id = new["sessionId"]
     modes = [m.get("id") for m in ((new.get("modes") or {}).get("availableModes") or [])]
     prompt = agent.prompt(session_id, cfg.stream_prompt)
@@ -312,7 +407,7 @@ def check_control_while_streaming(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 def check_many_sessions(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """Many sessions, one prompt each at once: every prompt is answered, none fails."""
-    _result(agent, agent.request("initialize", agent.initialize_params()), cfg, "initialize")
+    _initialize(agent, cfg)
     sessions = [_new_session(agent, cfg) for _ in range(cfg.sessions)]
     messages = [agent.make_request("session/prompt", agent.prompt_params(s, f"hello {i}")) for i, s in enumerate(sessions)]
     agent.send(*messages)
@@ -340,97 +435,246 @@ def check_exit_on_eof(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     return f"exit 0 after {took:.2f}s"
 
 
-CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str]], ...] = (
-    ("version negotiation", check_version),
-    ("ids echoed", check_ids_echoed),
-    ("notifications unanswered", check_notifications),
-    ("-32700 for garbage", check_parse_error),
-    ("initialize+session/new in one write", check_init_and_new_one_write),
-    ("cancel during a long prompt", check_cancel_long),
-    ("cancel in the same write as the prompt", check_cancel_same_write),
-    ("second prompt on a busy session", check_second_prompt),
-    ("control during a streaming prompt", check_control_while_streaming),
-    ("many sessions at once", check_many_sessions),
-    ("exit on EOF", check_exit_on_eof),
+def check_tool_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
+    """The tool prompt is answered; what it sends (paths, tool calls) is judged by the invariant rows."""
+    session_id = _ready(agent, cfg)
+    answer = _answer(agent, agent.prompt(session_id, cfg.tool_prompt), cfg, "the tool prompt")
+    if "error" in answer:
+        raise CheckFailed(f"the tool prompt failed: {_brief(answer)}")
+    tools = [u for u in agent.updates(session_id) if u.get("sessionUpdate") == "tool_call"]
+    asked = sorted({r["method"] for r in agent.agent_requests})
+    return (f"{_stop_reason(answer)}; {len(tools)} tool call(s)" + (f", asked the client: {', '.join(asked)}" if asked else "")
+            + ("" if tools else f" (give --tool-prompt a prompt that makes this agent use a tool)"))
+
+
+def check_answers_at_eof(agent: CheckedAgent, cfg: ProbeConfig) -> str:
+    """Advisory: a prompt still running when stdin closes is answered (cancelled) before the agent exits."""
+    session_id = _ready(agent, cfg)
+    pending = _start_long(agent, session_id, cfg)
+    agent.answers_owed_at_eof = False  # judged here, as an advisory, not again as a broken MUST
+    result = agent.finish()
+    if result.killed:
+        raise CheckSkipped("not exercised: the agent did not exit after EOF (see exit on EOF)")
+    if not pending.done:
+        raise CheckFailed(f"the prompt running at EOF got no answer before the agent exited (code {result.exit_code})")
+    return f"the running prompt answered {_stop_reason(pending.response(0))} before exit {result.exit_code}"
+
+
+def _signal_outcome(agent: CheckedAgent, cfg: ProbeConfig, signum: int) -> str:
+    """How the agent ends on a signal during a running prompt: its exit and the prompt's answer."""
+    session_id = None if cfg.sessionless else _ready(agent, cfg)
+    if session_id is None:
+        _initialize(agent, cfg)
+    try:
+        pending = _start_long(agent, session_id, cfg) if session_id is not None else None
+    except CheckSkipped:  # no prompt that runs until cancelled: compare the idle agent's end
+        pending = None
+    agent.signal(signum)
+    result = agent.finish()
+    if result.killed:
+        exit_text = "kept running (killed by the probe)"
+    elif result.exit_code is not None and result.exit_code < 0:
+        exit_text = "died of the signal"
+    else:
+        exit_text = f"exit {result.exit_code}"
+    if pending is None:
+        return exit_text
+    answered = f"prompt answered {_stop_reason(pending.response(0))}" if pending.done else "prompt unanswered"
+    return f"{exit_text}, {answered}"
+
+
+def check_sighup(agent: CheckedAgent, cfg: ProbeConfig) -> str:
+    """Advisory: SIGHUP (the editor's terminal closed) ends the agent the way SIGTERM does."""
+    on_term = _signal_outcome(agent, cfg, signals.SIGTERM)
+    other = _launch(cfg)
+    try:
+        on_hup = _signal_outcome(other, cfg, signals.SIGHUP)
+    finally:
+        _absorb(agent, other.finish())
+    if on_hup != on_term:
+        raise CheckFailed(f"SIGTERM: {on_term}; SIGHUP: {on_hup}")
+    return f"both: {on_term}"
+
+
+# (row name, check, needs a session, force)
+CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str], ...] = (
+    ("version negotiation", check_version, False, MUST),
+    ("ids echoed", check_ids_echoed, False, MUST),
+    ("notifications unanswered", check_notifications, False, MUST),
+    ("-32700 for garbage", check_parse_error, False, MUST),
+    ("initialize+session/new in one write", check_init_and_new_one_write, True, MUST),
+    ("cancel during a long prompt", check_cancel_long, True, MUST),
+    ("cancel in the same write as the prompt", check_cancel_same_write, True, MUST),
+    ("second prompt on a busy session", check_second_prompt, True, MUST),
+    ("control during a streaming prompt", check_control_while_streaming, True, MUST),
+    ("many sessions at once", check_many_sessions, True, MUST),
+    ("a prompt that uses a tool", check_tool_prompt, True, MUST),
+    ("exit on EOF", check_exit_on_eof, False, MUST),
+    ("running prompt answered at EOF", check_answers_at_eof, True, ADVISORY),
+    ("SIGHUP handled like SIGTERM", check_sighup, False, ADVISORY),
 )
 
-# Invariant rows: what every run above was checked for, named as in the table.
+# Invariant rows: what every run above was checked for, named as in the table, and what a row
+# with nothing to check says.
 _INVARIANT_ROWS = {
-    "valid_json_rpc": "stdout hygiene (every line JSON-RPC)",
-    "schema": "strict schema validity",
-    "one_response_per_request": "one response per request",
-    "no_response_to_notification": "no response to a notification",
-    "prompt_updates_in_order": "prompt updates in order",
-    "no_update_after_response": "no update after the prompt response",
-    "cancelled_answers_cancelled": "cancelled prompt answers cancelled",
-    "exit_after_eof": "process exits after stdin closes",
-    "no_orphan_processes": "no descendant survives",
+    "valid_json_rpc": ("stdout hygiene (every line JSON-RPC)", "the agent wrote nothing"),
+    "schema": ("strict schema validity", "the agent wrote nothing"),
+    "one_response_per_request": ("one response per request", "no request was sent"),
+    "no_response_to_notification": ("no response to a notification", "no notification was sent"),
+    "prompt_updates_in_order": ("prompt updates in order", "no /stream prompt was answered with indexed chunks"),
+    "no_update_after_response": ("no update after the prompt response", "no prompt was answered"),
+    "cancelled_answers_cancelled": ("cancelled prompt answers cancelled", "no prompt was cancelled while it ran"),
+    "exit_after_eof": ("process exits after stdin closes", "no run ended"),
+    "no_orphan_processes": ("no descendant survives", "the agent never exited by itself"),
+    "absolute_paths": ("file paths sent to the client are absolute", "the agent sent no file path (see --tool-prompt)"),
+    "tool_calls_finished": ("tool calls finish before the prompt response", "the agent reported no tool call"),
+    "message_id_consistent": ("messageId consistent within a message", "no chunk carried a messageId"),
 }
+
+
+def _isolated(cfg: ProbeConfig) -> tuple[ProbeConfig, str | None]:
+    """The config the agents run with: a fresh XDG_STATE_HOME unless keep_env; and that directory."""
+    if cfg.keep_env:
+        return cfg, None
+    state = tempfile.mkdtemp(prefix="acp-green-probe-state-")
+    return replace(cfg, env={**(os.environ if cfg.env is None else cfg.env), "XDG_STATE_HOME": state}), state
+
+
+def _login_row(cfg: ProbeConfig, report: ProbeReport) -> tuple[CheckResult | None, int]:
+    """Whether the agent needs a login: one run of initialize (+authenticate) and session/new.
+
+    Returns the row to show (None when nothing about a login is worth saying) and the runs made."""
+    agent = _launch(cfg)
+    row: CheckResult | None = None
+    try:
+        init = _initialize(agent, cfg)
+        methods = [m.get("id") for m in init.get("authMethods") or [] if isinstance(m, dict)]
+        _new_session(agent, cfg)
+        if cfg.authenticate is not None:
+            row = CheckResult("authentication", PASS, f"authenticate({cfg.authenticate}) then session/new succeeded")
+    except NeedsAuthentication as exc:
+        offered = f"authMethods: {', '.join(map(str, methods))}" if methods else "no authMethods advertised"
+        how = f"authenticate({cfg.authenticate}) did not help" if cfg.authenticate else "run with --authenticate METHOD_ID"
+        row = CheckResult("authentication", SKIP, f"needs authentication: {exc}; {offered}; checks that need a session "
+                                                  f"are skipped ({how})")
+    except Exception as exc:  # the checks below say what is wrong, one by one
+        if cfg.authenticate is not None:
+            row = CheckResult("authentication", FAIL, f"{type(exc).__name__}: {exc}" if not isinstance(exc, CheckFailed) else str(exc))
+    finally:
+        result = agent.finish()
+    report.violations.extend(result.violations)
+    report.warnings.extend(result.advisories)
+    return row, 1
 
 
 def run_probe(cfg: ProbeConfig, progress: Callable[[CheckResult], None] | None = None,
               only: Sequence[str] = ()) -> ProbeReport:
     """Run every check (or those whose names contain one of `only`) and the invariant rows."""
+    cfg, state_dir = _isolated(cfg)
+    try:
+        return _run(cfg, progress or (lambda row: None), only)
+    finally:
+        if state_dir is not None:
+            shutil.rmtree(state_dir, ignore_errors=True)
+
+
+def _run(cfg: ProbeConfig, progress: Callable[[CheckResult], None], only: Sequence[str]) -> ProbeReport:
     report = ProbeReport(list(cfg.command))
+    exercised: dict[str, int] = {}
     runs = 0
-    for name, check in CHECKS:
+    try:
+        login, runs = _login_row(cfg, report)
+    except OSError as exc:
+        report.add(CheckResult("start", FAIL, f"cannot start {cfg.command[0]!r}: {exc}"))
+        return report
+    if login is not None:
+        report.add(login)
+        progress(login)
+        cfg = replace(cfg, sessionless=login.verdict != PASS)
+    for name, check, needs_session, force in CHECKS:
         if only and not any(o in name for o in only):
             continue
-        try:
-            agent = CheckedAgent(cfg.command, env=cfg.env)
-        except OSError as exc:
-            report.results.append(CheckResult(name, FAIL, f"cannot start {cfg.command[0]!r}: {exc}"))
-            break  # nothing else can run either
-        agent.exit_timeout = cfg.exit_timeout
+        if needs_session and cfg.sessionless:
+            row = CheckResult(name, SKIP, "skipped: needs authentication", force)
+            report.add(row)
+            progress(row)
+            continue
+        agent = _launch(cfg)
         runs += 1
         try:
-            evidence = check(agent, cfg)
-            row = CheckResult(name, PASS, evidence)
+            row = CheckResult(name, PASS, check(agent, cfg), force)
         except CheckFailed as exc:
-            row = CheckResult(name, FAIL, str(exc))
+            row = CheckResult(name, WARN if force == ADVISORY else FAIL, str(exc), force)
         except CheckSkipped as exc:
-            row = CheckResult(name, SKIP, str(exc))
+            row = CheckResult(name, SKIP, str(exc), force)
         except Exception as exc:  # the agent crashed, closed its stdout, answered nonsense...
-            row = CheckResult(name, FAIL, f"{type(exc).__name__}: {exc}")
+            row = CheckResult(name, WARN if force == ADVISORY else FAIL, f"{type(exc).__name__}: {exc}", force)
         finally:
             result = agent.finish()
         report.violations.extend(result.violations)
-        if row.verdict == PASS and result.exit_code not in (0, None) and name != "exit on EOF":
-            row = CheckResult(name, FAIL, f"{row.evidence}; then the agent exited with code {result.exit_code}")
-        report.results.append(row)
-        if progress is not None:
-            progress(row)
-    for invariant in INVARIANTS:
-        broken = [v for v in report.violations if v.invariant == invariant]
+        report.warnings.extend(result.advisories)
+        for key, count in result.exercised.items():
+            exercised[key] = exercised.get(key, 0) + count
+        # An exit the agent chose after EOF; one the probe caused (a kill, a signal) has its own row.
+        if row.verdict == PASS and result.exit_code not in (0, None) and name != "exit on EOF" \
+                and result.ended_by == "eof" and not result.killed:
+            row = CheckResult(name, FAIL, f"{row.evidence}; then the agent exited with code {result.exit_code}", force)
+        report.add(row)
+        progress(row)
+    for invariant in (*INVARIANTS, *ADVISORIES):
+        advisory = invariant in ADVISORIES
+        title, idle = _INVARIANT_ROWS[invariant]
+        broken = [v for v in (report.warnings if advisory else report.violations) if v.invariant == invariant]
         if broken:
             first = broken[0]
             evidence = f"{len(broken)} violation(s); first: {first.detail}" + "".join(f" | {m[:110]}" for m in first.messages[:2])
-            row = CheckResult(_INVARIANT_ROWS[invariant], FAIL, evidence)
+            row = CheckResult(title, WARN if advisory else FAIL, evidence)
         elif not runs:
-            row = CheckResult(_INVARIANT_ROWS[invariant], SKIP, "no check ran")
+            row = CheckResult(title, SKIP, "no check ran")
+        elif not exercised.get(invariant):
+            row = CheckResult(title, SKIP, f"not exercised: {idle}")
         else:
-            row = CheckResult(_INVARIANT_ROWS[invariant], PASS, f"held in all {runs} runs")
-        report.results.append(row)
-        if progress is not None:
-            progress(row)
+            row = CheckResult(title, PASS, f"held in all {runs} runs ({exercised[invariant]} checked)")
+        row.force = ADVISORY if advisory else MUST
+        report.add(row)
+        progress(row)
     return report
 
 
-def format_table(report: ProbeReport, width: int = 100) -> str:
-    """A plain-text table: check, verdict, evidence (wrapped)."""
+def _rows_table(rows: Sequence[CheckResult], width: int) -> list[str]:
     import textwrap
 
-    name_w = max(len(r.check) for r in report.results) if report.results else 10
+    name_w = max([len(r.check) for r in rows] + [10])
     lines = [f"{'check'.ljust(name_w)}  verdict  evidence", f"{'-' * name_w}  -------  {'-' * 40}"]
-    for row in report.results:
+    for row in rows:
         wrapped = textwrap.wrap(row.evidence, max(30, width - name_w - 11)) or [""]
         lines.append(f"{row.check.ljust(name_w)}  {row.verdict.upper().ljust(7)}  {wrapped[0]}")
         lines.extend(f"{'':{name_w}}  {'':7}  {more}" for more in wrapped[1:])
+    return lines
+
+
+def format_table(report: ProbeReport, width: int = 100) -> str:
+    """Plain-text tables: the MUST rows, then the advisory rows apart; each wraps its evidence."""
+    lines = _rows_table(report.results, width)
     failed = sum(1 for r in report.results if r.verdict == FAIL)
     skipped = sum(1 for r in report.results if r.verdict == SKIP)
+    if report.advisories:
+        lines += ["", "advisory (ACP allows it, clients trip on it; never fails the probe)", ""]
+        lines += _rows_table(report.advisories, width)
+    warned = sum(1 for r in report.advisories if r.verdict == WARN)
     lines.append("")
-    lines.append(f"{len(report.results)} checks: {len(report.results) - failed - skipped} passed, {failed} failed, {skipped} skipped")
+    lines.append(f"{len(report.results)} checks: {len(report.results) - failed - skipped} passed, {failed} failed, {skipped} skipped"
+                 + (f"; {len(report.advisories)} advisories: {warned} warned" if report.advisories else ""))
     return "\n".join(lines)
+
+
+def distinct(violations: Sequence[Violation]) -> list[tuple[Violation, int]]:
+    """Each violation once (by invariant and detail), with how many times it was seen."""
+    seen: dict[tuple[str, str], list[Any]] = {}
+    for violation in violations:
+        entry = seen.setdefault((violation.invariant, violation.detail), [violation, 0])
+        entry[1] += 1
+    return [(v, n) for v, n in seen.values()]
 
 
 def main(cfg: ProbeConfig, as_json: bool = False, only: Sequence[str] = ()) -> int:
@@ -440,15 +684,15 @@ def main(cfg: ProbeConfig, as_json: bool = False, only: Sequence[str] = ()) -> i
     def progress(row: CheckResult) -> None:
         click.echo(f"  {row.verdict:<4}  {row.check}", err=True)
 
-    unknown = [o for o in only if not any(o in name for name, _ in CHECKS)]
+    unknown = [o for o in only if not any(o in name for name, *_ in CHECKS)]
     if unknown:
-        raise click.UsageError(f"no check matches {', '.join(map(repr, unknown))}; checks: {', '.join(n for n, _ in CHECKS)}")
+        raise click.UsageError(f"no check matches {', '.join(map(repr, unknown))}; checks: {', '.join(n for n, *_ in CHECKS)}")
     click.echo(f"probing {' '.join(cfg.command)}", err=True)
     report = run_probe(cfg, progress, only)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
         click.echo(format_table(report))
-        for violation in report.violations[:10]:
-            click.echo(f"\n{violation}")
+        for violation, count in distinct([*report.violations, *report.warnings])[:10]:
+            click.echo(f"\n{violation}" + (f"\n    (seen {count} times)" if count > 1 else ""))
     return 0 if report.ok else 1

@@ -1,11 +1,20 @@
-"""Finding processes an agent left behind.
+"""Finding processes an agent left behind, and blaming each on the agent it descends from.
 
 An orphan is reparented (to init, or to the nearest child subreaper), so a walk of the agent's
 children after it exits finds nothing. The rig therefore makes itself a child subreaper
-(prctl PR_SET_CHILD_SUBREAPER): every orphan of an agent it launched becomes the rig's own
-child, visible in /proc with our pid as its parent. Processes are attributed to an agent by
-session id (agents run in their own session) or by the descendant snapshots taken while the
-agent ran (a child that called setsid leaves the agent's session).
+(prctl PR_SET_CHILD_SUBREAPER) so orphans stay visible and are reaped by us, but being our child
+says nothing about which agent a process came from: several agents run at once and the rig
+launches new ones all the time. A process is blamed on an agent only on evidence of descent:
+
+- it is in the agent's session or process group (only the agent's lineage can be: the kernel
+  keeps a session's id from being reused while any member lives);
+- it was seen (pid and start time) among the agent's descendants while the agent ran, or it is
+  in a session or group led by such a process;
+- its environment, fixed at its exec and inherited down every fork, carries the run mark the
+  rig put in the agent's environment (this finds a double-forked daemon whose middle process
+  was never seen).
+
+A process the rig launched itself is never blamed on another agent.
 """
 
 from __future__ import annotations
@@ -14,6 +23,7 @@ import ctypes
 import logging
 import os
 import signal
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,8 +33,7 @@ log = logging.getLogger(__name__)
 
 PR_SET_CHILD_SUBREAPER = 36
 _enabled = False
-# Pids the rig launched itself; any other child of the rig in a session of its own is an orphan
-# some agent left behind (reparented to us because we are the subreaper).
+# Agents the rig launched and has not reaped yet: never blamed as another agent's orphan.
 LAUNCHED: set[int] = set()
 
 
@@ -100,12 +109,38 @@ def descendants(pid: int, processes: list[ProcInfo] | None = None) -> list[ProcI
     return out
 
 
+# The variable the rig sets in every agent it launches to mark that run's descendants.
+RUN_MARK = "ACP_GREEN_RIG_RUN"
+
+
+def new_run_mark() -> str:
+    """A fresh, unguessable mark for one agent run."""
+    return uuid.uuid4().hex
+
+
+def with_run_mark(env: dict[str, str] | None, mark: str) -> dict[str, str]:
+    """The environment to launch an agent with: `env` (or ours) plus the run's mark."""
+    return {**(os.environ if env is None else env), RUN_MARK: mark}
+
+
+def carries_mark(pid: int, mark: str) -> bool:
+    """Whether the process was started with this run's mark in its environment."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read(1 << 20)
+    except OSError:  # gone, or another user's process
+        return False
+    return f"{RUN_MARK}={mark}".encode() in environ.split(b"\0")
+
+
 class Tracker:
     """Remembers what an agent started, to find it again once the agent is gone."""
 
-    def __init__(self, agent_pid: int) -> None:
+    def __init__(self, agent_pid: int, mark: str | None = None) -> None:
         self.agent_pid = agent_pid
-        self.known: dict[int, ProcInfo] = {}
+        self.mark = mark
+        # (pid, start) of every descendant seen while the agent ran: a pid alone may be reused.
+        self.known: dict[tuple[int, int], ProcInfo] = {}
         LAUNCHED.add(agent_pid)
         info = proc_info(agent_pid)
         self.agent_start = info.start if info is not None else 0
@@ -113,30 +148,36 @@ class Tracker:
     def snapshot(self, processes: list[ProcInfo] | None = None) -> None:
         """Record the agent's current descendants (call while it runs)."""
         for info in descendants(self.agent_pid, processes):
-            self.known[info.pid] = info
+            self.known[(info.pid, info.start)] = info
 
     def survivors(self) -> list[ProcInfo]:
-        """Processes of this agent still alive: its session, its descendants, or ones seen earlier."""
+        """Processes descended from this agent that are still alive (see the module's rules)."""
         processes = all_processes()
         alive = {p.pid: p for p in processes}
-        found: dict[int, ProcInfo] = {}
-        for info in processes:
-            if info.pid != self.agent_pid and (info.sid == self.agent_pid or info.pgid == self.agent_pid):
-                found[info.pid] = info
-        for info in descendants(self.agent_pid, processes):
-            found[info.pid] = info
-        me, my_session = os.getpid(), os.getsid(0)
-        for info in processes:
-            # Reparented to us after the agent (or its child) died, in a session of its own: an
-            # orphan no walk of the agent's tree can find. Only ones started after this agent.
-            if info.ppid == me and info.pid not in LAUNCHED and info.sid != my_session and info.start >= self.agent_start:
-                found[info.pid] = info
-        for pid, seen in self.known.items():
+        agent_now = alive.get(self.agent_pid)
+        # Ids of sessions and groups only this agent's lineage can hold: its own (unless its pid
+        # now names another process, whose session that would be) and those of known descendants.
+        leaders: dict[int, int] = {} if agent_now is not None and agent_now.start != self.agent_start \
+            else {self.agent_pid: self.agent_start}
+        for pid, start in self.known:
             now = alive.get(pid)
-            # Same pid and same command: the process we saw, not a recycled pid.
-            if now is not None and now.comm == seen.comm and pid != self.agent_pid:
-                found[pid] = now
-        return sorted(found.values(), key=lambda p: p.pid)
+            if now is None or now.start == start:
+                leaders[pid] = start
+        found: dict[int, ProcInfo] = {}
+        for info in descendants(self.agent_pid, processes) if agent_now is not None and agent_now.start == self.agent_start else []:
+            found[info.pid] = info
+        for info in processes:
+            if info.pid == self.agent_pid or info.start < self.agent_start:
+                continue
+            if (info.pid, info.start) in self.known:
+                found[info.pid] = info
+            elif any(leader in leaders and info.start >= leaders[leader] for leader in (info.sid, info.pgid)):
+                found[info.pid] = info
+            elif self.mark is not None and carries_mark(info.pid, self.mark):
+                found[info.pid] = info
+        # Another agent the rig launched is that agent's business, never this one's orphan.
+        others = LAUNCHED - {self.agent_pid}
+        return sorted((p for p in found.values() if p.pid not in others), key=lambda p: p.pid)
 
 
 def kill_all(processes: list[ProcInfo]) -> None:

@@ -13,7 +13,7 @@ from gevent import subprocess
 
 from .client import AgentProcess, ClientPolicy
 from .invariants import InvariantChecker, Violation
-from .reaper import kill_all
+from .reaper import kill_all, new_run_mark, with_run_mark
 
 __all__ = ["CheckedAgent", "RunResult", "EXIT_TIMEOUT"]
 
@@ -27,12 +27,18 @@ class RunResult:
 
     exit_code: int | None
     violations: list[Violation]
+    advisories: list[Violation]
+    exercised: dict[str, int]
     messages_in: int
     messages_out: int
     prompts_answered: int
     cancelled_prompts: int
     stderr_tail: str = ""
     ended_by: str = "eof"
+    # The agent did not exit after EOF and the rig killed it: its exit code is the rig's doing,
+    # and what it started was not checked for orphans (a live agent's children are not orphans).
+    killed: bool = False
+    pid: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -41,10 +47,15 @@ class CheckedAgent(AgentProcess):
 
     def __init__(self, command: Sequence[str], policy: ClientPolicy | None = None, *,
                  env: dict[str, str] | None = None, cwd: str | None = None) -> None:
-        super().__init__(command, policy, env=env, cwd=cwd)
+        mark = new_run_mark()
+        super().__init__(command, policy, env=with_run_mark(env, mark), cwd=cwd)
+        self.tracker.mark = mark
         self.checker = InvariantChecker()
         self.ended_by = "eof"
         self.exit_timeout = EXIT_TIMEOUT
+        # Whether a clean exit after EOF owes an answer to every request (S13). A probe that
+        # judges this as an advisory of its own turns it off, so it is not counted twice.
+        self.answers_owed_at_eof = True
         self._input_closed = False
         self._result: RunResult | None = None
 
@@ -57,7 +68,7 @@ class CheckedAgent(AgentProcess):
         super().close_input()
 
     def signal(self, signum: int = signals.SIGTERM) -> None:
-        if signum in (signals.SIGTERM, signals.SIGINT):
+        if signum in (signals.SIGTERM, signals.SIGINT, signals.SIGHUP):
             self.ended_by = signals.Signals(signum).name
         super().signal(signum)
 
@@ -71,15 +82,27 @@ class CheckedAgent(AgentProcess):
         if not self._input_closed:
             self.close_input()
         code: int | None
+        killed = False
         try:
             code = self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            code = None
             checker.add("exit_after_eof", f"the agent was still running {timeout:.0f}s after its stdin closed ({self.ended_by})")
+            # Orphans only exist once the agent is gone: end it alone (its group stays, to be
+            # found below and cleaned up, not blamed: the agent never had its chance to end it).
+            self.tracker.snapshot()
+            killed = True
+            try:
+                os.kill(self.pid, signals.SIGKILL)
+            except ProcessLookupError:
+                pass
+            code = self.proc.wait(timeout=10)
         # Give the reader a moment to take the last lines the agent wrote before it exited.
         self._reader.join(timeout=5)
         survivors = self.survivors()
-        if survivors:
+        checker.exercised["exit_after_eof"] += 1
+        if not killed:
+            checker.exercised["no_orphan_processes"] += 1
+        if survivors and not killed:
             listing = ", ".join(f"pid {p.pid} ({p.comm}, sid {p.sid})" for p in survivors)
             checker.add("no_orphan_processes", f"{len(survivors)} process(es) outlived the agent: {listing}")
         try:
@@ -87,23 +110,25 @@ class CheckedAgent(AgentProcess):
         except (ProcessLookupError, PermissionError):
             pass
         kill_all(survivors)
-        if code is None:
-            code = self.proc.wait(timeout=10)
         # After EOF a clean exit (0) promises an answer to everything (S13). A signal may stop the
         # agent before it read the last requests: only those it must have read are owed answers.
-        complete: bool | str = True if (code == 0 and self.ended_by == "eof") else "read"
+        complete: bool | str = True if (code == 0 and self.ended_by == "eof" and self.answers_owed_at_eof) else "read"
         checker.finish(self.records, complete=complete)
         self.close()
         tail = bytes(self.stderr[-2000:]).decode("utf-8", "replace")
         self._result = RunResult(
             exit_code=code,
             violations=list(checker.violations),
+            advisories=list(checker.advisories),
+            exercised=dict(checker.exercised),
             messages_in=sum(1 for r in self.records if r.direction == "in"),
             messages_out=sum(1 for r in self.records if r.direction == "out"),
             prompts_answered=checker.prompts_answered,
             cancelled_prompts=checker.cancelled_prompts,
             stderr_tail=tail,
             ended_by=self.ended_by,
+            killed=killed,
+            pid=self.pid,
         )
         return self._result
 

@@ -6,9 +6,13 @@ drives it with prompts, cancels at random moments, a cancel in the prompt's own 
 prompts, mode changes and pauses in reading. EOF mid-turn and SIGTERM end an agent, so the slot
 exercises them on short-lived side agents, whose runs are checked the same way.
 
-Growth criterion (stated in the summary too): over the run's second half, samples are grouped
-in windows of WINDOW; the least-squares slope through each window's minimum (the floor, which
-activity does not lift but a leak does) must stay under the threshold per minute.
+Growth criterion (stated in the summary too): over the second half of each slot's run, samples
+are grouped in windows of WINDOW; the least-squares slope through each window's minimum (the
+floor, which activity does not lift but a leak does) must stay under the threshold per minute.
+The criterion rests on sample counts, not on the clock: a slot keeps running past the duration
+until its second half holds MIN_HALF_SAMPLES samples (a loaded machine samples less often), up
+to EXTENSION times the duration; a slope that still cannot be computed is reported as "not
+enough samples", never as a pass.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import shutil
 import signal as signals
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -28,14 +33,18 @@ from typing import Any
 
 import gevent
 
-from .client import ClientPolicy
+from .client import ClientPolicy, Pending
 from .invariants import Violation
 from .plot import PlotUnavailable, pyplot
 from .run import CheckedAgent, RunResult
 
-__all__ = ["SoakConfig", "Sample", "run_soak", "plan", "growth", "THRESHOLDS", "WINDOW"]
+__all__ = ["SoakConfig", "Sample", "run_soak", "plan", "growth", "second_half", "THRESHOLDS", "WINDOW", "MIN_HALF_SAMPLES"]
 
 WINDOW = 5
+MIN_HALF_SAMPLES = 4 * WINDOW  # samples the second half needs: four floors to fit a slope through
+EXTENSION = 3.0  # a slot short of samples runs on, up to this many times the duration
+STDERR_TAIL = 2000  # characters of a failed agent's stderr kept in the summary
+STDERR_LINES = 15  # lines of it printed
 # Per minute. RSS in bytes. Generous for noise, far below any leak worth the name.
 THRESHOLDS = {"rss": 2 * 1024 * 1024, "fds": 2.0, "greenlets": 5.0}
 
@@ -77,6 +86,8 @@ class Slot:
     index: int
     rng: random.Random
     agent: CheckedAgent | None = None
+    side: CheckedAgent | None = None  # the short-lived agent of a side run, while it runs
+    error: Exception | None = None  # what ended the slot early (reported with its agent's exit and stderr)
     samples: list[Sample] = field(default_factory=list)
     counts: dict[str, int] = field(default_factory=dict)
     violations: list[Violation] = field(default_factory=list)
@@ -84,6 +95,16 @@ class Slot:
     prompts: int = 0
     stats_supported: bool = True
     plan: list[str] = field(default_factory=list)
+    elapsed: float = 0.0  # seconds from the run's start to the slot's last action
+
+    @property
+    def actions(self) -> int:
+        return sum(self.counts.values())
+
+    def violation_count(self) -> int:
+        """Violations so far: those taken from finished runs plus the main agent's running tally."""
+        running = len(self.agent.checker.violations) if self.agent is not None else 0
+        return len(self.violations) + running
 
 
 def plan(seed: int, slot: int, length: int) -> list[str]:
@@ -94,9 +115,14 @@ def plan(seed: int, slot: int, length: int) -> list[str]:
     return rng.choices(names, weights, k=length)
 
 
+def second_half(samples: Sequence[Sample], key: str, duration: float) -> list[Sample]:
+    """The samples of one resource taken in the second half of a run of `duration` seconds."""
+    return [s for s in samples if s.t >= duration / 2 and getattr(s, key) is not None]  # t counts from the run's start
+
+
 def growth(samples: Sequence[Sample], key: str, duration: float) -> float | None:
     """Slope per minute of the windowed floor of one resource over the second half; None if unknown."""
-    half = [s for s in samples if s.t >= duration / 2 and getattr(s, key) is not None]  # t counts from the run's start
+    half = second_half(samples, key, duration)
     if len(half) < 2 * WINDOW:
         return None
     points = []
@@ -113,15 +139,38 @@ def growth(samples: Sequence[Sample], key: str, duration: float) -> float | None
 
 
 # -- driving one slot ------------------------------------------------------------------------
-def _launch(cfg: SoakConfig) -> tuple[CheckedAgent, list[str], list[str]]:
+def _launch(cfg: SoakConfig, slot: Slot, side: bool = False) -> tuple[CheckedAgent, list[str], list[str]]:
+    """Start an agent (the slot's main one, or a side run's) and open its sessions.
+
+    The slot holds the agent before the first request, so a failed start still has an exit
+    status and a stderr to show."""
     agent = CheckedAgent(cfg.command, ClientPolicy(), env=cfg.env)
-    agent.initialize()
+    if side:
+        slot.side = agent
+    else:
+        slot.agent = agent
+    _call(agent, "initialize", agent.initialize_params())
     sessions, modes = [], []
     for _ in range(cfg.sessions):
-        result = agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+        result = _call(agent, "session/new", {"cwd": "/tmp", "mcpServers": []})
         sessions.append(result["sessionId"])
         modes = [m["id"] for m in (result.get("modes") or {}).get("availableModes") or []]
     return agent, sessions, modes
+
+
+class AgentGone(Exception):
+    """The agent closed its stdout (exited) before answering a request the soak needs."""
+
+
+def _call(agent: CheckedAgent, method: str, params: dict[str, Any], timeout: float = 30.0) -> Any:
+    """A request's result; AgentGone at once if the agent's stdout closes first."""
+    pending = agent.request(method, params)
+    gevent.wait([pending.waitable, agent.eof], count=1, timeout=timeout)
+    if not pending.done:
+        if agent.eof.is_set():
+            raise AgentGone(f"the agent closed its stdout before answering {method}")
+        raise TimeoutError(f"no answer to {method} within {timeout:g}s")
+    return pending.result(0)
 
 
 def _act(slot: Slot, action: str, agent: CheckedAgent, sessions: list[str], modes: list[str], cfg: SoakConfig) -> None:
@@ -173,13 +222,14 @@ def _act(slot: Slot, action: str, agent: CheckedAgent, sessions: list[str], mode
 def _side_run(slot: Slot, action: str, cfg: SoakConfig) -> None:
     """A short-lived agent ended mid-turn by EOF or SIGTERM; its whole run is checked."""
     rng = slot.rng
-    agent, sessions, _ = _launch(cfg)
+    agent, sessions, _ = _launch(cfg, slot, side=True)
     pending = [agent.prompt(s, rng.choice(("/wait", f"/stream {rng.randint(100, 2000)} 128"))) for s in sessions]
     del pending
     gevent.sleep(rng.random() * 0.05)
     if action == "sigterm":
         agent.signal(signals.SIGTERM)
     result = agent.finish()
+    slot.side = None
     slot.side_runs += 1
     _take(slot, result)
 
@@ -189,36 +239,77 @@ def _take(slot: Slot, result: RunResult) -> None:
         slot.violations.append(violation)
 
 
-def _sampler(slot: Slot, start: float, interval: float) -> None:
-    """Sample the slot's main agent every `interval` seconds until the greenlet is killed.
+class ProcSampler(threading.Thread):
+    """Reads every slot's RSS and descriptors from /proc every `interval` seconds, in a thread
+    of its own: the rig's greenlets may keep the hub busy for long stretches (a stream of
+    thousands of updates is parsed and checked in one go, more slowly on a loaded machine), and
+    a sample must not wait for them. It touches no gevent object: /proc, the slot's agent pid and
+    list appends only."""
 
-    RSS and descriptors come from /proc at the tick; the greenlet count comes back from the
-    agent later (its answer may wait while the client pauses reading) and fills the sample in.
-    """
-    waiting: tuple[Any, Sample] | None = None
+    def __init__(self, slots: Sequence[Slot], start: float, interval: float) -> None:
+        super().__init__(name="soak-sampler", daemon=True)
+        self.slots, self.start_time, self.interval = slots, start, interval
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        while not self.stopped.is_set():
+            tick = time.monotonic()
+            for slot in self.slots:
+                agent = slot.agent
+                if agent is not None and agent.proc.returncode is None:
+                    rss, fds = agent.memory_rss(), agent.open_fds()
+                    if rss is not None:
+                        slot.samples.append(Sample(tick - self.start_time, rss, fds, None))
+            self.stopped.wait(max(0.0, self.interval - (time.monotonic() - tick)))
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.join(timeout=5)
+
+
+def _greenlet_counter(slot: Slot, interval: float) -> None:
+    """Ask the slot's agent for its greenlet count about every `interval` seconds, until killed.
+
+    The answer may wait while the client pauses reading; it fills in the latest /proc sample
+    taken when the question was asked."""
     while True:
         agent = slot.agent
         tick = time.monotonic()
-        if agent is not None and not agent.exited:
-            sample = Sample(tick - start, agent.memory_rss(), agent.open_fds(), None)
-            slot.samples.append(sample)
-            if waiting is not None and waiting[0].done:
-                answer = waiting[0].response(0)
-                if "error" in answer:
-                    slot.stats_supported = False  # not an acp_green agent: no greenlet count
-                elif isinstance(answer.get("result"), dict):
-                    waiting[1].greenlets = answer["result"].get("greenlets")
-                waiting = None
-            if waiting is None and slot.stats_supported:
-                waiting = (agent.request("_acp_green/stats", {}), sample)
+        if agent is not None and not agent.exited and slot.samples and slot.stats_supported:
+            sample = slot.samples[-1]
+            answer = _answer_or_none(agent.request("_acp_green/stats", {}), agent)
+            if answer is not None and "error" in answer:
+                slot.stats_supported = False  # not an acp_green agent: no greenlet count
+            elif answer is not None and isinstance(answer.get("result"), dict):
+                sample.greenlets = answer["result"].get("greenlets")
         gevent.sleep(max(0.0, interval - (time.monotonic() - tick)))
 
 
-def _drive(slot: Slot, cfg: SoakConfig, deadline: float, report: Callable[[str], None]) -> None:
-    agent, sessions, modes = _launch(cfg)
-    slot.agent = agent
+def _answer_or_none(pending: Pending, agent: CheckedAgent) -> dict[str, Any] | None:
+    """The response, or None if the agent's stdout closed first."""
+    gevent.wait([pending.waitable, agent.eof], count=1)
+    return pending.response(0) if pending.done else None
+
+
+def _drive(slot: Slot, cfg: SoakConfig, start: float, report: Callable[[str], None]) -> None:
+    """Run the slot's mix (see the module's growth criterion for when it stops); an exception ends
+    the slot and is kept in slot.error."""
+    try:
+        _drive_until(slot, cfg, start, report)
+    except Exception as exc:  # a crashed agent, a broken pipe, an answer that makes no sense...
+        slot.error = exc
+
+
+def _sampled_enough(slot: Slot, start: float) -> bool:
+    """Whether the slot's second half, were it to stop now, holds enough samples for a slope."""
+    return len(second_half(slot.samples, "rss", time.monotonic() - start)) >= MIN_HALF_SAMPLES
+
+
+def _drive_until(slot: Slot, cfg: SoakConfig, start: float, report: Callable[[str], None]) -> None:
+    agent, sessions, modes = _launch(cfg, slot)
     step = 0
-    while time.monotonic() < deadline and not agent.exited:
+    deadline, last_call = start + cfg.duration, start + cfg.duration * EXTENSION
+    while not agent.exited and (now := time.monotonic()) < last_call and (now < deadline or not _sampled_enough(slot, start)):
         if step >= len(slot.plan):
             slot.plan.extend(plan(cfg.seed, slot.index, len(slot.plan) + 256)[len(slot.plan):])
         action = slot.plan[step]
@@ -233,39 +324,62 @@ def _drive(slot: Slot, cfg: SoakConfig, deadline: float, report: Callable[[str],
             break
         for violation in agent.check():
             report(f"slot {slot.index}: {violation}")
+        slot.elapsed = time.monotonic() - start
     slot.plan = slot.plan[:step]
 
 
 # -- the run ---------------------------------------------------------------------------------
-def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None) -> dict[str, Any]:
-    """Run the soak; returns the summary (also written to out_dir/summary.json)."""
+def progress_line(slots: Sequence[Slot], elapsed: float, duration: float) -> str:
+    """One line of progress: time, actions, prompts, side runs, violations, each agent's RSS."""
+    rss = [s.samples[-1].rss for s in slots if s.samples and s.samples[-1].rss]
+    over = "  (running on: too few samples yet)" if elapsed > duration else ""
+    return (f"[{elapsed:5.1f}s/{duration:g}s] actions {sum(s.actions for s in slots)}, prompts {sum(s.prompts for s in slots)}, "
+            f"side runs {sum(s.side_runs for s in slots)}, violations {sum(s.violation_count() for s in slots)}, "
+            f"rss {'/'.join(f'{r / 2**20:.1f}' for r in rss) or '-'} MiB{over}")
+
+
+def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None,
+             progress: Callable[[str], None] | None = None, progress_every: float = 1.0) -> dict[str, Any]:
+    """Run the soak; returns the summary (also written to out_dir/summary.json).
+
+    `report` gets events (violations, failed slots); `progress`, every `progress_every`
+    seconds, the progress line."""
     start = time.monotonic()
-    deadline = start + cfg.duration
     slots = [Slot(i, random.Random(f"{cfg.seed}:{i}:moments")) for i in range(cfg.agents)]
     for slot in slots:
         slot.plan = plan(cfg.seed, slot.index, 256)
-    drivers = [gevent.spawn(_drive, slot, cfg, deadline, report) for slot in slots]
-    samplers = [gevent.spawn(_sampler, slot, start, cfg.sample_interval) for slot in slots]
+    drivers = [gevent.spawn(_drive, slot, cfg, start, report) for slot in slots]
+    sampler = ProcSampler(slots, start, cfg.sample_interval)
+    sampler.start()
+    counters = [gevent.spawn(_greenlet_counter, slot, cfg.sample_interval) for slot in slots]
     while not all(d.dead for d in drivers):
-        gevent.joinall(drivers, timeout=5, count=len(drivers))
-        now = time.monotonic()
-        if not all(d.dead for d in drivers):
-            rss = [s.samples[-1].rss for s in slots if s.samples and s.samples[-1].rss]
-            report(f"[{now - start:5.1f}s/{cfg.duration:g}s] prompts {sum(s.prompts for s in slots)}, "
-                   f"side runs {sum(s.side_runs for s in slots)}, violations {sum(len(s.violations) for s in slots)}, "
-                   f"rss {'/'.join(f'{r / 2**20:.1f}' for r in rss)} MiB")
-    gevent.killall(samplers, block=True, timeout=5)
-    for driver in drivers:
-        if driver.exception is not None:
-            report(f"a slot failed: {driver.exception!r}")
+        gevent.joinall(drivers, timeout=progress_every, count=len(drivers))
+        if progress is not None:
+            progress(progress_line(slots, time.monotonic() - start, cfg.duration))
+    sampler.stop()
+    gevent.killall(counters, block=True, timeout=5)
     failures: list[dict[str, Any]] = []
     per_agent = []
-    for slot, driver in zip(slots, drivers):
-        if driver.exception is not None:
-            failures.append({"kind": "error", "slot": slot.index, "detail": repr(driver.exception)})
-        if slot.agent is not None:
-            _take(slot, slot.agent.finish())
-        slopes = {key: growth(slot.samples, key, cfg.duration) for key in THRESHOLDS}
+    for slot in slots:
+        failed = slot.error is not None
+        for which, agent in (("side agent", slot.side), ("agent", slot.agent)):
+            if agent is None:
+                continue
+            result = agent.finish()
+            _take(slot, result)
+            if failed:
+                failures.append({"kind": "error", "slot": slot.index, "detail": repr(slot.error), "agent": which,
+                                 "exit_status": result.exit_code, "stderr_tail": result.stderr_tail[-STDERR_TAIL:]})
+                report(_slot_failure(slot.index, which, slot.error, result))
+                failed = False  # the exception belongs to the agent the slot was driving: the side run, if any
+        if failed:
+            failures.append({"kind": "error", "slot": slot.index, "detail": repr(slot.error)})
+            report(f"slot {slot.index} failed before any agent started: {slot.error!r}")
+        slot.side = None
+        slopes = {key: growth(slot.samples, key, slot.elapsed) for key in THRESHOLDS}
+        # Greenlet counts exist only for agents that answer _acp_green/stats.
+        judged = [key for key in THRESHOLDS if key != "greenlets" or slot.stats_supported]
+        unjudged = {key: len(second_half(slot.samples, key, slot.elapsed)) for key in judged if slopes[key] is None}
         for key, slope in slopes.items():
             if slope is not None and slope > THRESHOLDS[key]:
                 failures.append({"kind": "growth", "slot": slot.index, "resource": key, "slope_per_min": slope,
@@ -279,6 +393,10 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None)
             "actions": slot.counts,
             "plan_sha256": hashlib.sha256(",".join(slot.plan).encode()).hexdigest()[:16],
             "slopes_per_min": slopes,
+            "elapsed_s": round(slot.elapsed, 2),
+            "samples": len(slot.samples),
+            # Resources whose slope could not be computed, with the samples their second half held.
+            "not_enough_samples": unjudged,
             "first_sample": asdict(slot.samples[0]) if slot.samples else None,
             "last_sample": asdict(slot.samples[-1]) if slot.samples else None,
             "violations": len(slot.violations),
@@ -293,7 +411,9 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None)
         "prompts": sum(s.prompts for s in slots),
         "side_runs": sum(s.side_runs for s in slots),
         "criterion": (f"least-squares slope, per minute, through the minimum of each window of {WINDOW} samples "
-                      f"over the run's second half; fail above {THRESHOLDS}"),
+                      f"over the second half of each agent's run (run on until it holds {MIN_HALF_SAMPLES} samples, "
+                      f"up to {EXTENSION:g}x the duration); fail above {THRESHOLDS}"),
+        "growth_judged": not any(a["not_enough_samples"] for a in per_agent),
         "per_agent": per_agent,
         "failures": failures[:100],
         "failed_invariants": sorted({f["invariant"] for f in failures if f["kind"] == "invariant"}),
@@ -307,6 +427,17 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None)
     if cfg.plot:
         summary["plot"] = _plot(slots, cfg.out_dir, report)
     return summary
+
+
+def _slot_failure(index: int, which: str, error: BaseException, result: RunResult) -> str:
+    """What a failed slot prints: the error, then its agent's exit status and last stderr lines."""
+    status = result.exit_code
+    how = ("still running (killed by the soak)" if result.killed else "no exit status" if status is None
+           else f"killed by signal {-status}" if status < 0 else f"exit status {status}")
+    tail = result.stderr_tail.rstrip().splitlines()[-STDERR_LINES:]
+    lines = [f"slot {index} failed: {error!r}", f"  its {which} (pid {result.pid}): {how}"]
+    lines += [f"  stderr: {line}" for line in tail] or ["  stderr: (empty)"]
+    return "\n".join(lines)
 
 
 def _plot(slots: Sequence[Slot], out_dir: str, report: Callable[[str], None]) -> str | None:
@@ -334,8 +465,10 @@ def _plot(slots: Sequence[Slot], out_dir: str, report: Callable[[str], None]) ->
 
 def format_summary(summary: dict[str, Any]) -> str:
     """The human summary printed at the end."""
+    unjudged = "" if summary.get("growth_judged", True) else " (growth not judged for every agent: not enough samples)"
     lines = [
-        f"soak {'PASSED' if summary['ok'] else 'FAILED'}: {summary['agents']} agents, {summary['duration_s']:g}s, seed {summary['seed']}",
+        f"soak {'PASSED' if summary['ok'] else 'FAILED'}: {summary['agents']} agents, {summary['duration_s']:g}s, "
+        f"seed {summary['seed']}{unjudged}",
         f"  prompts {summary['prompts']}, side runs (EOF mid-turn / SIGTERM) {summary['side_runs']}",
         f"  criterion: {summary['criterion']}",
     ]
@@ -344,6 +477,8 @@ def format_summary(summary: dict[str, Any]) -> str:
             f"{k} {'n/a' if v is None else (f'{v / 2**20:+.2f} MiB/min' if k == 'rss' else f'{v:+.2f}/min')}"
             for k, v in agent["slopes_per_min"].items())
         lines.append(f"  agent {agent['slot']}: {agent['prompts']} prompts, {agent['violations']} violations; {slopes}")
+        for key, count in agent.get("not_enough_samples", {}).items():
+            lines.append(f"    {key}: not enough samples ({count} in the second half, {2 * WINDOW} needed for a slope)")
     if summary["failed_invariants"]:
         lines.append(f"  broken invariants: {', '.join(summary['failed_invariants'])}")
     if summary["growing_resources"]:
@@ -369,7 +504,25 @@ def main(cfg: SoakConfig) -> int:
     import click
 
     click.echo(f"soak: {cfg.agents} x {' '.join(cfg.command)} for {cfg.duration:g}s, seed {cfg.seed}", err=True)
-    summary = run_soak(cfg, lambda line: click.echo(line, err=True))
+    in_place = sys.stderr.isatty()
+    shown = [False]
+
+    def report(line: str) -> None:
+        if shown[0]:  # an event line goes below the progress line, not over it
+            click.echo("", err=True)
+            shown[0] = False
+        click.echo(line, err=True)
+
+    def progress(line: str) -> None:
+        if in_place:  # one line, rewritten each second
+            click.echo(f"\r{line}\x1b[K", err=True, nl=False)
+            shown[0] = True
+        else:
+            click.echo(line, err=True)
+
+    summary = run_soak(cfg, report, progress)
+    if shown[0]:
+        click.echo("", err=True)
     click.echo(format_summary(summary))
     click.echo(f"  summary: {os.path.join(cfg.out_dir, 'summary.json')}")
     return 0 if summary["ok"] else 1

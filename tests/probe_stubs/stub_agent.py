@@ -1,0 +1,133 @@
+"""A minimal stdio ACP agent (stdlib only) for probe tests; each flag gives it one trait that
+real agents have and acp_green's demo agent has not.
+
+    python stub_agent.py [--needs-auth] [--ignore-eof] [--child] [--graceful-sigterm]
+        [--relative-paths] [--open-tool-calls] [--wait-queues]
+
+It answers every prompt at once with end_turn and no chunks (no /stream, no prompt that runs
+until cancelled), `/read PATH` by asking the client for the file, and nothing else.
+--needs-auth: session/new is -32000 "Authentication required" until `authenticate` with
+method "stub-login". --ignore-eof: keeps running after stdin closes. --child: starts a sleeping
+child process at once (in its session, still its child). --graceful-sigterm: SIGTERM exits 0,
+SIGHUP keeps its default (death). --relative-paths: `/read` sends the path as given, relative.
+--open-tool-calls: a `/read`'s tool call is left in_progress when the prompt answers.
+--wait-queues: `/wait` runs until session/cancel, and requests that arrive meanwhile wait their
+turn (a second prompt is queued, not refused); at EOF the agent exits without answering it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    for flag in ("--needs-auth", "--ignore-eof", "--child", "--graceful-sigterm", "--relative-paths", "--open-tool-calls",
+                 "--wait-queues"):
+        parser.add_argument(flag, action="store_true")
+    flags = parser.parse_args()
+    if flags.graceful_sigterm:
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    if flags.child:
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    out = sys.stdout
+    logged_in = not flags.needs_auth
+    replies: dict[str, dict] = {}  # answers to our requests to the client, by id
+    next_id = [0]
+
+    def write(message: dict) -> None:
+        out.write(json.dumps(message) + "\n")
+        out.flush()
+
+    def respond(rid, result=None, error=None) -> None:
+        write({"jsonrpc": "2.0", "id": rid, **({"error": error} if error else {"result": result})})
+
+    def ask(method: str, params: dict) -> dict:
+        next_id[0] += 1
+        key = f"stub-{next_id[0]}"
+        write({"jsonrpc": "2.0", "id": key, "method": method, "params": params})
+        while key not in replies:
+            line = sys.stdin.readline()
+            if not line:
+                return {}
+            handle(json.loads(line))
+        return replies.pop(key)
+
+    def update(session_id: str, body: dict) -> None:
+        write({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": body}})
+
+    def handle(message: dict) -> None:
+        nonlocal logged_in
+        method, rid, params = message.get("method"), message.get("id"), message.get("params") or {}
+        if method is None:
+            replies[str(rid)] = message
+            return
+        if "id" not in message:
+            return  # notifications: nothing to do
+        if method == "initialize":
+            methods = [{"id": "stub-login", "name": "Stub login"}] if flags.needs_auth else []
+            respond(rid, {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": methods,
+                          "agentInfo": {"name": "stub-agent", "version": "0.0.1"}})
+        elif method == "authenticate":
+            if params.get("methodId") == "stub-login":
+                logged_in = True
+                respond(rid, {})
+            else:
+                respond(rid, error={"code": -32602, "message": "Unknown auth method"})
+        elif method == "session/new":
+            if logged_in:
+                respond(rid, {"sessionId": uuid.uuid4().hex})
+            else:
+                respond(rid, error={"code": -32000, "message": "Authentication required"})
+        elif method == "session/prompt":
+            blocks = params.get("prompt") or []
+            text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict)).strip()
+            session_id = params.get("sessionId")
+            if text == "/wait" and flags.wait_queues:
+                queued = []
+                while True:
+                    line = sys.stdin.readline()
+                    if not line:
+                        os._exit(0)  # EOF: leave without answering
+                    waiting = json.loads(line)
+                    if waiting.get("method") == "session/cancel":
+                        break
+                    queued.append(waiting)
+                respond(rid, {"stopReason": "cancelled"})
+                for waiting in queued:
+                    handle(waiting)
+                return
+            if text.startswith("/read "):
+                path = text[len("/read "):].strip()
+                path = path.lstrip("/") if flags.relative_paths else path
+                update(session_id, {"sessionUpdate": "tool_call", "toolCallId": "read-1", "title": f"Read {path}",
+                                    "kind": "read", "status": "in_progress", "locations": [{"path": path}]})
+                ask("fs/read_text_file", {"sessionId": session_id, "path": path})
+                if not flags.open_tool_calls:
+                    update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": "read-1", "status": "completed"})
+            respond(rid, {"stopReason": "end_turn"})
+        else:
+            respond(rid, error={"code": -32601, "message": f"Method not found: {method}"})
+
+    for line in sys.stdin:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            write({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+            continue
+        if isinstance(message, dict):
+            handle(message)
+    while flags.ignore_eof:
+        time.sleep(60)
+
+
+if __name__ == "__main__":
+    main()

@@ -138,3 +138,22 @@ def test_a_prompt_names_its_change_whatever_surrounds_it(path, old, new, noise):
     assert (change.path, change.old, change.new, change.command) == (path, old, new, [])
     with pytest.raises(ValueError, match="replace"):
         parse_change("\n".join([*noise, f"file: {path}", f"with: {new}"]))
+
+
+def test_the_probe_finds_nothing_wrong_and_exercises_its_file_path(tmp_path):
+    """`acp-green probe -- python examples/coding_agent.py` with a tool prompt: no row fails, the
+    tool prompt makes it send a file path (absolute, checked) and finish its tool call. The rows
+    that need a prompt running until cancelled say so: this agent has none."""
+    import json
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "acp_green", "probe", "--json", "--tool-prompt", "file: notes.txt\nreplace: a\nwith: b",
+         "--", sys.executable, EXAMPLE, "--state-dir", str(tmp_path / "state")],
+        capture_output=True, text=True, timeout=600, cwd=str(tmp_path))
+    report = json.loads(done.stdout)
+    rows = {row["check"]: row for row in report["checks"] + report.get("advisories", [])}
+    assert done.returncode == 0 and not [r for r in rows.values() if r["verdict"] == "fail"], rows
+    assert rows["file paths sent to the client are absolute"]["verdict"] == "pass", rows
+    assert rows["tool calls finish before the prompt response"]["verdict"] == "pass", rows
+    assert "fs/read_text_file" in rows["a prompt that uses a tool"]["evidence"]

@@ -6,14 +6,16 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.event import Event
 
 from .errors import UnknownSession
-from .store.base import Store
 from .store.session_record import SessionRecord
+
+if TYPE_CHECKING:
+    from .store.base import Store
 
 log = logging.getLogger(__name__)
 

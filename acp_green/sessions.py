@@ -6,16 +6,14 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import gevent
 from gevent.event import Event
 
 from .errors import UnknownSession
+from .store.interface import Store
 from .store.session_record import SessionRecord
-
-if TYPE_CHECKING:
-    from .store.base import Store
 
 log = logging.getLogger(__name__)
 

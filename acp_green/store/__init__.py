@@ -2,7 +2,8 @@
 
 | module | concern |
 |---|---|
-| `base.py` | the `Store` interface the runtime writes to, and `MemoryStore` (`--ephemeral`, the fallback) |
+| `interface.py` | the `Store` interface the runtime writes to |
+| `base.py` | `MemoryStore` (`--ephemeral`, the fallback) |
 | `session_record.py` | `SessionRecord`: what the store keeps of a session |
 | `turns.py` | what the store keeps of a turn (`TurnOutcome`, `StoredTurn`) and how history is read back (`HistoryPage`, `HistoryPosition`) |
 | `sqlite.py` | `SqliteStore`: one store thread owns the SQLite connection; the hub never touches the disk |
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-_EXPORTS = {"MemoryStore": ".base", "Store": ".base", "open_store": ".statedir", "OpeningStore": ".opening"}
+_EXPORTS = {"MemoryStore": ".base", "Store": ".interface", "open_store": ".statedir", "OpeningStore": ".opening"}
 
 __all__ = sorted(_EXPORTS)
 

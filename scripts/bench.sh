@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs `acp-green bench` (W1-W8) against acp_green and the peers, side by side.
-# Installs what it needs first: the package with matplotlib and the MCP SDK into .venv, the
-# peers' SDKs into .bench-cache/. Results go to bench-results/<UTC stamp>.{json,png,txt}.
+# Installs what it needs first: the package with matplotlib into .venv, the peers' SDKs (and the
+# MCP SDK, for W8) into .bench-cache/. Results go to bench-results/<UTC stamp>.{json,png,txt}.
 #   scripts/bench.sh [--doc] [ARGS...]
 # --doc: also copy the results to docs/benchmarks/latest.{json,png,txt} and regenerate
 # docs/BENCHMARKS.md from that one results file. Other arguments go to `acp-green bench`
@@ -14,7 +14,7 @@ if [ "${1:-}" = "--doc" ]; then doc=1; shift; fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-.venv/bin/python -m pip install --quiet -e '.[rig,plot,bench]'
+.venv/bin/python -m pip install --quiet -e '.[rig,plot]'
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p bench-results
 echo "load before: $(cat /proc/loadavg 2>/dev/null || uptime)" >&2

@@ -21,6 +21,7 @@ from .stats import percentile
 
 Metrics = dict[str, float]
 KEEP_FOR_CHECK = 64 << 20  # bytes of output kept to check chunk order after the timed window
+CHUNK_LINE_BYTES = 512  # more than any agent's line for a 64-byte chunk (message ids included)
 AGENT_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
@@ -75,7 +76,9 @@ def w1_stream(command: Sequence[str], sizes: Sizes) -> Metrics:
 
 def w2_fanout(command: Sequence[str], sizes: Sizes) -> Metrics:
     """W2: many prompts streaming at once while `session/set_mode` pings an idle session."""
-    with AgentConn(command, keep_limit=KEEP_FOR_CHECK, read_pause=sizes.read_pause, env=AGENT_ENV) as conn:
+    # All of the output is kept for the order check: 32 streams of 20,000 chunks exceed KEEP_FOR_CHECK.
+    keep = max(KEEP_FOR_CHECK, sizes.w2_prompts * sizes.w2_chunks * CHUNK_LINE_BYTES)
+    with AgentConn(command, keep_limit=keep, read_pause=sizes.read_pause, env=AGENT_ENV) as conn:
         conn.start_reader()
         conn.initialize(sizes.timeout)
         idle, *streams = conn.new_sessions(sizes.w2_prompts + 1)

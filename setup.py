@@ -27,7 +27,8 @@ setup(
     license="MIT",
     python_requires=">=3.11",
     packages=find_packages(include=["acp_green", "acp_green.*"]),
-    package_data={"acp_green": ["schema/*.json"]},
+    # The bench's peer agents run as their own processes, so `acp-green bench` works installed.
+    package_data={"acp_green": ["schema/*.json", "bench/peer_agents/*.py", "bench/peer_agents/*.mjs", "bench/peer_agents/*.json"]},
     install_requires=[
         "gevent>=24.10.1",
         "ujson>=5.8",
@@ -45,6 +46,8 @@ setup(
         # matplotlib, for the soak's memory plot and `acp-green bench --chart` (scripts/soak.sh
         # and scripts/bench.sh install it).
         "plot": ["matplotlib>=3.8"],
+        # `acp-green bench` W8: an MCP server on the official SDK and its client, measured beside acp_green.
+        "bench": ["mcp==2.3.0"],
         "test": TEST_REQUIRES,
     },
     entry_points={"console_scripts": ["acp-green = acp_green.__main__:main"]},

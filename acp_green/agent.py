@@ -11,16 +11,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import content, fairness, paths, wire
-from .blocks import Block, blocks_of
 from .context import ConnectionSnapshot
-from .elicitation import Elicited, can_elicit_forms, elicited, form_params
 from .errors import CapabilityMissing, ClientError, TurnCancelled
 from .fairness import UpdateChannel
 from .sessions import CancelToken, Session
-from .terminals import Terminal, TurnTerminals
 from .usage import UsageCounters, utf8_size
 
 if TYPE_CHECKING:
+    # Prompt blocks, terminals and forms load when a turn first uses them, not at start-up
+    # (their dataclasses are a noticeable share of the time to answer `initialize`).
+    from .blocks import Block
+    from .elicitation import Elicited
+    from .terminals import Terminal, TurnTerminals
     from .mcp.client import McpClientSession, McpTools
     from .settings import SessionSettings
     from .mcp.tools import ToolServer
@@ -323,6 +325,8 @@ class Turn:
     @property
     def blocks(self) -> tuple[Block, ...]:
         """The prompt as typed blocks, in order (text, image, audio, resource, resource link)."""
+        from .blocks import blocks_of
+
         return blocks_of(self.prompt)
 
     @property
@@ -523,6 +527,8 @@ class Turn:
     @property
     def can_elicit(self) -> bool:
         """The client advertised form elicitation (`elicitation.form`)."""
+        from .elicitation import can_elicit_forms
+
         return can_elicit_forms(self.snapshot)
 
     def terminal(self, command: str, args: Sequence[str] = (), *, cwd: str | None = None,
@@ -544,6 +550,8 @@ class Turn:
 
         Raises CapabilityMissing unless the client advertised `elicitation.form`.
         """
+        from .elicitation import can_elicit_forms, elicited, form_params
+
         if not can_elicit_forms(self.snapshot):
             raise CapabilityMissing("the client did not advertise form elicitation (clientCapabilities.elicitation.form)")
         return elicited(self.request("elicitation/create", form_params(self.session_id, message, schema, tool_call_id)))
@@ -560,6 +568,8 @@ class Turn:
         if terminals is None:
             if self._send_client is None:
                 raise CapabilityMissing("this turn cannot run terminals: it has no way to release them")
+            from .terminals import TurnTerminals
+
             terminals = self._terminals = TurnTerminals(self.session_id, self.token, self._call_client, self._send_client)
         return terminals
 

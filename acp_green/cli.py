@@ -430,7 +430,7 @@ def soak(duration: float, agents: int, seed: int, sessions: int, sample_interval
               help="An agent to measure (repeatable; COMMAND split like a shell would). Default: acp-green serve plus every peer whose runtime is present.")
 @click.option("--only", multiple=True, metavar="NAME",
               help="Of the default agents, run only these (acp-green, python-sdk, ts-sdk, bare-loop; repeatable).")
-@click.option("--workload", "-w", "workloads", multiple=True, type=click.Choice(["W1", "W2", "W3", "W4", "W5", "W6"]),
+@click.option("--workload", "-w", "workloads", multiple=True, type=click.Choice(["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"]),
               help="Run only these workloads (repeatable). Default: all.")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Rounds; each round runs every workload on every agent.")
 @click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
@@ -438,20 +438,20 @@ def soak(duration: float, agents: int, seed: int, sessions: int, sample_interval
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write the full results as JSON.")
 @click.option("--chart", "chart_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write a PNG chart (needs matplotlib: pip install 'acp-green[plot]').")
 @click.option("--install-peers", is_flag=True, help="Install the peers' SDKs into the cache directory first.")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, metavar="DIR", help="Where peers' SDKs are installed (default: .bench-cache in the repository).")
-@click.option("--peers-dir", type=click.Path(file_okay=False, exists=True), default=None, metavar="DIR", help="Where the peer agents' sources are (default: bench/peers in the repository).")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None, metavar="DIR", help="Where peers' SDKs are installed (default: .bench-cache in a source checkout, else ~/.cache/acp-green/bench).")
+@click.option("--peers-dir", type=click.Path(file_okay=False, exists=True), default=None, metavar="DIR", help="Where the peer agents' sources are (default: acp_green/bench/peer_agents, installed with the package).")
 @click.option("--no-ceiling", is_flag=True, help="Skip measuring the bench client's own read rate.")
 @click.option("--read-pause", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
               help="Calibration only: sleep before each read, like a lazy client (inflates every latency).")
 def bench(agents: tuple[str, ...], only: tuple[str, ...], workloads: tuple[str, ...], repeat: int, scale: float,
           json_path: str | None, chart_path: str | None, install_peers: bool, cache_dir: str | None, peers_dir: str | None,
           no_ceiling: bool, read_pause: float) -> None:
-    """Benchmark ACP agents side by side (workloads W1-W6): medians and spread as a table, JSON and a chart."""
+    """Benchmark ACP agents side by side (workloads W1-W8): medians and spread as a table, JSON and a chart."""
     from pathlib import Path
 
     from .bench.app import BenchSettings, run
     from .bench.peers import default_cache_dir, default_peers_dir
-    from .bench.workloads import WORKLOADS
+    from .bench.catalog import WORKLOADS
 
     settings = BenchSettings(
         agents=agents, only=only, workloads=workloads or tuple(WORKLOADS), repeat=repeat, scale=scale,

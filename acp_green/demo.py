@@ -9,9 +9,8 @@ from typing import Any, overload
 
 from . import content, wire
 from .agent import Agent, Command, ExtensionCall, Mode, SelectOption, Turn, text_content
-from .blocks import ImageBlock
 from .errors import CapabilityMissing, ClientError, McpUnavailable, RpcError
-from .mcp import Tool, ToolCall, ToolServer, result_text
+from .mcp.tools import Tool, ToolCall, ToolServer
 
 ECHO_CHUNK = 24
 CONTEXT_WINDOW = 128_000
@@ -200,6 +199,8 @@ class DemoAgent(Agent):
             message = exc.message if isinstance(exc, RpcError) else str(exc)
             turn.tool_update(tool_id, status="failed", content=[text_content(f"{server}.{tool} failed: {message}")])
             return "end_turn"
+        from .mcp.client import result_text
+
         text = result_text(result)
         status = "failed" if result.get("isError") else "completed"
         turn.tool_update(tool_id, status=status, content=[text_content(text)])
@@ -294,6 +295,8 @@ class DemoAgent(Agent):
 
     @DEMO_COMMANDS("image", "Describe the images sent with this prompt")
     def _cmd_image(self, turn: Turn, args: str) -> str:
+        from .blocks import ImageBlock
+
         images = [b for b in turn.blocks if isinstance(b, ImageBlock)]
         if not images:
             turn.say("no images")

@@ -14,6 +14,8 @@ import signal
 import sys
 import threading
 from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING
 
 import gevent
 from gevent.event import Event
@@ -25,9 +27,11 @@ from .context import ConnectionContext
 from .endpoint import Endpoint
 from .errors import LineTooLong
 from .sessions import SessionRegistry
-from .store import open_store
-from .store import Store
+from .store.opening import OpeningStore
 from .transport import LineReader, OutputLimits, Outbound
+
+if TYPE_CHECKING:
+    from .store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -53,10 +57,11 @@ class Server:
     """Runs one agent over one pair of descriptors."""
 
     def __init__(self, agent: Agent, options: ServeOptions | None = None, store: Store | None = None) -> None:
-        """Opens the store of `options` unless one is given; call from a greenlet (it may wait)."""
+        """Without `store`, the store of `options` opens in the background once the first message
+        has been handled (or when something needs it first): see `OpeningStore`."""
         self.agent = agent
         self.options = options or ServeOptions()
-        self.store: Store = store if store is not None else open_store(self.options.state_dir, self.options.ephemeral)
+        self.store: Store = store if store is not None else OpeningStore(partial(_open_store, self.options))
         self.sessions = SessionRegistry(self.store, self.options.idle_timeout)
         self.context = ConnectionContext()
         self.protocol: protocol.AcpProtocol | None = None
@@ -105,6 +110,9 @@ class Server:
     def _receive(self, line_reader: LineReader, endpoint: Endpoint) -> None:
         reason = "stdin closed"
         lines = line_reader.lines()
+        # Opened after the first message was handled: its answer (initialize) was queued first,
+        # so the writer, woken before the opener runs, writes it without waiting for the store.
+        open_store_soon = self.store.open_soon if isinstance(self.store, OpeningStore) else None
         try:
             while not self._stop.is_set():
                 self._reading = True
@@ -118,6 +126,9 @@ class Server:
                     endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
                 else:
                     endpoint.handle_line(line.data)
+                if open_store_soon is not None:
+                    open_store_soon()
+                    open_store_soon = None
                 if endpoint.outbound.over_input_limit:
                     # Over the hard limit background work is refused (output_backlog), but every
                     # request, even garbage, still queues a reply: a client that writes without
@@ -180,6 +191,12 @@ class Server:
             log.warning("%d background requests were aborted at the end of the grace", killed)
         if not outbound.close():
             log.warning("output not fully flushed (client not reading or gone)")
+
+
+def _open_store(options: ServeOptions) -> Store:
+    from .store.statedir import open_store
+
+    return open_store(options.state_dir, options.ephemeral)
 
 
 def serve(agent: Agent, read_fd: int, write_fd: int, options: ServeOptions | None = None) -> int:

@@ -12,7 +12,7 @@ import gevent
 from gevent.event import Event
 
 from .errors import UnknownSession
-from .store.base import Store
+from .store.interface import Store
 from .store.session_record import SessionRecord
 
 log = logging.getLogger(__name__)

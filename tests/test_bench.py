@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from acp_green.bench.scan import Scanner
 from acp_green.bench.stats import percentile, summarize
+from acp_green.bench.workloads import Sizes
 
 WORKLOAD_METRICS = {
     "W1": {"chunks_per_s", "seconds", "valid", "agent_cpu_us_per_chunk", "agent_cpu_share", "client_cpu_share"},
@@ -27,6 +28,9 @@ WORKLOAD_METRICS = {
     "W4": {"rtt_p50_ms", "rtt_p99_ms"},
     "W5": {"init_ms"},
     "W6": {"idle_mib", "after_mib", "per_session_kib"},
+    "W7": {"replay_updates_per_s", "replay_seconds", "replayed_chunks", "ping_p50_ms", "ping_p99_ms", "pings_answered_during_replay"},
+    "W8": {"acp_p50_ms", "acp_p99_ms", "stdio_p50_ms", "stdio_p99_ms", "http_p50_ms", "http_p99_ms", "no_tool_p50_ms",
+           "no_tool_p99_ms", "sdk_direct_p50_ms", "sdk_direct_p99_ms"},
 }
 
 
@@ -40,7 +44,7 @@ def test_bench_smoke_writes_well_formed_json(tmp_path: Path) -> None:
     agent = f"acp-green={sys.executable} -m acp_green serve --ephemeral"
     proc = subprocess.run(
         [sys.executable, "-m", "acp_green", "bench", "--agent", agent, "--repeat", "1", "--scale", "0.005", "--json", str(out)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(out.read_text())
@@ -57,6 +61,7 @@ def test_bench_smoke_writes_well_formed_json(tmp_path: Path) -> None:
             assert set(summary) >= {"median", "min", "max", "spread", "runs"}
             assert len(summary["runs"]) == 1 and _number(summary["median"]), (workload, name, summary)
     assert results["W1"]["valid"]["median"] == 1 and results["W2"]["valid"]["median"] == 1
+    assert results["W7"]["replayed_chunks"]["median"] == round(Sizes().w7_chunks * 0.005)  # the whole stored stream
     assert [(c["sessions"], c["write_bytes"]) for c in report["client_ceiling"]] == [(1, 0), (32, 0), (1, 8192)]
     assert all(_number(c["read_chunks_per_s"]) and c["valid"] for c in report["client_ceiling"])
     assert "W1 stream, chunks/s" in proc.stdout  # the table went to stdout

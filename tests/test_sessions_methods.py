@@ -286,6 +286,9 @@ def test_session_new_and_set_mode_never_wait_for_the_disk(inprocess, tmp_path):
 
     harness = _start(inprocess, tmp_path)
     client = harness.client
+    # The store opens in the background after the first request, and opening it takes the write
+    # lock (migrations): lock only once it is open, which the first read waits for.
+    assert client.call("session/list", {}) == {"sessions": []}
     blocker = sqlite3.connect(db_path(str(tmp_path / "state")), isolation_level=None)
     blocker.execute("BEGIN EXCLUSIVE")
     try:

@@ -10,7 +10,8 @@ from ..rig.plot import pyplot
 from .report import ROWS, Row
 
 CHARTED = ("W1/chunks_per_s", "W2/chunks_per_s", "W2/ping_p99_ms", "W3/cancel_p99_ms",
-           "W4/rtt_p50_ms", "W5/init_ms", "W6/idle_mib", "W6/per_session_kib")
+           "W4/rtt_p50_ms", "W5/init_ms", "W6/idle_mib", "W6/per_session_kib",
+           "W7/replay_updates_per_s", "W7/ping_p99_ms", "W8/acp_p50_ms", "W8/sdk_direct_p50_ms")
 LOG_KINDS = ("rate", "ms")
 
 

@@ -1,4 +1,4 @@
-"""Which agents the bench runs: acp_green itself and the peers under bench/peers/.
+"""Which agents the bench runs: acp_green itself and the peers in acp_green/bench/peer_agents/.
 
 Peers' dependencies go into a scratch cache directory (a venv for the Python SDK, a
 node_modules for the TypeScript SDK) only when asked; a peer whose runtime is missing is
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PY_SDK = "agent-client-protocol==0.12.1"
+MCP_SDK = "mcp==2.3.0"  # W8's MCP server and client, when the bench's own Python lacks it
 TS_SDK_NAME = "@agentclientprotocol/sdk"
 TS_SDK_VERSION = "2.4.0"
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -31,6 +32,11 @@ class AgentSpec:
     name: str
     command: tuple[str, ...]
     note: str = ""
+
+    @property
+    def is_acp_green(self) -> bool:
+        """Named acp-green (or acp-green-...): the acp_green-only workloads run on it."""
+        return self.name == "acp-green" or self.name.startswith("acp-green-")
 
     @classmethod
     def parse(cls, text: str) -> "AgentSpec":
@@ -50,11 +56,16 @@ class Lineup:
 
 
 def default_peers_dir() -> Path:
-    return REPO_ROOT / "bench" / "peers"
+    """The peer agents' sources, installed with the package."""
+    return Path(__file__).resolve().parent / "peer_agents"
 
 
 def default_cache_dir() -> Path:
-    return REPO_ROOT / ".bench-cache"
+    """.bench-cache in a source checkout; else $XDG_CACHE_HOME/acp-green/bench (~/.cache/...)."""
+    if (REPO_ROOT / ".git").exists():
+        return REPO_ROOT / ".bench-cache"
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "acp-green" / "bench"
 
 
 def acp_green_agent() -> AgentSpec:
@@ -125,11 +136,11 @@ def install_peers(peers: Path, cache: Path, log: Callable[[str], None]) -> list[
     problems: list[str] = []
     cache.mkdir(parents=True, exist_ok=True)
     venv = cache / "python-sdk"
-    log(f"installing {PY_SDK} into {venv}")
+    log(f"installing {PY_SDK} and {MCP_SDK} into {venv}")
     try:
         if not (venv / "bin" / "python").is_file():
             subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, stdout=sys.stderr)
-        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", PY_SDK], check=True, stdout=sys.stderr)
+        subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", PY_SDK, MCP_SDK], check=True, stdout=sys.stderr)
     except (OSError, subprocess.CalledProcessError) as exc:
         problems.append(f"python-sdk: {exc}")
     npm = shutil.which("npm")

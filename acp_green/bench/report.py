@@ -43,6 +43,20 @@ ROWS = (
     Row("W6", "idle_mib", "W6 RSS idle, MiB", "mib"),
     Row("W6", "after_mib", "W6 RSS after sessions, MiB", "mib"),
     Row("W6", "per_session_kib", "W6 per session, KiB", "kib"),
+    Row("W7", "replay_updates_per_s", "W7 replay, updates/s", "rate"),
+    Row("W7", "ping_p50_ms", "W7 set_mode during replay p50, ms", "ms"),
+    Row("W7", "ping_p99_ms", "W7 set_mode during replay p99, ms", "ms"),
+    Row("W7", "pings_answered_during_replay", "W7 pings answered during replay", "count"),
+    Row("W8", "acp_p50_ms", "W8 tools/call over ACP (mcp/message) p50, ms", "ms"),
+    Row("W8", "acp_p99_ms", "W8 tools/call over ACP (mcp/message) p99, ms", "ms"),
+    Row("W8", "stdio_p50_ms", "W8 prompt with a stdio tool call p50, ms", "ms"),
+    Row("W8", "stdio_p99_ms", "W8 prompt with a stdio tool call p99, ms", "ms"),
+    Row("W8", "http_p50_ms", "W8 prompt with an HTTP tool call p50, ms", "ms"),
+    Row("W8", "http_p99_ms", "W8 prompt with an HTTP tool call p99, ms", "ms"),
+    Row("W8", "no_tool_p50_ms", "W8 prompt without a tool call p50, ms", "ms"),
+    Row("W8", "no_tool_p99_ms", "W8 prompt without a tool call p99, ms", "ms"),
+    Row("W8", "sdk_direct_p50_ms", "W8 tools/call from the MCP SDK client, direct p50, ms", "ms"),
+    Row("W8", "sdk_direct_p99_ms", "W8 tools/call from the MCP SDK client, direct p99, ms", "ms"),
 )
 VALIDITY = (("W1", "valid"), ("W2", "valid"))
 
@@ -102,6 +116,8 @@ def table(report: dict[str, Any]) -> str:
                      f"order check afterwards {ceiling['check_chunks_per_s']:,.0f} chunks/s")
     for name, reason in report.get("skipped", {}).items():
         notes.append(f"skipped {name}: {reason}")
+    for what, reason in report.get("not_run", {}).items():
+        notes.append(f"not run: {what}: {reason}")
     for failure in report.get("failures", []):
         notes.append(f"failed: round {failure['round']} {failure['workload']} {failure['agent']}: {failure['error']}")
     footer = (f"{report.get('repeat')} round(s), scale {report.get('scale')}; commit {report.get('commit')}; "

@@ -15,7 +15,9 @@ from .ceiling import measure_ceiling
 from .conn import AgentFailed
 from .peers import REPO_ROOT, AgentSpec
 from .stats import summarize
-from .workloads import WORKLOADS, Sizes
+from .acp_only import Skipped
+from .catalog import ACP_GREEN_ONLY, WORKLOADS
+from .workloads import Sizes
 
 Log = Callable[[str], None]
 
@@ -48,6 +50,7 @@ def run_bench(options: BenchOptions, log: Log) -> dict[str, Any]:
         "agents": [{"name": a.name, "command": list(a.command), "note": a.note} for a in options.agents],
         "skipped": dict(options.skipped),
         "client_ceiling": [],
+        "not_run": {},  # "agent workload" -> why it did not run (applies to acp-green only, a missing SDK)
         "rounds": [],
         "failures": [],
     }
@@ -68,9 +71,17 @@ def run_bench(options: BenchOptions, log: Log) -> dict[str, Any]:
             # Rotate who goes first each round, so drift and warm caches favour no one.
             shift = round_no % len(agents) if agents else 0
             for agent in agents[shift:] + agents[:shift]:
+                if workload in ACP_GREEN_ONLY and not agent.is_acp_green:
+                    report["not_run"][f"{agent.name} {workload}"] = "applies to acp-green only"
+                    continue
                 started = time.perf_counter()
                 try:
                     metrics = WORKLOADS[workload](agent.command, sizes)
+                except Skipped as exc:
+                    if f"{agent.name} {workload}" not in report["not_run"]:
+                        log(f"{workload} {agent.name}: skipped: {exc}")
+                    report["not_run"][f"{agent.name} {workload}"] = str(exc)
+                    continue
                 except (AgentFailed, OSError) as exc:
                     log(f"round {round_no + 1} {workload} {agent.name}: FAILED: {exc}")
                     report["failures"].append({"round": round_no + 1, "workload": workload, "agent": agent.name, "error": str(exc)})

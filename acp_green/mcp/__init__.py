@@ -7,11 +7,28 @@
 - `bridge`: inbound bridges (the peer connects to servers we provide);
 - `registry`: the bridges of one ACP connection and the `mcp/*` routes;
 - `session`: the MCP servers of one session.
+
+
+Importing the package imports none of them: an agent that only declares tools, or never uses
+MCP, answers `initialize` without loading the process, JSON-RPC and HTTP machinery.
 """
 
 from __future__ import annotations
 
-from .client import McpClientSession, McpTools, result_text
-from .tools import Tool, ToolCall, ToolServer
+from typing import Any
 
-__all__ = ["McpClientSession", "McpTools", "Tool", "ToolCall", "ToolServer", "result_text"]
+_EXPORTS = {"McpClientSession": ".client", "McpTools": ".client", "result_text": ".client",
+            "Tool": ".tools", "ToolCall": ".tools", "ToolServer": ".tools"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name, __name__), name)
+    globals()[name] = value
+    return value

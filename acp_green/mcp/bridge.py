@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 from gevent.greenlet import Greenlet
@@ -29,8 +29,10 @@ from ..errors import (
 )
 from ..sessions import CancelToken
 from ..outgoing import PendingRequest
-from .jsonrpc import JsonRpcLink
 from .tools import ToolServer
+
+if TYPE_CHECKING:
+    from .jsonrpc import JsonRpcLink
 
 log = logging.getLogger(__name__)
 
@@ -159,6 +161,8 @@ class StdioBridge(Bridge):
         return self.link.pid if self.link is not None else None
 
     def open(self, timeout: float) -> dict[str, Any]:
+        from .jsonrpc import JsonRpcLink  # the process machinery: only once a stdio server starts
+
         name = self.server.name
         try:
             self.link = JsonRpcLink(

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import __version__
 from ..errors import ClientError, McpError
 from ..sessions import CancelToken
-from .jsonrpc import JsonRpcLink
 from .tools import PROTOCOL_VERSIONS, ToolServer
+
+if TYPE_CHECKING:
+    from .jsonrpc import JsonRpcLink
 
 log = logging.getLogger(__name__)
 

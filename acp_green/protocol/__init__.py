@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..agent import Agent
 from ..context import ConnectionContext
@@ -27,12 +28,14 @@ from ..errors import RequestCancelled
 from ..mcp.registry import McpRegistry, provided_servers
 from ..sessions import SessionRegistry
 from ..settings import SessionSettings
-from ..store import Store
 from .access import SessionAccess
 from .connection import ConnectionMethods
 from .prompt import PromptLedger, PromptService
 from .session_mcp import SessionMcpServers
 from .session_methods import SessionMethods
+
+if TYPE_CHECKING:
+    from ..store.base import Store
 
 log = logging.getLogger(__name__)
 

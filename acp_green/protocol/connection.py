@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__, wire
 from ..agent import Agent, ExtensionCall
@@ -15,7 +15,9 @@ from ..mcp.registry import McpRegistry
 from ..params import Params
 from ..sessions import CancelToken, SessionRegistry
 from ..stats import STATS_METHOD, runtime_stats
-from ..store import Store
+
+if TYPE_CHECKING:
+    from ..store.base import Store
 
 
 class ExtensionJob(Job):

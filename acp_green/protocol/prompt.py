@@ -14,17 +14,15 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import wire
 from ..agent import STOP_REASONS, Agent, Turn
-from ..blocks import DECLARED_KINDS, block_problem
 from ..endpoint import Job, Outcome, background
 from ..errors import InternalError, SessionBusy, one_line
 from ..params import Params
 from ..sessions import Session, SessionRegistry
 from ..settings import SessionSettings
-from ..store import Store
 from ..store.turns import FAILED, TurnOutcome
 from ..transport import Outbound
 from ..usage import RUNNING, UsageRecord
@@ -32,6 +30,9 @@ from .access import SessionAccess
 from .session_mcp import SessionMcpServers
 from .turn_record import TurnRecord
 from .updates import SessionUpdateEncoder, encode_update, session_info, title_from_prompt
+
+if TYPE_CHECKING:
+    from ..store.base import Store
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ def prompt_blocks(params: Params, accepted: frozenset[str] = frozenset()) -> lis
     An image, audio or resource block is refused unless its kind is in `accepted` (the agent's
     `promptCapabilities`): a client must not send one, and the agent could not read it.
     """
+    from ..blocks import DECLARED_KINDS, block_problem  # the block types: loaded with the first prompt
+
     prompt = params.required("prompt", list)
     for index, block in enumerate(prompt):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
@@ -86,6 +89,10 @@ class PromptJob(Job):
         turn = self.turn
         if turn.cancelled:  # cancelled between admission and our first switch (S11)
             return {"stopReason": "cancelled"}
+        # A turn keeps its history in the store as it streams: one that starts while the store
+        # is still opening (just after start-up) waits for it here, never in the receive loop.
+        # A cancel ends the wait; the agent still runs and sees its token set, as it would have.
+        self.ledger.store.wait_for_history_room(self.token)
         stop_reason = self.agent.prompt(turn) or "end_turn"
         if stop_reason not in STOP_REASONS:
             raise InternalError(f"Agent returned an unknown stop reason {stop_reason!r}")

@@ -17,14 +17,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import wire
 from ..endpoint import Job, Outcome, Reply
 from ..fairness import PacedProducer, UpdateChannel
 from ..sessions import Session, SessionRegistry
-from ..store import Store
 from .updates import SessionUpdateEncoder
+
+if TYPE_CHECKING:
+    from ..store.base import Store
 
 PAGE_ENTRIES = 1024
 PAGE_BYTES = 256 << 10

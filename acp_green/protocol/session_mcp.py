@@ -8,15 +8,17 @@ never use MCP cost no closer.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..mcp.client import McpClientSession
 from ..mcp.registry import McpRegistry
-from ..mcp.session import SessionMcp
 from ..sessions import CancelToken, Session
 
+if TYPE_CHECKING:
+    from ..mcp.client import McpClientSession
+    from ..mcp.session import SessionMcp
 
-class SessionMcpServers(Mapping[str, SessionMcp]):
+
+class SessionMcpServers(Mapping[str, "SessionMcp"]):
     """The `SessionMcp` of every session that started one, by session id."""
 
     def __init__(self, registry: McpRegistry, call_client: Callable[..., Any], notify_client: Callable[[str, Any], None]) -> None:
@@ -57,6 +59,8 @@ class SessionMcpServers(Mapping[str, SessionMcp]):
         first prompt after an eviction); stopped through the session's closers when it ends."""
         found = self._running.get(session.session_id)
         if found is None:
+            from ..mcp.session import SessionMcp  # processes, JSON-RPC, HTTP: loaded on first use
+
             session_id = session.session_id
             found = SessionMcp(
                 session_id, session.record.cwd, session.mcp_servers, self.registry.by_name,

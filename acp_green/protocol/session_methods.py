@@ -12,7 +12,7 @@ import binascii
 import json
 import logging
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import wire
 from ..agent import Agent, SessionView
@@ -21,12 +21,14 @@ from ..errors import InvalidParams, RpcError, SessionBusy, TooManyMcpServers, Un
 from ..params import Params
 from ..sessions import Session, SessionRegistry
 from ..settings import SessionSettings
-from ..store import Store
 from ..transport import Outbound
 from .access import SessionAccess
 from .replay import ReplayJob
 from .session_mcp import SessionMcpServers
 from .updates import encode_update, iso_time, session_info
+
+if TYPE_CHECKING:
+    from ..store.base import Store
 
 log = logging.getLogger(__name__)
 

@@ -2,7 +2,8 @@
 
 | module | concern |
 |---|---|
-| `base.py` | the `Store` interface the runtime writes to, and `MemoryStore` (`--ephemeral`, the fallback) |
+| `interface.py` | the `Store` interface the runtime writes to |
+| `base.py` | `MemoryStore` (`--ephemeral`, the fallback) |
 | `session_record.py` | `SessionRecord`: what the store keeps of a session |
 | `turns.py` | what the store keeps of a turn (`TurnOutcome`, `StoredTurn`) and how history is read back (`HistoryPage`, `HistoryPosition`) |
 | `sqlite.py` | `SqliteStore`: one store thread owns the SQLite connection; the hub never touches the disk |
@@ -11,9 +12,27 @@
 | `statedir.py` | the state directory: where it is, opening it, falling back to memory |
 | `private.py` | keeping the state directory and database files the user's own: 0700/0600, no symlinks |
 | `report.py` | what `acp-green sessions` and `acp-green usage` read and print |
+| `opening.py` | `OpeningStore`: the store while it opens in the background (writes wait in order, reads wait for it) |
+
+Importing the package imports none of them (not sqlite3 either): `serve` answers `initialize`
+before the store is opened, so the names below load on first use.
 """
 
-from .base import MemoryStore, Store
-from .statedir import open_store
+from __future__ import annotations
 
-__all__ = ["MemoryStore", "Store", "open_store"]
+from typing import Any
+
+_EXPORTS = {"MemoryStore": ".base", "Store": ".interface", "open_store": ".statedir", "OpeningStore": ".opening"}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module_name, __name__), name)
+    globals()[name] = value
+    return value

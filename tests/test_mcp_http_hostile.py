@@ -244,3 +244,42 @@ def test_an_sse_line_flooded_without_end_fails_at_the_bound_and_the_agent_keeps_
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_request_ended_while_its_body_is_still_being_sent_gives_its_connection_back(scripted, monkeypatch):
+    """A server that stops reading while a large request is being sent to it: the call ends at its
+    timeout and its connection's slot in the pool comes back, so later requests still get a
+    connection (with one slot, a lost one would hold every later request forever)."""
+    from acp_green.mcp import httplink
+
+    monkeypatch.setattr(httplink, "MAX_STREAMS", 1)
+    stalled, release = gevent.event.Event(), gevent.event.Event()
+    connections = [0]
+
+    def handle(sock: socket.socket, _address: Any) -> None:
+        connections[0] += 1
+        if connections[0] == 1:
+            sock.recv(1, socket.MSG_PEEK)  # the request is arriving: never read the rest
+            stalled.set()
+            release.wait()
+            sock.close()
+            return
+        server._handle(sock, _address)
+
+    server = scripted(lambda sock, body: reply(sock, "200 OK", {"Content-Type": "application/json"},
+                                               json.dumps({"jsonrpc": "2.0", "id": body["id"], "result": {}}).encode()))
+    server.server.stop()
+    stalling = StreamServer(("127.0.0.1", 0), handle)
+    stalling.start()
+    link = HttpLink(f"http://127.0.0.1:{stalling.server_port}/mcp", name="stalled", connect_timeout=5)
+    try:
+        call = link.start_request("tools/call", {"blob": "x" * (32 << 20)})  # far more than socket buffers hold
+        assert stalled.wait(60)
+        with pytest.raises(gevent.Timeout):
+            link.wait(call, timeout=0.2)
+        assert link.request("tools/list", {}, timeout=60) == {}
+        assert connections[0] == 2
+    finally:
+        release.set()
+        link.close()
+        stalling.stop(timeout=5)

@@ -12,6 +12,8 @@ import inspect
 import logging
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
 
@@ -53,7 +55,16 @@ def absolute_spec(spec: str, cwd: str) -> str:
 
 def load_agent(spec: str) -> Agent:
     """Import what `spec` names and make an agent of it (an Agent subclass, a factory taking no
-    arguments, or an instance), checked before any client connects."""
+    arguments, or an instance), checked before any client connects.
+
+    What the agent's code writes to stdout while it loads goes to stderr: stdout is the wire
+    (or the JSON `editor-config` prints).
+    """
+    with _stdout_to_stderr():
+        return _load(spec)
+
+
+def _load(spec: str) -> Agent:
     source, attr = split_spec(spec)
     module = _import_file(source) if is_file_source(source) else _import_module(source)
     target: Any = module
@@ -63,7 +74,7 @@ def load_agent(spec: str) -> Agent:
         except AttributeError:
             raise AgentSpecError(f"{source} has no attribute {attr!r}") from None
     agent = _instantiate(spec, target)
-    if type(agent).prompt is Agent.prompt:
+    if type(agent).prompt is Agent.prompt or not callable(getattr(agent, "prompt", None)):
         raise AgentSpecError(f"{spec}: {type(agent).__name__} does not implement prompt(turn), the method that runs a turn")
     return agent
 
@@ -76,7 +87,7 @@ def _import_module(name: str) -> ModuleType:
             raise AgentSpecError(f"cannot import {name}: no module of that name (run from the directory that holds it, "
                                  "or give path/to/file.py:ATTR)") from None
         raise _failed_import(name, exc) from None
-    except Exception as exc:  # the agent's own module failed at import: its error, in one line
+    except (Exception, SystemExit) as exc:  # the agent's own module failed (or exited) at import: in one line
         raise _failed_import(name, exc) from None
 
 
@@ -95,10 +106,26 @@ def _import_file(path: str) -> ModuleType:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # the agent's own module failed at import: its error, in one line
+    except (Exception, SystemExit) as exc:  # the agent's own module failed (or exited) at import: in one line
         del sys.modules[name]
         raise _failed_import(path, exc) from None
     return module
+
+
+@contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """Point fd 1 (and so `print`, `os.write(1, ...)` and children) at stderr for the block."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        try:
+            sys.stdout.flush()  # what the block printed goes out now, to stderr
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def _failed_import(source: str, exc: BaseException) -> AgentSpecError:
@@ -120,7 +147,7 @@ def _instantiate(spec: str, target: Any) -> Agent:
                              "that needs none, or an Agent instance")
     try:
         agent = target()
-    except Exception as exc:  # the agent's constructor or factory failed: its error, in one line
+    except (Exception, SystemExit) as exc:  # the agent's constructor or factory failed (or exited): in one line
         log.debug("creating the agent from %s failed", spec, exc_info=exc)
         raise AgentSpecError(f"creating the agent from {spec} failed: {_one_line(exc)}") from None
     if not isinstance(agent, Agent):

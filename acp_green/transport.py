@@ -120,7 +120,12 @@ class LineFramer:
                 else:
                     length = newline - pos
                     data = chunk[pos:newline + 1]
-                yield Line(b"", too_long=True) if length > limit else Line(data)
+                if length <= limit:
+                    yield Line(data)
+                    continue
+                yield Line(b"", too_long=True)
+                if not self._skip_long_lines:
+                    return
                 continue
             if pos < len(chunk):
                 partial.append(chunk[pos:] if pos else chunk)

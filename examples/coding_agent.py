@@ -50,7 +50,11 @@ def parse_change(prompt: str) -> Change:
     if missing:
         raise ValueError(f"missing {', '.join(missing)}: write `file: PATH`, `replace: OLD`, `with: NEW`, "
                          "and optionally `run: COMMAND`, one per line")
-    return Change(values["file"], values["replace"], values["with"], shlex.split(values.get("run", "")))
+    try:
+        command = shlex.split(values.get("run", ""))
+    except ValueError as exc:  # unbalanced quotes: said like any other mistake in the prompt
+        raise ValueError(f"cannot split `run: {values['run']}` as a shell would: {exc}") from None
+    return Change(values["file"], values["replace"], values["with"], command)
 
 
 class CodingAgent(Agent):

@@ -124,6 +124,56 @@ def test_text_not_in_the_file_changes_nothing_and_asks_nothing(launch, project):
     assert "does not contain" in said(agent.updates(session_id))
 
 
+def test_cancel_during_the_check_kills_its_terminal_and_ends_every_tool_call(launch, project):
+    """S5: cancel mid-command: the turn answers `cancelled`, the check's command is killed
+    (its terminal released), and every tool call ends completed or failed, none left running."""
+    agent = launch(command=[sys.executable, EXAMPLE, "--state-dir", str(project / ".state")], policy=coding_client())
+    agent.initialize()
+    session_id = agent.new_session(cwd=str(project))
+    pending = agent.prompt(session_id, "file: app.py\nreplace: return 1\nwith: return 2\n"
+                                       "run: python3 -c 'import time; time.sleep(600)'")
+    terminal = agent.wait_for(lambda: next(iter(agent.terminal_host.terminals.values()), None), timeout=120, what="the check's terminal")
+    agent.cancel(session_id)
+    assert pending.result(timeout=120) == {"stopReason": "cancelled"}
+    agent.wait_for(lambda: terminal.proc.poll() is not None, timeout=60, what="the check's command to be killed")
+    assert "terminal/release" in methods(agent)
+    statuses = final_statuses(agent, session_id)
+    assert set(statuses) == {"read", "edit", "check"} and set(statuses.values()) <= {"completed", "failed"}, statuses
+    assert statuses["check"] == "failed"
+
+
+def test_a_write_the_client_refuses_fails_the_edit_and_runs_nothing(launch, project):
+    def refuses(client: AcpClient, request: dict[str, Any]) -> None:
+        client.respond_error(request["id"], {"code": -32603, "message": "disk full"})
+
+    policy = ClientPolicy.coding(use_disk=True, handlers={"fs/write_text_file": refuses})
+    agent, session_id, result = run_prompt(launch, project, f"file: app.py\nreplace: return 1\nwith: return 2\nrun: {CHECK}", policy)
+    assert result == {"stopReason": "end_turn"}
+    assert "terminal/create" not in methods(agent)
+    assert final_statuses(agent, session_id) == {"read": "completed", "edit": "failed"}
+    assert (project / "app.py").read_text() == "def f():\n    return 1\n"
+
+
+def test_a_run_command_with_unbalanced_quotes_is_said_and_asks_nothing(launch, project):
+    agent, session_id, result = run_prompt(launch, project, "file: app.py\nreplace: return 1\nwith: return 2\nrun: echo 'oops",
+                                           coding_client())
+    assert result == {"stopReason": "end_turn"}
+    assert agent.agent_requests == []
+    assert "cannot split `run: echo 'oops`" in said(agent.updates(session_id))
+
+
+def test_a_path_outside_the_sessions_cwd_is_shown_absolute_in_the_permission_asked(launch, project):
+    """`..` may leave the cwd (the client decides what it serves): the read, the diff and the
+    permission all name the file's real absolute location, so the user sees where it is."""
+    outside = project.parent / f"{project.name}-outside.py"
+    outside.write_text("x = 1\n")
+    agent, session_id, result = run_prompt(launch, project, f"file: ../{outside.name}\nreplace: x = 1\nwith: x = 2", coding_client())
+    assert result == {"stopReason": "end_turn"}
+    (asked,) = [r for r in agent.agent_requests if r["method"] == "session/request_permission"]
+    assert asked["params"]["toolCall"]["content"][0]["path"] == str(outside)
+    assert outside.read_text() == "x = 2\n"
+
+
 line_text = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1).map(str.strip).filter(bool)
 
 

@@ -51,6 +51,34 @@ def broken_factory():
 
 
 not_an_agent = 42
+
+
+class PromptNotCallable(Agent):
+    prompt = "say hello"
+
+
+class ExitsWhenMade(Agent):
+    def __init__(self):
+        raise SystemExit(0)
+
+    def prompt(self, turn):
+        return "end_turn"
+'''
+LOUD_AGENT = '''
+import os
+print("loud at import")
+os.write(1, b"raw at import\\n")
+from acp_green import Agent
+
+
+class Loud(Agent):
+    name = "loud"
+
+    def __init__(self):
+        print("loud when made")
+
+    def prompt(self, turn):
+        return "end_turn"
 '''
 INITIALIZE = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1}}) + "\n"
 CONSOLE_SCRIPT = os.path.join(os.path.dirname(sys.executable), "acp-green")
@@ -66,6 +94,9 @@ def acp_green(*args: str, cwd: Path | str | None = None, stdin: str | None = Non
 def agents_dir(tmp_path: Path) -> Path:
     (tmp_path / "my_agents.py").write_text(AGENTS)
     (tmp_path / "broken_module.py").write_text("import nosuchdep_xyz\n")
+    (tmp_path / "exits_quietly.py").write_text("import sys\nsys.exit(0)\n")
+    (tmp_path / "exits_loudly.py").write_text("import sys\nsys.exit('no config:\\nbye')\n")
+    (tmp_path / "bad_syntax.py").write_text("def f(:\n")
     return tmp_path
 
 
@@ -80,6 +111,12 @@ def agents_dir(tmp_path: Path) -> Path:
     ("my_agents.py:NeedsModel", "NeedsModel() needs arguments (model)"),
     ("broken_module:X", "cannot import broken_module: ModuleNotFoundError: No module named 'nosuchdep_xyz'"),
     ("nosuch_module_xyz:Agent", "cannot import nosuch_module_xyz: no module of that name"),
+    ("exits_quietly.py:Agent", "exits_quietly.py: SystemExit: 0"),
+    ("exits_quietly:Agent", "cannot import exits_quietly: SystemExit: 0"),
+    ("exits_loudly.py:Agent", "exits_loudly.py: SystemExit: no config: bye"),
+    ("bad_syntax.py:Agent", "bad_syntax.py: SyntaxError: invalid syntax"),
+    ("my_agents:ExitsWhenMade", "creating the agent from my_agents:ExitsWhenMade failed: SystemExit: 0"),
+    ("my_agents:PromptNotCallable", "PromptNotCallable does not implement prompt(turn)"),
     ("missing_file.py:Agent", "no such file:"),
     ("no_colon", "expected MODULE:ATTR or path/to/file.py:ATTR"),
 ])
@@ -102,6 +139,31 @@ def test_an_agent_given_as_a_file_path_serves_from_any_directory(launch, agents_
     assert agent.initialize()["agentInfo"]["name"] == "fine"
     sid = agent.new_session()
     assert agent.prompt(sid, "hi").result() == {"stopReason": "end_turn"}
+
+
+@pytest.mark.parametrize("directory", ["with:colon", "with space é"])
+def test_an_agent_file_in_a_directory_with_a_colon_or_spaces_and_unicode_serves(agents_dir, directory):
+    """The spec splits at its last ':', so a directory may hold one; the path goes through as given."""
+    folder = agents_dir / directory
+    folder.mkdir()
+    (folder / "agent.py").write_text(AGENTS)
+    done = acp_green("serve", "--ephemeral", "--agent", f"{folder}/agent.py:Fine", stdin=INITIALIZE)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"]["agentInfo"]["name"] == "fine"
+
+
+def test_what_an_agent_prints_while_it_loads_goes_to_stderr_never_the_wire(agents_dir):
+    """Stdout is the wire: a module that prints, or writes fd 1, at import or in its
+    constructor leaves serve's stdout pure JSON-RPC and editor-config's stdout pure JSON."""
+    (agents_dir / "loud.py").write_text(LOUD_AGENT)
+    done = acp_green("serve", "--ephemeral", "--agent", "loud.py:Loud", cwd=agents_dir, stdin=INITIALIZE)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["result"]["agentInfo"]["name"] == "loud"
+    assert {"loud at import", "raw at import", "loud when made"} <= set(done.stderr.splitlines())
+    done = acp_green("editor-config", "zed", "--agent", "loud.py:Loud", cwd=agents_dir)
+    assert done.returncode == 0, done.stderr
+    assert "loud.py:Loud" in json.loads(done.stdout)["agent_servers"]["acp-green"]["args"][-1]
+    assert "loud when made" in done.stderr
 
 
 def test_serve_at_a_terminal_says_what_it_is_and_ends_on_ctrl_d():

@@ -8,7 +8,7 @@ import gevent
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_green.transport import Line, LineReader
+from acp_green.transport import Line, LineFramer, LineReader
 
 MAX = 1024
 
@@ -93,3 +93,37 @@ def test_a_line_far_over_the_limit_is_skipped_with_bounded_memory():
     """DESIGN §6 line_too_long: a 20 MB line is reported once and the next line is still read."""
     big = b"x" * (20 << 20)
     assert read_all([big[: 5 << 20], big[5 << 20:] + b"\n{}\n"]) == [Line(b"", too_long=True), Line(b"{}\n")]
+
+
+def reference_lines(stream: bytes, limit: int, skip_long_lines: bool) -> list[Line]:
+    """The framer's contract, by plain splitting: with `skip_long_lines=False` the first line
+    over the limit is the last line reported."""
+    pieces = stream.split(b"\n")
+    bodies = [piece + b"\n" for piece in pieces[:-1]] + ([pieces[-1]] if pieces[-1] else [])
+    out: list[Line] = []
+    for body in bodies:
+        if len(body.rstrip(b"\n")) > limit:
+            out.append(Line(b"", too_long=True))
+            if not skip_long_lines:
+                break
+        else:
+            out.append(Line(body))
+    return out
+
+
+@settings(deadline=None, max_examples=300)
+@given(stream=st.lists(st.sampled_from([b"a", b"bc", b"\n", b"\r\n", b"x" * 9, b"\r"]), max_size=40).map(b"".join),
+       limit=st.integers(1, 12), cuts=st.lists(st.integers(1, 200), max_size=10), skip_long_lines=st.booleans())
+def test_the_framer_over_any_chunking_is_a_plain_split_in_both_modes(stream, limit, cuts, skip_long_lines):
+    """However the bytes arrive, the framer hands out what splitting the whole stream gives: a
+    line over the limit (newline excluded) is one too_long marker, and when long lines are not
+    skipped it ends the stream wherever the chunk boundaries fall."""
+    chunks, at = [], 0
+    for cut in sorted(set(cuts)):
+        if at < cut < len(stream):
+            chunks.append(stream[at:cut])
+            at = cut
+    chunks.append(stream[at:])
+    source = iter(chunks)
+    framer = LineFramer(lambda: next(source, b""), limit, skip_long_lines=skip_long_lines)
+    assert list(framer.lines()) == reference_lines(stream, limit, skip_long_lines)

@@ -244,3 +244,172 @@ def test_an_sse_line_flooded_without_end_fails_at_the_bound_and_the_agent_keeps_
     finally:
         server.kill()
         server.wait()
+
+
+def test_a_request_ended_while_its_body_is_still_being_sent_gives_its_connection_back(scripted, monkeypatch):
+    """A server that stops reading while a large request is being sent to it: the call ends at its
+    timeout and its connection's slot in the pool comes back, so later requests still get a
+    connection (with one slot, a lost one would hold every later request forever)."""
+    from acp_green.mcp import httplink
+
+    monkeypatch.setattr(httplink, "MAX_STREAMS", 1)
+    stalled, release = gevent.event.Event(), gevent.event.Event()
+    connections = [0]
+
+    def handle(sock: socket.socket, _address: Any) -> None:
+        connections[0] += 1
+        if connections[0] == 1:
+            sock.recv(1, socket.MSG_PEEK)  # the request is arriving: never read the rest
+            stalled.set()
+            release.wait()
+            sock.close()
+            return
+        server._handle(sock, _address)
+
+    server = scripted(lambda sock, body: reply(sock, "200 OK", {"Content-Type": "application/json"},
+                                               json.dumps({"jsonrpc": "2.0", "id": body["id"], "result": {}}).encode()))
+    server.server.stop()
+    stalling = StreamServer(("127.0.0.1", 0), handle)
+    stalling.start()
+    link = HttpLink(f"http://127.0.0.1:{stalling.server_port}/mcp", name="stalled", connect_timeout=5)
+    try:
+        call = link.start_request("tools/call", {"blob": "x" * (32 << 20)})  # far more than socket buffers hold
+        assert stalled.wait(60)
+        with pytest.raises(gevent.Timeout):
+            link.wait(call, timeout=0.2)
+        assert link.request("tools/list", {}, timeout=60) == {}
+        assert connections[0] == 2
+    finally:
+        release.set()
+        link.close()
+        stalling.stop(timeout=5)
+
+
+BOUND = 1000
+
+
+def answer_padded_to(body: dict[str, Any], size: int) -> bytes:
+    answer = json.dumps({"jsonrpc": "2.0", "id": body["id"], "result": {"ok": True}}).encode()
+    return answer + b" " * (size - len(answer))
+
+
+def send_chunked(sock: socket.socket, head: bytes, payload: bytes, piece: int) -> None:
+    """`payload` in chunks of `piece` bytes, each its own send, then the last chunk."""
+    sock.sendall(b"HTTP/1.1 200 OK\r\n" + head + b"Transfer-Encoding: chunked\r\n\r\n")
+    for at in range(0, len(payload), piece):
+        part = payload[at:at + piece]
+        sock.sendall(b"%x\r\n%s\r\n" % (len(part), part))
+        gevent.sleep(0.001)  # separate segments: lines and CRLFs split across receives
+    sock.sendall(b"0\r\n\r\n")
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked", "event-stream"])
+def test_an_answer_of_exactly_the_bound_is_taken_and_one_byte_more_refused(scripted, framing):
+    """The bound is inclusive whatever the framing: a JSON body (declared or chunked) or an
+    event's data of exactly max_message_bytes is the answer; one byte more fails as too large.
+    The event stream's lines end in CRLF, split across chunks."""
+    def script(sock: socket.socket, body: dict[str, Any]) -> None:
+        size = BOUND + (len(server.requests) - 1)  # first request: exactly the bound; second: one more
+        payload = answer_padded_to(body, size)
+        if framing == "content-length":
+            reply(sock, "200 OK", {"Content-Type": "application/json"}, payload)
+        elif framing == "chunked":
+            send_chunked(sock, b"Content-Type: application/json\r\n", payload, 7)
+        else:
+            send_chunked(sock, b"Content-Type: text/event-stream\r\n", b": hi\r\ndata: " + payload + b"\r\n\r\n", 5)
+
+    server = scripted(script)
+    link = link_for(server, max_message_bytes=BOUND)
+    try:
+        assert link.request("tools/list", {}, timeout=60) == {"ok": True}
+        with pytest.raises(McpError, match="too large"):
+            link.request("tools/list", {}, timeout=60)
+    finally:
+        link.close()
+
+
+@pytest.mark.parametrize("framing", ["content-length", "chunked"])
+def test_a_connection_closed_mid_body_breaks_off_the_answer_even_if_what_came_is_json(scripted, framing):
+    """The server sends a whole JSON answer but closes before its declared length (or inside a
+    chunk): the body is incomplete, so the call fails as mcp_server_exited, not answered."""
+    def script(sock: socket.socket, body: dict[str, Any]) -> None:
+        answer = answer_padded_to(body, 0)
+        if framing == "content-length":
+            head = b"Content-Length: %d\r\n\r\n" % (len(answer) + 50)
+        else:
+            head = b"Transfer-Encoding: chunked\r\n\r\n%x\r\n" % (len(answer) + 50)
+        sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n" + head + answer)
+        sock.shutdown(socket.SHUT_RDWR)
+
+    server = scripted(script)
+    link = link_for(server)
+    try:
+        with pytest.raises(McpServerExited, match="broke off"):
+            link.request("tools/list", {}, timeout=60)
+    finally:
+        link.close()
+
+
+TINY_EVENT_FLOOD = r"""
+import socket
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(1)
+print(listener.getsockname()[1], flush=True)
+conn, _ = listener.accept()
+request = b""
+while b"\r\n\r\n" not in request:
+    request += conn.recv(65536)
+conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
+event = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{}}\n\n' * 1000
+sent = 0
+try:
+    while sent < (512 << 20):
+        conn.sendall(event)
+        sent += len(event)
+except OSError:
+    pass
+"""
+
+
+def test_a_flood_of_tiny_events_leaves_other_greenlets_running_while_it_lasts():
+    """A server in another process sends small notifications without pause and never answers:
+    while they are being delivered, a greenlet waiting on a timer gets to run again and again
+    (the reader yields to the hub between receives), and cancelling the call ends it."""
+    import subprocess
+    import sys
+
+    server = subprocess.Popen([sys.executable, "-c", TINY_EVENT_FLOOD], stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(server.stdout.readline())
+        delivered = [0]
+        flooding = gevent.event.Event()
+
+        def on_notification(_message: dict[str, Any]) -> None:
+            delivered[0] += 1
+            flooding.set()
+
+        link = HttpLink(f"http://127.0.0.1:{port}/mcp", name="flood", connect_timeout=5, on_notification=on_notification)
+        seen_by_ticker: list[int] = []
+
+        def ticker() -> None:
+            flooding.wait()
+            for _ in range(5):
+                gevent.sleep(0.01)  # a timer, not a callback: the hub must poll to run it
+                seen_by_ticker.append(delivered[0])
+
+        ticking = gevent.spawn(ticker)
+        try:
+            call = link.start_request("tools/list", {})
+            assert ticking.join(timeout=120) is None and ticking.dead, "the ticker never got to run during the flood"
+            assert server.poll() is None, "the flood ended before the ticker ran"
+            assert len(set(seen_by_ticker)) == 5, f"events were not delivered between the ticks: {seen_by_ticker}"
+            with pytest.raises(gevent.Timeout):
+                link.wait(call, timeout=0.1)
+            assert link.open_streams == 0
+        finally:
+            ticking.kill()
+            link.close()
+    finally:
+        server.kill()
+        server.wait()

@@ -59,3 +59,18 @@ def test_what_a_server_writes_is_what_the_parser_reads(events, endings, comments
         line("")
     expected = [SseEvent(name or "message", "\n".join(data).encode("utf-8"), None) for name, data in events]
     assert parse(lines) == expected
+
+
+@settings(deadline=None, max_examples=100)
+@given(pieces=st.lists(st.integers(0, 20), min_size=1, max_size=5), bound=st.integers(0, 60))
+def test_an_event_of_exactly_the_bound_is_accepted_and_one_byte_more_refused(pieces, bound):
+    """The bound is on the event's data as delivered (its lines joined by `\\n`), so an event of
+    exactly `max_event_bytes` bytes passes, like a JSON body of exactly the bound."""
+    lines = [b"data: " + b"x" * n + b"\n" for n in pieces]
+    size = sum(pieces) + len(pieces) - 1
+    parser = SseParser(max_event_bytes=bound)
+    if size <= bound:
+        assert parse([*lines, b"\n"], parser) == [SseEvent("message", b"\n".join(b"x" * n for n in pieces), None)]
+    else:
+        with pytest.raises(SseTooLarge):
+            parse([*lines, b"\n"], parser)

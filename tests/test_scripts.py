@@ -243,3 +243,34 @@ def test_without_a_usable_python_the_install_says_what_to_do(scratch, tmp_path, 
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 1 and said in done.stderr, done.stderr
     assert not (scratch / ".venv").exists()
+
+
+CHATTY_PYTHON = """#!/bin/sh
+# A Python whose venv and pip talk on stdout (a verbose pip.conf, PIP_VERBOSE, a chatty wrapper).
+if [ "$1" = "-m" ] && [ "$2" = "venv" ]; then
+  echo "creating $3"
+  mkdir -p "$3/bin"
+  cat "$0" > "$3/bin/python"; chmod +x "$3/bin/python"
+  echo '#!/bin/sh' > "$3/bin/acp-green"
+  echo "echo '{\\"jsonrpc\\":\\"2.0\\",\\"id\\":1,\\"result\\":{}}'" >> "$3/bin/acp-green"
+  chmod +x "$3/bin/acp-green"
+  exit 0
+fi
+case "$*" in *"pip install"*) echo "Collecting acp-green"; echo "Successfully installed acp-green";; esac
+case "$2" in *version_info*) exit 0;; esac
+echo "pip 99 from nowhere"
+"""
+
+
+def test_run_sh_keeps_stdout_for_the_wire_whatever_the_install_prints(scratch, tmp_path):
+    """Stdout is the wire: an editor launching scripts/run.sh reads JSON-RPC from its first byte,
+    so whatever creating the venv and installing print goes to stderr."""
+    shutil.copy2(ROOT / "scripts" / "run.sh", scratch / "scripts" / "run.sh")
+    shutil.rmtree(scratch / ".venv")
+    bin_dir = tool_dir(tmp_path / "bin", ("chatty-python", CHATTY_PYTHON))
+    done = subprocess.run([str(scratch / "scripts" / "run.sh")], cwd=scratch, input="",
+                          env={**os.environ, "PATH": str(bin_dir), "PYTHON": "chatty-python"},
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == '{"jsonrpc":"2.0","id":1,"result":{}}\n'
+    assert "Successfully installed acp-green" in done.stderr and "creating .venv" in done.stderr

@@ -63,6 +63,12 @@ class _Refused(Exception):
     """The server answered with an HTTP error status; carries its words."""
 
 
+class _StreamClosed(gevent.GreenletExit, OSError):
+    """Kills a request's greenlet. A socket error to geventhttpclient, which then gives the
+    connection's pool slot back even mid-send (a plain GreenletExit there loses the slot for good);
+    a kill to gevent, so a greenlet killed before it ran is not reported as a failure."""
+
+
 class _SessionExpired(Exception):
     """The server answered 404 for the MCP session the request carried."""
 
@@ -186,7 +192,7 @@ class HttpLink:
     def _close_stream(self, request_id: int) -> None:
         stream = self._streams.pop(wire.id_key(request_id), None)
         if stream is not None and stream is not gevent.getcurrent():
-            stream.kill(block=False)  # the kill closes its socket: the server sees the stream end
+            stream.kill(_StreamClosed(errno.ECANCELED, "the request's stream was closed"), block=False)  # closes its socket
 
     def _request_headers(self, *, with_session: bool = True) -> dict[str, str]:
         headers = {**self._headers, "Content-Type": "application/json", "Accept": _ACCEPT}

@@ -57,7 +57,7 @@ class SseParser:
         if colon and value.startswith(b" "):
             value = value[1:]
         if field == b"data":
-            self._size += len(value) + 1
+            self._size += len(value) + (1 if self._data else 0)  # the size of the joined data, exactly
             if self._size > self.max_event_bytes:
                 self._data.clear()
                 self._size = 0

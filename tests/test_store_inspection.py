@@ -158,8 +158,12 @@ def test_inspection_answers_while_a_serving_agent_writes_and_changes_nothing(lau
         writer.join(timeout=120)
     assert writer.successful(), writer.exception
 
-    # The agent's store thread may still be committing the writer's last turn: wait for it.
+    agent.call("session/list", {})  # reads follow queued writes: every turn above is committed
     holder = sqlite3.connect(db_path(state), timeout=60, isolation_level=None)
+    # A commit may have started a checkpoint in the agent's store thread, which copies the WAL
+    # into the database file without the write lock: ours waits for it and empties the WAL, so
+    # nothing of the agent's moves the files while the lock below is held.
+    holder.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     holder.execute("BEGIN IMMEDIATE")
     holder.execute("INSERT INTO sessions VALUES ('uncommitted', '/tmp', '[]', NULL, NULL, '{}', 1)")
     try:

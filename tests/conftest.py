@@ -2,7 +2,7 @@
 
 Every test runs under a gevent.Timeout, fails if a greenlet raised an unexpected error in the
 hub, and every agent a test launches is checked at teardown: its messages pass strict schema
-validation (DESIGN §7), the rig's invariants hold (one response per request, nothing answered for
+validation, the rig's invariants hold (one response per request, nothing answered for
 a notification, no update after a prompt's response...) and no process of its group is left
 behind. A test that breaks an invariant on purpose says which and why:
 `@pytest.mark.breaks_invariants("one_response_per_request", reason="...")`.
@@ -63,7 +63,7 @@ def schema_problems(client: AcpClient) -> list[str]:
     return stream_schema_problems(client.records) + null_id_problems(client)
 
 
-#: The only errors that may be answered with id null: the line's id could not be read (DESIGN §6).
+#: The only errors that may be answered with id null: the line's id could not be read.
 NULL_ID_CODES = (-32700, -32600)
 
 

@@ -1,4 +1,4 @@
-"""Interop (issue area: real clients): `acp-client` (PyPI), a small asyncio client nobody on this
+"""Interop (real clients): `acp-client` (PyPI), a small asyncio client nobody on this
 project wrote, drives `acp-green serve` through tests/peers/acp_client_driver.py.
 
 acp-client advertises no fs capability, so `/read` and `/write` must fail their tool call without

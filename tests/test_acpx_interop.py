@@ -113,7 +113,7 @@ def test_acpx_plain_prompt(acpx):
 
 
 def test_acpx_reads_a_relative_path_from_the_session_cwd(acpx):
-    """issue area: relative paths. `/read in.txt` reads <cwd>/in.txt: the runtime sends acpx the
+    """Relative paths. `/read in.txt` reads <cwd>/in.txt: the runtime sends acpx the
     absolute path (acpx refuses a relative one) and the tool call shows the file's text."""
     run = acpx("read")
     (run.cwd / "in.txt").write_text("text in the session cwd\n")
@@ -151,7 +151,7 @@ def test_acpx_mcp_demo_echo(acpx):
 
 
 def test_acpx_cancel_ends_the_turn_cancelled_with_its_tool_call_finished(acpx):
-    """S14 / issue area: unfinished tool calls. Ctrl-C (SIGINT) on acpx during a 30 s MCP tool call
+    """S14 / unfinished tool calls. Ctrl-C (SIGINT) on acpx during a 30 s MCP tool call
     sends session/cancel; the prompt answers `cancelled` and tool call mcp-1 has a final status
     before that response (checked by `wire()`)."""
     run = acpx("cancel")

@@ -1,6 +1,6 @@
-"""Bad input through the real CLI: each case of DESIGN §6 gets its exact error, and nothing is lost.
+"""Bad input through the real CLI: each kind of bad input gets its exact error, and nothing is lost.
 
-After every bad input the same connection still serves a prompt (issue 2, "Bad input gets a
+After every bad input the same connection still serves a prompt ("Bad input gets a
 clear error and nothing is lost"). "No reply" is proven without timing: a marker request is
 written after the input, and the marker's response must be the only new response (control
 messages are handled in receive order, S2, and errors for bad lines are queued as the line is
@@ -104,8 +104,8 @@ def vm_hwm_bytes(pid: int) -> int:
 
 
 # -- -32700 -----------------------------------------------------------------------------------
-def test_line_that_is_not_json_is_a_parse_error_DESIGN6(launch):
-    """DESIGN §6: an unparseable line answers -32700 with id null; the connection goes on."""
+def test_line_that_is_not_json_is_a_parse_error_errors(launch):
+    """Errors: an unparseable line answers -32700 with id null; the connection goes on."""
     agent = start(launch)
     for data in (b"this is not json\n", b'{"jsonrpc":"2.0","id":5,"method":"initialize"\n', b"{'a': 1}\n",
                  b'{"jsonrpc":"2.0","id":6,"method":"initialize"} extra\n', b"\x00\x01\x02\n"):
@@ -113,8 +113,8 @@ def test_line_that_is_not_json_is_a_parse_error_DESIGN6(launch):
         assert_serves_a_prompt(agent)
 
 
-def test_invalid_utf8_is_a_parse_error_DESIGN6(launch):
-    """DESIGN §6: invalid UTF-8 answers -32700 (id null even though the id was readable), never replaced."""
+def test_invalid_utf8_is_a_parse_error_errors(launch):
+    """Errors: invalid UTF-8 answers -32700 (id null even though the id was readable), never replaced."""
     agent = start(launch)
     for data in (b'{"jsonrpc":"2.0","id":"u","method":"session/new","params":{"cwd":"/tmp\xff","mcpServers":[]}}\n',
                  b'{"jsonrpc":"2.0","id":"v","method":"initialize","params":{"protocolVersion":1,"\xc0\xaf":1}}\n',
@@ -124,16 +124,16 @@ def test_invalid_utf8_is_a_parse_error_DESIGN6(launch):
 
 
 # -- -32600 -----------------------------------------------------------------------------------
-def test_json_that_is_not_an_object_is_an_invalid_request_DESIGN6(launch):
-    """DESIGN §6: a JSON value that is no request/notification/response object is -32600, id null."""
+def test_json_that_is_not_an_object_is_an_invalid_request_errors(launch):
+    """Errors: a JSON value that is no request/notification/response object is -32600, id null."""
     agent = start(launch)
     for data in (b"42\n", b'"initialize"\n', b"null\n", b"true\n", b"{}\n", b'{"jsonrpc":"2.0"}\n'):
         one_error(raw_replies(agent, data), -32600, None)
         assert_serves_a_prompt(agent)
 
 
-def test_batch_array_is_an_invalid_request_DESIGN6(launch):
-    """DESIGN §6: a batch array answers one -32600 with id null, and none of its members runs."""
+def test_batch_array_is_an_invalid_request_errors(launch):
+    """Errors: a batch array answers one -32600 with id null, and none of its members runs."""
     agent = start(launch)
     batch = [json.loads(request_line("b1")), json.loads(request_line("b2"))]
     for data in (json.dumps(batch).encode() + b"\n", b"[]\n"):
@@ -142,7 +142,7 @@ def test_batch_array_is_an_invalid_request_DESIGN6(launch):
 
 
 def test_bad_id_type_is_an_invalid_request_S4(launch):
-    """S4, DESIGN §6: a boolean, non-integer or structured id is -32600 (answered with id null), nothing runs."""
+    """S4, errors: a boolean, non-integer or structured id is -32600 (answered with id null), nothing runs."""
     agent = start(launch)
     for raw_id in (b"true", b"false", b"1.5", b"1.0", b"{}", b"[1]"):
         data = b'{"jsonrpc":"2.0","id":' + raw_id + b',"method":"session/new","params":{"cwd":"/tmp","mcpServers":[]}}\n'
@@ -157,7 +157,7 @@ def test_bad_id_type_is_an_invalid_request_S4(launch):
                                 reason="the client reuses an in-flight id on purpose: that id is answered twice (the "
                                        "refusal and the prompt), which also confuses the schema checker's id pairing")
 def test_duplicate_inflight_id_is_refused_S4(launch):
-    """S4, DESIGN §6: a request reusing the id of one still in flight is refused with -32600.
+    """S4, errors: a request reusing the id of one still in flight is refused with -32600.
 
     Two `/wait` prompts on different sessions with the same id: the second is refused, the first
     is unaffected and ends `cancelled` on session/cancel; the refused one never ran (its session
@@ -210,8 +210,8 @@ def test_duplicate_inflight_id_is_refused_S4(launch):
 
 
 # -- -32602 -----------------------------------------------------------------------------------
-def test_missing_or_ill_typed_params_name_the_field_DESIGN6(launch):
-    """DESIGN §6: missing or ill-typed params answer -32602 and the message names the field."""
+def test_missing_or_ill_typed_params_name_the_field_errors(launch):
+    """Errors: missing or ill-typed params answer -32602 and the message names the field."""
     agent = start(launch)
     session_id = agent.new_session()
     cases = [
@@ -239,8 +239,8 @@ def test_missing_or_ill_typed_params_name_the_field_DESIGN6(launch):
     assert agent.prompt(session_id, "/stream 3").result() == {"stopReason": "end_turn"}
 
 
-def test_unknown_session_id_DESIGN6(launch):
-    """DESIGN §6: an unknown session id answers -32602 with data.reason unknown_session and data.sessionId."""
+def test_unknown_session_id_errors(launch):
+    """Errors: an unknown session id answers -32602 with data.reason unknown_session and data.sessionId."""
     agent = start(launch)
     ghost = "sess-does-not-exist"
     for method, params in (
@@ -257,8 +257,8 @@ def test_unknown_session_id_DESIGN6(launch):
 
 
 # -- -32601 -----------------------------------------------------------------------------------
-def test_unknown_method_DESIGN6(launch):
-    """DESIGN §6: an unknown method answers -32601 with the request's id."""
+def test_unknown_method_errors(launch):
+    """Errors: an unknown method answers -32601 with the request's id."""
     agent = start(launch)
     for method in ("session/frobnicate", "no_such_method", "fs/read_text_file", "session/update"):
         error = agent.request(method, {}).error()
@@ -266,8 +266,8 @@ def test_unknown_method_DESIGN6(launch):
         assert_serves_a_prompt(agent)
 
 
-def test_unknown_extension_method_DESIGN6(launch):
-    """DESIGN §6, issue 2: an unknown `_`-extension request answers -32601; a known one still works."""
+def test_unknown_extension_method_errors(launch):
+    """Errors: an unknown `_`-extension request answers -32601; a known one still works."""
     agent = start(launch)
     for method in ("_acp_green/no_such_thing", "_vendor/anything", "_"):
         error = agent.request(method, {"x": 1}).error()
@@ -280,8 +280,8 @@ def test_unknown_extension_method_DESIGN6(launch):
 @pytest.mark.breaks_invariants("one_response_per_request", "no_response_to_notification",
                                 reason="a line over --max-line-bytes is answered -32600 with id null without being read: "
                                        "the checker, which reads every line whole, expects its id echoed")
-def test_line_over_max_line_bytes_is_skipped_DESIGN6(launch):
-    """DESIGN §6: a line over --max-line-bytes answers -32600, id null, data.reason line_too_long.
+def test_line_over_max_line_bytes_is_skipped_errors(launch):
+    """Errors: a line over --max-line-bytes answers -32600, id null, data.reason line_too_long.
 
     Nothing of it is processed, and the next line — even in the same write — is handled whole.
     """
@@ -322,8 +322,8 @@ def test_line_over_max_line_bytes_is_skipped_DESIGN6(launch):
 @pytest.mark.breaks_invariants("one_response_per_request", "no_response_to_notification",
                                 reason="a line over --max-line-bytes is answered -32600 with id null without being read: "
                                        "the checker, which reads every line whole, expects its id echoed")
-def test_huge_line_is_skipped_with_bounded_memory_DESIGN6(launch):
-    """DESIGN §6: a 64 MiB line against a 1 MiB limit is skipped while the agent's memory stays bounded."""
+def test_huge_line_is_skipped_with_bounded_memory_errors(launch):
+    """Errors: a 64 MiB line against a 1 MiB limit is skipped while the agent's memory stays bounded."""
     agent = start(launch, "--max-line-bytes", str(1 << 20))
     before = vm_hwm_bytes(agent.pid)
     line_size = 64 << 20
@@ -339,7 +339,7 @@ def test_huge_line_is_skipped_with_bounded_memory_DESIGN6(launch):
 
 # -- ignored input ----------------------------------------------------------------------------
 def test_response_to_an_id_the_agent_never_sent_is_ignored_and_logged(launch):
-    """Issue 2: a response to an id the agent never sent is ignored (no reply) and logged on stderr."""
+    """Bad input: a response to an id the agent never sent is ignored (no reply) and logged on stderr."""
     agent = start(launch, "--log-level", "warning")
     for request_id, body in ((4242, {"result": {}}), ("never-sent", {"result": {"outcome": {"outcome": "cancelled"}}}),
                              (987654, {"error": {"code": -32603, "message": "client failed"}})):
@@ -351,7 +351,7 @@ def test_response_to_an_id_the_agent_never_sent_is_ignored_and_logged(launch):
 
 
 def test_blank_and_crlf_lines_are_ignored(launch):
-    """Issue 2: a blank line, a "\\r\\n" line and whitespace-only lines get no reply."""
+    """Bad input: a blank line, a "\\r\\n" line and whitespace-only lines get no reply."""
     agent = start(launch)
     for data in (b"\n", b"\r\n", b"   \t \n", b"\n\n\r\n\n"):
         assert raw_replies(agent, data) == []
@@ -365,7 +365,7 @@ def test_blank_and_crlf_lines_are_ignored(launch):
 
 
 def test_final_line_without_newline_is_processed_before_exit(launch):
-    """Issue 2: a final line without a newline before EOF is processed; its response arrives, then exit 0."""
+    """Bad input: a final line without a newline before EOF is processed; its response arrives, then exit 0."""
     agent = start(launch)
     assert_serves_a_prompt(agent)
     last = agent.make_request("session/new", {"cwd": "/tmp", "mcpServers": []}, "last")
@@ -378,7 +378,7 @@ def test_final_line_without_newline_is_processed_before_exit(launch):
 
 
 def test_agent_exception_is_an_internal_error_and_the_session_goes_on_S14(launch):
-    """S14, DESIGN §6: `/fail` raises in agent code: -32603 with a one-line message; the session takes the next prompt."""
+    """S14, errors: `/fail` raises in agent code: -32603 with a one-line message; the session takes the next prompt."""
     agent = start(launch)
     session_id = agent.new_session()
     for _ in range(2):

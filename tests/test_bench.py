@@ -134,7 +134,7 @@ def test_percentile_figures_on_known_inputs() -> None:
 @given(st.lists(st.floats(min_value=-1e12, max_value=1e12, allow_nan=False), min_size=1, max_size=60),
        st.integers(min_value=1, max_value=99))
 def test_percentile_gives_the_figures_it_gave_when_hand_written(values: list[float], q: int) -> None:
-    """Issue area standard library: statistics.quantiles gives the same percentiles (to rounding)."""
+    """Standard library: statistics.quantiles gives the same percentiles (to rounding)."""
     scale = max(1.0, *(abs(v) for v in values))
     assert percentile(values, q) == pytest.approx(_percentile_as_hand_written_before(values, q), rel=1e-12, abs=1e-12 * scale)
 

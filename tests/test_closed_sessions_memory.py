@@ -1,4 +1,4 @@
-"""Issue area "memory of closed sessions is returned": closing a session frees everything the
+"""Memory of closed sessions is returned: closing a session frees everything the
 runtime held for it (only its stored record stays, in the store), and an idle agent holding
 100,000 sessions exits at EOF at once.
 
@@ -123,7 +123,7 @@ class PipelinedAgent:
     pytest.param("--state-dir", 10_000, marks=pytest.mark.slow),
 ])
 def test_rss_returns_after_ten_thousand_sessions_are_opened_and_closed(tmp_path, store, warm_up):
-    """Issue area: after a warm-up, 10,000 sessions opened and closed leave the agent's VmRSS
+    """After a warm-up, 10,000 sessions opened and closed leave the agent's VmRSS
     within 10% of where it was. With --ephemeral the store keeps every closed session's record
     in memory (about 220 bytes each, by design); the runtime keeps nothing of them."""
     args = [store] if store == "--ephemeral" else [store, str(tmp_path / "state")]
@@ -142,7 +142,7 @@ def test_rss_returns_after_ten_thousand_sessions_are_opened_and_closed(tmp_path,
 
 @pytest.mark.slow  # creating 100,000 sessions takes 25-30 s on a loaded 2-core machine
 def test_an_idle_agent_holding_100000_sessions_exits_at_eof_within_the_grace():
-    """Issue area (S13): 100,000 open, idle sessions, then EOF: the agent exits well within its
+    """S13: 100,000 open, idle sessions, then EOF: the agent exits well within its
     shutdown grace (dropping a session that started nothing costs no greenlet and no join)."""
     # A plain agent (no commands, modes or options to announce per session) keeps the 100,000
     # session/new cheap; what is measured, the exit, does not depend on the agent.
@@ -165,7 +165,7 @@ def test_an_idle_agent_holding_100000_sessions_exits_at_eof_within_the_grace():
 
 
 def test_closing_a_session_leaves_no_runtime_object_behind(inprocess):
-    """Issue area: after session/new + session/close, no Session, CancelToken or SessionMcp of
+    """After session/new + session/close, no Session, CancelToken or SessionMcp of
     it stays reachable, and the protocol's per-session tables are empty (a prompted session
     and one that declared an MCP server included)."""
     harness = inprocess(DemoAgent())

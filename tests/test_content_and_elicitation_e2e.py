@@ -31,7 +31,7 @@ def valid_as(type_name: str, value: Any) -> list[str]:
 @given(text=st.text(max_size=30), path=st.text(min_size=1, max_size=20), old=st.one_of(st.none(), st.text(max_size=20)),
        line=st.one_of(st.none(), st.integers(min_value=0, max_value=1 << 32 - 1)))
 def test_content_helpers_make_what_the_schema_calls_tool_call_content(text: str, path: str, old: str | None, line: int | None):
-    """Issue area tool-call content: text, diff (oldText null for a new file), terminal and
+    """Tool-call content: text, diff (oldText null for a new file), terminal and
     location helpers give valid ToolCallContent / ToolCallLocation objects."""
     assert valid_as("ToolCallContent", content.text(text)) == []
     assert valid_as("ToolCallContent", content.diff("/" + path, text, old)) == []
@@ -41,7 +41,7 @@ def test_content_helpers_make_what_the_schema_calls_tool_call_content(text: str,
 
 
 def test_one_text_helper_serves_the_turn_and_the_content_module():
-    """Issue area tool-call content: `agent.text_content` is `content.text`, not a second copy."""
+    """Tool-call content: `agent.text_content` is `content.text`, not a second copy."""
     assert text_content is content.text
 
 
@@ -49,7 +49,7 @@ def test_one_text_helper_serves_the_turn_and_the_content_module():
 
 
 def test_diff_proposes_a_change_with_old_and_new_text_at_an_absolute_path(launch):
-    """Issue area diffs: `/diff notes.txt` reads the file through the client and proposes a diff
+    """Diffs: `/diff notes.txt` reads the file through the client and proposes a diff
     whose path is absolute against cwd, with oldText the file and newText one line longer."""
     policy = ClientPolicy.coding(files={f"{CWD}/notes.txt": "first\n"})
     agent = launch("--ephemeral", policy=policy)
@@ -65,7 +65,7 @@ def test_diff_proposes_a_change_with_old_and_new_text_at_an_absolute_path(launch
 
 
 def test_diff_of_a_file_the_client_cannot_read_is_a_new_file(launch):
-    """Issue area diffs: without fs.readTextFile the diff's oldText is null (a new file)."""
+    """Diffs: without fs.readTextFile the diff's oldText is null (a new file)."""
     agent = launch("--ephemeral", policy=ClientPolicy(capabilities={}))
     session_id = start(agent)
     assert agent.prompt(session_id, "/diff /tmp/new.txt").result() == {"stopReason": "end_turn"}
@@ -78,7 +78,7 @@ def test_diff_of_a_file_the_client_cannot_read_is_a_new_file(launch):
 
 
 def test_ask_sends_a_form_scoped_to_the_session_and_repeats_the_answer(launch):
-    """Issue area elicitation: `/ask` sends `elicitation/create` in form mode with the session,
+    """Elicitation: `/ask` sends `elicitation/create` in form mode with the session,
     the question and a flat object schema; an accepted answer is repeated."""
     policy = ClientPolicy.coding(elicitations=[{"action": "accept", "content": {"answer": "blue"}}])
     agent = launch("--ephemeral", policy=policy)
@@ -94,7 +94,7 @@ def test_ask_sends_a_form_scoped_to_the_session_and_repeats_the_answer(launch):
 
 
 def test_ask_declined_says_so(launch):
-    """Issue area elicitation: a declined form is reported, the turn ends normally."""
+    """Elicitation: a declined form is reported, the turn ends normally."""
     agent = launch("--ephemeral", policy=ClientPolicy.coding(elicitations=[{"action": "decline"}]))
     session_id = start(agent)
     assert agent.prompt(session_id, "/ask why?").result() == {"stopReason": "end_turn"}
@@ -103,7 +103,7 @@ def test_ask_declined_says_so(launch):
 
 
 def test_ask_without_form_elicitation_asks_nothing(launch):
-    """Issue area capability check: without `elicitation.form` no form is sent (ACP: MUST NOT
+    """Capability check: without `elicitation.form` no form is sent (ACP: MUST NOT
     request a mode the client did not advertise)."""
     agent = launch("--ephemeral", policy=ClientPolicy(capabilities={"elicitation": {"url": {}}}))
     session_id = start(agent)
@@ -113,7 +113,7 @@ def test_ask_without_form_elicitation_asks_nothing(launch):
 
 
 def test_cancelling_a_turn_sends_cancel_request_for_its_pending_form(launch):
-    """Issue area elicitation: `session/cancel` while a form is pending sends `$/cancel_request`
+    """Elicitation: `session/cancel` while a form is pending sends `$/cancel_request`
     for the form's id before the `cancelled` response; the client's late -32800 is absorbed."""
     agent = launch("--ephemeral", policy=ClientPolicy.coding(elicitations=["hold"]))
     session_id = start(agent)
@@ -133,7 +133,7 @@ def test_cancelling_a_turn_sends_cancel_request_for_its_pending_form(launch):
 @given(message=st.text(max_size=20), tool_call_id=st.one_of(st.none(), st.text(min_size=1, max_size=8)),
        names=st.lists(st.text(min_size=1, max_size=6), max_size=3))
 def test_form_params_are_a_valid_form_elicitation(message: str, tool_call_id: str | None, names: list[str]):
-    """Issue area elicitation: `form_params` is a valid CreateElicitationRequest in form mode,
+    """Elicitation: `form_params` is a valid CreateElicitationRequest in form mode,
     scoped to the session and, when given, the tool call."""
     schema = {"properties": {n: {"type": "string"} for n in names}, "required": names[:1]}
     params = form_params("sess", message, schema, tool_call_id)

@@ -1,4 +1,4 @@
-"""Issue area demo commands: the demo's slash commands live in one registry, from which both
+"""Demo commands: the demo's slash commands live in one registry, from which both
 the advertised `available_commands_update` and the dispatch come; the README's demo table is the
 contract for the names."""
 

@@ -52,7 +52,7 @@ def test_importing_the_package_imports_no_gevent():
 
 
 def test_serve_help_documents_every_option():
-    """Every serve option of DESIGN §4 that exists is documented in --help."""
+    """Every serve option that exists is documented in --help."""
     result = CliRunner().invoke(cli, ["serve", "--help"])
     assert result.exit_code == 0
     for option in ("--agent", "--max-background", "--shutdown-grace", "--idle-timeout", "--max-line-bytes",

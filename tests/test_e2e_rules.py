@@ -1,4 +1,4 @@
-"""The seed's concurrency rules through the real CLI over real pipes (DESIGN §1)."""
+"""The concurrency rules through the real CLI over real pipes."""
 
 from __future__ import annotations
 
@@ -129,7 +129,7 @@ def test_cancel_answered_while_eight_prompts_stream_S10(launch):
 
 
 def test_cancel_answered_while_client_pauses_reading_S10(launch):
-    """S10, DESIGN §5: with stdout unread and a stream blocked on the backlog, a cancel still takes effect."""
+    """S10, back-pressure: with stdout unread and a stream blocked on the backlog, a cancel still takes effect."""
     agent = launch()
     sid, other = open_session(agent, 2)
     agent.pause_reading()

@@ -1,4 +1,4 @@
-"""Issue area monkey-patching: `--monkey-patch` is decided from the parsed command line, so only
+"""Monkey-patching: `--monkey-patch` is decided from the parsed command line, so only
 `serve --monkey-patch` patches, never a command that merely carries those words as arguments."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue area (features register their routes): what `Endpoint.add_feature` promises beyond one
+"""Features register their routes: what `Endpoint.add_feature` promises beyond one
 handler per method — an override in a subclass replaces its base's handler, and a second
 fallback is a wiring error."""
 
@@ -84,7 +84,7 @@ def test_shut_down_fails_every_wait_for_the_client_at_once_S13():
 
 
 def test_a_wait_without_cancel_on_timeout_is_forgotten_quietly():
-    """Issue area (JSON-RPC plumbing once): `OutgoingRequests.wait(cancel_on_timeout=False)` — the
+    """JSON-RPC plumbing once: `OutgoingRequests.wait(cancel_on_timeout=False)` — the
     MCP link's wait without a token — raises the timeout, tells the peer nothing and forgets the
     request; the default tells the peer (one cancel) and forgets it too."""
     import gevent
@@ -108,7 +108,7 @@ def test_a_wait_without_cancel_on_timeout_is_forgotten_quietly():
 
 
 def test_mcp_link_timeout_without_a_token_tells_the_server_nothing(mcp_link):
-    """Issue area (JSON-RPC plumbing once): JsonRpcLink.wait cancels on timeout only when a token
+    """JSON-RPC plumbing once: JsonRpcLink.wait cancels on timeout only when a token
     was given; without one the call is forgotten and the server gets no `notifications/cancelled`
     (the echo after it proves every earlier message has been seen)."""
     import gevent

@@ -51,7 +51,7 @@ class BigUpdateAgent(Agent):
 
 # -- the record's pieces ---------------------------------------------------------------------------
 def test_updates_sent_as_objects_are_cut_into_pieces_by_bytes_as_well():
-    """Issue area (incremental history): a turn whose updates go through `Turn.send` (tool call
+    """Incremental history: a turn whose updates go through `Turn.send` (tool call
     updates, not text chunks) is handed over in pieces of about PIECE_BYTES too, not only every
     PIECE_UPDATES updates: 200 updates of 20 KB are several pieces, none much over the bound."""
     store = RecordingStore(keep=False)
@@ -90,7 +90,7 @@ def test_a_replay_never_sends_a_stored_entry_that_is_not_an_update_object(inproc
 
 
 def test_one_update_larger_than_a_piece_is_stored_and_replayed_whole(inprocess, tmp_path):
-    """Issue area (incremental history): a single update of 2 MB (four times PIECE_BYTES, sixteen
+    """Incremental history: a single update of 2 MB (four times PIECE_BYTES, sixteen
     times a stored row) is one piece and one row of its own; it is replayed whole, in its place."""
     harness = inprocess(BigUpdateAgent(2 << 20), state_dir=str(tmp_path / "state"))
     client = harness.client
@@ -106,7 +106,7 @@ def test_one_update_larger_than_a_piece_is_stored_and_replayed_whole(inprocess, 
 
 
 def test_an_update_sqlite_refuses_fails_that_piece_only_and_the_session_still_loads(inprocess, tmp_path, monkeypatch):
-    """Issue area (failure isolation), end to end: an update over SQLite's row limit (made small
+    """Failure isolation, end to end: an update over SQLite's row limit (made small
     with SQLITE_LIMIT_LENGTH) fails its piece; the turn answers end_turn, is stored incomplete with
     its outcome, the store stays on disk, and a load replays what was stored, then answers."""
     small_rows(monkeypatch, 200_000)

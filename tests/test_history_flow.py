@@ -63,7 +63,7 @@ def replay_of(client: Any, session_id: str) -> tuple[list[dict[str, Any]], Any]:
 
 # -- message ids -------------------------------------------------------------------------------------
 def test_message_ids_live_and_in_replay_are_the_same_and_valid(inprocess, tmp_path):
-    """Issue area (message ids): the prompt is one user message; agent chunks are one message until
+    """Message ids: the prompt is one user message; agent chunks are one message until
     a tool call, plan or a chunk of another kind intervenes (a usage update does not); thoughts
     form their own message. Every chunk carries its message's id, live and in replay, the same
     ids, and each chunk is a valid ACP SessionNotification."""
@@ -92,7 +92,7 @@ def test_message_ids_live_and_in_replay_are_the_same_and_valid(inprocess, tmp_pa
 
 
 def test_three_turns_replay_as_three_user_messages(inprocess, tmp_path):
-    """Issue area (turns visible): prompts `/fail`, `/sleep 0`, `hello` replay as three user
+    """Turns visible: prompts `/fail`, `/sleep 0`, `hello` replay as three user
     messages with distinct ids, each followed by what its turn sent."""
     harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"))
     client = harness.client
@@ -112,7 +112,7 @@ def test_three_turns_replay_as_three_user_messages(inprocess, tmp_path):
 @given(st.lists(st.sampled_from(sorted(MESSAGE_CHUNKS | MESSAGE_BREAKS | {"usage_update", "current_mode_update"})), max_size=40),
        st.booleans())
 def test_message_boundaries_for_any_sequence_of_updates(kinds, as_text):
-    """Issue area (message ids), any sequence of updates: a chunk continues the open message only
+    """Message ids, any sequence of updates: a chunk continues the open message only
     when the one before it among chunks and breaks is a chunk of the same kind; otherwise a new
     id, never used before in the turn. Ids in the stored updates equal the ids on the wire."""
     store = RecordingStore()
@@ -196,7 +196,7 @@ def streamed_turn(store: Any, chunks: int, text: str = "0123456789" * 6) -> Turn
 
 
 def test_a_turn_hands_its_updates_to_the_store_in_bounded_pieces():
-    """Issue area (incremental history): while the turn runs its updates reach the store in pieces
+    """Incremental history: while the turn runs its updates reach the store in pieces
     of at most PIECE_UPDATES updates and about PIECE_BYTES, in order, between begin and end; the
     stored form is the update object itself (the `update` of the wire line)."""
     store = RecordingStore()
@@ -219,7 +219,7 @@ def test_a_turn_hands_its_updates_to_the_store_in_bounded_pieces():
 
 
 def test_a_turns_memory_does_not_grow_with_its_length():
-    """Issue area (bounded memory): the memory a streamed turn holds at its peak is the same for
+    """Bounded memory: the memory a streamed turn holds at its peak is the same for
     20,000 and 100,000 chunks (one piece at most), while keeping every line would be ~5x more."""
     def peak_for(chunks: int) -> int:
         tracemalloc.start()
@@ -237,7 +237,7 @@ def test_a_turns_memory_does_not_grow_with_its_length():
 
 # -- failure paths -----------------------------------------------------------------------------------
 def test_each_prompt_ends_its_turn_with_its_outcome_S16(inprocess, tmp_path):
-    """S16 and issue area (turns visible): the outcome of each prompt reaches the store's turn —
+    """S16 (turns visible): the outcome of each prompt reaches the store's turn —
     its stop reason, "error" with the error's one-line message, "cancelled" — and each prompt
     still has exactly one usage record."""
     harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"))
@@ -413,7 +413,7 @@ def test_other_sessions_are_answered_during_a_replay_S2(inprocess, tmp_path):
 
 
 def test_a_replay_keeps_to_the_output_high_water_mark_S10(inprocess, tmp_path, monkeypatch):
-    """S10, DESIGN §5: a replay to a client that stopped reading waits at the high-water mark like
+    """S10, back-pressure: a replay to a client that stopped reading waits at the high-water mark like
     a streaming turn (the one paced path, fairness.PacedProducer), instead of queuing the history."""
     harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"))
     sid = stored_session(harness, 3000)  # ~450 KB of replay

@@ -115,7 +115,7 @@ def streamed(client: LeanClient, session_id: str, chunks: int) -> None:
 
 
 def test_a_long_turns_memory_does_not_grow_with_its_length(lean):
-    """Issue area (bounded memory), default tier: after a 20,000-chunk turn, a 150,000-chunk turn
+    """Bounded memory, default tier: after a 20,000-chunk turn, a 150,000-chunk turn
     to a client that reads promptly raises the agent's peak RSS by less than 10 MiB (keeping
     its lines, as a turn once did, would add over 25 MiB)."""
     client = lean()
@@ -131,7 +131,7 @@ def test_a_long_turns_memory_does_not_grow_with_its_length(lean):
 
 @pytest.mark.slow
 def test_peak_rss_of_a_400000_chunk_turn_is_under_100_mib(lean):
-    """Issue area (bounded memory), slow tier: an agent streaming a 400,000-chunk turn (64-byte
+    """Bounded memory, slow tier: an agent streaming a 400,000-chunk turn (64-byte
     chunks, stored as it runs) to a client that reads promptly peaks under 100 MiB RSS."""
     client = lean()
     sid = new_session(client)

@@ -1,4 +1,4 @@
-"""Issue area (one params checker, one outcome mapping): hostile params and ids at every method.
+"""One params checker, one outcome mapping: hostile params and ids at every method.
 
 Whatever a client puts in the params of any ACP or MCP-over-ACP method — wrong types, huge or
 lone-surrogate strings, nested junk — each request is answered exactly once, and never with
@@ -158,7 +158,7 @@ def test_mcp_message_with_junk_inner_method_and_params_is_answered_once_never_in
 
 
 def test_mcp_routes_require_a_params_object_while_acp_methods_read_null_as_empty():
-    """Issue area (one params checker): `Params(..., required=True)` — the MCP-over-ACP routes
+    """One params checker: `Params(..., required=True)` — the MCP-over-ACP routes
     refuse absent params as such (no field to name), where an ACP method such as session/list
     reads `null` params as an empty object."""
     connection = UnitConnection()

@@ -215,7 +215,7 @@ def test_authentication_required_until_authenticated(inprocess):
 
 
 def test_output_backlog_over_hard_limit_refuses_background_work(inprocess, monkeypatch):
-    """DESIGN §5: while the client does not read and the backlog is over the hard limit, new
+    """Back-pressure: while the client does not read and the backlog is over the hard limit, new
     background requests get -32000 output_backlog; control is still answered once it reads."""
     limits = OutputLimits(high_water=16 << 10, low_water=4 << 10, hard_limit=128 << 10, flush_stall_timeout=2)
     harness = start(inprocess, output=limits)
@@ -332,7 +332,7 @@ def test_failed_session_setup_leaves_no_session_behind(inprocess):
 
 
 def test_input_pauses_when_a_client_writes_without_reading(inprocess):
-    """DESIGN §5: replies to a client that never reads cannot grow memory without bound: past twice
+    """Back-pressure: replies to a client that never reads cannot grow memory without bound: past twice
     the hard limit the agent stops reading until the client reads; then every line is answered."""
     limits = OutputLimits(high_water=16 << 10, low_water=4 << 10, hard_limit=64 << 10, flush_stall_timeout=2)
     harness = start(inprocess, output=limits)
@@ -364,7 +364,7 @@ def test_prompt_that_swallows_its_kill_is_still_answered_at_shutdown_S13_S16(inp
 
 
 def test_cancelled_turn_still_waits_on_the_backlog_S10(inprocess, monkeypatch):
-    """S10, DESIGN §5: a cancelled turn that flushes output keeps to the high-water mark, so control
+    """S10, back-pressure: a cancelled turn that flushes output keeps to the high-water mark, so control
     responses are never buried under an unbounded backlog."""
     harness = start(inprocess, FloodsAfterCancelAgent())
     client = harness.client

@@ -1,4 +1,4 @@
-"""No line takes the agent down (issue area "hostile input", DESIGN §6): a property-based fuzz of a
+"""No line takes the agent down (hostile input): a property-based fuzz of a
 real in-process server, and the exact reproducers through the real CLI.
 
 The fuzz oracle, per batch of lines written in one write, then an `initialize` marker:
@@ -228,7 +228,7 @@ def ledger(inprocess) -> Ledger:
 )
 @given(data=st.data())
 def test_fuzz_every_request_answered_exactly_once_and_the_agent_lives_on(ledger, data):
-    """Hostile input, DESIGN §6, S4, S6: whatever lines arrive, each request is answered exactly once,
+    """Hostile input, errors, S4, S6: whatever lines arrive, each request is answered exactly once,
     nothing is answered for a notification or a response, and initialize works after each batch."""
     batch = data.draw(st.lists(cases(ledger.session_id), min_size=1, max_size=6), label="batch")
     client = ledger.harness.client
@@ -289,7 +289,7 @@ def replies_after(agent, data: bytes, stand_in: dict | None = None) -> list[dict
 
 
 def test_nan_in_a_string_with_deep_nesting_after_initialize_is_answered_cli(launch):
-    """Issue defect 1, exact reproducer: "NaN" in a string plus 500 levels once killed the reader
+    """Exact reproducer: "NaN" in a string plus 500 levels once killed the reader
     (RecursionError) and the agent exited 0 with the request unanswered. It is valid JSON: answered."""
     agent = launch("--ephemeral")
     agent.initialize()
@@ -302,7 +302,7 @@ def test_nan_in_a_string_with_deep_nesting_after_initialize_is_answered_cli(laun
 
 
 def test_id_nested_990_levels_is_answered_with_id_null_cli(launch):
-    """Issue defect 1, exact reproducer: an id nested ~990 levels made repr() recurse in the error message."""
+    """Exact reproducer: an id nested ~990 levels made repr() recurse in the error message."""
     agent = launch("--ephemeral")
     agent.initialize()
     for depth in (990, 900, 100_000):

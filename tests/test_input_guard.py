@@ -43,7 +43,7 @@ def send_raw_request(client, request_id, method: str, data: bytes, stand_in: dic
 
 # -- unrepresentable numbers (valid JSON) ------------------------------------------------------------
 def test_request_with_non_finite_number_in_params_is_invalid_params_naming_the_field(inprocess):
-    """Issue defect 3: a prompt block carrying 1e400 is -32602 with the id echoed and data.field; the
+    """A prompt block carrying 1e400 is -32602 with the id echoed and data.field; the
     session is not reserved and no usage record is started for it."""
     harness = start(inprocess)
     client = harness.client
@@ -85,7 +85,7 @@ def test_response_with_non_finite_number_fails_the_agents_request(inprocess):
 
 # -- ill-typed fields the runtime reads: -32602, never -32603 ---------------------------------------
 def test_lone_surrogate_in_an_id_field_is_invalid_params_naming_it(inprocess):
-    """Issue defect 4 / ill-typed fields: a lone surrogate in sessionId, modeId or configId is -32602."""
+    """A lone surrogate in sessionId, modeId or configId is -32602."""
     harness = start(inprocess)
     client = harness.client
     sid = client.new_session()
@@ -305,7 +305,7 @@ def test_guard_leaves_a_started_greenlet_to_answer(inprocess, monkeypatch):
 # -- finishing a turn never skips its usage record (S16) ---------------------------------------------
 @pytest.mark.parametrize("text", ["prompt-inf", "prompt-object", "prompt-replaced", "usage-inf"])
 def test_unencodable_turn_still_answers_its_stop_reason_and_records_usage_S16(inprocess, text):
-    """S16 / issue defect 3: whatever cannot be encoded at the end of a turn, the client gets the agent's
+    """S16 / a defect once found: whatever cannot be encoded at the end of a turn, the client gets the agent's
     stop reason, exactly one usage record carries it, nothing is left "running", and the session goes on."""
     harness = start(inprocess, PlantsUnencodableAgent())
     client = harness.client

@@ -1,4 +1,4 @@
-"""The line reader: framing, the size bound and the lines it holds unread (DESIGN §2 transport)."""
+"""The line reader: framing, the size bound and the lines it holds unread."""
 
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def test_unread_lines_are_exactly_the_complete_lines_not_handed_out(bodies, take
 
 
 def test_a_line_far_over_the_limit_is_skipped_with_bounded_memory():
-    """DESIGN §6 line_too_long: a 20 MB line is reported once and the next line is still read."""
+    """Errors:line_too_long: a 20 MB line is reported once and the next line is still read."""
     big = b"x" * (20 << 20)
     assert read_all([big[: 5 << 20], big[5 << 20:] + b"\n{}\n"]) == [Line(b"", too_long=True), Line(b"{}\n")]
 

@@ -1,4 +1,4 @@
-"""examples/llm_agent.py (issue area: a real LLM agent) through its own command line, against the
+"""examples/llm_agent.py (a real LLM agent) through its own command line, against the
 fake OpenAI-compatible endpoint of tests/fake_openai.py and a real stdio MCP server on the
 official `mcp` SDK (tests/mcp_servers/llm_tools.py). No network: everything is on 127.0.0.1."""
 
@@ -260,7 +260,7 @@ TEXT_PIECES = st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=8)
 @given(pieces=TEXT_PIECES, arguments=st.dictionaries(st.text(max_size=8), st.text(max_size=8), max_size=3),
        cuts=st.lists(st.integers(min_value=0, max_value=200), max_size=4))
 def test_stream_input_boundary_text_and_tool_arguments_are_reassembled(inprocess, pieces, arguments, cuts):
-    """Issue area (endpoint input boundary): text split into any deltas (any Unicode) is said
+    """Endpoint input boundary: text split into any deltas (any Unicode) is said
     piece by piece and sent back whole; tool-call arguments cut anywhere are joined before they
     are parsed (here a call of an unknown function, which the model is told about by name)."""
     endpoint = FakeOpenAI()

@@ -1,4 +1,4 @@
-"""Issue area logout: routed to `Agent.logout`, advertised only by an agent that implements it,
+"""Logout: routed to `Agent.logout`, advertised only by an agent that implements it,
 and a logged-out connection must authenticate again. End to end through `acp-green serve`; every
 message is schema-checked at teardown."""
 

@@ -1,4 +1,4 @@
-"""Session MCP servers of `type: "http"` (issue area: MCP over streamable HTTP), against a real
+"""Session MCP servers of `type: "http"` (MCP over streamable HTTP), against a real
 server on the official `mcp` SDK started by the test on 127.0.0.1, reached through the real CLI
 with the demo's `/mcp SERVER TOOL [JSON]` — and, for what a turn cannot show, through the link."""
 
@@ -137,7 +137,7 @@ def test_server_killed_mid_call_fails_the_tool_call_clearly(launch, sse_server):
 
 
 def test_link_errors_carry_the_design_reasons(sse_server):
-    """DESIGN §6 reasons: a server gone mid-request is mcp_server_exited; one that refuses the
+    """Errors:reasons: a server gone mid-request is mcp_server_exited; one that refuses the
     connection is mcp_connect_failed."""
     link = HttpLink(sse_server.url, name="web")
     session = McpClientSession("web", link)

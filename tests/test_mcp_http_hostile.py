@@ -1,4 +1,4 @@
-"""HTTP MCP servers that misbehave (issue area: MCP over streamable HTTP): a scripted server on
+"""HTTP MCP servers that misbehave (MCP over streamable HTTP): a scripted server on
 127.0.0.1 answers each POST as the test says; the link must fail that call with a clear reason,
 within its bounds, close the connection, and never answer twice or hang."""
 
@@ -167,7 +167,7 @@ def test_a_trickled_sse_line_that_never_ends_is_cut_off_by_the_wait_and_its_conn
 
 
 def test_a_stream_that_ends_without_the_answer_fails_the_request_at_once(scripted):
-    """DESIGN §6: a server that opens an event stream for the request and ends it (only a
+    """Errors: a server that opens an event stream for the request and ends it (only a
     notification, never the answer) fails the call at once as mcp_server_exited, not when its
     wait times out."""
     def script(sock: socket.socket, _body: dict[str, Any]) -> None:

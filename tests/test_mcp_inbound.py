@@ -33,7 +33,7 @@ def serve_args(*extra: str) -> list[str]:
 
 
 def test_initialize_announces_provided_servers_and_acp_capability_S7(launch):
-    """DESIGN §4: provided servers in _meta.acpGreen.providedMcpServers; mcpCapabilities.acp is true."""
+    """Command line: provided servers in _meta.acpGreen.providedMcpServers; mcpCapabilities.acp is true."""
     agent = launch(*serve_args())
     result = agent.initialize()
     assert result["agentCapabilities"]["mcpCapabilities"]["acp"] is True

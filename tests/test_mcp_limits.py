@@ -50,7 +50,7 @@ def mcp_pid(agent: Any, session_id: str, server: str) -> int:
 
 
 def test_declared_mcp_servers_are_capped_for_new_load_and_resume_every_transport_counting(launch, tmp_path):
-    """Issue area (MCP limits): 64 declared servers (the default cap) are accepted, 65 refused with -32602
+    """MCP limits: 64 declared servers (the default cap) are accepted, 65 refused with -32602
     too_many_mcp_servers by session/new, session/load and session/resume; a refusal creates no session,
     starts no process and leaves the session's running servers alone."""
     agent = launch("--state-dir", str(tmp_path / "state"))
@@ -73,7 +73,7 @@ def test_declared_mcp_servers_are_capped_for_new_load_and_resume_every_transport
 
 
 def test_max_mcp_servers_option_sets_the_cap(launch):
-    """Issue area (MCP limits): --max-mcp-servers N moves the cap; 0 refuses any declared server."""
+    """MCP limits: --max-mcp-servers N moves the cap; 0 refuses any declared server."""
     agent = launch("--ephemeral", "--max-mcp-servers", "2")
     agent.initialize()
     agent.new_session(mcp_servers=not_started(2))
@@ -85,7 +85,7 @@ def test_max_mcp_servers_option_sets_the_cap(launch):
 
 
 def test_a_server_that_fails_to_start_is_logged_at_warning_and_fails_the_turns_tool_call(launch):
-    """Issue area (MCP limits): a missing or empty command, or a server that exits at once, is logged at WARNING
+    """MCP limits: a missing or empty command, or a server that exits at once, is logged at WARNING
     with its name and why; `/mcp` on it fails its tool call with that reason and the turn ends normally."""
     agent = launch("--ephemeral")
     agent.initialize()
@@ -106,7 +106,7 @@ def test_a_server_that_fails_to_start_is_logged_at_warning_and_fails_the_turns_t
 
 
 def test_many_servers_start_while_control_is_answered_and_are_all_reaped_at_eof_S13(launch):
-    """Issue area (MCP limits), S10/S13: 40 stdio servers starting for one session; control requests are
+    """MCP limits, S10/S13: 40 stdio servers starting for one session; control requests are
     answered meanwhile, every server works, and at EOF every one is reaped (no orphan)."""
     agent = launch("--ephemeral")
     agent.initialize()
@@ -139,7 +139,7 @@ def serve_with_fd_limit(launch: Any, limit: int) -> Any:
 
 
 def test_64_servers_under_a_256_descriptor_limit_all_start(launch):
-    """Issue area (MCP limits): with `ulimit -n 256` the default cap's 64 stdio servers (3 descriptors
+    """MCP limits: with `ulimit -n 256` the default cap's 64 stdio servers (3 descriptors
     each) all start and answer; nothing is logged at WARNING."""
     agent = serve_with_fd_limit(launch, 256)
     agent.initialize()
@@ -152,7 +152,7 @@ def test_64_servers_under_a_256_descriptor_limit_all_start(launch):
 
 
 def test_servers_beyond_the_descriptor_limit_are_reported_and_the_agent_stays_responsive(launch):
-    """Issue area (MCP limits): under a descriptor limit too low for 64 servers, the ones that cannot
+    """MCP limits: under a descriptor limit too low for 64 servers, the ones that cannot
     start (EMFILE) are each logged at WARNING with the reason and fail their tool call with it; the
     others work, control requests are answered, and the agent still exits cleanly at EOF."""
     agent = serve_with_fd_limit(launch, 96)
@@ -185,7 +185,7 @@ entries = st.one_of(
 @given(servers=st.lists(entries, max_size=70), limit=st.integers(min_value=0, max_value=70),
        method=st.sampled_from(["session/new", "session/load", "session/resume"]))
 def test_mcp_servers_check_refuses_exactly_the_lists_over_the_cap(servers, limit, method):
-    """Issue area (MCP limits), property: a list longer than the cap is refused with too_many_mcp_servers
+    """MCP limits, property: a list longer than the cap is refused with too_many_mcp_servers
     whatever its entries hold; one within the cap is refused only for an entry that is not an object,
     and otherwise comes back unchanged."""
     params = {"mcpServers": servers}

@@ -102,7 +102,7 @@ def test_unknown_or_broken_session_servers_fail_the_tool_call_clearly(launch):
 
 
 def test_demo_mcp_command_reaches_provided_servers_by_name(launch):
-    """DESIGN §3: /mcp SERVER TOOL [JSON] also reaches servers this process provides (in-process demo tools)."""
+    """Demo grammar: /mcp SERVER TOOL [JSON] also reaches servers this process provides (in-process demo tools)."""
     agent = launch("--ephemeral")
     agent.initialize()
     session_id = agent.new_session()

@@ -1,4 +1,4 @@
-"""The event-stream parser MCP's HTTP transport reads answers with (issue area: MCP over HTTP)."""
+"""The event-stream parser MCP's HTTP transport reads answers with (MCP over HTTP)."""
 
 from __future__ import annotations
 

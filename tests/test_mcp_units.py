@@ -75,7 +75,7 @@ def test_provide_mcp_option_is_split_like_a_shell():
 
 
 def test_schema_check_rejects_malformed_mcp_messages():
-    """DESIGN §7: the unstable-schema check of mcp/* can fail."""
+    """Testing layers: the unstable-schema check of mcp/* can fail."""
     schema = default_schema()
     assert schema.problems({"jsonrpc": "2.0", "id": 1, "result": {}}, request_method="mcp/connect")
     assert not schema.problems({"jsonrpc": "2.0", "id": 1, "result": {"connectionId": "c"}}, request_method="mcp/connect")

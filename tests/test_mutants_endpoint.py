@@ -1,7 +1,7 @@
 """endpoint.py behaviours that mutation testing (scripts/mutation.sh) found no test asserting.
 
 The endpoint is driven directly with a method table of its own and an in-memory outbound queue
-(DESIGN §7): each line is handled exactly when the test hands it over, and every answer is
+: each line is handled exactly when the test hands it over, and every answer is
 checked for its id and error code.
 """
 

@@ -1,6 +1,6 @@
 """sessions.py behaviours that mutation testing (scripts/mutation.sh) found no test asserting:
 cancel tokens and their callbacks, the eviction boundary, closing and deleting a session with or
-without a running prompt, and the order resources are freed in. Driven directly (DESIGN §7).
+without a running prompt, and the order resources are freed in. Driven directly.
 """
 
 from __future__ import annotations

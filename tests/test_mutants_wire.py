@@ -24,7 +24,7 @@ DOCUMENTED_DEPTH = 512  # README: "nesting deeper than 512 levels" is a parse er
 
 
 def test_exactly_512_levels_decode_even_with_more_brackets_than_that():
-    """Issue area (input bounds): a value nested exactly 512 deep is accepted, also when the line
+    """Input bounds: a value nested exactly 512 deep is accepted, also when the line
     holds more opening brackets than that (the cheap pre-check cannot decide); 513 is refused."""
     inner = "[" * (DOCUMENTED_DEPTH - 1) + "]" * (DOCUMENTED_DEPTH - 1)
     text = '{"deep": ' + inner + ', "flat": []}'  # depth 512, 513 opening brackets

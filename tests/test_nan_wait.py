@@ -1,4 +1,4 @@
-"""S10, issue area (hostile input): a wait of NaN seconds never freezes the agent.
+"""S10, hostile input: a wait of NaN seconds never freezes the agent.
 
 gevent's hub stops serving every greenlet once a timer of NaN seconds is started (an
 `Event.wait(nan)` never returns, and nothing else runs). A client can ask for one by text —

@@ -1,4 +1,4 @@
-"""Issue area one matplotlib extra: the soak's plot and the bench chart import matplotlib the
+"""One matplotlib extra: the soak's plot and the bench chart import matplotlib the
 same way, say the same thing without it, and setup.py offers it as one extra, `plot`."""
 
 from __future__ import annotations

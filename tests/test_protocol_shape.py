@@ -1,6 +1,6 @@
 """The protocol's shared pieces: one exception-to-answer mapping, one params checker, one route table.
 
-Issue area (protocol shape): the endpoint maps whatever a control handler, an admission, a
+protocol shape: the endpoint maps whatever a control handler, an admission, a
 background job or a settle raised through `outcome_of` alone, so each path answers the same
 exception with the same error; ACP and MCP-over-ACP methods read their params through
 `Params` alone, so a client gets the same words for the same mistake; features register
@@ -94,7 +94,7 @@ MAPPED = [
 
 @pytest.mark.parametrize(("exc", "code", "message"), MAPPED)
 def test_control_admission_background_and_settle_answer_an_exception_alike(exc, code, message):
-    """Issue area (one outcome mapping): the same exception gets the same answer whether a control
+    """One outcome mapping: the same exception gets the same answer whether a control
     handler, an admission, a background job or a job's settle raised it."""
     out = Recorder()
     routes = {
@@ -116,7 +116,7 @@ def test_control_admission_background_and_settle_answer_an_exception_alike(exc, 
 
 
 def test_a_kill_is_answered_once_on_each_path_and_only_the_reader_goes_on_dying():
-    """Issue area (one outcome mapping): GreenletExit in a control handler or an admission (the
+    """One outcome mapping: GreenletExit in a control handler or an admission (the
     reader killed at shutdown) is answered -32800 and re-raised; a killed background job settles
     as killed and is answered -32800."""
     out = Recorder()
@@ -155,7 +155,7 @@ def _connection() -> tuple[Endpoint, Recorder]:
     ("mcp/connect", {"serverId": None}, "serverId", "field 'serverId' has the wrong type"),
 ])
 def test_acp_and_mcp_methods_refuse_a_field_in_the_same_words(method, params, field, problem):
-    """Issue area (one params checker): ACP and MCP-over-ACP methods name the method, then the field
+    """One params checker: ACP and MCP-over-ACP methods name the method, then the field
     and what is wrong with it, in the same words, with the field in `data.field`."""
     endpoint, out = _connection()
     endpoint.handle_line(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode())
@@ -164,7 +164,7 @@ def test_acp_and_mcp_methods_refuse_a_field_in_the_same_words(method, params, fi
 
 @pytest.mark.parametrize("method", ["initialize", "mcp/connect"])
 def test_params_that_are_not_an_object_are_refused_alike(method):
-    """Issue area (one params checker): a params array gets the same refusal from ACP and MCP methods."""
+    """One params checker: a params array gets the same refusal from ACP and MCP methods."""
     endpoint, out = _connection()
     endpoint.handle_line(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": [1]}).encode())
     assert out.answer(1)["error"] == {"code": INVALID_PARAMS, "message": f"{method}: params must be an object"}
@@ -180,7 +180,7 @@ JSON_VALUES = st.recursive(
 @settings(deadline=None, max_examples=300)
 @given(fields=st.dictionaries(st.sampled_from(["n", "s", "other"]), JSON_VALUES, max_size=3))
 def test_params_checks_accept_exactly_the_right_type_and_name_the_field(fields):
-    """Issue area (one params checker), property: `required` returns a value of the kind asked for
+    """One params checker, property: `required` returns a value of the kind asked for
     (never a bool for an int) and otherwise refuses naming the field; `optional` also takes an
     absent or null field as its default."""
     checked = Params(fields, "m")
@@ -202,7 +202,7 @@ def test_params_checks_accept_exactly_the_right_type_and_name_the_field(fields):
 
 # -- features register their routes -------------------------------------------------------------
 def test_attach_registers_every_acp_and_mcp_route_on_the_endpoint():
-    """Issue area (protocol shape): the endpoint exists first; `attach` leaves it routing every ACP
+    """Protocol shape: the endpoint exists first; `attach` leaves it routing every ACP
     method and the MCP-over-ACP routes, control or background as S1/S2 say."""
     endpoint, _out = _connection()
     kinds = {method: route.kind for method, route in endpoint.routes.items()}
@@ -218,7 +218,7 @@ def test_attach_registers_every_acp_and_mcp_route_on_the_endpoint():
 
 
 def test_a_method_registered_twice_is_a_wiring_error():
-    """Issue area (protocol shape): two features claiming one method fail at wiring, not at run time."""
+    """Protocol shape: two features claiming one method fail at wiring, not at run time."""
     class Control:
         @control("x")
         def x(self, params: Any, request_id: Any) -> Any:

@@ -1,5 +1,5 @@
 """Findings of an adversarial review of the input path, each proved by a test that goes red
-under the defect (issue area: hostile input never stalls or breaks the agent).
+under the defect (hostile input never stalls or breaks the agent).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tests.unit_harness import UnitConnection, unit  # noqa: F401 - `unit` is a 
 
 # -- the nesting pre-check is linear in the line ----------------------------------------------
 def test_unterminated_string_of_escaped_quotes_is_scanned_once():
-    """Issue area: a line of escaped quotes with no closing quote. A string pattern that can fail
+    """A line of escaped quotes with no closing quote. A string pattern that can fail
     is retried from every later quote, quadratic in the line (96 KB held the hub for 100 s);
     the pattern must consume an unterminated string to the end of the line in one match, so
     its brackets are not counted and the decoder names the real fault."""
@@ -31,7 +31,7 @@ def test_unterminated_string_of_escaped_quotes_is_scanned_once():
 @settings(deadline=None, max_examples=200)
 @given(st.lists(st.sampled_from(['"', '\\"', "\\", "[", "]", "{", "}", "a", ","]), max_size=300))
 def test_nesting_precheck_matches_the_decoder_on_any_bracket_and_quote_soup(parts):
-    """Issue area: whatever the line, the pre-check never refuses text the decoder would accept
+    """Whatever the line, the pre-check never refuses text the decoder would accept
     within MAX_NESTING, and never lets deeper text through to the decoder."""
     body = "".join(parts)
     line = ('{"a":' + "[" * 510 + body + "]" * 510 + "}").encode()
@@ -46,7 +46,7 @@ def test_nesting_precheck_matches_the_decoder_on_any_bracket_and_quote_soup(part
 # -- the client's answers to the agent's own requests -----------------------------------------
 @pytest.mark.parametrize("answer", [{"content": 5}, "text", [1], {"content": {"nested": []}}])
 def test_read_text_file_with_a_malformed_result_fails_the_tool_call_not_the_turn(unit, answer):
-    """Issue area: a field the runtime reads from a client's answer, ill-typed, is the client's
+    """A field the runtime reads from a client's answer, ill-typed, is the client's
     fault: the turn's helper raises ClientError (the demo reports a failed tool call and ends
     the turn) instead of a TypeError that turns the prompt into -32603."""
     conn: UnitConnection = unit(DemoAgent())
@@ -62,7 +62,7 @@ def test_read_text_file_with_a_malformed_result_fails_the_tool_call_not_the_turn
 
 @pytest.mark.parametrize("answer", [{"outcome": "selected"}, [1], "allow", {"outcome": ["allow"]}])
 def test_request_permission_with_a_malformed_result_grants_nothing_and_names_the_fault(unit, answer):
-    """Issue area: a malformed permission answer is a ClientError naming it (never an
+    """A malformed permission answer is a ClientError naming it (never an
     AttributeError inside agent code); the permission helper fails the tool call with that
     reason, the turn goes on, and nothing is written."""
     conn: UnitConnection = unit(DemoAgent())
@@ -79,7 +79,7 @@ def test_request_permission_with_a_malformed_result_grants_nothing_and_names_the
 
 # -- ids at their limits -----------------------------------------------------------------------
 def test_a_negative_integer_id_of_the_maximum_digit_count_is_accepted():
-    """Issue area: the digit limit counts digits, not the minus sign: `-` and 4300 digits is an
+    """The digit limit counts digits, not the minus sign: `-` and 4300 digits is an
     integer Python holds, so the request keeps its id, like its positive twin, even on the slow
     path taken when another integer of the line is over the limit (that one is -32602)."""
     digits = "9" * sys.get_int_max_str_digits()
@@ -92,7 +92,7 @@ def test_a_negative_integer_id_of_the_maximum_digit_count_is_accepted():
 
 
 def test_a_huge_id_is_cut_to_an_excerpt_in_the_log(unit, caplog):
-    """Issue area: a response to an id the agent never used, with an id of a megabyte, is
+    """A response to an id the agent never used, with an id of a megabyte, is
     ignored with a log line of bounded length (a client cannot make each log line huge)."""
     conn: UnitConnection = unit(DemoAgent())
     conn.initialize()

@@ -1,4 +1,4 @@
-"""Issue area rich prompts: image, audio and resource blocks reach the agent as typed blocks
+"""Rich prompts: image, audio and resource blocks reach the agent as typed blocks
 (`turn.blocks`, `turn.text` unchanged); text and resource_link are always accepted; the agent
 declares the rest, `promptCapabilities` follows, and an undeclared kind is refused -32602 naming
 `prompt[i]` at admission. End to end through `acp-green serve` (schema-checked at teardown), plus

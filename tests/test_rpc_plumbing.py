@@ -1,4 +1,4 @@
-"""Issue area (JSON-RPC plumbing once): one request-id key, one table of requests we sent, one
+"""JSON-RPC plumbing once: one request-id key, one table of requests we sent, one
 line framer — each used by both the ACP endpoint and the MCP client.
 
 The ACP side is driven through `ClientRequests` with an in-memory outbound; the MCP side
@@ -89,7 +89,7 @@ class _Recorder:
 @settings(deadline=None, max_examples=200)
 @given(reply_id=json_ids, first_id=st.integers(0, 3))
 def test_a_reply_wakes_the_waiter_only_for_exactly_its_id(reply_id, first_id):
-    """Issue area (plumbing once): whatever id a reply carries, it answers our request only if it
+    """Plumbing once: whatever id a reply carries, it answers our request only if it
     is that request's id as JSON-RPC sees it (1.0 or True never answer request 1)."""
     table = _Recorder().table(first_id)
     pending = table.start("m", None)
@@ -235,7 +235,7 @@ def _message_of_length(length: int, n: int) -> bytes:
 
 
 def test_mcp_child_lines_are_framed_by_the_one_line_reader(tmp_path, caplog):
-    """Issue area (plumbing once): an MCP child's stdout goes through the transport's framer: a
+    """Plumbing once: an MCP child's stdout goes through the transport's framer: a
     line of exactly the limit is kept, one byte more is skipped (a warning), a line far over the
     limit is skipped without stopping the reading, and a last line without a newline counts."""
     stream = b"".join([

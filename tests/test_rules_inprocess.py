@@ -33,7 +33,7 @@ def test_S1_a_long_extension_request_does_not_hold_the_lines_after_it(inprocess)
 
 
 def test_S1_reader_yields_between_buffered_lines(inprocess):
-    """S1, GEVENT-NOTES 0.12: lines that arrive in one read are handed over one at a time, and the
+    """S1: lines that arrive in one read are handed over one at a time, and the
     receive loop yields after each, so a background request admitted from the burst runs (and here
     answers) before the control requests read after it."""
     harness = start(inprocess)
@@ -111,7 +111,7 @@ def test_S9_max_background_option_of_the_cli_reaches_serve_options(monkeypatch):
 
 
 def test_S13_shutdown_releases_producers_waiting_on_the_backlog(inprocess, monkeypatch):
-    """S13, DESIGN §5: a stream held at the high-water mark by a client that stopped reading is
+    """S13, back-pressure: a stream held at the high-water mark by a client that stopped reading is
     released at shutdown, sees its cancellation and ends by itself: usage "cancelled", not killed
     at the end of the grace ("aborted")."""
     limits = OutputLimits(high_water=16 << 10, low_water=4 << 10, hard_limit=64 << 20, flush_stall_timeout=30)

@@ -108,10 +108,10 @@ def test_S15_releasing_a_session_refreshes_its_last_active_time(monkeypatch):
     assert registry.evict_idle() == [session.session_id]
 
 
-# -- S4 / DESIGN §6: -32600 ----------------------------------------------------------------------
+# -- S4 / errors: -32600 ----------------------------------------------------------------------
 @pytest.mark.parametrize("request_id", [7, "seven", 0, -3])
 def test_invalid_request_echoes_a_readable_id_S4(unit, request_id):
-    """DESIGN §6, S4: an invalid request whose id was readable is answered -32600 with that id,
+    """Errors, S4: an invalid request whose id was readable is answered -32600 with that id,
     exactly (type kept); only an unreadable id is answered with id null."""
     import json
 

@@ -1,4 +1,4 @@
-"""Tests of the ACP schema validator in acp_green.rig.schema (DESIGN §7)."""
+"""Tests of the ACP schema validator in acp_green.rig.schema."""
 
 from __future__ import annotations
 
@@ -188,7 +188,7 @@ def test_stream_checker_follows_a_whole_turn() -> None:
 
 
 def test_update_without_session_update_is_rejected(schema: AcpSchema) -> None:
-    """Proves DESIGN §7: the validator rejects a malformed message (an update lacking `sessionUpdate`)."""
+    """Proves the validator rejects a malformed message (an update lacking `sessionUpdate`)."""
     bad = chunk("hello")
     del bad["params"]["update"]["sessionUpdate"]
     problems = schema.problems(bad)
@@ -278,7 +278,7 @@ USAGE = {"totalTokens": 30, "inputTokens": 10, "outputTokens": 20}
 
 
 def test_stable_methods_pass_the_stable_and_the_unstable_schema(schema: AcpSchema) -> None:
-    """DESIGN §7: a stable method is checked against both schemas; an unstable-only one against its own."""
+    """Testing layers: a stable method is checked against both schemas; an unstable-only one against its own."""
     assert schema.schemas_for("session/prompt") == ("stable", "unstable")
     assert schema.schemas_for("initialize") == ("stable", "unstable")
     assert schema.schemas_for("mcp/connect") == ("unstable",)

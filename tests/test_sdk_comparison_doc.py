@@ -1,4 +1,4 @@
-"""Issue area SDK comparison: docs/SDK-COMPARISON.md has a row for every stable ACP method an agent
+"""SDK comparison: docs/SDK-COMPARISON.md has a row for every stable ACP method an agent
 handles or calls (the schema's meta.json lists), and names the SDK's methods that really exist."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue area config options: boolean options beside select (type "boolean" only for a client that
+"""Config options: boolean options beside select (type "boolean" only for a client that
 advertised `session.configOptions.boolean`, else a "true"/"false" select), the agent's hooks on
 client changes, and mode/config changes from inside a running turn (stored, then announced).
 End to end through `acp-green serve`; every message is schema-checked at teardown."""

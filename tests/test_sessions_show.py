@@ -1,4 +1,4 @@
-"""Issue area sessions show: `acp-green sessions show` prints turns one by one with their outcome,
+"""Sessions show: `acp-green sessions show` prints turns one by one with their outcome,
 cuts long output saying how much (`--full` prints everything), reads the history a page at a
 time, and opens the database read-only."""
 

@@ -105,7 +105,7 @@ def test_growth_figures_on_known_inputs():
 @given(st.lists(st.integers(min_value=0, max_value=1 << 40), min_size=2 * WINDOW, max_size=200),
        st.integers(min_value=1, max_value=1000))
 def test_growth_gives_the_slope_it_gave_when_hand_written(values: list[int], tick_ms: int):
-    """Issue area standard library: statistics.linear_regression gives the same slope (to rounding)."""
+    """Standard library: statistics.linear_regression gives the same slope (to rounding)."""
     samples = [Sample(i * tick_ms / 1000, v, None, None) for i, v in enumerate(values)]
     duration = 0.0  # the whole run counts as its second half
     floors = _floors(samples, duration)

@@ -195,7 +195,7 @@ def test_corrupt_state_dir_falls_back_to_memory_cli(launch, tmp_path):
 
 
 def test_store_thread_is_real_under_monkey_patch(launch, tmp_path):
-    """With --monkey-patch the store still runs on a real thread and persists (GEVENT-NOTES A8)."""
+    """With --monkey-patch the store still runs on a real thread and persists."""
     state = str(tmp_path / "state")
     agent = launch("--monkey-patch", "--state-dir", state)
     agent.initialize()
@@ -210,7 +210,7 @@ def test_store_thread_is_real_under_monkey_patch(launch, tmp_path):
 
 def test_sqlite_never_runs_on_the_hub_thread(inprocess, tmp_path, monkeypatch):
     """Every SQL statement of a whole conversation (new, set_mode, prompt, list, revive, load,
-    close, delete) runs on the one store thread, never on the hub's (GEVENT-NOTES A8). Every
+    close, delete) runs on the one store thread, never on the hub's. Every
     connection statedb opens is traced, whoever opens it."""
     import threading
 

@@ -1,4 +1,4 @@
-"""Issue area, defect 8: nothing can redirect the state or open it to other users.
+"""Nothing can redirect the state or open it to other users.
 
 The state directory is ours and 0700 (tightened, with a WARNING when the user named it); the
 database and its companions are never opened through a symbolic link and are 0600; anything

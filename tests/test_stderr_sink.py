@@ -1,4 +1,4 @@
-"""Issue area "an unread stderr never freezes the agent": the stderr sink, alone and in `serve`."""
+"""An unread stderr never freezes the agent: the stderr sink, alone and in `serve`."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def pipe_fill(pid: int) -> int:
 
 @pytest.mark.parametrize("patching", [(), ("--monkey-patch",)], ids=["plain", "monkey-patched"])
 def test_agent_whose_stderr_is_never_read_answers_everything_and_exits(launch, patching):
-    """Issue area stderr: with a stderr pipe nobody reads, hundreds of failing turns — each
+    """Stderr: with a stderr pipe nobody reads, hundreds of failing turns — each
     logging a traceback, printing, warning and letting the hub report a dead greenlet — and
     malformed notifications are all answered; then EOF ends the process with exit 0. Under
     --monkey-patch too: the sink's thread must stay a real thread."""
@@ -63,7 +63,7 @@ def test_agent_whose_stderr_is_never_read_answers_everything_and_exits(launch, p
 
 
 def test_sink_drops_what_does_not_fit_and_says_so_once_the_pipe_drains():
-    """Issue area stderr: a write never blocks; past the capacity it is dropped and counted, and
+    """Stderr: a write never blocks; past the capacity it is dropped and counted, and
     a line saying how much was dropped arrives once the reader reads again."""
     read_end, write_end = os.pipe()
     fcntl.fcntl(write_end, 1031, 4096)  # F_SETPIPE_SZ: a one-page pipe fills at once
@@ -92,7 +92,7 @@ def test_sink_drops_what_does_not_fit_and_says_so_once_the_pipe_drains():
 
 
 def test_sink_stream_is_a_usable_stderr():
-    """Issue area stderr: the replacement streams accept what code writes to sys.stderr/stdout."""
+    """Stderr: the replacement streams accept what code writes to sys.stderr/stdout."""
     read_end, write_end = os.pipe()
     sink = StderrSink(write_end)
     stream = SinkTextStream(sink, "<stderr>")

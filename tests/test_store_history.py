@@ -1,4 +1,4 @@
-"""Issue area history store: turns stored piece by piece while they run, read back in bounded
+"""History store: turns stored piece by piece while they run, read back in bounded
 pages; a refused piece fails only itself; the schema-2 history is converted in place; the
 history backlog waiting for the store thread is bounded."""
 
@@ -93,7 +93,7 @@ def test_a_piece_for_a_turn_never_begun_is_refused_counted_and_logged(store, cap
     max_bytes=st.integers(min_value=1, max_value=900),
 )
 def test_pages_are_bounded_and_together_are_the_history_on_both_stores(tmp_path_factory, pieces, max_entries, max_bytes):
-    """Issue area paging: whatever the pieces and the bounds, every page holds at most
+    """Paging: whatever the pieces and the bounds, every page holds at most
     `max_entries` entries and at most `max_bytes` bytes of updates (unless one update alone is
     larger), and the pages together are the stored history, in order, with each entry's turn;
     the memory store pages the same way as SQLite."""
@@ -123,7 +123,7 @@ def test_pages_are_bounded_and_together_are_the_history_on_both_stores(tmp_path_
 
 # -- SQLite: rows, batching, isolation ---------------------------------------------------------
 def test_a_long_turn_is_stored_in_bounded_rows(tmp_path):
-    """Issue area paging: pieces are split into rows of at most PIECE_ROW_BYTES, so reading a
+    """Paging: pieces are split into rows of at most PIECE_ROW_BYTES, so reading a
     history back one row at a time holds a bounded amount whatever the length of the turn."""
     path = statedb.db_path(str(tmp_path / "state"))
     store = SqliteStore(path)
@@ -142,7 +142,7 @@ def test_a_long_turn_is_stored_in_bounded_rows(tmp_path):
 
 
 def test_a_ten_thousand_chunk_turn_is_not_ten_thousand_transactions(tmp_path):
-    """Issue area batching: a turn streamed as 10,000 one-chunk pieces, yielding to the hub as a
+    """Batching: a turn streamed as 10,000 one-chunk pieces, yielding to the hub as a
     streaming prompt does, is committed in a few transactions (pieces wait on the hub briefly and
     the store thread commits whatever is queued as one transaction); measured: ~10."""
     store = SqliteStore(statedb.db_path(str(tmp_path / "state")))
@@ -165,7 +165,7 @@ def test_a_ten_thousand_chunk_turn_is_not_ten_thousand_transactions(tmp_path):
 
 
 def test_a_slow_stream_of_pieces_is_committed_a_few_times_a_second_not_once_a_piece(tmp_path):
-    """Issue area batching: pieces arriving one every millisecond or more (a slow stream) wait on
+    """Batching: pieces arriving one every millisecond or more (a slow stream) wait on
     the hub up to AppendHistory.hub_wait (50 ms), so 2,000 of them are a few dozen hand-offs and
     transactions (measured: ~50), not one each; a slower hub only makes fewer."""
     store = SqliteStore(statedb.db_path(str(tmp_path / "state")))
@@ -198,7 +198,7 @@ def small_rows(monkeypatch, limit: int) -> None:
 
 
 def test_one_refused_record_fails_that_piece_only_and_the_store_stays_on_disk(tmp_path, monkeypatch, caplog):
-    """Issue area isolation: a piece SQLite refuses ("string or blob too big", made with a small
+    """Isolation: a piece SQLite refuses ("string or blob too big", made with a small
     SQLITE_LIMIT_LENGTH instead of a real 1 GB row) is logged at ERROR, counted, and marks its
     turn incomplete; the turn keeps its other pieces and its outcome, and the store stays on
     disk: a session begun afterwards, with its turn, is visible to a fresh read-only open."""
@@ -241,7 +241,7 @@ def test_one_refused_record_fails_that_piece_only_and_the_store_stays_on_disk(tm
 
 
 def test_a_refused_prompt_leaves_its_turn_begun_and_incomplete(tmp_path, monkeypatch):
-    """Issue area isolation: a prompt too big to store still begins its turn, so its later pieces
+    """Isolation: a prompt too big to store still begins its turn, so its later pieces
     and its outcome are kept; the turn says it is incomplete."""
     small_rows(monkeypatch, 50_000)
     store = SqliteStore(statedb.db_path(str(tmp_path / "state")))
@@ -266,7 +266,7 @@ def test_a_refused_prompt_leaves_its_turn_begun_and_incomplete(tmp_path, monkeyp
     (sqlite3.DatabaseError("database disk image is malformed"), False),
 ])
 def test_a_refused_record_is_told_apart_from_a_failing_database(error, is_record):
-    """Issue area isolation: the record's own errors fail the record; the database's fail the disk."""
+    """Isolation: the record's own errors fail the record; the database's fail the disk."""
     assert statedb.is_record_error(error) is is_record
 
 
@@ -287,7 +287,7 @@ def test_string_or_blob_too_big_is_the_records_whatever_class_reports_it():
 
 # -- the backlog bound -------------------------------------------------------------------------
 def test_history_beyond_the_backlog_bound_is_dropped_counted_said_once_and_marks_the_turn(tmp_path, caplog):
-    """Issue area memory: history handed to the store and not yet committed never exceeds the
+    """Memory: history handed to the store and not yet committed never exceeds the
     bound. A piece over it is dropped (writes never block the hub), counted in failed_writes,
     said at ERROR once for the turn (and how much when it ends), and the turn is marked
     incomplete; once the store catches up, pieces are kept again. The bound is reached here by
@@ -333,7 +333,7 @@ def schema_2_database(path: str, turns: list[tuple[str, str | None, list[bytes]]
 
 
 def test_a_schema_2_history_is_converted_in_place_to_turns_with_their_stop_reasons(tmp_path):
-    """Issue area migration: each version-2 turn row becomes a turn with its stop reason and its
+    """Migration: each version-2 turn row becomes a turn with its stop reason and its
     time, and its updates become pieces of bounded rows, exactly (a non-ASCII BLOB too); the old
     table is gone, the version is 3, and new turns go on after the old ones."""
     state = tmp_path / "state"
@@ -424,7 +424,7 @@ def test_reads_wait_at_most_for_what_was_queued_before_them(tmp_path):
 
 
 def test_a_streaming_turn_waits_for_the_disk_instead_of_growing_the_backlog(tmp_path):
-    """Issue area memory: while another process holds the database's write lock, a turn that keeps
+    """Memory: while another process holds the database's write lock, a turn that keeps
     handing over pieces waits in `wait_for_history_room` once more than `history_room_bytes` are
     uncommitted, so the backlog stays near that mark and nothing is dropped; a cancel releases the
     wait; once the lock is gone the turn goes on and every piece is stored."""

@@ -61,7 +61,7 @@ def stored_database(state: str, *session_ids: str, version: int = statedb.SCHEMA
 
 @pytest.mark.parametrize("agent_has_it_open", [False, True])
 def test_the_inspection_connection_cannot_write(tmp_path, agent_has_it_open):
-    """issue area store: what `sessions`/`usage` read through is a read-only connection, whether
+    """Store: what `sessions`/`usage` read through is a read-only connection, whether
     no process has the database open (read as immutable) or an agent has (-wal and -shm exist)."""
     state = str(tmp_path / "state")
     stored_database(state, "s")
@@ -86,7 +86,7 @@ _NAME_BYTES = st.binary(min_size=1, max_size=60).filter(lambda b: b"/" not in b 
 @settings(deadline=None, max_examples=40, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(name=_NAME_BYTES)
 def test_inspection_opens_a_state_dir_of_any_name(tmp_path, name):
-    """issue area store: the read-only URI names the directory exactly, whatever bytes its name
+    """Store: the read-only URI names the directory exactly, whatever bytes its name
     holds (`?`, `#`, `%`, spaces, bytes that are not UTF-8), so the inspection commands read the
     same database `serve` wrote there."""
     state = os.path.join(str(tmp_path), os.fsdecode(name))
@@ -184,7 +184,7 @@ def test_inspection_answers_while_a_serving_agent_writes_and_changes_nothing(lau
 
 @pytest.mark.parametrize("version", [1, 2, statedb.SCHEMA_VERSION, statedb.SCHEMA_VERSION + 1])
 def test_an_older_schema_is_read_as_it_is_a_newer_one_is_refused_by_name(tmp_path, version):
-    """issue area store: `sessions` reads an older schema without migrating it (its version
+    """Store: `sessions` reads an older schema without migrating it (its version
     stays; history of schema 1 and 2 through temporary views); a newer schema is refused,
     naming both versions; either way the database is left as it was."""
     state = str(tmp_path / "state")

@@ -22,7 +22,7 @@ STORE_METHODS = (
 
 
 def test_one_store_interface_is_what_the_registry_and_both_stores_use():
-    """issue area store: the session registry is typed against `store.base.Store` (no second
+    """Store: the session registry is typed against `store.base.Store` (no second
     protocol of its own), and both stores implement every method with Store's exact signature."""
     assert typing.get_type_hints(SessionRegistry.__init__)["store"] is Store
     assert not [name for name in vars(sessions_module) if name.endswith("StoreLike")]
@@ -33,7 +33,7 @@ def test_one_store_interface_is_what_the_registry_and_both_stores_use():
 
 
 def test_a_write_type_must_say_whether_it_is_handed_over_at_once():
-    """issue area store: "handed over at once" lives in the write's type; a new write that does
+    """Store: "handed over at once" lives in the write's type; a new write that does
     not say it is refused when it is defined, instead of silently waiting on the hub."""
     with pytest.raises(TypeError, match="at_once"):
         class Forgetful(Write):  # noqa: F841 - defining it is the test

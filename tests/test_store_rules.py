@@ -1,6 +1,6 @@
 """Rules of the store, each proved directly on SqliteStore / statedb / open_store and the usage
 report: what is handed to the store thread at once, how transactions begin, busy databases,
-the write queued with close, durability pragmas, and the fallbacks to memory (S16, DESIGN §2)."""
+the write queued with close, durability pragmas, and the fallbacks to memory (S16)."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ def test_S16_usage_turns_and_deletes_are_handed_to_the_store_thread_at_once(tmp_
 
 
 def test_write_transactions_begin_immediate(tmp_path):
-    """DESIGN §2: every write batch takes the write lock up front (BEGIN IMMEDIATE), so a batch
+    """Layout: every write batch takes the write lock up front (BEGIN IMMEDIATE), so a batch
     that reads before it writes never has to upgrade a read lock (no upgrade deadlock, no
     SQLITE_BUSY_SNAPSHOT halfway through). Checked with the store's sqlite trace hook."""
     trace: list[str] = []
@@ -85,7 +85,7 @@ def test_write_transactions_begin_immediate(tmp_path):
 
 
 def test_busy_database_is_retried_not_abandoned(tmp_path, monkeypatch, caplog):
-    """DESIGN §2: a database another process holds locked is waited for and retried; the store does
+    """Layout: a database another process holds locked is waited for and retried; the store does
     not fall back to memory, and the write lands once the lock is released."""
     monkeypatch.setattr(statedb, "BUSY_TIMEOUT_MS", 50)  # each attempt waits 50 ms, not 5 s
     caplog.set_level(logging.INFO, logger="acp_green.store.sqlite")
@@ -155,7 +155,7 @@ def _warned_memory(caplog) -> str:
 
 
 def test_state_dir_under_a_regular_file_falls_back_to_memory(tmp_path, caplog):
-    """DESIGN §2: an unusable state directory (its parent is a regular file: the OS refuses with
+    """Layout: an unusable state directory (its parent is a regular file: the OS refuses with
     NotADirectoryError, an OSError) falls back to memory with a warning."""
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")

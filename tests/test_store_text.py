@@ -1,4 +1,4 @@
-"""Issue area "no record lost": every str the store is given comes back unchanged, and a write
+"""No record lost: every str the store is given comes back unchanged, and a write
 that fails for its own content is said, counted, and stops nothing else.
 
 A lone surrogate is how a non-UTF-8 path byte reaches Python (and what a JSON `\\udce9` escape
@@ -42,7 +42,7 @@ def raw_lines_in(agent) -> list[bytes]:
 
 
 def test_lone_surrogates_in_cwd_and_title_survive_list_restart_and_load(launch, tmp_path):
-    """Issue area, defect 4: a session whose cwd, additional directories and title hold lone
+    """A session whose cwd, additional directories and title hold lone
     surrogates is listed with exactly those strings, survives a restart of the real CLI, is
     replayed by session/load, and `acp-green sessions` shows it. The JSON escape is the same
     bytes the client sent."""
@@ -113,7 +113,7 @@ def _property(store, seen: dict[str, tuple[str, str, bytes]]):
 
 
 def test_any_str_round_trips_through_the_sqlite_store_and_a_reopen(tmp_path):
-    """Issue area, defect 4 (property): any str — lone surrogates, NUL, astral characters —
+    """Property: any str — lone surrogates, NUL, astral characters —
     stored as cwd, title or additional directory, and any history entry, reads back unchanged,
     and again after the database is closed and reopened. Nothing is dropped."""
     state = str(tmp_path / "state")
@@ -130,7 +130,7 @@ def test_any_str_round_trips_through_the_sqlite_store_and_a_reopen(tmp_path):
 
 
 def test_any_str_round_trips_through_the_memory_store():
-    """Issue area, defect 4 (property): the same for --ephemeral's MemoryStore."""
+    """Property: the same for --ephemeral's MemoryStore."""
     store = MemoryStore()
     seen: dict[str, tuple[str, str, bytes]] = {}
     _property(store, seen)()
@@ -167,7 +167,7 @@ def test_a_version_1_database_is_migrated_and_its_rows_read(tmp_path):
 
 # -- one bad record never stops the store --------------------------------------------------------
 def test_a_record_the_database_refuses_is_counted_and_the_rest_still_reach_the_disk(tmp_path, monkeypatch, caplog):
-    """Issue area, defect 4/store: a usage record whose token count SQLite cannot hold (an int
+    """A usage record whose token count SQLite cannot hold (an int
     over 64 bits) and a turn bigger than the database's row limit (sqlite3.DataError, which is no
     disk failure) are each logged at ERROR and counted; the store stays on disk and the writes
     queued around them, in the same batch and after, are committed."""

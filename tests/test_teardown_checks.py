@@ -98,7 +98,7 @@ def test_a_line_the_agent_cannot_read_is_garbage_to_the_checker(line):
 
 
 def test_the_teardown_schema_check_validates_stable_methods_against_the_unstable_schema_too():
-    """DESIGN §7: an agent's PromptResponse whose `usage` breaks the unstable schema (the stable one
+    """Testing layers: an agent's PromptResponse whose `usage` breaks the unstable schema (the stable one
     leaves it open) fails the check every launched agent gets at teardown, naming the schema."""
     from tests.conftest import schema_problems
 

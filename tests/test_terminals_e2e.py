@@ -67,7 +67,7 @@ def start(agent: AcpClient) -> str:
 
 
 def test_term_runs_in_a_client_terminal_embedded_in_its_tool_call_and_reports_the_exit_code(launch):
-    """Issue area terminals: `/term sh -c "echo hi; exit 3"` creates a terminal (command, args,
+    """Terminals: `/term sh -c "echo hi; exit 3"` creates a terminal (command, args,
     session, outputByteLimit), embeds it in an `execute` tool call, waits for the exit, reports
     exit code 3 with the tool call failed, and releases the terminal before the response (S5)."""
     agent = launch("--ephemeral", policy=ClientPolicy.coding())
@@ -93,7 +93,7 @@ def test_term_runs_in_a_client_terminal_embedded_in_its_tool_call_and_reports_th
 
 
 def test_term_success_completes_the_tool_call(launch):
-    """Issue area terminals: a command that exits 0 completes its tool call; the terminal is
+    """Terminals: a command that exits 0 completes its tool call; the terminal is
     embedded before it is released (ACP: "added before calling terminal/release")."""
     agent = launch("--ephemeral", policy=ClientPolicy.coding())
     session_id = start(agent)
@@ -106,7 +106,7 @@ def test_term_success_completes_the_tool_call(launch):
 
 
 def test_term_without_the_terminal_capability_fails_its_tool_call_and_sends_no_terminal_request(launch):
-    """Issue area capability check: a client that did not advertise `terminal` gets no
+    """Capability check: a client that did not advertise `terminal` gets no
     terminal/* request (ACP: MUST NOT); the tool call fails saying why; the turn ends normally."""
     agent = launch("--ephemeral")  # the rig's default capabilities: fs only
     session_id = start(agent)
@@ -119,7 +119,7 @@ def test_term_without_the_terminal_capability_fails_its_tool_call_and_sends_no_t
 
 
 def test_turn_terminal_and_elicit_raise_capability_missing_when_not_advertised(launch):
-    """Issue area capability check: `turn.terminal` and `turn.elicit` raise CapabilityMissing
+    """Capability check: `turn.terminal` and `turn.elicit` raise CapabilityMissing
     naming the missing capability, and nothing is sent to the client."""
     agent = launch("--ephemeral", "--agent", "tests.coding_agents:TerminalCapabilityAgent")
     session_id = start(agent)
@@ -131,7 +131,7 @@ def test_turn_terminal_and_elicit_raise_capability_missing_when_not_advertised(l
 
 
 def test_elicitation_needs_the_form_mode_not_just_an_elicitation_object(launch):
-    """Issue area capability check: `elicitation: {}` advertises no mode (ACP), so no form is
+    """Capability check: `elicitation: {}` advertises no mode (ACP), so no form is
     asked; `terminal: "yes"` is not `true`."""
     policy = ClientPolicy(capabilities={"terminal": "yes", "elicitation": {}})
     agent = launch("--ephemeral", "--agent", "tests.coding_agents:TerminalCapabilityAgent", policy=policy)
@@ -145,7 +145,7 @@ def test_elicitation_needs_the_form_mode_not_just_an_elicitation_object(launch):
 
 
 def test_cancel_during_term_kills_and_releases_the_terminal_before_the_cancelled_response(launch):
-    """Issue area terminals, S5: `session/cancel` while `/term sleep 30` waits sends
+    """Terminals, S5: `session/cancel` while `/term sleep 30` waits sends
     `terminal/kill` and `terminal/release` for it, and `$/cancel_request` for the pending
     wait_for_exit, all before the prompt's `cancelled` response; the command is dead."""
     agent = launch("--ephemeral", policy=ClientPolicy.coding())
@@ -169,7 +169,7 @@ def test_cancel_during_term_kills_and_releases_the_terminal_before_the_cancelled
 
 
 def test_a_terminal_left_open_is_released_before_the_response_whatever_ends_the_turn(launch):
-    """Issue area terminals, S5: an agent that never releases its terminal (no `with`) gets it
+    """Terminals, S5: an agent that never releases its terminal (no `with`) gets it
     released by the runtime before the response, whether the turn returns, raises or is cancelled."""
     agent = launch("--ephemeral", "--agent", "tests.coding_agents:LeavesTerminalOpenAgent", policy=ClientPolicy.coding())
     session_id = start(agent)
@@ -234,7 +234,7 @@ def test_the_rig_flags_a_request_for_a_session_after_its_prompts_response():
 @settings(deadline=None, max_examples=200)
 @given(text=st.text(max_size=40), limit=st.integers(min_value=0, max_value=120))
 def test_rig_terminal_output_is_cut_from_the_beginning_at_a_character_boundary(text: str, limit: int):
-    """Issue area terminals (rig): the kept output is a suffix of the whole, at most `limit`
+    """Terminals (rig): the kept output is a suffix of the whole, at most `limit`
     bytes, starts on a character boundary, and says whether anything was cut."""
     data = text.encode("utf-8", errors="surrogatepass").decode("utf-8", errors="replace").encode("utf-8")
     kept, cut = tail_at_char_boundary(data, limit)
@@ -250,7 +250,7 @@ def test_rig_terminal_output_is_cut_from_the_beginning_at_a_character_boundary(t
 @given(args=st.one_of(st.text(max_size=5), st.lists(st.one_of(st.text(max_size=5), st.integers()), max_size=3)),
        limit=st.one_of(st.none(), st.booleans(), st.integers(min_value=-5, max_value=1 << 70)))
 def test_terminal_create_params_refuse_what_the_schema_refuses(args: Any, limit: Any):
-    """Issue area terminals: what `create_params` accepts is a valid CreateTerminalRequest;
+    """Terminals: what `create_params` accepts is a valid CreateTerminalRequest;
     one string as args, non-string args, a negative, boolean or too large limit is refused."""
     from acp_green.rig.schema import default_schema
 

@@ -59,7 +59,7 @@ def final_update_then_response(agent: AcpClient, prompt_id: Any, tool_call_id: s
 
 
 def test_relative_read_and_write_paths_are_sent_absolute_against_cwd(launch):
-    """Issue area relative paths: `/read in.txt` asks the client for `<cwd>/in.txt` and its tool
+    """Relative paths: `/read in.txt` asks the client for `<cwd>/in.txt` and its tool
     call's location is absolute; `/write sub/../out.txt` asks permission and writes with
     `<cwd>/out.txt` (ACP: every file path on the wire is absolute)."""
     policy = ClientPolicy(files={f"{DEMO_CWD}/in.txt": "file body"})
@@ -78,7 +78,7 @@ def test_relative_read_and_write_paths_are_sent_absolute_against_cwd(launch):
 
 
 def test_relative_paths_in_tool_call_locations_and_diffs_are_sent_absolute(launch):
-    """Issue area relative paths: an agent's relative locations and a diff's `path` go out
+    """Relative paths: an agent's relative locations and a diff's `path` go out
     absolute against cwd (`..` resolved lexically, leaving cwd when it says so); other fields
     of each item are kept."""
     agent = launch("--ephemeral", "--agent", "tests.agents:RelativePathsAgent")
@@ -102,7 +102,7 @@ _cwd = st.lists(_segment.filter(lambda s: s not in (".", "..", "")), min_size=0,
 @settings(deadline=None, max_examples=300)
 @given(cwd=_cwd, relative=_relative, absolute=st.booleans())
 def test_resolve_any_path_is_absolute_and_stays_under_cwd_without_dotdot(cwd, relative, absolute):
-    """Issue area relative paths: any path, non-UTF-8 bytes (surrogate-escaped) included, comes
+    """Relative paths: any path, non-UTF-8 bytes (surrogate-escaped) included, comes
     out absolute and normalized; a relative one without `..` stays under cwd; an absolute one
     keeps its own place."""
     path = "/" + relative if absolute else relative
@@ -127,7 +127,7 @@ TS_SDK_ERROR = {"code": -32603, "message": "Internal error",
 
 
 def test_a_clients_error_details_reach_the_failed_tool_call(launch):
-    """Issue area client error details: a TypeScript-SDK client answers "Internal error" with the
+    """Client error details: a TypeScript-SDK client answers "Internal error" with the
     real reason in `data.details`; the demo's failed tool call shows that reason."""
     agent = launch("--ephemeral", policy=ClientPolicy(handlers={"fs/read_text_file": answer_error(TS_SDK_ERROR)}))
     session_id = session(agent)
@@ -138,7 +138,7 @@ def test_a_clients_error_details_reach_the_failed_tool_call(launch):
 
 
 def test_a_clients_error_reason_reaches_the_prompts_error_response_bounded(launch):
-    """Issue area client error details: a client error that escapes agent code answers -32603
+    """Client error details: a client error that escapes agent code answers -32603
     with the client's reason in the message, from `data.details`, `data.message` or a string
     `data`; a huge reason is cut to a bounded line."""
     answers = iter([
@@ -160,7 +160,7 @@ def test_a_clients_error_reason_reaches_the_prompts_error_response_bounded(launc
 
 
 def test_client_reason_reads_details_then_message_then_a_string():
-    """Issue area client error details: where the reason is found, and that only strings count."""
+    """Client error details: where the reason is found, and that only strings count."""
     assert client_reason({"details": "d", "message": "m"}) == "d"
     assert client_reason({"details": "", "message": "m"}) == "m"
     assert client_reason({"details": {"nested": 1}, "message": "m"}) == "m"
@@ -175,7 +175,7 @@ def test_client_reason_reads_details_then_message_then_a_string():
 
 
 def test_a_failed_permission_request_fails_the_tool_call_and_the_turn_goes_on(launch):
-    """Issue area permission errors: `session/request_permission` answered with an error fails
+    """Permission errors: `session/request_permission` answered with an error fails
     tool call `write-1` with the client's reason; the turn ends `end_turn` with a message, and
     nothing is written."""
     error = {"code": -32603, "message": "Internal error", "data": {"details": "the permission dialog crashed"}}
@@ -192,7 +192,7 @@ def test_a_failed_permission_request_fails_the_tool_call_and_the_turn_goes_on(la
 
 
 def test_a_permission_request_the_client_cancels_fails_the_tool_call_and_the_turn_goes_on(launch):
-    """Issue area permission errors: the client answers `cancelled` while the turn is not
+    """Permission errors: the client answers `cancelled` while the turn is not
     cancelled: the tool call fails saying so, the turn ends `end_turn`, nothing is written."""
     policy = ClientPolicy(handlers={"session/request_permission": lambda client, request: client.respond(
         request["id"], {"outcome": {"outcome": "cancelled"}})})
@@ -206,7 +206,7 @@ def test_a_permission_request_the_client_cancels_fails_the_tool_call_and_the_tur
 
 
 def test_a_cancelled_turn_waiting_for_permission_answers_cancelled_with_the_tool_call_failed_S14(launch):
-    """S14, issue area permission errors: the turn is cancelled while the user has not answered:
+    """S14, permission errors: the turn is cancelled while the user has not answered:
     it answers `cancelled`, and its tool call still gets a final status before that."""
     policy = ClientPolicy(permission="hold")
     agent = launch("--ephemeral", policy=policy)
@@ -220,7 +220,7 @@ def test_a_cancelled_turn_waiting_for_permission_answers_cancelled_with_the_tool
 
 
 def test_a_rejected_permission_fails_the_tool_call_and_says_so(launch):
-    """Issue area permission errors: the user rejects: the tool call fails "Permission denied",
+    """Permission errors: the user rejects: the tool call fails "Permission denied",
     the turn ends `end_turn`."""
     agent = launch("--ephemeral", policy=ClientPolicy(permission="reject"))
     session_id = session(agent)
@@ -233,7 +233,7 @@ def test_a_rejected_permission_fails_the_tool_call_and_says_so(launch):
 
 
 def test_write_without_the_write_capability_never_asks_permission(launch):
-    """Issue area capability checks (DESIGN §3): a client without fs.writeTextFile is never asked
+    """Capability checks: a client without fs.writeTextFile is never asked
     for permission to write; the tool call fails naming the capability and the turn ends."""
     policy = ClientPolicy(capabilities={"fs": {"readTextFile": True, "writeTextFile": False}})
     agent = launch("--ephemeral", policy=policy)
@@ -249,7 +249,7 @@ def test_write_without_the_write_capability_never_asks_permission(launch):
 
 
 def test_cancel_during_an_mcp_tool_call_fails_it_before_the_cancelled_response_S5(launch):
-    """Issue area tool calls left open, S5: cancelling `/mcp demo sleep` ends tool call `mcp-1`
+    """Tool calls left open, S5: cancelling `/mcp demo sleep` ends tool call `mcp-1`
     `failed` before the `cancelled` response, and nothing follows the response."""
     agent = launch("--ephemeral")
     session_id = session(agent)
@@ -262,7 +262,7 @@ def test_cancel_during_an_mcp_tool_call_fails_it_before_the_cancelled_response_S
 
 
 def test_an_agent_that_raises_with_a_tool_call_open_has_it_failed_before_the_error(launch):
-    """Issue area tool calls left open, S14: an exception in agent code answers -32603, and the
+    """Tool calls left open, S14: an exception in agent code answers -32603, and the
     open tool call is failed first, naming the failure."""
     agent = launch("--ephemeral", "--agent", "tests.agents:LeavesToolCallOpenAgent")
     session_id = session(agent)
@@ -273,7 +273,7 @@ def test_an_agent_that_raises_with_a_tool_call_open_has_it_failed_before_the_err
 
 
 def test_a_tool_call_left_open_at_return_is_failed_keeping_its_content(launch):
-    """Issue area tool calls left open: an agent that returns with a tool call in progress gets
+    """Tool calls left open: an agent that returns with a tool call in progress gets
     it failed; content it already gave is not replaced, and one without content says why."""
     agent = launch("--ephemeral", "--agent", "tests.agents:LeavesToolCallOpenAgent")
     session_id = session(agent)
@@ -288,7 +288,7 @@ def test_a_tool_call_left_open_at_return_is_failed_keeping_its_content(launch):
 
 
 def test_a_tool_call_open_when_the_turn_is_killed_at_shutdown_is_failed_S13(launch):
-    """Issue area tool calls left open, S13: a turn that ignores its cancel is killed at the end
+    """Tool calls left open, S13: a turn that ignores its cancel is killed at the end
     of the shutdown grace; its tool call is failed before its `cancelled` response."""
     agent = launch("--ephemeral", "--shutdown-grace", "0.5", "--agent", "tests.agents:LeavesToolCallOpenAgent")
     session_id = session(agent)
@@ -302,7 +302,7 @@ def test_a_tool_call_open_when_the_turn_is_killed_at_shutdown_is_failed_S13(laun
 
 
 def test_the_closing_status_of_a_tool_call_is_kept_in_history_and_replayed(launch, tmp_path):
-    """Issue area tool calls left open: the `failed` update the runtime sends is part of the
+    """Tool calls left open: the `failed` update the runtime sends is part of the
     turn's history, so `session/load` in a new process replays the tool call finished."""
     state = str(tmp_path / "state")
     first = launch("--state-dir", state, "--agent", "tests.agents:LeavesToolCallOpenAgent")

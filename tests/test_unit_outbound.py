@@ -1,4 +1,4 @@
-"""The unit layer (DESIGN §7) for `transport.Outbound`: the one outbound queue, driven directly on
+"""The unit layer for `transport.Outbound`: the one outbound queue, driven directly on
 a pipe the test controls (its size set with F_SETPIPE_SZ, its read end read only when the test
 says), with no endpoint and no agent. Byte counting, the high/low water marks (S10), the hard
 limit and the input limit, and the close/flush rules (S13).

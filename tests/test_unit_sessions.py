@@ -1,4 +1,4 @@
-"""The unit layer (DESIGN §7) for `sessions.SessionRegistry` and `Session`: reservations and
+"""The unit layer for `sessions.SessionRegistry` and `Session`: reservations and
 tokens (S8, S11, S12, S14) and idle eviction (S15) driven directly with a fake clock, no endpoint.
 """
 

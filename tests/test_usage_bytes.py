@@ -1,4 +1,4 @@
-"""Issue area usage sizes: a usage record's input and output sizes are UTF-8 bytes, not
+"""Usage sizes: a usage record's input and output sizes are UTF-8 bytes, not
 characters (S16 records them); text with lone surrogates, which JSON input may carry, counts too."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Unit tests of the wire layer (DESIGN §2 "Wire", §6 error table, rule S4 for ids)."""
+"""Unit tests of the wire layer."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_response_ids_are_kept_exactly_S4(request_id):
 
 @pytest.mark.parametrize("raw_id", ["true", "false", "1.5", "1.0", "-0.5", "1e3", "1e400", "{}", "[1]", "[]"])
 def test_bool_float_and_structured_ids_are_invalid_requests_S4(raw_id):
-    """S4, DESIGN §6: a boolean or non-integer id is an invalid request (-32600): True == 1 in Python."""
+    """S4, errors: a boolean or non-integer id is an invalid request (-32600): True == 1 in Python."""
     data = b'{"jsonrpc":"2.0","id":' + raw_id.encode() + b',"method":"session/new","params":{}}'
     with pytest.raises(wire.InvalidMessage) as info:
         wire.decode(data)
@@ -94,7 +94,7 @@ def test_is_valid_id_rejects_bool_S4():
     assert wire.is_valid_id(0) and wire.is_valid_id(-3) and wire.is_valid_id("s") and wire.is_valid_id(None)
 
 
-# -- parse errors, DESIGN §6 ------------------------------------------------------------------
+# -- parse errors -------------------------------------------------------------------------
 @pytest.mark.parametrize("data", [
     b"not json",
     b"{",
@@ -105,7 +105,7 @@ def test_is_valid_id_rejects_bool_S4():
     b"[" * 100000 + b"]" * 100000,  # too deep: an error, never a crash
 ], ids=["text", "open-brace", "truncated", "trailing-data", "single-quotes", "nul", "deep-nesting"])
 def test_unparseable_lines_are_parse_errors(data):
-    """DESIGN §6: an unparseable line is -32700."""
+    """Errors: an unparseable line is -32700."""
     with pytest.raises(ParseError) as info:
         wire.decode(data)
     assert info.value.code == PARSE_ERROR
@@ -122,14 +122,14 @@ def test_unparseable_lines_are_parse_errors(data):
     b'\xff{"jsonrpc":"2.0","id":1,"method":"x"}',
 ], ids=["in-string", "in-method", "truncated-2", "truncated-3", "overlong", "above-max", "outside-string"])
 def test_invalid_utf8_is_a_parse_error_not_replaced(data):
-    """DESIGN §2/§6: invalid UTF-8 is a parse error (-32700), never decoded with replacement characters."""
+    """Layout: invalid UTF-8 is a parse error (-32700), never decoded with replacement characters."""
     with pytest.raises(ParseError) as info:
         wire.decode(data)
     assert info.value.code == PARSE_ERROR
 
 
 def test_utf8_encoded_surrogate_is_a_parse_error():
-    """DESIGN §2/§6: UTF-8 may not encode U+D800..U+DFFF (RFC 3629); Python's own codec refuses it."""
+    """Layout: UTF-8 may not encode U+D800..U+DFFF (RFC 3629); Python's own codec refuses it."""
     data = b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"s":"\xed\xa0\x80"}}'
     with pytest.raises(UnicodeDecodeError):
         data.decode("utf-8")
@@ -139,7 +139,7 @@ def test_utf8_encoded_surrogate_is_a_parse_error():
 
 @pytest.mark.parametrize("literal", [b"NaN", b"Infinity", b"-Infinity"])
 def test_non_json_number_literals_are_parse_errors(literal):
-    """DESIGN §6: NaN/Infinity are not JSON (RFC 8259), so such a line is unparseable (-32700)."""
+    """Errors: NaN/Infinity are not JSON (RFC 8259), so such a line is unparseable (-32700)."""
     with pytest.raises(ParseError):
         wire.decode(b'{"jsonrpc":"2.0","id":1,"method":"x","params":{"v":' + literal + b"}}")
 
@@ -153,10 +153,10 @@ def test_escaped_lone_surrogate_is_accepted_and_reencoded_as_an_escape():
     assert json.loads(encoded)["id"] == "\ud800"
 
 
-# -- not a message, DESIGN §6 -----------------------------------------------------------------
+# -- not a message ------------------------------------------------------------------------
 @pytest.mark.parametrize("data", [b"[]", b'[{"jsonrpc":"2.0","id":1,"method":"x"}]', b"[1,2]"], ids=["empty", "one", "numbers"])
 def test_batch_array_is_an_invalid_request(data):
-    """DESIGN §6: batches are not supported: -32600 with id null."""
+    """Errors: batches are not supported: -32600 with id null."""
     with pytest.raises(wire.InvalidMessage) as info:
         wire.decode(data)
     assert info.value.code == INVALID_REQUEST and info.value.request_id is None
@@ -164,7 +164,7 @@ def test_batch_array_is_an_invalid_request(data):
 
 @pytest.mark.parametrize("data", [b"42", b"-1.5", b'"a string"', b"null", b"true", b"false"])
 def test_json_that_is_not_an_object_is_an_invalid_request(data):
-    """DESIGN §6: a JSON value that is not an object is -32600 (not a parse error)."""
+    """Errors: a JSON value that is not an object is -32600 (not a parse error)."""
     with pytest.raises(wire.InvalidMessage) as info:
         wire.decode(data)
     assert info.value.code == INVALID_REQUEST and info.value.request_id is None
@@ -193,7 +193,7 @@ def test_object_that_is_no_message_is_an_invalid_request(value):
     {"jsonrpc": "2.0", "id": 4, "method": "x", "params": "s"},
 ], ids=["no-jsonrpc", "jsonrpc-1.0", "jsonrpc-number", "empty-method", "method-int", "method-null", "params-int", "params-str"])
 def test_bad_request_envelope_is_invalid_and_keeps_the_id(value):
-    """DESIGN §6: -32600; the id was readable, so the error can name it."""
+    """Errors: -32600; the id was readable, so the error can name it."""
     with pytest.raises(wire.InvalidMessage) as info:
         wire.decode(line(value))
     assert info.value.code == INVALID_REQUEST and info.value.request_id == 4
@@ -212,14 +212,14 @@ def test_params_array_is_accepted_by_the_envelope():
     {"jsonrpc": "2.0", "id": 9, "error": [1]},
 ], ids=["result-and-error", "null-result-and-error", "neither", "error-string", "error-array"])
 def test_response_needs_exactly_one_of_result_and_error(value):
-    """DESIGN §6: a response with both result and error (or neither, or a non-object error) is -32600."""
+    """Errors: a response with both result and error (or neither, or a non-object error) is -32600."""
     with pytest.raises(wire.InvalidMessage) as info:
         wire.decode(line(value))
     assert info.value.code == INVALID_REQUEST
 
 
 def test_error_types_carry_their_codes():
-    """DESIGN §2: error types carry their code; to_wire gives the JSON-RPC error object."""
+    """Layout: error types carry their code; to_wire gives the JSON-RPC error object."""
     error = wire.InvalidMessage("bad", 3)
     assert error.to_wire() == {"code": -32600, "message": "bad"}
     assert ParseError("p").to_wire() == {"code": -32700, "message": "p"}
@@ -239,7 +239,7 @@ AWKWARD = {
 
 
 def test_encode_is_one_ascii_line_ending_in_newline():
-    """DESIGN §2: one message, one line: ASCII only, no raw newline inside, a single trailing \\n."""
+    """Layout: one message, one line: ASCII only, no raw newline inside, a single trailing \\n."""
     data = wire.encode({"jsonrpc": "2.0", "id": 1, "result": AWKWARD})
     assert isinstance(data, bytes)
     assert data.endswith(b"\n") and data.count(b"\n") == 1

@@ -1,4 +1,4 @@
-"""Strict JSON in (issue area "hostile input"): what RFC 8259 rejects is -32700, what Python
+"""Strict JSON in (hostile input): what RFC 8259 rejects is -32700, what Python
 cannot carry is named, and no shape, size or depth makes decoding raise anything else."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The unit layer (DESIGN §7): the endpoint and the ACP protocol driven directly, no transport.
+"""The unit layer: the endpoint and the ACP protocol driven directly, no transport.
 
 `Sink` stands in for `transport.Outbound` and records every line the agent queues, decoded, in
 order. `UnitConnection` attaches the ACP protocol to an endpoint on it with a `SessionRegistry` and a store,

@@ -21,7 +21,7 @@ import gevent
 from gevent.event import Event
 from gevent.greenlet import Greenlet
 
-from . import protocol
+from . import heap, protocol
 from .agent import Agent
 from .context import ConnectionContext
 from .endpoint import Endpoint
@@ -110,9 +110,7 @@ class Server:
     def _receive(self, line_reader: LineReader, endpoint: Endpoint) -> None:
         reason = "stdin closed"
         lines = line_reader.lines()
-        # Opened after the first message was handled: its answer (initialize) was queued first,
-        # so the writer, woken before the opener runs, writes it without waiting for the store.
-        open_store_soon = self.store.open_soon if isinstance(self.store, OpeningStore) else None
+        start_up_done = False
         try:
             while not self._stop.is_set():
                 self._reading = True
@@ -126,9 +124,9 @@ class Server:
                     endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
                 else:
                     endpoint.handle_line(line.data)
-                if open_store_soon is not None:
-                    open_store_soon()
-                    open_store_soon = None
+                if not start_up_done:
+                    start_up_done = True
+                    self._after_first_message()
                 if endpoint.outbound.over_input_limit:
                     # Over the hard limit background work is refused (output_backlog), but every
                     # request, even garbage, still queues a reply: a client that writes without
@@ -140,6 +138,21 @@ class Server:
             reason = f"input failed: {exc}"
         finally:
             self.request_stop(reason)
+
+    def _after_first_message(self) -> None:
+        """Open the store, then freeze what start-up left alive (heap.py), in the background.
+
+        The first message's answer (initialize) was queued already, so the writer, woken before
+        the opener runs, writes it without waiting for either.
+        """
+        if isinstance(self.store, OpeningStore):
+            self.store.open_soon()
+        gevent.spawn(self._settle_heap).name = "acp-settle-heap"
+
+    def _settle_heap(self) -> None:
+        if isinstance(self.store, OpeningStore):
+            self.store.wait_open()  # sqlite3 and the store's modules are start-up too
+        heap.freeze_start_up_objects()
 
     def _evict_idle(self) -> None:
         interval = max(0.05, min(self.options.idle_timeout / 2, 30.0))

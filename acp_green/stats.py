@@ -8,16 +8,9 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from greenlet import greenlet
+from .heap import greenlet_count
 
 STATS_METHOD = "_acp_green/stats"
-
-
-def greenlet_count() -> int:
-    """Greenlet objects in this process (the hub and the main greenlet included)."""
-    # gc tracks greenlets and there is no other registry; dead ones still referenced count
-    # too, because holding them forever is the same leak.
-    return sum(1 for obj in gc.get_objects() if isinstance(obj, greenlet))
 
 
 def runtime_stats(active_requests: int, live_sessions: int, queued_bytes: int, store_failed_writes: int = 0) -> dict[str, Any]:
@@ -25,6 +18,7 @@ def runtime_stats(active_requests: int, live_sessions: int, queued_bytes: int, s
     logged at ERROR) since it opened."""
     return {
         "greenlets": greenlet_count(),
+        "gcFrozenObjects": gc.get_freeze_count(),
         "activeRequests": active_requests,
         "liveSessions": live_sessions,
         "outboundQueuedBytes": queued_bytes,

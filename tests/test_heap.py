@@ -1,0 +1,43 @@
+"""What start-up left alive is kept out of the garbage collector's full passes (heap.py), in a
+real `acp-green serve`; the greenlet count the soak samples still counts the frozen greenlets."""
+
+from __future__ import annotations
+
+import gc
+
+from acp_green import heap
+
+
+def test_after_the_first_message_serve_freezes_start_up_and_still_counts_every_greenlet(launch):
+    """Once the first message is handled and the store is open, the objects alive are in gc's
+    permanent generation (so a full collection skips them); `_acp_green/stats` still counts the
+    greenlets made before the freeze."""
+    import gevent
+
+    agent = launch()
+    agent.initialize()
+    agent.new_session()
+    stats = agent.call("_acp_green/stats", {})
+    for _ in range(1200):  # the freeze follows the store's opening in the background: wait for it
+        if stats["gcFrozenObjects"] > 0:
+            break
+        gevent.sleep(0.05)
+        stats = agent.call("_acp_green/stats", {})
+    assert stats["gcFrozenObjects"] > 1000, stats  # modules, classes, functions: thousands
+    assert stats["greenlets"] >= 3, stats  # the hub, the main greenlet and the reader at least
+
+
+def test_the_freeze_happens_once_and_the_count_includes_what_it_froze():
+    before = heap.greenlet_count()
+    was_frozen = gc.get_freeze_count()
+    try:
+        heap.freeze_start_up_objects()
+        assert gc.get_freeze_count() > was_frozen
+        assert heap.greenlet_count() == before  # the frozen greenlets are still counted
+        frozen = gc.get_freeze_count()
+        heap.freeze_start_up_objects()
+        assert gc.get_freeze_count() == frozen  # once only
+        assert heap.greenlet_count() == before
+    finally:
+        gc.unfreeze()
+        heap._frozen_greenlets = None

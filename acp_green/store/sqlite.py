@@ -303,7 +303,7 @@ class SqliteStore:
         try:
             private.prepare(self.path, named=named_dir)
             conn = statedb.connect(self.path, trace=trace, page_limit=page_limit)
-        except BaseException as exc:  # report every failure to open; the thread then ends
+        except BaseException as exc:  # ok: every failure to open is reported; the thread then ends
             self._deliver(opened, error=exc)
             return
         self._deliver(opened)

@@ -10,6 +10,8 @@ generation once (`gc.freeze`), so a full pass only walks what was made since.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from greenlet import greenlet
 
@@ -32,3 +34,19 @@ def freeze_start_up_objects() -> None:
 def greenlet_count() -> int:
     """Greenlet objects in this process (the hub and the main greenlet included), frozen or not."""
     return (_frozen_greenlets or 0) + _tracked_greenlets()
+
+
+@contextmanager
+def all_objects_visible() -> Iterator[None]:
+    """Inside, `gc.get_objects()` sees the frozen objects too (gevent's run info walks it to
+    find every greenlet); they are frozen again after, with whatever else is alive then."""
+    global _frozen_greenlets
+    if _frozen_greenlets is None:
+        yield
+        return
+    gc.unfreeze()
+    try:
+        yield
+    finally:
+        _frozen_greenlets = _tracked_greenlets()
+        gc.freeze()

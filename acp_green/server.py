@@ -179,7 +179,8 @@ class Server:
         from gevent.util import format_run_info
 
         try:
-            lines = ["acp-green: SIGQUIT: the stack of every thread and greenlet (still serving)", *format_run_info()]
+            with heap.all_objects_visible():  # the greenlets made during start-up were frozen
+                lines = ["acp-green: SIGQUIT: the stack of every thread and greenlet (still serving)", *format_run_info()]
             for line in lines:  # line by line: a dump bigger than the sink loses its tail, not all of it
                 sys.stderr.write(line + "\n")
         except Exception:

@@ -41,3 +41,24 @@ def test_the_freeze_happens_once_and_the_count_includes_what_it_froze():
     finally:
         gc.unfreeze()
         heap._frozen_greenlets = None
+
+
+def test_inside_all_objects_visible_the_frozen_greenlets_are_seen_and_counted_once_after():
+    """A stack dump walks gc.get_objects(): inside `all_objects_visible` the greenlets frozen at
+    start-up are in it; after, they are frozen again and still counted exactly once."""
+    import gevent
+
+    sleeper = gevent.spawn(gevent.sleep, 60)
+    gevent.sleep(0)
+    try:
+        heap.freeze_start_up_objects()
+        assert not any(obj is sleeper for obj in gc.get_objects())
+        before = heap.greenlet_count()
+        with heap.all_objects_visible():
+            assert any(obj is sleeper for obj in gc.get_objects())
+        assert not any(obj is sleeper for obj in gc.get_objects())
+        assert heap.greenlet_count() == before
+    finally:
+        sleeper.kill()
+        gc.unfreeze()
+        heap._frozen_greenlets = None

@@ -56,10 +56,14 @@ class ServeOptions:
 class Server:
     """Runs one agent over one pair of descriptors."""
 
-    def __init__(self, agent: Agent, options: ServeOptions | None = None, store: Store | None = None) -> None:
+    def __init__(self, agent: Agent, options: ServeOptions | None = None, store: Store | None = None, *,
+                 owns_process: bool = False) -> None:
         """Without `store`, the store of `options` opens in the background once the first message
-        has been handled (or when something needs it first): see `OpeningStore`."""
+        has been handled (or when something needs it first): see `OpeningStore`. `owns_process`:
+        the process serves this agent alone (`serve_stdio`), so process-wide state such as the
+        garbage collector may be tuned for it (heap.py); an embedding host's is left alone."""
         self.agent = agent
+        self._owns_process = owns_process
         self.options = options or ServeOptions()
         self.store: Store = store if store is not None else OpeningStore(partial(_open_store, self.options))
         self.sessions = SessionRegistry(self.store, self.options.idle_timeout)
@@ -140,14 +144,15 @@ class Server:
             self.request_stop(reason)
 
     def _after_first_message(self) -> None:
-        """Open the store, then freeze what start-up left alive (heap.py), in the background.
+        """Open the store, then freeze what start-up left alive (heap.py), both in the background.
 
         The first message's answer (initialize) was queued already, so the writer, woken before
         the opener runs, writes it without waiting for either.
         """
         if isinstance(self.store, OpeningStore):
             self.store.open_soon()
-        gevent.spawn(self._settle_heap).name = "acp-settle-heap"
+        if self._owns_process:
+            gevent.spawn(self._settle_heap).name = "acp-settle-heap"
 
     def _settle_heap(self) -> None:
         if isinstance(self.store, OpeningStore):
@@ -234,7 +239,7 @@ def serve_stdio(agent: Agent, options: ServeOptions | None = None, *, log_level:
     sink = stderrsink.install()
     logsetup.configure(log_level)  # (again): the handler now writes through the sink
     try:
-        return Server(agent, options).serve(read_fd, write_fd)
+        return Server(agent, options, owns_process=True).serve(read_fd, write_fd)
     except Exception:
         log.critical("acp-green serve failed", exc_info=True)
         return 1

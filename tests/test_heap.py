@@ -62,3 +62,15 @@ def test_inside_all_objects_visible_the_frozen_greenlets_are_seen_and_counted_on
         sleeper.kill()
         gc.unfreeze()
         heap._frozen_greenlets = None
+
+
+def test_an_agent_served_in_process_leaves_the_host_heap_alone(inprocess):
+    """Only a process serving its agent alone (serve_stdio, the CLI) freezes its heap: a Server
+    embedded in a host process does not touch the host's garbage collector."""
+    from acp_green.demo import DemoAgent
+
+    was_frozen = gc.get_freeze_count()
+    harness = inprocess(DemoAgent())
+    harness.client.initialize()
+    harness.client.new_session()
+    assert gc.get_freeze_count() == was_frozen

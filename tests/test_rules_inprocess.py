@@ -94,7 +94,7 @@ def test_S9_max_background_option_of_the_cli_reaches_serve_options(monkeypatch):
     seen: list[Any] = []
 
     class RecordingServer:
-        def __init__(self, agent, options=None, store=None) -> None:
+        def __init__(self, agent, options=None, store=None, *, owns_process=False) -> None:
             seen.append(options)
 
         def serve(self, read_fd: int, write_fd: int) -> int:

@@ -25,7 +25,7 @@ async def main(calls: int, command: list[str]) -> None:
             started = time.perf_counter()
             await session.call_tool("echo", {"text": f"call {n}"})
             rtts.append((time.perf_counter() - started) * 1000)
-    print(json.dumps({"rtt_ms": rtts}))
+    print(json.dumps({"rtt_ms": rtts}))  # ok: a separate process; its stdout is the bench's pipe, not an ACP wire
 
 
 if __name__ == "__main__":

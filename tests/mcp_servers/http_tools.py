@@ -105,7 +105,9 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--idle", type=float, default=None)
     args = parser.parse_args()
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP: asyncio sets TCP_NODELAY only on sockets that say they are TCP (else each
+    # answer's body waits 40 ms for the delayed ACK of its headers), as uvicorn's own bind does.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     sock.listen(64)  # connections made as soon as the port is known are queued, not refused

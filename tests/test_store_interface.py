@@ -46,3 +46,13 @@ def test_a_write_type_must_say_whether_it_is_handed_over_at_once():
         "save_session": False, "delete_session": True, "begin_turn": True, "append_history": False,
         "end_turn": True, "mark_incomplete": False, "record_usage": True,
     }
+
+
+def test_an_operation_takes_exactly_its_fields_and_is_not_changed_once_made():
+    piece = operations.AppendHistory("s1", "t1", [b"{}"])
+    assert (piece.session_id, piece.turn_id, piece.updates) == ("s1", "t1", [b"{}"])
+    assert repr(piece) == "AppendHistory(session_id='s1', turn_id='t1', updates=[b'{}'])"
+    with pytest.raises(TypeError, match="takes 3 fields"):
+        operations.AppendHistory("s1", "t1")
+    with pytest.raises(AttributeError):
+        piece.session_id = "s2"

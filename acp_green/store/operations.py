@@ -10,7 +10,6 @@ store the thread falls back to (`in_memory`).
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from . import statedb
@@ -21,9 +20,27 @@ from ..usage import UsageRecord
 
 
 class Operation:
-    """One unit of work for the store thread."""
+    """One unit of work for the store thread, made with its fields in the order of `__slots__`.
+
+    Plain slotted classes rather than dataclasses: the store's modules are imported on the hub
+    while it opens, and fifteen frozen dataclasses cost ~18 ms there (the generated methods are
+    compiled at import), long enough to hold back every control request behind them.
+    """
 
     __slots__ = ()
+
+    def __init__(self, *fields: Any) -> None:
+        names = self.__slots__
+        if len(fields) != len(names):
+            raise TypeError(f"{type(self).__name__} takes {len(names)} fields ({', '.join(names) or 'none'}), not {len(fields)}")
+        for name, value in zip(names, fields):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} is not changed once made")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{name}={getattr(self, name)!r}' for name in self.__slots__)})"
 
     def on_disk(self, conn: sqlite3.Connection) -> Any:
         """Run on the store thread's connection, inside the batch's transaction."""
@@ -67,9 +84,10 @@ class Read(Operation):
     __slots__ = ()
 
 
-@dataclass(frozen=True, slots=True)
 class SaveSession(Write):
     """Insert or replace a session's record; settings changes come in bursts, so it may wait."""
+
+    __slots__ = ("record",)
 
     at_once: ClassVar[bool] = False
     label: ClassVar[str] = "save_session"
@@ -85,9 +103,10 @@ class SaveSession(Write):
         memory.save_session(self.record)
 
 
-@dataclass(frozen=True, slots=True)
 class DeleteSession(Write):
     """Forget a session and its history (session/delete)."""
+
+    __slots__ = ("session_id",)
 
     at_once: ClassVar[bool] = True
     label: ClassVar[str] = "delete_session"
@@ -103,9 +122,10 @@ class DeleteSession(Write):
         memory.delete_session(self.session_id)
 
 
-@dataclass(frozen=True, slots=True)
 class BeginTurn(Write):
     """A turn starts, with its prompt as stored updates; handed over at once, like its usage record."""
+
+    __slots__ = ("session_id", "turn_id", "started_at", "prompt")
 
     at_once: ClassVar[bool] = True
     label: ClassVar[str] = "begin_turn"
@@ -127,12 +147,13 @@ class BeginTurn(Write):
         memory.begin_turn(self.session_id, self.turn_id, self.started_at, self.prompt)
 
 
-@dataclass(frozen=True, slots=True)
 class AppendHistory(Write):
     """A piece of a running turn's history. A stream makes many: they wait on the hub for up to
     `hub_wait` (or until `sqlite.HANDOFF_BYTES` wait), so a stream of any pace is handed over,
     and committed, at most about 20 times a second. Losing that much of a turn to a crash
     costs nothing a crash does not already cost: the turn has no outcome either way."""
+
+    __slots__ = ("session_id", "turn_id", "updates")
 
     at_once: ClassVar[bool] = False
     label: ClassVar[str] = "append_history"
@@ -154,9 +175,10 @@ class AppendHistory(Write):
         memory.append_history(self.session_id, self.turn_id, self.updates)
 
 
-@dataclass(frozen=True, slots=True)
 class EndTurn(Write):
     """A turn's outcome; handed over at once, like its usage record (S16)."""
+
+    __slots__ = ("session_id", "turn_id", "outcome", "ended_at")
 
     at_once: ClassVar[bool] = True
     label: ClassVar[str] = "end_turn"
@@ -175,9 +197,10 @@ class EndTurn(Write):
         memory.end_turn(self.session_id, self.turn_id, self.outcome)
 
 
-@dataclass(frozen=True, slots=True)
 class MarkIncomplete(Write):
     """Some of a turn's history never reached the store thread (the backlog was over its bound)."""
+
+    __slots__ = ("session_id", "turn_id")
 
     at_once: ClassVar[bool] = False
     label: ClassVar[str] = "mark_incomplete"
@@ -194,9 +217,10 @@ class MarkIncomplete(Write):
         memory.mark_incomplete(self.session_id, self.turn_id)
 
 
-@dataclass(frozen=True, slots=True)
 class RecordUsage(Write):
     """A usage record, the "running" one of admission or the settled one replacing it (S16)."""
+
+    __slots__ = ("record",)
 
     at_once: ClassVar[bool] = True
     label: ClassVar[str] = "record_usage"
@@ -212,8 +236,9 @@ class RecordUsage(Write):
         memory.record_usage(self.record)
 
 
-@dataclass(frozen=True, slots=True)
 class LoadSession(Read):
+    __slots__ = ("session_id",)
+
     session_id: str
 
     def on_disk(self, conn: sqlite3.Connection) -> SessionRecord | None:
@@ -223,8 +248,9 @@ class LoadSession(Read):
         return memory.load_session(self.session_id)
 
 
-@dataclass(frozen=True, slots=True)
 class ListSessions(Read):
+    __slots__ = ("cwd", "after", "limit")
+
     cwd: str | None
     after: tuple[float, str] | None
     limit: int | None
@@ -236,8 +262,9 @@ class ListSessions(Read):
         return memory.list_sessions(self.cwd, self.after, self.limit)
 
 
-@dataclass(frozen=True, slots=True)
 class History(Read):
+    __slots__ = ("session_id",)
+
     session_id: str
 
     def on_disk(self, conn: sqlite3.Connection) -> list[bytes]:
@@ -247,8 +274,9 @@ class History(Read):
         return memory.history(self.session_id)
 
 
-@dataclass(frozen=True, slots=True)
 class ReadHistoryPage(Read):
+    __slots__ = ("session_id", "after", "max_entries", "max_bytes", "turn_id")
+
     session_id: str
     after: HistoryPosition | None
     max_entries: int
@@ -262,8 +290,9 @@ class ReadHistoryPage(Read):
         return memory.history_page(self.session_id, self.after, self.max_entries, self.max_bytes, self.turn_id)
 
 
-@dataclass(frozen=True, slots=True)
 class ListTurns(Read):
+    __slots__ = ("session_id",)
+
     session_id: str
 
     def on_disk(self, conn: sqlite3.Connection) -> list[StoredTurn]:
@@ -273,8 +302,9 @@ class ListTurns(Read):
         return memory.turns(self.session_id)
 
 
-@dataclass(frozen=True, slots=True)
 class Usage(Read):
+    __slots__ = ("session_id",)
+
     session_id: str | None
 
     def on_disk(self, conn: sqlite3.Connection) -> list[UsageRecord]:
@@ -284,9 +314,10 @@ class Usage(Read):
         return memory.usage(self.session_id)
 
 
-@dataclass(frozen=True, slots=True)
 class Sync(Read):
     """Nothing to read: its answer means every write queued before it is committed."""
+
+    __slots__ = ()
 
     def on_disk(self, conn: sqlite3.Connection) -> None:
         return None
@@ -295,6 +326,7 @@ class Sync(Read):
         return None
 
 
-@dataclass(frozen=True, slots=True)
 class Close:
     """Commit what is queued before it, close the connection and end the thread."""
+
+    __slots__ = ()

@@ -74,3 +74,22 @@ def test_an_agent_served_in_process_leaves_the_host_heap_alone(inprocess):
     harness.client.initialize()
     harness.client.new_session()
     assert gc.get_freeze_count() == was_frozen
+
+
+def test_the_freeze_lets_the_hub_run_while_it_picks_out_the_frozen_greenlets():
+    """Only `gc.get_objects()` runs in one go; the greenlets are picked out of its list a slice
+    at a time between yields, so a request arriving meanwhile (a replay may have begun) is not
+    held behind the whole walk."""
+    import gevent
+
+    left_when_it_ran: list[int] = []
+    other = gevent.spawn(lambda: left_when_it_ran.append(len(heap._unscanned)))
+    try:
+        heap.freeze_start_up_objects()
+        other.join(timeout=5)
+        assert left_when_it_ran and left_when_it_ran[0] > 0, left_when_it_ran  # ran before the walk ended
+        assert not heap._unscanned
+    finally:
+        other.kill()
+        gc.unfreeze()
+        heap._frozen_greenlets = None

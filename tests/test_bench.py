@@ -28,7 +28,8 @@ WORKLOAD_METRICS = {
     "W4": {"rtt_p50_ms", "rtt_p99_ms"},
     "W5": {"init_ms"},
     "W6": {"idle_mib", "after_mib", "per_session_kib"},
-    "W7": {"replay_updates_per_s", "replay_seconds", "replayed_chunks", "ping_p50_ms", "ping_p99_ms", "pings_answered_during_replay"},
+    "W7": {"replay_updates_per_s", "replay_seconds", "replayed_chunks", "ping_p50_ms", "ping_p99_ms", "pings_answered_during_replay",
+           "opening_ping_max_ms", "pings_before_first_update"},
     "W8": {"acp_p50_ms", "acp_p99_ms", "stdio_p50_ms", "stdio_p99_ms", "http_p50_ms", "http_p99_ms", "no_tool_p50_ms",
            "no_tool_p99_ms", "sdk_direct_p50_ms", "sdk_direct_p99_ms"},
 }

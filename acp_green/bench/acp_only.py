@@ -42,7 +42,8 @@ def persistent(command: Sequence[str], state_dir: str) -> list[str]:
 # -- W7 ----------------------------------------------------------------------------------------
 def w7_replay(command: Sequence[str], sizes: Sizes) -> Metrics:
     """W7: session/load of a stored N-chunk session in a fresh process, while set_mode pings
-    another session; replay rate (updates/s, load written → load answered) and ping latencies."""
+    another session; replay rate (updates/s, load written → load answered), ping latencies while
+    updates are replayed, and the slowest ping before the first update (the store opening)."""
     with tempfile.TemporaryDirectory(prefix="acp-bench-w7-") as state:
         serve = persistent(command, state)
         with AgentConn(serve, env=AGENT_ENV) as conn:  # build the history (not timed)
@@ -68,9 +69,16 @@ def w7_replay(command: Sequence[str], sizes: Sizes) -> Metrics:
                     conn.wait(call, 30.0)
                 except AgentFailed:
                     pass
-            during = [c for c in pings if c.done and c.answered_pos < load.answered_pos]
+            # A fresh process opens its store in the background and the load's admission, in the
+            # receive loop, waits for it: pings sent before the first replayed update came back are
+            # that wait, reported apart from the replay's.
+            answered = [c for c in pings if c.done and c.answered_pos < load.answered_pos]
+            during = [c for c in answered if c.chunks_at_send > before]
+            opening = [c.latency * 1000 for c in answered if c.chunks_at_send == before]
             rtts = [c.latency * 1000 for c in during]
             return {
+                "opening_ping_max_ms": max(opening, default=0.0),
+                "pings_before_first_update": float(len(opening)),
                 "replay_updates_per_s": replayed / load.latency,
                 "replay_seconds": load.latency,
                 "replayed_chunks": float(replayed),

@@ -43,6 +43,7 @@ class Call:
     method: str
     sent_at: float
     read_at_send: int = 0  # bytes of output the client had read when it sent the request
+    chunks_at_send: int = 0  # session/update chunks the client had read when it sent the request
     answered_at: float = 0.0
     answered_pos: int = 0  # byte offset of the response in the agent's output: exact ordering
     response: dict[str, Any] | None = None
@@ -123,6 +124,7 @@ class AgentConn:
         """Write one request; its send time is taken just before the write."""
         call, line = self.make_call(method, params)
         call.read_at_send = self.scanner.bytes
+        call.chunks_at_send = self.scanner.chunks
         call.sent_at = time.perf_counter()
         self.write(line)
         return call

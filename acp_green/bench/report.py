@@ -47,6 +47,7 @@ ROWS = (
     Row("W7", "ping_p50_ms", "W7 set_mode during replay p50, ms", "ms"),
     Row("W7", "ping_p99_ms", "W7 set_mode during replay p99, ms", "ms"),
     Row("W7", "pings_answered_during_replay", "W7 pings answered during replay", "count"),
+    Row("W7", "opening_ping_max_ms", "W7 set_mode before the first update (store opening), max ms", "ms"),
     Row("W8", "acp_p50_ms", "W8 tools/call over ACP (mcp/message) p50, ms", "ms"),
     Row("W8", "acp_p99_ms", "W8 tools/call over ACP (mcp/message) p99, ms", "ms"),
     Row("W8", "stdio_p50_ms", "W8 prompt with a stdio tool call p50, ms", "ms"),

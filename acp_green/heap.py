@@ -79,9 +79,12 @@ def all_objects_visible() -> Iterator[None]:
         yield
         return
     gc.unfreeze()
+    # gc.get_objects() now sees every greenlet: counting the frozen ones apart too would count
+    # them twice, and a walk the freeze had left unfinished is moot (everything is re-frozen after).
+    _frozen_greenlets = WeakSet()
+    _unscanned.clear()
     try:
         yield
     finally:
-        _unscanned.clear()
         _frozen_greenlets = WeakSet(_greenlets_among(gc.get_objects()))
         gc.freeze()

@@ -145,3 +145,22 @@ def test_percentile_gives_the_figures_it_gave_when_hand_written(values: list[flo
 def test_the_summary_median_is_the_50th_percentile_as_before(values: list[float]) -> None:
     scale = max(1.0, *(abs(v) for v in values))
     assert summarize(values).median == pytest.approx(_percentile_as_hand_written_before(values, 50), rel=1e-12, abs=1e-12 * scale)
+
+
+def test_w7_tells_pings_sent_before_the_first_update_from_those_during_the_replay() -> None:
+    """A ping sent before the first replayed update was read counts as before it even when its
+    answer came after the load's; one sent later counts as during the replay only if answered
+    before the load; unanswered pings count nowhere."""
+    from acp_green.bench.acp_only import split_pings
+    from acp_green.bench.conn import Call
+
+    def call(ident: int, chunks: int, pos: int | None) -> Call:
+        return Call(ident, "session/set_mode", 0.0, chunks_at_send=chunks, answered_pos=pos or 0,
+                    response=None if pos is None else {"result": {}})
+
+    load = call(0, 5, 1000)
+    early, early_late, unanswered = call(1, 5, 100), call(2, 5, 2000), call(3, 5, None)
+    during, after = call(4, 9, 500), call(5, 9, 3000)
+    opening, replaying = split_pings([early, early_late, unanswered, during, after], 5, load)
+    assert [c.id for c in opening] == [1, 2]
+    assert [c.id for c in replaying] == [4]

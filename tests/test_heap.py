@@ -93,3 +93,111 @@ def test_the_freeze_lets_the_hub_run_while_it_picks_out_the_frozen_greenlets():
         other.kill()
         gc.unfreeze()
         heap._frozen_greenlets = None
+
+
+def _reset_freeze() -> None:
+    gc.unfreeze()
+    heap._unscanned.clear()
+    heap._frozen_greenlets = None
+
+
+def test_a_frozen_greenlet_that_ends_and_is_released_is_no_longer_counted():
+    """The frozen greenlets are held weakly: one that ends and is dropped leaves the count,
+    as it would have had it never been frozen (and is not kept alive by the count)."""
+    import gevent
+
+    from gevent.event import Event
+
+    release = Event()
+    ender = gevent.spawn(release.wait)
+    gevent.sleep(0)
+    try:
+        heap.freeze_start_up_objects()
+        with_it = heap.greenlet_count()
+        release.set()
+        ender.join(timeout=30)
+        assert ender.dead
+        del ender
+        gevent.sleep(0)  # the hub's callback that notified its links held it until now
+        assert heap.greenlet_count() == with_it - 1
+    finally:
+        _reset_freeze()
+
+
+def test_the_count_asked_while_the_freeze_is_still_picking_out_greenlets_is_exact():
+    """`_acp_green/stats` may be asked between two slices of the walk: the count is that of
+    every greenlet all the same, none missed and none counted twice."""
+    import gevent
+
+    gc.collect()  # greenlets left unreachable by earlier tests must not leave the count meanwhile
+    before = heap.greenlet_count()
+    seen: list[tuple[int, int]] = []
+
+    def ask() -> None:
+        seen.append((len(heap._unscanned), heap.greenlet_count()))
+
+    freezer = gevent.spawn(heap.freeze_start_up_objects)
+    asker = gevent.spawn(ask)
+    try:
+        freezer.join(timeout=30)
+        asker.join(timeout=30)
+        assert seen and seen[0][0] > 0, seen  # asked mid-walk
+        assert seen[0][1] == before + 2  # the asker and the freezer themselves
+        assert not heap._unscanned
+    finally:
+        asker.kill()
+        freezer.kill()
+        _reset_freeze()
+
+
+def test_greenlets_made_after_the_freeze_are_counted_once_after_a_stack_dump():
+    """A stack dump re-freezes everything alive, greenlets made since the start-up freeze too:
+    they stay counted, and nothing is counted twice, inside the dump or after it."""
+    import gevent
+    from gevent.event import Event
+
+    try:
+        heap.freeze_start_up_objects()
+        release = Event()
+        later = gevent.spawn(release.wait)
+        gevent.sleep(0)
+        before = heap.greenlet_count()
+        with heap.all_objects_visible():
+            assert heap.greenlet_count() == before
+        assert not any(obj is later for obj in gc.get_objects())  # frozen with the rest
+        assert heap.greenlet_count() == before
+        release.set()
+        later.join(timeout=30)
+        del later
+        gevent.sleep(0)  # the hub's callback that notified its links held it until now
+        assert heap.greenlet_count() == before - 1
+    finally:
+        _reset_freeze()
+
+
+def test_a_stack_dump_during_the_freeze_ends_its_walk_with_every_greenlet_counted_once():
+    """The dump re-freezes and counts everything itself: the walk the start-up freeze had left
+    is dropped (its list no longer holds every start-up object alive) and nothing is counted twice."""
+    import gevent
+
+    gc.collect()  # greenlets left unreachable by earlier tests must not leave the count meanwhile
+    before = heap.greenlet_count()
+    seen: list[int] = []
+
+    def dump() -> None:
+        seen.append(len(heap._unscanned))
+        with heap.all_objects_visible():
+            pass
+        seen.append(len(heap._unscanned))
+
+    freezer = gevent.spawn(heap.freeze_start_up_objects)
+    dumper = gevent.spawn(dump)
+    try:
+        freezer.join(timeout=30)
+        dumper.join(timeout=30)
+        assert len(seen) == 2 and seen[0] > 0 and seen[1] == 0, seen
+        assert heap.greenlet_count() == before + 2  # the dumper and the freezer, ended, still referenced here
+    finally:
+        dumper.kill()
+        freezer.kill()
+        _reset_freeze()

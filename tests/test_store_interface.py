@@ -56,3 +56,36 @@ def test_an_operation_takes_exactly_its_fields_and_is_not_changed_once_made():
         operations.AppendHistory("s1", "t1")
     with pytest.raises(AttributeError):
         piece.session_id = "s2"
+
+
+def test_an_operation_refuses_extra_fields_and_deletion():
+    """Too many fields is refused like too few; `del` cannot change a made operation either."""
+    with pytest.raises(TypeError, match="takes 1 fields"):
+        operations.DeleteSession("s1", "s2")
+    with pytest.raises(TypeError, match="takes 0 fields"):
+        operations.Sync("extra")
+    doomed = operations.DeleteSession("s1")
+    with pytest.raises(AttributeError):
+        del doomed.session_id
+    assert doomed.session_id == "s1"
+
+
+def test_an_operation_subclass_takes_its_parents_fields_first_then_its_own():
+    """Fields are those of every class of the operation, in order: a subclass that adds one
+    still takes (and sets) its parent's."""
+
+    class LoadSessionFrom(operations.LoadSession):
+        __slots__ = ("cwd",)
+
+    load = LoadSessionFrom("s1", "/tmp")
+    assert (load.session_id, load.cwd) == ("s1", "/tmp")
+    assert repr(load) == "LoadSessionFrom(session_id='s1', cwd='/tmp')"
+
+
+def test_an_operation_can_be_copied():
+    import copy
+
+    piece = operations.AppendHistory("s1", "t1", [b"{}"])
+    assert repr(copy.copy(piece)) == repr(piece)
+    deep = copy.deepcopy(piece)
+    assert repr(deep) == repr(piece) and deep.updates is not piece.updates

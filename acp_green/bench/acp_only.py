@@ -40,6 +40,16 @@ def persistent(command: Sequence[str], state_dir: str) -> list[str]:
 
 
 # -- W7 ----------------------------------------------------------------------------------------
+def split_pings(pings: Sequence[Call], before: int, load: Call) -> tuple[list[Call], list[Call]]:
+    """The answered pings sent before the first replayed update was read (whenever their answer
+    came: one held behind the load's admission may be answered after a short replay), and those
+    sent after it and answered while updates were still replayed (before the load's answer)."""
+    answered = [c for c in pings if c.done]
+    opening = [c for c in answered if c.chunks_at_send == before]
+    during = [c for c in answered if c.chunks_at_send > before and c.answered_pos < load.answered_pos]
+    return opening, during
+
+
 def w7_replay(command: Sequence[str], sizes: Sizes) -> Metrics:
     """W7: session/load of a stored N-chunk session in a fresh process, while set_mode pings
     another session; replay rate (updates/s, load written → load answered), ping latencies while
@@ -72,9 +82,8 @@ def w7_replay(command: Sequence[str], sizes: Sizes) -> Metrics:
             # A fresh process opens its store in the background and the load's admission, in the
             # receive loop, waits for it: pings sent before the first replayed update came back are
             # that wait, reported apart from the replay's.
-            answered = [c for c in pings if c.done and c.answered_pos < load.answered_pos]
-            during = [c for c in answered if c.chunks_at_send > before]
-            opening = [c.latency * 1000 for c in answered if c.chunks_at_send == before]
+            opening_calls, during = split_pings(pings, before, load)
+            opening = [c.latency * 1000 for c in opening_calls]
             rtts = [c.latency * 1000 for c in during]
             return {
                 "opening_ping_max_ms": max(opening, default=0.0),

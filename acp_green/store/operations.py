@@ -20,7 +20,7 @@ from ..usage import UsageRecord
 
 
 class Operation:
-    """One unit of work for the store thread, made with its fields in the order of `__slots__`.
+    """One unit of work for the store thread, made with its fields in the order of `__slots__` (base class first).
 
     Plain slotted classes rather than dataclasses: the store's modules are imported on the hub
     while it opens, and fifteen frozen dataclasses cost ~18 ms there (the generated methods are
@@ -28,9 +28,14 @@ class Operation:
     """
 
     __slots__ = ()
+    _fields: ClassVar[tuple[str, ...]] = ()  # the slots of every class of the operation, base first
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._fields = tuple(name for klass in reversed(cls.__mro__) for name in klass.__dict__.get("__slots__", ()))
 
     def __init__(self, *fields: Any) -> None:
-        names = self.__slots__
+        names = self._fields
         if len(fields) != len(names):
             raise TypeError(f"{type(self).__name__} takes {len(names)} fields ({', '.join(names) or 'none'}), not {len(fields)}")
         for name, value in zip(names, fields):
@@ -39,8 +44,15 @@ class Operation:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError(f"{type(self).__name__} is not changed once made")
 
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} is not changed once made")
+
+    def __reduce__(self) -> tuple[type[Operation], tuple[Any, ...]]:
+        # Made again through __init__: the default copy would set each slot and be refused.
+        return type(self), tuple(getattr(self, name) for name in self._fields)
+
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({', '.join(f'{name}={getattr(self, name)!r}' for name in self.__slots__)})"
+        return f"{type(self).__name__}({', '.join(f'{name}={getattr(self, name)!r}' for name in self._fields)})"
 
     def on_disk(self, conn: sqlite3.Connection) -> Any:
         """Run on the store thread's connection, inside the batch's transaction."""

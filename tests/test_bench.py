@@ -60,7 +60,13 @@ def test_bench_smoke_writes_well_formed_json(tmp_path: Path) -> None:
         assert set(results[workload]) == metrics, workload
         for name, summary in results[workload].items():
             assert set(summary) >= {"median", "min", "max", "spread", "runs"}
-            assert len(summary["runs"]) == 1 and _number(summary["median"]), (workload, name, summary)
+            assert len(summary["runs"]) == 1, (workload, name, summary)
+            if workload == "W7" and name in ("ping_p50_ms", "ping_p99_ms") and results["W7"]["pings_answered_during_replay"]["median"] == 0:
+                # At this scale the replay lasts a few ms: under load no ping may fall inside it,
+                # and a latency of no pings is reported as not measured, never as a number.
+                assert summary["median"] is None, (workload, name, summary)
+                continue
+            assert _number(summary["median"]), (workload, name, summary)
     assert results["W1"]["valid"]["median"] == 1 and results["W2"]["valid"]["median"] == 1
     assert results["W7"]["replayed_chunks"]["median"] == round(Sizes().w7_chunks * 0.005)  # the whole stored stream
     assert [(c["sessions"], c["write_bytes"]) for c in report["client_ceiling"]] == [(1, 0), (32, 0), (1, 8192)]

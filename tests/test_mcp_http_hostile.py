@@ -15,6 +15,7 @@ from gevent.server import StreamServer
 
 from acp_green.errors import McpConnectFailed, McpError, McpServerExited
 from acp_green.mcp.httplink import HttpLink
+from tests.helpers import wait_until
 
 Script = Callable[[socket.socket, dict[str, Any]], None]
 
@@ -413,3 +414,56 @@ def test_a_flood_of_tiny_events_leaves_other_greenlets_running_while_it_lasts():
     finally:
         server.kill()
         server.wait()
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+def _answer_event(body: dict[str, Any]) -> bytes:
+    answer = {"jsonrpc": "2.0", "id": body["id"], "result": {"tools": []}}
+    return b"data: " + json.dumps(answer).encode() + b"\n\n"
+
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def test_an_answered_event_stream_that_ends_a_moment_later_keeps_its_connection_for_the_next_request(scripted):
+    """The answer comes first and the stream's end a moment after (a server that sets
+    TCP_NODELAY sends them apart): the link reads to that end instead of closing the stream when
+    the answer arrives, so the next request goes over the same connection."""
+    def script(sock: socket.socket, body: dict[str, Any]) -> None:
+        sock.sendall(SSE_HEAD + _chunk(_answer_event(body)))
+        gevent.sleep(0.05)
+        sock.sendall(b"0\r\n\r\n")
+
+    server = scripted(script)
+    link = link_for(server)
+    try:
+        for _ in range(3):
+            assert link.request("tools/list", {}, timeout=30) == {"tools": []}
+            wait_until(lambda: link.open_streams == 0, 30, "the answered stream to end")
+        assert server.connections == 1, "each request made a new connection"
+    finally:
+        link.close()
+
+
+def test_an_answered_event_stream_that_never_ends_is_closed_after_the_grace(scripted, monkeypatch):
+    """The answer is returned at once; a stream the server then keeps open is closed after
+    ANSWERED_STREAM_GRACE (its connection with it), and the link has nothing left open."""
+    import acp_green.mcp.httplink as httplink
+
+    monkeypatch.setattr(httplink, "ANSWERED_STREAM_GRACE", 0.2)
+
+    def script(sock: socket.socket, body: dict[str, Any]) -> None:
+        sock.sendall(SSE_HEAD + _chunk(_answer_event(body)))
+        sock.recv(1)  # nothing more is sent: returns when the client closes the connection
+
+    server = scripted(script)
+    link = link_for(server)
+    try:
+        assert link.request("tools/list", {}, timeout=30) == {"tools": []}
+        wait_until(lambda: server.closed == 1, 30, "the connection of the stream left open to be closed")
+        assert link.open_streams == 0
+    finally:
+        link.close()

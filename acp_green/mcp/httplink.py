@@ -3,9 +3,10 @@
 - Each request is one POST read by its own greenlet: the answer is a JSON body or an SSE stream
   that may carry the server's own requests and notifications before it. The pending-request
   table is `outgoing.OutgoingRequests` (ids from 1), as for a stdio server.
-- However a wait ends (answer, cancel, timeout, the waiter killed), that request's stream is
-  closed. A cancel also POSTs `notifications/cancelled`; it may be set from the hub, so it never
-  blocks: the POST runs in its own greenlet.
+- A wait that ends without an answer (cancel, timeout, the waiter killed) closes that request's
+  stream at once. After an answer the stream is given ANSWERED_STREAM_GRACE to end by itself,
+  so its connection is kept for the next request. A cancel also POSTs `notifications/cancelled`;
+  it may be set from the hub, so it never blocks: the POST runs in its own greenlet.
 - Notifications and our answers to the server's requests are POSTed in the caller's greenlet
   (bounded by NOTIFY_TIMEOUT), so one written before a request reaches the server before it.
 - The `Mcp-Session-Id` the server gives `initialize` goes with every later message, and the
@@ -45,6 +46,8 @@ CONNECT_TIMEOUT = 10.0
 NOTIFY_TIMEOUT = 5.0
 #: Requests in flight at once to one server (one connection each); more wait for a connection.
 MAX_STREAMS = 32
+#: How long an answered request's event stream may take to end before its connection is closed.
+ANSWERED_STREAM_GRACE = 1.0
 #: The largest JSON body or SSE event accepted from the server.
 MAX_MESSAGE_BYTES = MAX_EVENT_BYTES
 _READ_BLOCK = 64 * 1024
@@ -109,6 +112,7 @@ class HttpLink:
         self._on_notification = on_notification or (lambda message: log.debug("MCP %s: %s", name, message.get("method")))
         self._streams: dict[wire.IdKey | None, Greenlet] = {}
         self._helpers: set[Greenlet] = set()
+        self._lingering: set[Greenlet] = set()  # answered requests' streams, read to their end
         self.session_id: str | None = None
         self.protocol_version: str | None = None
         self._initialize_params: Any = None
@@ -127,8 +131,8 @@ class HttpLink:
 
     @property
     def open_streams(self) -> int:
-        """Requests whose answer is still being read (diagnostics, tests)."""
-        return len(self._streams)
+        """Requests whose stream is still being read, answered or not (diagnostics, tests)."""
+        return len(self._streams) + len(self._lingering)
 
     # -- sending -------------------------------------------------------------------------------
     def start_request(self, method: str, params: Any) -> PendingRequest:
@@ -144,7 +148,8 @@ class HttpLink:
         try:
             return self._calls.wait(call, token, timeout, cancel_on_timeout=token is not None)
         finally:
-            self._close_stream(call.id)
+            answer = call.result
+            self._close_stream(call.id, answered=answer.ready() and (answer.successful() or isinstance(answer.exception, McpError)))
 
     def request(self, method: str, params: Any, token: CancelToken | None = None, timeout: float | None = None) -> Any:
         return self.wait(self.start_request(method, params), token, timeout)
@@ -189,10 +194,25 @@ class HttpLink:
         self._helpers.add(helper)
         helper.rawlink(self._helpers.discard)
 
-    def _close_stream(self, request_id: int) -> None:
+    def _close_stream(self, request_id: int, answered: bool = False) -> None:
         stream = self._streams.pop(wire.id_key(request_id), None)
-        if stream is not None and stream is not gevent.getcurrent():
-            stream.kill(_StreamClosed(errno.ECANCELED, "the request's stream was closed"), block=False)  # closes its socket
+        if stream is None or stream is gevent.getcurrent() or stream.dead:
+            return
+        if not answered:
+            _end_stream(stream)
+            return
+        # The server ends an answered request's event stream right after the answer (MCP says it
+        # should): read to that end, so the connection goes back to the pool for the next request
+        # rather than being closed, but for no longer than the grace.
+        self._lingering.add(stream)
+        grace = gevent.get_hub().loop.timer(ANSWERED_STREAM_GRACE)
+        grace.start(_end_stream, stream)
+
+        def finished(ended: Greenlet) -> None:
+            grace.close()
+            self._lingering.discard(ended)
+
+        stream.rawlink(finished)
 
     def _request_headers(self, *, with_session: bool = True) -> dict[str, str]:
         headers = {**self._headers, "Content-Type": "application/json", "Accept": _ACCEPT}
@@ -351,7 +371,7 @@ class HttpLink:
         if self._closed:
             return
         self.fail(error or McpServerExited(f"MCP server {self.name!r} was disconnected"))
-        streams = list(self._streams.values()) + list(self._helpers)
+        streams = list(self._streams.values()) + list(self._helpers) + list(self._lingering)
         self._streams.clear()
         gevent.killall(streams, block=True, timeout=NOTIFY_TIMEOUT)
         if self.session_id is not None:
@@ -367,6 +387,12 @@ class HttpLink:
                     response.read(_READ_BLOCK)
         except (gevent.Timeout, OSError, RuntimeError, _client_module().HTTPParseError) as exc:
             log.info("MCP %s: ending the MCP session failed: %s", self.name, one_line(str(exc) or type(exc).__name__))
+
+
+def _end_stream(stream: Greenlet) -> None:
+    """Close a request's stream now (its socket is closed); safe from the hub."""
+    if not stream.dead:
+        stream.kill(_StreamClosed(errno.ECANCELED, "the request's stream was closed"), block=False)
 
 
 def _body_blocks(response: Any) -> Callable[[], bytes]:

@@ -63,7 +63,8 @@ def recording(app, path: str):
         body = b"".join(chunks)
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         record = {"http": scope["method"], "session": headers.get("mcp-session-id"),
-                  "version": headers.get("mcp-protocol-version"), "auth": headers.get("authorization")}
+                  "version": headers.get("mcp-protocol-version"), "auth": headers.get("authorization"),
+                  "client": list(scope.get("client") or ())}
         try:
             decoded = json.loads(body) if body else None
         except ValueError:

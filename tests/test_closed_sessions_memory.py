@@ -123,9 +123,9 @@ class PipelinedAgent:
     pytest.param("--state-dir", 10_000, marks=pytest.mark.slow),
 ])
 def test_rss_returns_after_ten_thousand_sessions_are_opened_and_closed(tmp_path, store, warm_up):
-    """After a warm-up, 10,000 sessions opened and closed leave the agent's VmRSS
-    within 10% of where it was. With --ephemeral the store keeps every closed session's record
-    in memory (about 220 bytes each, by design); the runtime keeps nothing of them."""
+    """After a warm-up, 10,000 sessions opened and closed grow the agent's VmRSS by no more
+    than 450 bytes each. With --ephemeral the store keeps every closed session's record in
+    memory (about 250 bytes each, by design); the runtime keeps nothing of them."""
     args = [store] if store == "--ephemeral" else [store, str(tmp_path / "state")]
     agent = PipelinedAgent(*args)
     try:
@@ -134,8 +134,13 @@ def test_rss_returns_after_ten_thousand_sessions_are_opened_and_closed(tmp_path,
         agent.churn(10_000)
         after = agent.rss_kib()
         assert agent.live_sessions() == 0
-        print(f"{store}: VmRSS {before} KiB after the warm-up, {after} KiB after 10,000 more ({after / before - 1:+.1%})")
-        assert after <= before * 1.10, (before, after)
+        kept = (after - before) * 1024 / 10_000
+        print(f"{store}: VmRSS {before} KiB after the warm-up, {after} KiB after 10,000 more ({kept:.0f} bytes per session)")
+        # The memory store keeps each closed session's record (~250 bytes with its key and dict
+        # slot); anything the runtime kept of a session (its objects, token, greenlets) is
+        # kilobytes. A bound per session, not a share of RSS: 10% of ~26 MiB was below what the
+        # 10,000 records themselves take, and passed only when they fitted in freed memory.
+        assert kept <= 450, (before, after, kept)
     finally:
         agent.end()
 

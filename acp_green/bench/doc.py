@@ -175,7 +175,10 @@ def render(report: dict[str, Any]) -> str:
     add("`scripts/profile.sh -w WORKLOAD` (W1–W8, repeatable) runs the bench's workload against "
         "`python -m cProfile -m acp_green serve` and prints the top functions by own time. Start-up is best "
         "profiled without a clock: `python -X importtime -m acp_green serve` lists every import, and "
-        "`valgrind --tool=callgrind` counts instructions, which the machine's load does not change.\n")
+        "`valgrind --tool=callgrind` counts instructions, which the machine's load does not change. "
+        "`scripts/profile.sh --stages -w W4` times the stages one request goes through (decoding, dispatch, "
+        "the handler, the answer, the writer's write). What bounds each target the run misses, and what "
+        "was tried, is in [PERFORMANCE.md](PERFORMANCE.md).\n")
     add("## The run\n")
     machine = report.get("machine", {})
     add(f"Commit `{report.get('commit')}`, started {report.get('started')}, {report.get('repeat')} round(s) at scale "

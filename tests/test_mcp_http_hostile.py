@@ -513,3 +513,46 @@ def test_a_stream_closed_while_it_answers_the_servers_request_is_closed_with_its
         wait_until(lambda: link.open_streams == 0, 30, "the stream to end")
     finally:
         link.close()
+
+
+def test_an_error_answer_on_an_event_stream_that_ends_a_moment_later_keeps_its_connection(scripted):
+    """An error reply is an answer too: its stream is read to its end, so the next request goes
+    over the same connection, and the call raises the server's error."""
+    def script(sock: socket.socket, body: dict[str, Any]) -> None:
+        error = {"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32602, "message": "no such tool"}}
+        sock.sendall(SSE_HEAD + _chunk(_event(error)))
+        gevent.sleep(0.05)
+        sock.sendall(b"0\r\n\r\n")
+
+    server = scripted(script)
+    link = link_for(server)
+    try:
+        for _ in range(3):
+            with pytest.raises(McpError, match="no such tool"):
+                link.request("tools/call", {"name": "nope"}, timeout=30)
+            wait_until(lambda: link.open_streams == 0, 30, "the answered stream to end")
+        assert server.connections == 1, "each request made a new connection"
+    finally:
+        link.close()
+
+
+def test_closing_the_link_closes_an_answered_stream_still_open(scripted, monkeypatch):
+    """close() does not leave an answered stream the server keeps open to its grace: when close()
+    returns, the link has nothing open and that stream's connection is closed."""
+    import acp_green.mcp.httplink as httplink
+
+    monkeypatch.setattr(httplink, "ANSWERED_STREAM_GRACE", 3600.0)
+    stream_closed = gevent.event.Event()
+
+    def script(sock: socket.socket, body: dict[str, Any]) -> None:
+        sock.sendall(SSE_HEAD + _chunk(_answer_event(body)))
+        sock.recv(1)  # returns when the client closes the connection
+        stream_closed.set()
+
+    server = scripted(script)
+    link = link_for(server)
+    assert link.request("tools/list", {}, timeout=30) == {"tools": []}
+    assert link.open_streams == 1  # answered, read on for its end
+    link.close()
+    assert link.open_streams == 0
+    assert stream_closed.wait(10), "the answered stream's connection was left open"

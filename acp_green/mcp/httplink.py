@@ -375,6 +375,7 @@ class HttpLink:
         self.fail(error or McpServerExited(f"MCP server {self.name!r} was disconnected"))
         streams = list(self._streams.values()) + list(self._helpers) + list(self._lingering)
         self._streams.clear()
+        self._lingering.clear()  # their links (which close each grace timer) run after killall returns
         gevent.killall(streams, block=True, timeout=NOTIFY_TIMEOUT)
         if self.session_id is not None:
             self._delete_session()

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import gevent
+import gevent.event
 import pytest
 from gevent.server import StreamServer
 
@@ -467,3 +468,91 @@ def test_an_answered_event_stream_that_never_ends_is_closed_after_the_grace(scri
         assert link.open_streams == 0
     finally:
         link.close()
+
+
+def _event(message: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(message).encode() + b"\n\n"
+
+
+@pytest.mark.parametrize("ended_by", ["the grace after the answer", "a cancel before it"])
+def test_a_stream_closed_while_it_answers_the_servers_request_is_closed_with_its_connection(scripted, monkeypatch, ended_by):
+    """The server sends a request (ping) on a request's event stream and holds our answer's POST;
+    the stream is closed then (the grace after its answer ran out, or the call was cancelled).
+    The close reaches the stream through that POST: the stream still ends and its connection is
+    closed, rather than the stream reading on unseen by the link (and by its close)."""
+    import acp_green.mcp.httplink as httplink
+
+    monkeypatch.setattr(httplink, "ANSWERED_STREAM_GRACE", 0.2)
+    answered = ended_by.startswith("the grace")
+    reply_posted = gevent.event.Event()
+    stream_closed = gevent.event.Event()
+
+    def script(sock: socket.socket, body: dict[str, Any]) -> None:
+        if body.get("method") == "tools/list":
+            events = (_answer_event(body) if answered else b"") + _event({"jsonrpc": "2.0", "id": "s1", "method": "ping"})
+            sock.sendall(SSE_HEAD + _chunk(events))
+            sock.recv(1)  # the stream stays open: returns when the client closes the connection
+            stream_closed.set()
+        elif "result" in body:  # our answer to the ping: held until the client gives up on it
+            reply_posted.set()
+            sock.recv(1)
+        else:
+            reply(sock, "202 Accepted", {})
+
+    server = scripted(script)
+    link = link_for(server)
+    try:
+        if answered:
+            assert link.request("tools/list", {}, timeout=30) == {"tools": []}
+            assert reply_posted.wait(30), "the answer to the server's ping was not posted"
+        else:
+            call = link.start_request("tools/list", {})
+            assert reply_posted.wait(30), "the answer to the server's ping was not posted"
+            link.cancel(call, "stopped")
+        assert stream_closed.wait(10), "the stream's connection was left open"
+        wait_until(lambda: link.open_streams == 0, 30, "the stream to end")
+    finally:
+        link.close()
+
+
+def test_an_error_answer_on_an_event_stream_that_ends_a_moment_later_keeps_its_connection(scripted):
+    """An error reply is an answer too: its stream is read to its end, so the next request goes
+    over the same connection, and the call raises the server's error."""
+    def script(sock: socket.socket, body: dict[str, Any]) -> None:
+        error = {"jsonrpc": "2.0", "id": body["id"], "error": {"code": -32602, "message": "no such tool"}}
+        sock.sendall(SSE_HEAD + _chunk(_event(error)))
+        gevent.sleep(0.05)
+        sock.sendall(b"0\r\n\r\n")
+
+    server = scripted(script)
+    link = link_for(server)
+    try:
+        for _ in range(3):
+            with pytest.raises(McpError, match="no such tool"):
+                link.request("tools/call", {"name": "nope"}, timeout=30)
+            wait_until(lambda: link.open_streams == 0, 30, "the answered stream to end")
+        assert server.connections == 1, "each request made a new connection"
+    finally:
+        link.close()
+
+
+def test_closing_the_link_closes_an_answered_stream_still_open(scripted, monkeypatch):
+    """close() does not leave an answered stream the server keeps open to its grace: when close()
+    returns, the link has nothing open and that stream's connection is closed."""
+    import acp_green.mcp.httplink as httplink
+
+    monkeypatch.setattr(httplink, "ANSWERED_STREAM_GRACE", 3600.0)
+    stream_closed = gevent.event.Event()
+
+    def script(sock: socket.socket, body: dict[str, Any]) -> None:
+        sock.sendall(SSE_HEAD + _chunk(_answer_event(body)))
+        sock.recv(1)  # returns when the client closes the connection
+        stream_closed.set()
+
+    server = scripted(script)
+    link = link_for(server)
+    assert link.request("tools/list", {}, timeout=30) == {"tools": []}
+    assert link.open_streams == 1  # answered, read on for its end
+    link.close()
+    assert link.open_streams == 0
+    assert stream_closed.wait(10), "the answered stream's connection was left open"

@@ -233,6 +233,8 @@ class HttpLink:
                     response.read(_READ_BLOCK)  # a 202 has no body; anything else is not kept
             if not 200 <= status < 300:
                 log.info("MCP %s: the server answered HTTP %d to %s", self.name, status, what)
+        except _StreamClosed:
+            raise  # a request's stream is being closed while it answers the server: it must end
         except (gevent.Timeout, OSError, RuntimeError, _client_module().HTTPParseError) as exc:
             log.info("MCP %s: sending %s failed: %s", self.name, what, one_line(str(exc) or type(exc).__name__))
 
@@ -373,6 +375,7 @@ class HttpLink:
         self.fail(error or McpServerExited(f"MCP server {self.name!r} was disconnected"))
         streams = list(self._streams.values()) + list(self._helpers) + list(self._lingering)
         self._streams.clear()
+        self._lingering.clear()  # their links (which close each grace timer) run after killall returns
         gevent.killall(streams, block=True, timeout=NOTIFY_TIMEOUT)
         if self.session_id is not None:
             self._delete_session()

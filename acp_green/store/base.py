@@ -41,7 +41,7 @@ class MemoryStore:
     """Everything in this process's memory (`--ephemeral`, and the fallback).
 
     A stored session is kept compact, because a long-running agent keeps every session it ever
-    opened: (updated_at, cwd, the rest marshalled), about 220 bytes with its key and dict slot.
+    opened: (updated_at, cwd, the rest marshalled), about 250 bytes with its key and dict slot.
     Sessions of one project share their cwd string, and sessions that keep the same settings
     (most keep the agent's defaults) share one marshalled rest. Marshalling also gives the copy
     semantics a store needs (a later change to the live record is not stored until it is

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import gevent
@@ -187,8 +188,9 @@ def test_a_stream_that_ends_without_the_answer_fails_the_request_at_once(scripte
         link.close()
 
 
-FLOODING_SERVER = r"""
+FLOOD_SERVER = r"""
 import socket, sys
+head, unit, repeat, limit = sys.argv[1].encode(), sys.argv[2].encode(), int(sys.argv[3]), int(sys.argv[4])
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
 listener.listen(1)
@@ -197,10 +199,10 @@ conn, _ = listener.accept()
 request = b""
 while b"\r\n\r\n" not in request:
     request += conn.recv(65536)
-conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\ndata: ")
-block, sent = b"x" * 65536, 0
+conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n" + head)
+block, sent = unit * repeat, 0
 try:
-    while sent < (256 << 20):
+    while sent < limit:
         conn.sendall(block)
         sent += len(block)
 except OSError:
@@ -209,17 +211,29 @@ print(sent, flush=True)
 """
 
 
+@contextmanager
+def flood_server(head: str, unit: str, repeat: int, limit: int) -> Iterator[tuple[int, Any]]:
+    """A server in another process: an event stream that starts with `head`, then `unit` *
+    `repeat` sent again and again until `limit` bytes or the connection closes; it prints its
+    port first and the bytes it sent last. Yields (port, process)."""
+    import subprocess
+    import sys
+
+    server = subprocess.Popen([sys.executable, "-c", FLOOD_SERVER, head, unit, str(repeat), str(limit)],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        yield int(server.stdout.readline()), server
+    finally:
+        server.kill()
+        server.wait()
+
+
 def test_an_sse_line_flooded_without_end_fails_at_the_bound_and_the_agent_keeps_running():
     """A server in another process floods one event-stream line with no newline as fast as it
     can: the call fails as too large once the line passes the link's bound (the link stops
     reading and closes the connection long before the server's 256 MiB are sent), and other
     greenlets keep running while the flood is read."""
-    import subprocess
-    import sys
-
-    server = subprocess.Popen([sys.executable, "-c", FLOODING_SERVER], stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(server.stdout.readline())
+    with flood_server("data: ", "x", 65536, 256 << 20) as (port, server):
         link = HttpLink(f"http://127.0.0.1:{port}/mcp", name="flood", connect_timeout=5, max_message_bytes=256 << 10)
         ticks = 0
         in_flight = gevent.event.Event()
@@ -243,9 +257,6 @@ def test_an_sse_line_flooded_without_end_fails_at_the_bound_and_the_agent_keeps_
         sent = int(server.stdout.readline())
         assert sent < (64 << 20), f"the link read {sent} bytes of one line"
         assert ticks > 1, "no other greenlet ran while the flood was read"
-    finally:
-        server.kill()
-        server.wait()
 
 
 def test_a_request_ended_while_its_body_is_still_being_sent_gives_its_connection_back(scripted, monkeypatch):
@@ -352,38 +363,14 @@ def test_a_connection_closed_mid_body_breaks_off_the_answer_even_if_what_came_is
         link.close()
 
 
-TINY_EVENT_FLOOD = r"""
-import socket
-listener = socket.socket()
-listener.bind(("127.0.0.1", 0))
-listener.listen(1)
-print(listener.getsockname()[1], flush=True)
-conn, _ = listener.accept()
-request = b""
-while b"\r\n\r\n" not in request:
-    request += conn.recv(65536)
-conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n")
-event = b'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{}}\n\n' * 1000
-sent = 0
-try:
-    while sent < (512 << 20):
-        conn.sendall(event)
-        sent += len(event)
-except OSError:
-    pass
-"""
 
 
 def test_a_flood_of_tiny_events_leaves_other_greenlets_running_while_it_lasts():
     """A server in another process sends small notifications without pause and never answers:
     while they are being delivered, a greenlet waiting on a timer gets to run again and again
     (the reader yields to the hub between receives), and cancelling the call ends it."""
-    import subprocess
-    import sys
-
-    server = subprocess.Popen([sys.executable, "-c", TINY_EVENT_FLOOD], stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(server.stdout.readline())
+    event = 'data: {"jsonrpc":"2.0","method":"notifications/progress","params":{}}\n\n'
+    with flood_server("", event, 1000, 512 << 20) as (port, server):
         delivered = [0]
         flooding = gevent.event.Event()
 
@@ -412,9 +399,6 @@ def test_a_flood_of_tiny_events_leaves_other_greenlets_running_while_it_lasts():
         finally:
             ticking.kill()
             link.close()
-    finally:
-        server.kill()
-        server.wait()
 
 
 def _chunk(data: bytes) -> bytes:

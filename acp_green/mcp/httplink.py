@@ -148,8 +148,7 @@ class HttpLink:
         try:
             return self._calls.wait(call, token, timeout, cancel_on_timeout=token is not None)
         finally:
-            answer = call.result
-            self._close_stream(call.id, answered=answer.ready() and (answer.successful() or isinstance(answer.exception, McpError)))
+            self._close_stream(call.id, answered=_server_replied(call))
 
     def request(self, method: str, params: Any, token: CancelToken | None = None, timeout: float | None = None) -> Any:
         return self.wait(self.start_request(method, params), token, timeout)
@@ -390,6 +389,13 @@ class HttpLink:
                     response.read(_READ_BLOCK)
         except (gevent.Timeout, OSError, RuntimeError, _client_module().HTTPParseError) as exc:
             log.info("MCP %s: ending the MCP session failed: %s", self.name, one_line(str(exc) or type(exc).__name__))
+
+
+def _server_replied(call: PendingRequest) -> bool:
+    """True once the server answered the call, with a result or an error of its own (McpError);
+    not when a cancel, a timeout or the link's end settled it."""
+    answer = call.result
+    return answer.ready() and (answer.successful() or isinstance(answer.exception, McpError))
 
 
 def _end_stream(stream: Greenlet) -> None:

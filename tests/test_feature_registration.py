@@ -113,7 +113,7 @@ def test_mcp_link_timeout_without_a_token_tells_the_server_nothing(mcp_link):
     (the echo after it proves every earlier message has been seen)."""
     import gevent
 
-    from acp_green.sessions import CancelToken
+    from acp_green.cancel import CancelToken
 
     quiet = mcp_link.start_request("hang", {})
     try:

@@ -12,7 +12,7 @@ from acp_green.errors import McpError, TurnCancelled, UnknownMcpConnection
 from acp_green.mcp import Tool, ToolServer
 from acp_green.mcp.registry import McpRegistry, provided_servers
 from acp_green.rig.schema import default_schema
-from acp_green.sessions import CancelToken
+from acp_green.cancel import CancelToken
 from tests.mcp_helpers import SDK_TOOLS, stdio_entry, wait_gone
 
 

@@ -24,7 +24,7 @@ from acp_green.mcp.process import StdioProcess
 from acp_green.mcp.registry import McpRegistry, provided_servers
 from acp_green.mcp.session import SessionMcp
 from acp_green.mcp.tools import PROTOCOL_VERSIONS, ToolCall, tool_result
-from acp_green.sessions import CancelToken
+from acp_green.cancel import CancelToken
 from tests.helpers import wait_gone, wait_until
 
 # Answers "echo" with its params, "fail" with an error, never answers "hang"; "ask" makes it

@@ -24,7 +24,7 @@ from acp_green.errors import ClientError, McpError, RequestCancelled, TurnCancel
 from acp_green.mcp.jsonrpc import JsonRpcLink
 from acp_green.mcp.process import StdioProcess
 from acp_green.outgoing import OutgoingRequests
-from acp_green.sessions import CancelToken
+from acp_green.cancel import CancelToken
 from tests.helpers import wait_until
 
 # Every kind of JSON scalar an id field could hold, with the values Python confuses (1, 1.0,

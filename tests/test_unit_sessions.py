@@ -39,7 +39,7 @@ def test_S11_reserve_binds_the_current_token_so_a_cancel_right_after_reaches_tha
     session = registry.create("/tmp", [], [])
     token = session.reserve(owner := object())
     session.cancel()
-    assert token.cancelled
+    assert token.is_set()
     session.release(owner)
 
 
@@ -51,10 +51,10 @@ def test_S12_a_cancel_never_reaches_the_next_prompt(registry):
     session.cancel()
     session.release(owner)
     second = session.reserve(owner)
-    assert first.cancelled and not second.cancelled and second is not first
+    assert first.is_set() and not second.is_set() and second is not first
     session.release(owner)
     session.cancel()  # idle: nothing to cancel
-    assert not session.reserve(owner).cancelled
+    assert not session.reserve(owner).is_set()
 
 
 def test_S14_only_the_owner_releases_and_releasing_twice_is_harmless(registry):
@@ -182,7 +182,7 @@ def test_S8_closing_a_busy_session_cancels_it_and_keeps_it_until_the_prompt_ends
     session.resources.append(lambda: closed.append("closed"))
     token = session.reserve(owner := object())
     assert registry.close(session.session_id) is True
-    assert token.cancelled and registry.is_live(session.session_id) and closed == []
+    assert token.is_set() and registry.is_live(session.session_id) and closed == []
     session.release(owner)
     registry.prompt_ended(session)
     assert not registry.is_live(session.session_id) and closed == ["closed"]

@@ -17,6 +17,7 @@ import gevent
 from gevent.greenlet import Greenlet
 
 from .. import wire
+from ..cancel import CancelToken
 from ..endpoint import Job, Outcome
 from ..errors import (
     ClientError,
@@ -27,7 +28,6 @@ from ..errors import (
     TurnCancelled,
     one_line,
 )
-from ..sessions import CancelToken
 from ..outgoing import PendingRequest
 from .tools import ToolServer
 

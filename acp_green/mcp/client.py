@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import __version__
+from ..cancel import CancelToken
 from ..errors import ClientError, McpError
-from ..sessions import CancelToken
 from .tools import PROTOCOL_VERSIONS, ToolServer
 
 if TYPE_CHECKING:

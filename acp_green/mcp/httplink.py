@@ -29,9 +29,9 @@ from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 
 from .. import wire
+from ..cancel import CancelToken
 from ..errors import McpConnectFailed, McpError, McpServerExited, RpcError, one_line
 from ..outgoing import OutgoingRequests, PendingRequest
-from ..sessions import CancelToken
 from ..transport import LineFramer
 from .jsonrpc import dispatch, refuse_server_request
 from .sse import MAX_EVENT_BYTES, SseParser, SseTooLarge

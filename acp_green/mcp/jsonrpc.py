@@ -12,9 +12,9 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ..cancel import CancelToken
 from ..errors import McpError, McpServerExited
 from ..outgoing import OutgoingRequests, PendingRequest
-from ..sessions import CancelToken
 from .process import StdioProcess
 
 log = logging.getLogger(__name__)

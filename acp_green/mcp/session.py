@@ -23,8 +23,8 @@ from gevent.event import AsyncResult
 from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 
+from ..cancel import CancelToken
 from ..errors import ClientError, McpServerExited, McpUnavailable, RpcError, TurnCancelled, one_line
-from ..sessions import CancelToken
 from .bridge import ProvidedServer
 from .client import AcpChannel, LoopbackChannel, McpClientSession, StdioChannel
 from .jsonrpc import JsonRpcLink

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import wire
+from ..cancel import CancelToken
 from ..errors import McpError, TurnCancelled, one_line
-from ..sessions import CancelToken
 
 log = logging.getLogger(__name__)
 

@@ -49,7 +49,7 @@ from .turns import HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
 from ..usage import UsageRecord
 
 if TYPE_CHECKING:
-    from ..outgoing import CancelSignal
+    from ..cancel import CancelToken
 
 log = logging.getLogger(__name__)
 
@@ -200,7 +200,7 @@ class SqliteStore:
             return
         self._write(piece)
 
-    def wait_for_history_room(self, cancelled: CancelSignal | None = None) -> None:
+    def wait_for_history_room(self, cancelled: CancelToken | None = None) -> None:
         """Hold the calling greenlet while more than `history_room_bytes` of history wait to be
         committed: a streaming turn's back-pressure from the disk.
 

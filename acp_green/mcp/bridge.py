@@ -20,12 +20,14 @@ from .. import wire
 from ..cancel import CancelToken
 from ..endpoint import Job, Outcome
 from ..errors import (
-    ClientError,
+    InternalError,
     McpConnectFailed,
     McpError,
     McpServerExited,
+    PeerError,
     RequestCancelled,
     TurnCancelled,
+    error_for,
     one_line,
 )
 from ..outgoing import PendingRequest
@@ -223,7 +225,7 @@ class StdioBridge(Bridge):
     def _relay_request(self, message: dict[str, Any]) -> None:
         if self.state != OPEN or not isinstance(message.get("method"), str):
             if self.link is not None:
-                self.link.respond(message.get("id"), error={"code": -32603, "message": "The ACP bridge is not open"})
+                self.link.respond(message.get("id"), error=InternalError("The ACP bridge is not open").to_wire())
             return
         greenlet = Greenlet(self._relay_one, message)
         greenlet.name = f"mcp-relay-{self.server.name}"
@@ -237,12 +239,11 @@ class StdioBridge(Bridge):
         assert link is not None
         try:
             result = self._call_client("mcp/message", self._wrap(message), token=self._relay_token)
-        except ClientError as exc:
-            link.respond(message["id"], error={"code": exc.code if isinstance(exc.code, int) else -32603, "message": exc.error_message})
         except TurnCancelled:
-            link.respond(message["id"], error={"code": -32800, "message": "Request cancelled: the bridge closed"})
-        except Exception as exc:  # the ACP connection is closing
-            link.respond(message["id"], error={"code": -32603, "message": one_line(str(exc) or type(exc).__name__)})
+            link.respond(message["id"], error=RequestCancelled("Request cancelled: the bridge closed").to_wire())
+        except Exception as exc:  # the client's refusal, relayed with its code; the ACP connection closing
+            relayed = McpError.relaying(exc) if isinstance(exc, PeerError) else exc
+            link.respond(message["id"], error=error_for(relayed, f"relaying {message.get('method')} to the client").to_wire())
         else:
             link.respond(message["id"], result)
 

@@ -30,7 +30,7 @@ from gevent.lock import Semaphore
 
 from .. import wire
 from ..cancel import CancelToken
-from ..errors import McpConnectFailed, McpError, McpServerExited, RpcError, one_line
+from ..errors import INTERNAL_ERROR, McpConnectFailed, McpError, McpServerExited, RpcError, one_line
 from ..outgoing import OutgoingRequests, PendingRequest
 from ..transport import LineFramer
 from .jsonrpc import dispatch, refuse_server_request
@@ -255,7 +255,7 @@ class HttpLink:
         except OSError as exc:
             self._fail_one(request_id, self._connection_error(method, exc))
         except SseTooLarge as exc:
-            self._fail_one(request_id, McpError(-32603, f"MCP server {self.name!r} sent an answer to {method} that is too large: {exc}"))
+            self._fail_one(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent an answer to {method} that is too large: {exc}"))
         except Exception as exc:  # the HTTP client's parse errors, a pool closed under us
             self._fail_one(request_id, McpServerExited(
                 f"MCP server {self.name!r} broke off its answer to {method}: {one_line(str(exc) or type(exc).__name__)}"))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import McpError, McpServerExited
+from ..errors import McpError, McpServerExited, MethodNotFound
 from ..outgoing import OutgoingRequests, PendingRequest
 from .process import StdioProcess
 
@@ -156,4 +156,4 @@ def refuse_server_request(respond: Callable[..., None], message: dict[str, Any])
     if message.get("method") == "ping":
         respond(message["id"], {})
     else:
-        respond(message["id"], error={"code": -32601, "message": f"Method not found: {message.get('method')}"})
+        respond(message["id"], error=MethodNotFound(str(message.get("method"))).to_wire())

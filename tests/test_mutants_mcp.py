@@ -7,6 +7,7 @@ few lines of Python written for the test.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import signal
 import sys
@@ -77,8 +78,8 @@ def _seen(link: JsonRpcLink, predicate, timeout: float = 10.0) -> dict:
     with gevent.Timeout(timeout, AssertionError("the server never reported it")):
         while True:
             for note in link.notes:  # type: ignore[attr-defined]
-                if note.get("method") == "seen" and predicate(note["params"]):
-                    return note["params"]
+                if note.method == "seen" and predicate(note.params):
+                    return note.params
             gevent.sleep(0.01)
 
 
@@ -255,7 +256,7 @@ def _stdio_process(tmp_path, source: str) -> tuple[StdioProcess, list[dict]]:
     script = tmp_path / "child.py"
     script.write_text(textwrap.dedent(source))
     messages: list[dict] = []
-    process = StdioProcess([sys.executable, str(script)], messages.append, name="child")
+    process = StdioProcess([sys.executable, str(script)], lambda line: messages.append(json.loads(line)), name="child")
     wait_until(lambda: messages, timeout=30, what="the child's first line")
     return process, messages
 

@@ -20,6 +20,9 @@ INTERNAL_ERROR = -32603
 SERVER_BUSY = -32000
 AUTH_REQUIRED = -32000
 REQUEST_CANCELLED = -32800
+RESOURCE_NOT_FOUND = -32002  # ACP's "Resource not found" (the rig's client answers it for a missing file)
+#: What the rig's chat answers when the person declines; not -32000, which ACP reads as "authentication required".
+NOT_APPROVED = -32001
 
 
 class RpcError(Exception):

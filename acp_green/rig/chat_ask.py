@@ -22,13 +22,14 @@ from gevent.event import AsyncResult
 from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 
+from .. import errors
 from ..wire import IdKey, id_key, is_valid_id
 from .chat_answers import Choice, Invalid, describe_choices, field_value, permission_choices, pick
 from .chat_render import Renderer, Screen, content_lines
 from .client import AcpClient
 
-REQUEST_CANCELLED = {"code": -32800, "message": "Request cancelled"}
-NOT_APPROVED = -32001  # the person (or chat for them) said no; not -32000, which ACP reads as "authentication required"
+REQUEST_CANCELLED = {"code": errors.REQUEST_CANCELLED, "message": "Request cancelled"}
+NOT_APPROVED = errors.NOT_APPROVED  # the person (or chat for them) said no
 FORM_ACTIONS = [Choice("fill it in", ("f", "fill", "y", "yes"), "accept"), Choice("decline", ("d", "n", "no"), "decline"),
                 Choice("cancel", ("c",), "cancel")]
 
@@ -211,7 +212,7 @@ class Asker:
     def form(self, request: dict[str, Any]) -> None:
         params = request.get("params") or {}
         if params.get("mode") != "form":
-            self.client.respond_error(request["id"], {"code": -32602, "message": f"Invalid params: chat shows forms only, not mode {params.get('mode')!r}"})
+            self.client.respond_error(request["id"], {"code": errors.INVALID_PARAMS, "message": f"Invalid params: chat shows forms only, not mode {params.get('mode')!r}"})
             return
         message = str(params.get("message", ""))
         if not self.interactive:

@@ -11,9 +11,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-RESOURCE_NOT_FOUND = -32002
-INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
+from ..errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND
 
 
 class FileRequestRefused(Exception):

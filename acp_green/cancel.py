@@ -21,7 +21,7 @@ class CancelToken:
 
     def __init__(self) -> None:
         self.event = Event()
-        self._callbacks: list[Callable[[], None]] = []
+        self._callbacks: list[Callable[[], object]] = []
 
     def is_set(self) -> bool:
         """True once the token was set (it never unsets)."""
@@ -45,7 +45,7 @@ class CancelToken:
             raise ValueError("a wait cannot last NaN seconds")
         return self.event.wait(timeout)
 
-    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+    def on_cancel(self, callback: Callable[[], object]) -> Callable[[], None]:
         """Run `callback` when the token is set (at once if it already is); returns a remover."""
         if self.event.is_set():
             callback()

@@ -147,15 +147,18 @@ class McpPeer:
 
     def _refuse(self, request_id: wire.RequestId, error: RpcError) -> None:
         """Answer a request of the server's that cannot be served, without touching its in-flight id."""
-        self._dropped(error)
+        self._count_invalid(error, "refused")
         self._send(wire.encode_error(request_id, error.to_wire()), "a refusal")
 
     def _dropped(self, error: RpcError) -> None:
+        self._count_invalid(error, "ignored")
+
+    def _count_invalid(self, error: RpcError, outcome: str) -> None:
         self.invalid_messages += 1
         if self.invalid_messages <= LOGGED_INVALID:
-            log.warning("MCP %s: the server sent a message that cannot be read; ignored: %s", self.name, error.message)
+            log.warning("MCP %s: the server sent a message that cannot be served; %s: %s", self.name, outcome, error.message)
             if self.invalid_messages == LOGGED_INVALID:
-                log.warning("MCP %s: further unreadable messages are counted, not logged", self.name)
+                log.warning("MCP %s: further messages that cannot be served are counted, not logged", self.name)
 
     def _refuse_request(self, request: wire.Request) -> None:
         """A server's own request when nobody relays them: answer ping, refuse the rest."""

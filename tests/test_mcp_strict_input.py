@@ -6,16 +6,19 @@ from __future__ import annotations
 
 import json
 import logging
+import socket
 import sys
 import textwrap
 from typing import Any
 
 import gevent
 import pytest
+from gevent.server import StreamServer
 
 from acp_green import wire
 from acp_green.errors import McpError
 from acp_green.mcp import peer as peer_module
+from acp_green.mcp.httplink import HttpLink
 from acp_green.mcp.jsonrpc import JsonRpcLink
 from acp_green.mcp.peer import McpPeer
 
@@ -120,3 +123,56 @@ def test_a_stdio_server_writing_nan_is_read_strictly(tmp_path):
     finally:
         link.close()
     gevent.sleep(0)
+
+
+class _SseServer:
+    """A raw HTTP server on 127.0.0.1: answers a request of ours with an event stream of the
+    given events (then closes), and anything else (our notifications and answers) with 202."""
+
+    def __init__(self, events: list[bytes]) -> None:
+        self.events = events
+        self.posted: list[dict[str, Any]] = []
+        self.server = StreamServer(("127.0.0.1", 0), self._handle)
+        self.server.start()
+        self.url = f"http://127.0.0.1:{self.server.server_port}/mcp"
+
+    def _handle(self, sock: socket.socket, _address: Any) -> None:
+        reader = sock.makefile("rb")
+        try:
+            while reader.readline():
+                length = 0
+                while (header := reader.readline()) not in (b"\r\n", b"\n", b""):
+                    name, _, value = header.decode("latin-1").partition(":")
+                    if name.strip().lower() == "content-length":
+                        length = int(value.strip())
+                body = json.loads(reader.read(length)) if length else {}
+                self.posted.append(body)
+                if "method" in body and "id" in body:
+                    stream = b"".join(b"data: " + event + b"\n\n" for event in self.events)
+                    sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n" + stream)
+                    return
+                sock.sendall(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+        except OSError:
+            pass
+        finally:
+            reader.close()
+            sock.close()
+
+
+def test_an_http_server_is_read_through_the_same_strict_core():
+    """Over streamable HTTP too: a server request of a bad shape is refused with its id (POSTed
+    back), a reply holding NaN is dropped, and the readable reply that follows answers the call."""
+    server = _SseServer([
+        b'{"jsonrpc": "2.0", "id": "s1", "method": "roots/list", "params": "not an object"}',
+        b'{"jsonrpc": "2.0", "id": 1, "result": {"n": NaN}}',
+        b'{"jsonrpc": "2.0", "id": 1, "result": {"n": 1}}',
+    ])
+    link = HttpLink(server.url, name="strict", connect_timeout=5)
+    try:
+        assert link.request("tools/list", {}, timeout=30) == {"n": 1}
+        assert link.invalid_messages == 2
+        refusals = [body for body in server.posted if body.get("id") == "s1"]
+        assert [r["error"]["code"] for r in refusals] == [-32600]
+    finally:
+        link.close()
+        server.server.stop(timeout=5)

@@ -134,12 +134,12 @@ class HttpLink(McpPeer):
         finally:
             self._close_stream(call.id, answered=_server_replied(call))
 
-    def _send_request(self, request_id: int, method: str, params: Any, body: bytes) -> None:
+    def _send_request(self, request_id: int, method: str, params: Any, data: bytes) -> None:
         """Start the request's own greenlet, which POSTs it and reads the answer."""
         if method == "initialize":
             self._initialize_params = params
             self._initialize_ids.add(request_id)
-        stream = Greenlet(self._exchange, request_id, method, body)
+        stream = Greenlet(self._exchange, request_id, method, data)
         stream.name = f"mcp-http-{self.name}-{request_id}"
         self._streams[wire.id_key(request_id)] = stream
         stream.start()

@@ -11,8 +11,8 @@ from ..sessions import Session
 TITLE_LIMIT = 80
 
 
-def encode_update(session_id: str, update: dict[str, Any]) -> bytes:
-    """One `session/update` line for `session_id`."""
+def encode_update(session_id: str, update: dict[str, Any] | None) -> bytes:
+    """One `session/update` line for `session_id` (with None: the layout SessionUpdateEncoder cuts its head from)."""
     return wire.encode_notification("session/update", {"sessionId": session_id, "update": update})
 
 

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from .elicitation import Elicited
     from .terminals import Terminal, TurnTerminals
     from .mcp.client import McpClientSession, McpTools
-    from .settings import SessionSettings
     from .mcp.tools import ToolServer
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
@@ -275,6 +274,16 @@ class TurnUpdates(Protocol):
     def notice(self, update: dict[str, Any]) -> bytes: ...
 
 
+class TurnSettings(Protocol):
+    """What a turn changes through its session's settings (`settings.SessionSettings` in the runtime)."""
+
+    def set_mode(self, session: Session, mode_id: str) -> None: ...
+
+    def set_config(self, session: Session, config_id: str, value: Any) -> Any: ...
+
+    def config_options(self, session: Session, snapshot: ConnectionSnapshot) -> list[dict[str, Any]]: ...
+
+
 class Turn:
     """One running prompt: its input, its token, and everything it may send or ask."""
 
@@ -290,7 +299,7 @@ class Turn:
         call_client: Callable[..., Any],
         mcp: Callable[[str, CancelToken], "McpClientSession"] | None = None,
         send_client: Callable[[str, Any], None] | None = None,
-        settings: "SessionSettings | None" = None,
+        settings: TurnSettings | None = None,
     ) -> None:
         self._session = session
         self.session_id = session.session_id
@@ -499,7 +508,7 @@ class Turn:
         settings.set_config(self._session, config_id, value)
         self.send({"sessionUpdate": "config_option_update", "configOptions": settings.config_options(self._session, self.snapshot)})
 
-    def _changed_settings(self) -> "SessionSettings":
+    def _changed_settings(self) -> TurnSettings:
         if self._settings is None:
             raise RuntimeError("this turn was built without session settings")
         return self._settings

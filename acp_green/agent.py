@@ -514,7 +514,7 @@ class Turn(TurnRequests):
     """One running prompt: its input, its token, and everything it may send or ask.
 
     What it reads and how it waits is `TurnInput`, what it sends `TurnOutput`, what it asks the
-    client `TurnRequests`; here are what it reaches through the runtime: session settings, MCP
+    client `TurnRequests`; here is what it reaches through the runtime: session settings, MCP
     servers and client terminals.
     """
 

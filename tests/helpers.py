@@ -11,6 +11,7 @@ import struct
 import termios
 import time
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import gevent
@@ -20,6 +21,11 @@ from acp_green.rig.client import Record
 from acp_green.rig.invariants import InvariantChecker
 from acp_green.rig.reaper import proc_info
 from acp_green.rig.schema import StreamChecker
+
+#: The tests directory and the repository root, for the files a test reads or runs by path
+#: (test modules sit one folder down, so their own __file__ is not where these are).
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 
 # -- what an agent said ---------------------------------------------------------------------------
 

@@ -1,19 +1,23 @@
 """What a turn sends the client, end to end through `acp-green serve`: absolute paths, the
 client's own error reasons, permission refusals that fail one tool call and not the turn,
-capability checks before asking, and a final status for every tool call a turn started."""
+capability checks before asking, and a final status for every tool call a turn started; on the
+unit layer, an answer of the client's that is malformed fails the tool call, not the turn."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_green import paths
+from acp_green.demo import DemoAgent
 from acp_green.errors import ClientError, client_reason
 from acp_green.rig.client import AcpClient, ClientPolicy
-from tests.helpers import said
+from tests.helpers import said, wait_until
+from tests.unit_harness import UnitConnection
 
 DEMO_CWD = "/work/project"
 
@@ -316,3 +320,38 @@ def test_the_closing_status_of_a_tool_call_is_kept_in_history_and_replayed(launc
     second.call("session/load", {"sessionId": session_id, "cwd": DEMO_CWD, "mcpServers": []})
     assert tool_updates(second, session_id, "open-1") == live
     assert live[-1]["status"] == "failed"
+
+
+# -- a malformed answer from the client is the client's fault (unit layer) ------------------------
+@pytest.mark.parametrize("answer", [{"content": 5}, "text", [1], {"content": {"nested": []}}])
+def test_read_text_file_with_a_malformed_result_fails_the_tool_call_not_the_turn(unit, answer):
+    """A field the runtime reads from a client's answer, ill-typed, is the client's
+    fault: the turn's helper raises ClientError (the demo reports a failed tool call and ends
+    the turn) instead of a TypeError that turns the prompt into -32603."""
+    conn: UnitConnection = unit(DemoAgent())
+    conn.initialize(capabilities={"fs": {"readTextFile": True}})
+    session_id = conn.new_session()
+    prompt_id = conn.prompt(session_id, "/read /x")
+    [asked] = wait_until(lambda: conn.sink.requests("fs/read_text_file"), what="the agent's read", changed=conn.sink.changed)
+    conn.respond(asked["id"], answer)
+    assert conn.result(prompt_id) == {"stopReason": "end_turn"}
+    failed = [u for u in conn.sink.updates(session_id) if u.get("status") == "failed"]
+    assert failed and "malformed result" in failed[0]["content"][0]["content"]["text"]
+
+
+@pytest.mark.parametrize("answer", [{"outcome": "selected"}, [1], "allow", {"outcome": ["allow"]}])
+def test_request_permission_with_a_malformed_result_grants_nothing_and_names_the_fault(unit, answer):
+    """A malformed permission answer is a ClientError naming it (never an
+    AttributeError inside agent code); the permission helper fails the tool call with that
+    reason, the turn goes on, and nothing is written."""
+    conn: UnitConnection = unit(DemoAgent())
+    conn.initialize(capabilities={"fs": {"readTextFile": True, "writeTextFile": True}})
+    session_id = conn.new_session()
+    prompt_id = conn.prompt(session_id, "/write /tmp/x hello")
+    [asked] = wait_until(lambda: conn.sink.requests("session/request_permission"), what="the permission request",
+                         changed=conn.sink.changed)
+    conn.respond(asked["id"], answer)
+    assert conn.result(prompt_id) == {"stopReason": "end_turn"}
+    failed = [u for u in conn.sink.updates(session_id) if u.get("status") == "failed"]
+    assert failed and "malformed result" in failed[0]["content"][0]["content"]["text"], failed
+    assert not conn.sink.requests("fs/write_text_file")

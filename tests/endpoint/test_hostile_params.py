@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_green import wire
+from tests.helpers import wait_until
 from tests.unit_harness import UnitConnection
 
 METHODS = [
@@ -77,10 +78,10 @@ def test_any_params_of_any_method_get_one_answer_and_never_an_internal_error(cal
                     continue  # a duplicate id in flight is refused elsewhere (S4)
                 sent.append(connection.request(method, params, request_id))
         for request_id in sent:
-            response = connection.sink.wait_for(
+            response = wait_until(
                 lambda: next((m for m in connection.sink.messages[start:]
                               if "method" not in m and wire.id_key(m["id"]) == wire.id_key(request_id)), None),
-                10.0, f"the response to {request_id!r}")
+                10.0, f"the response to {request_id!r}", connection.sink.changed)
             error = response.get("error")
             assert error is None or error["code"] != -32603, (request_id, response)
         answered = [m for m in connection.sink.messages[start:] if "method" not in m]
@@ -112,7 +113,7 @@ def test_replies_with_foreign_duplicate_or_junk_ids_and_bodies_leave_one_answer_
         connection.initialize(capabilities={"fs": {"readTextFile": True}})
         session_id = connection.new_session()
         prompt_id = connection.prompt(session_id, "/read /etc/hostname", request_id="p")
-        asked = connection.sink.wait_for(lambda: connection.sink.requests("fs/read_text_file"), 10.0, "the read request")
+        asked = wait_until(lambda: connection.sink.requests("fs/read_text_file"), 10.0, "the read request", connection.sink.changed)
         assert asked[0]["id"] == 0
         for reply_id, body in replies:
             line = wire.encode({"jsonrpc": "2.0", **body}).replace(b'"jsonrpc":"2.0"', b'"jsonrpc":"2.0","id":' + reply_id.encode(), 1)

@@ -18,6 +18,7 @@ from acp_green.rig.client import ClientPolicy, Record
 from acp_green.usage import RUNNING
 from tests.agents import AsksTheClientAgent, PlantsUnencodableAgent, SpeedOptionAgent
 from tests.helpers import chunk_texts
+from tests.unit_harness import UnitConnection
 
 
 def start(inprocess, agent=None, policy=None, **options):
@@ -300,6 +301,18 @@ def test_guard_leaves_a_started_greenlet_to_answer(inprocess, monkeypatch):
     monkeypatch.undo()
     assert client.initialize()["protocolVersion"] == 1  # anything for the prompt came before this
     assert len(responses(client, pending.id)) == 1
+
+
+# -- ids at their limits --------------------------------------------------------------------------
+def test_a_huge_id_is_cut_to_an_excerpt_in_the_log(unit, caplog):
+    """A response to an id the agent never used, with an id of a megabyte, is
+    ignored with a log line of bounded length (a client cannot make each log line huge)."""
+    conn: UnitConnection = unit(DemoAgent())
+    conn.initialize()
+    huge = "i" * 1_000_000
+    conn.respond(huge, {})
+    warned = [r.getMessage() for r in caplog.records if "not waiting for" in r.getMessage()]
+    assert warned and all(len(message) < 1000 for message in warned)
 
 
 # -- finishing a turn never skips its usage record (S16) ---------------------------------------------

@@ -15,7 +15,7 @@ from acp_green.demo import DemoAgent
 from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore
 from tests.agents import RaisesAfterCancelAgent, SnapshotReporterAgent
-from tests.helpers import FakeClock
+from tests.helpers import FakeClock, wait_until
 from tests.unit_harness import UnitConnection, same_id, unit  # noqa: F401 - `unit` is a fixture
 
 
@@ -142,7 +142,7 @@ def test_request_ids_1_and_string_1_are_different_requests_S4(unit):
     assert conn.result("41") == {"stopReason": "cancelled"}
     # The agent's own request ids are another space, with the same rule.
     waiter = gevent.spawn(conn.endpoint.client.call, "fs/read_text_file", {"sessionId": first, "path": "/x"}, timeout=10)
-    [asked] = conn.sink.wait_for(lambda: conn.sink.requests("fs/read_text_file"), what="the agent's request")
+    [asked] = wait_until(lambda: conn.sink.requests("fs/read_text_file"), what="the agent's request", changed=conn.sink.changed)
     assert asked["id"] == 0
     conn.respond("0", {"content": "wrong"})
     gevent.sleep(0)

@@ -9,18 +9,8 @@ import signal
 import pytest
 
 from acp_green.rig.client import ClientPolicy
-from tests.mcp_helpers import (
-    RECORDER,
-    SDK_TOOLS,
-    call_tool,
-    connect,
-    initialize,
-    process_gone,
-    provide,
-    text_of,
-    wait_file_lines,
-    wait_gone,
-)
+from tests.helpers import process_gone, wait_gone
+from tests.mcp_helpers import RECORDER, SDK_TOOLS, call_tool, connect, initialize, provide, text_of, wait_file_lines
 from tests.mcp_peer import SdkClientOverAcp
 
 DEMO = "acp-green:demo"

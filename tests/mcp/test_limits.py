@@ -14,7 +14,8 @@ from acp_green.errors import InvalidParams, TooManyMcpServers
 from acp_green.params import Params
 from acp_green.protocol.session_methods import declared_mcp_servers
 from acp_green.rig.reaper import descendants, kill_all
-from tests.mcp_helpers import RECORDER, process_gone, stdio_entry, wait_gone
+from tests.helpers import process_gone, wait_gone
+from tests.mcp_helpers import RECORDER, stdio_entry
 
 SLEEPER = {"name": "sleeper", "command": sys.executable, "args": ["-c", "import time; time.sleep(600)"], "env": []}
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from acp_green.rig.client import ClientPolicy
-from tests.helpers import said
-from tests.mcp_helpers import SDK_TOOLS, stdio_entry, wait_gone
+from tests.helpers import said, wait_gone
+from tests.mcp_helpers import SDK_TOOLS, stdio_entry
 from tests.mcp_peer import SdkServerOverAcp
 from tests.mcp_servers.client_hosted import make_server
 

@@ -14,8 +14,9 @@ import gevent
 from acp_green.demo import DemoAgent
 from acp_green.mcp.process import StdioProcess
 from tests.agents import HoldsAToolCallAgent
+from tests.helpers import process_gone, wait_until
 from tests.mcp_helpers import INIT_PARAMS, RECORDER
-from tests.unit_harness import UnitConnection, process_gone, unit, wait_until  # noqa: F401 - `unit` is a fixture
+from tests.unit_harness import UnitConnection, unit  # noqa: F401 - `unit` is a fixture
 
 DEMO_SERVER = "acp-green:demo"
 REC_SERVER = "acp-green:rec"
@@ -123,7 +124,7 @@ def test_S7_client_hosted_acp_server_is_disconnected_when_the_session_ends(unit)
     assert [r["params"] for r in conn.sink.requests("mcp/connect")] == [{"serverId": "srv-1"}]
     assert not conn.sink.requests("mcp/disconnect")
     assert conn.call("session/close", {"sessionId": session_id}) == {}
-    [disconnect] = conn.sink.wait_for(lambda: conn.sink.requests("mcp/disconnect"), what="mcp/disconnect")
+    [disconnect] = wait_until(lambda: conn.sink.requests("mcp/disconnect"), what="mcp/disconnect", changed=conn.sink.changed)
     assert disconnect["params"] == {"connectionId": "client-conn-1"}
 
 

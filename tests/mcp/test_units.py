@@ -13,7 +13,8 @@ from acp_green.mcp import Tool, ToolServer
 from acp_green.mcp.registry import McpRegistry, provided_servers
 from acp_green.rig.schema import default_schema
 from acp_green.sessions import CancelToken
-from tests.mcp_helpers import SDK_TOOLS, stdio_entry, wait_gone
+from tests.helpers import wait_gone
+from tests.mcp_helpers import SDK_TOOLS, stdio_entry
 
 
 def _tools() -> ToolServer:

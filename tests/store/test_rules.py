@@ -22,7 +22,7 @@ from acp_green.store.sqlite import SqliteStore
 from acp_green.store.statedb import SCHEMA_VERSION, db_path
 from acp_green.store.statedir import open_store
 from acp_green.usage import UsageRecord
-from tests.unit_harness import wait_until
+from tests.helpers import wait_until
 
 
 def _usage(session_id: str = "s", request_id: str = "1") -> UsageRecord:

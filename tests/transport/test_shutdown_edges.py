@@ -14,7 +14,8 @@ from gevent.event import Event
 from acp_green.cli import cli
 from acp_green.transport import Outbound, OutputLimits
 from tests.agents import SessionSetupHeldAgent
-from tests.mcp_helpers import SDK_TOOLS, stdio_entry, wait_gone
+from tests.helpers import wait_gone
+from tests.mcp_helpers import SDK_TOOLS, stdio_entry
 from tests.store.test_e2e import usage_json
 
 

@@ -1,5 +1,7 @@
 """Strict JSON in (hostile input): what RFC 8259 rejects is -32700, what Python
-cannot carry is named, and no shape, size or depth makes decoding raise anything else."""
+cannot carry is named, and no shape, size or depth makes decoding raise anything else; the nesting
+limit holds at its exact boundary, field paths in messages stay bounded and readable, and stored
+history is written as strict JSON too."""
 
 from __future__ import annotations
 
@@ -237,3 +239,107 @@ def test_recursion_limit_is_untouched_by_decoding():
     with pytest.raises(ParseError):
         wire.decode(envelope(b"[" * 10_000))
     assert sys.getrecursionlimit() == before
+
+
+# -- the nesting limit: its exact boundary, and a pre-check linear in the line --------------------
+DOCUMENTED_DEPTH = 512  # README: "nesting deeper than 512 levels" is a parse error
+
+
+def test_exactly_512_levels_decode_even_with_more_brackets_than_that():
+    """Input bounds: a value nested exactly 512 deep is accepted, also when the line
+    holds more opening brackets than that (the cheap pre-check cannot decide); 513 is refused."""
+    inner = "[" * (DOCUMENTED_DEPTH - 1) + "]" * (DOCUMENTED_DEPTH - 1)
+    text = '{"deep": ' + inner + ', "flat": []}'  # depth 512, 513 opening brackets
+    assert wire.decode_value(text.encode())["flat"] == []
+    deeper = '{"deep": [' + inner + '], "flat": []}'
+    with pytest.raises(ParseError, match="nesting deeper than"):
+        wire.decode_value(deeper.encode())
+
+
+def test_decode_value_takes_long_text_as_well_as_bytes():
+    """decode_value accepts str (stored rows) past the pre-check's length, deep or not."""
+    flat = "[" + "1," * 600 + "1]"
+    assert wire.decode_value(flat) == [1] * 601
+    with pytest.raises(ParseError, match="nesting deeper than"):
+        wire.decode_value("[" * 600 + "]" * 600)
+
+
+def test_unterminated_string_of_escaped_quotes_is_scanned_once():
+    """A line of escaped quotes with no closing quote. A string pattern that can fail
+    is retried from every later quote, quadratic in the line (96 KB held the hub for 100 s);
+    the pattern must consume an unterminated string to the end of the line in one match, so
+    its brackets are not counted and the decoder names the real fault."""
+    line = b'{"a":"' + b'[\\"' * 2000
+    with pytest.raises(ParseError) as caught:
+        wire.decode(line)
+    assert "unterminated string" in caught.value.message
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(st.sampled_from(['"', '\\"', "\\", "[", "]", "{", "}", "a", ","]), max_size=300))
+def test_nesting_precheck_matches_the_decoder_on_any_bracket_and_quote_soup(parts):
+    """Whatever the line, the pre-check never refuses text the decoder would accept
+    within MAX_NESTING, and never lets deeper text through to the decoder."""
+    body = "".join(parts)
+    line = ('{"a":' + "[" * 510 + body + "]" * 510 + "}").encode()
+    try:
+        wire.decode_value(line)
+    except ParseError as exc:
+        assert "nesting deeper" not in exc.message or wire._too_deep(line)
+    else:
+        assert not wire._too_deep(line)
+
+
+# -- field paths in error messages: bounded, readable ---------------------------------------------
+def _chain(keys: list[object]) -> object:
+    link = None
+    for key in keys:
+        link = (key, link)
+    return link
+
+
+def test_decode_value_names_the_field_and_what_the_number_is():
+    with pytest.raises(ParseError) as info:
+        wire.decode_value(b'{"a": 1e400}')
+    assert info.value.message == "Parse error: a is a number too large for a double (1e400 overflows to infinity)"
+    with pytest.raises(ParseError) as info:
+        wire.decode_value(b"1e400")
+    assert info.value.message.startswith("Parse error: the value is a number too large for a double")
+
+
+def test_a_long_field_path_keeps_its_first_and_last_twelve_segments():
+    names = [f"k{i}" for i in range(30)]
+    assert wire.render_path(_chain(names)) == ".".join(names[:12]) + "….k18." + ".".join(names[19:])
+    assert wire.render_path(_chain(names[:24])) == ".".join(names[:24])
+
+
+def test_a_member_name_over_64_characters_is_quoted_and_cut_in_a_path():
+    assert wire.render_path(_chain(["a" * 64])) == "a" * 64
+    long_name = "b" * 65
+    assert wire.render_path(_chain(["x", long_name, 3])) == "x[" + json.dumps("b" * 39 + "…", ensure_ascii=False) + "][3]"
+
+
+def test_a_non_ascii_member_name_stays_readable_in_a_path():
+    """Paths are for people: a non-ASCII name is quoted as it is, not as \\u escapes."""
+    assert wire.render_path(_chain(["prompt", 0, "café"])) == 'prompt[0]["café"]'
+
+
+# -- ids at their limits --------------------------------------------------------------------------
+def test_a_negative_integer_id_of_the_maximum_digit_count_is_accepted():
+    """The digit limit counts digits, not the minus sign: `-` and 4300 digits is an
+    integer Python holds, so the request keeps its id, like its positive twin, even on the slow
+    path taken when another integer of the line is over the limit (that one is -32602)."""
+    digits = "9" * sys.get_int_max_str_digits()
+    too_long = b"1" * (sys.get_int_max_str_digits() + 1)
+    for text in (digits, "-" + digits):
+        line = b'{"jsonrpc":"2.0","id":%s,"method":"m","params":{"n":%s}}' % (text.encode(), too_long)
+        with pytest.raises(wire.UnrepresentableNumber) as caught:
+            wire.decode(line)
+        assert caught.value.source.id == int(text) and caught.value.data == {"field": "n"}
+
+
+# -- stored history is strict JSON too ------------------------------------------------------------
+def test_stored_history_refuses_non_finite_numbers():
+    """encode_json writes strict JSON: NaN would make a stored row unreadable by decode_value."""
+    with pytest.raises((OverflowError, ValueError)):
+        wire.encode_json({"x": float("nan")})

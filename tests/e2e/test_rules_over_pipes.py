@@ -1,4 +1,4 @@
-"""The concurrency rules through the real CLI over real pipes."""
+"""The concurrency rules through the real CLI over real pipes, from the basic conversation on."""
 
 from __future__ import annotations
 
@@ -8,12 +8,26 @@ import signal
 import pytest
 
 from acp_green.rig.client import AgentProcess
-from tests.helpers import chunk_texts, wait_pipe_full
+from tests.helpers import chunk_texts, said, wait_pipe_full
 
 
 def open_session(agent: AgentProcess, count: int = 1) -> list[str]:
     agent.initialize()
     return [agent.new_session() for _ in range(count)]
+
+
+def test_initialize_and_new_session_in_one_write_S2(launch):
+    """S2: `initialize` and `session/new` written together both succeed, in order."""
+    agent = launch()
+    init = agent.make_request("initialize", agent.initialize_params())
+    new = agent.make_request("session/new", {"cwd": "/tmp", "mcpServers": []})
+    agent.send(init, new)
+    assert agent.pending_for(init).result()["protocolVersion"] == 1
+    session_id = agent.pending_for(new).result()["sessionId"]
+    # A prompt written the moment the session/new response is read works.
+    assert agent.prompt(session_id, "hello").result() == {"stopReason": "end_turn"}
+    text = said(agent.updates(session_id))
+    assert text == "hello"
 
 
 def test_prompt_and_cancel_in_one_write_S11(launch):

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import gevent
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_green.transport import Line, LineFramer, LineReader
+from acp_green.transport import Line, LineFramer, LineReader, read_chunks
 
 MAX = 1024
 
@@ -127,3 +129,74 @@ def test_the_framer_over_any_chunking_is_a_plain_split_in_both_modes(stream, lim
     source = iter(chunks)
     framer = LineFramer(lambda: next(source, b""), limit, skip_long_lines=skip_long_lines)
     assert list(framer.lines()) == reference_lines(stream, limit, skip_long_lines)
+
+
+# -- LineReader on a real pipe: the exact limit, unread lines, reads to EOF -----------------------
+@pytest.fixture
+def pipe() -> Iterator[tuple[int, int]]:
+    """A plain pipe: (read end, write end), each closed at teardown."""
+    read_end, write_end = os.pipe()
+    yield read_end, write_end
+    for fd in (read_end, write_end):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def test_a_line_of_exactly_the_limit_is_kept_and_one_byte_more_is_too_long(pipe):
+    read_end, write_end = pipe
+    os.write(write_end, b"a" * 16 + b"\n" + b"b" * 17 + b"\n" + b"c" * 5 + b"\n" + b"d" * 16)
+    os.close(write_end)
+    reader = LineReader(read_end, 16)
+    lines = list(reader.lines())
+    reader.close()
+    assert lines == [Line(b"a" * 16 + b"\n"), Line(b"", too_long=True), Line(b"c" * 5 + b"\n"), Line(b"d" * 16)]
+
+
+def test_unread_lines_are_the_complete_lines_left_in_the_buffer(pipe):
+    read_end, write_end = pipe
+    os.write(write_end, b"one\n" + b"x" * 20 + b"\nthree\npart")
+    reader = LineReader(read_end, 16)
+    lines = reader.lines()
+    assert next(lines) == Line(b"one\n")
+    assert reader.unread_lines() == [Line(b"", too_long=True), Line(b"three\n")]
+    assert reader.unread_lines() == []
+    reader.close()
+    reader.close()
+
+
+def test_read_chunks_reads_to_eof(pipe):
+    read_end, write_end = pipe
+    os.write(write_end, b"abc")
+    os.close(write_end)
+    assert b"".join(read_chunks(read_end, 2)) == b"abc"
+
+
+def test_an_empty_line_left_in_the_buffer_is_still_an_unread_line(pipe):
+    read_end, write_end = pipe
+    os.write(write_end, b"a\n\npart")
+    reader = LineReader(read_end, 16)
+    lines = reader.lines()
+    assert next(lines) == Line(b"a\n")
+    assert reader.unread_lines() == [Line(b"\n")]
+    reader.close()
+
+
+def test_a_line_over_the_limit_that_spans_two_reads_is_too_long(pipe):
+    """The limit counts the part read earlier too: 10 bytes, then 10 more and the newline."""
+    read_end, write_end = pipe
+    reader = LineReader(read_end, 16)
+    got: list[Line] = []
+
+    def read_all() -> None:
+        got.extend(reader.lines())
+
+    consumer = gevent.spawn(read_all)
+    for part in (b"a" * 10, b"b" * 10 + b"\n", b"c" * 8, b"d" * 8 + b"\n"):
+        os.write(write_end, part)
+        gevent.sleep(0.05)  # the reader takes each write as a chunk of its own
+    os.close(write_end)
+    consumer.join(10)
+    reader.close()
+    assert got == [Line(b"", too_long=True), Line(b"c" * 8 + b"d" * 8 + b"\n")]

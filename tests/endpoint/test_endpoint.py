@@ -1,8 +1,11 @@
-"""endpoint.py behaviours that mutation testing (scripts/mutation.sh) found no test asserting.
+"""`endpoint.Endpoint` on its own: blank lines and CRLF, each handler failure answered once with its
+code, background slots (S9), admission refused over the hard limit or while shutting down, ids in
+flight (S4), $/cancel_request, drain and refuse_unread at shutdown (S13, S14), the last-resort
+guard, and the agent's own requests to the client (`ClientRequests`).
 
-The endpoint is driven directly with a method table of its own and an in-memory outbound queue
-: each line is handled exactly when the test hands it over, and every answer is
-checked for its id and error code.
+The endpoint is driven directly with a method table of its own and an in-memory outbound queue:
+each line is handled exactly when the test hands it over, and every answer is checked for its id
+and error code.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from acp_green import wire
 from acp_green.endpoint import Endpoint, Job, Kind, Outcome, Reply, Route
 from acp_green.errors import ClientError, InvalidParams, RequestCancelled, TurnCancelled
 from acp_green.transport import OutputLimits
+from tests.helpers import wait_until
 
 CANCELLED, INTERNAL, BUSY, INVALID_REQUEST, INVALID_PARAMS, NOT_FOUND = -32800, -32603, -32000, -32600, -32602, -32601
 
@@ -41,11 +45,7 @@ class MemoryOutbound:
                 and type(m.get("id")) is type(request_id)]
 
     def answer(self, request_id: Any, timeout: float = 10.0) -> dict[str, Any]:
-        with gevent.Timeout(timeout, AssertionError(f"no answer to {request_id!r}")):
-            while not self.answers(request_id):
-                self.arrived.clear()
-                self.arrived.wait()
-        found = self.answers(request_id)
+        found = wait_until(lambda: self.answers(request_id), timeout, f"the answer to {request_id!r}", self.arrived)
         assert len(found) == 1, found
         return found[0]
 
@@ -197,9 +197,7 @@ def test_an_id_in_flight_is_refused_and_the_first_request_still_answered(endpoin
     endpoint.handle_line(_line("a", "wait"))
     assert out.answer("a")["error"]["code"] == INVALID_REQUEST
     release.set()
-    with gevent.Timeout(10):
-        while len(out.answers("a")) < 2:
-            gevent.sleep(0.01)
+    wait_until(lambda: len(out.answers("a")) >= 2, 10, "the first request's answer", out.arrived)
     assert [m.get("result") for m in out.answers("a")] == [None, "first"]
 
 

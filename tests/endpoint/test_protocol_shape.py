@@ -27,6 +27,7 @@ from acp_green.params import Params
 from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore
 from acp_green.transport import OutputLimits
+from tests.helpers import wait_until
 
 CANCELLED, INTERNAL, INVALID_PARAMS = -32800, -32603, -32602
 
@@ -44,10 +45,8 @@ class Recorder:
         self.messages.extend(json.loads(line) for line in data.splitlines())
 
     def answer(self, request_id: int) -> dict[str, Any]:
-        with gevent.Timeout(10, AssertionError(f"no answer to {request_id}")):
-            while not [m for m in self.messages if m.get("id") == request_id and "method" not in m]:
-                gevent.sleep(0.01)
-        found = [m for m in self.messages if m.get("id") == request_id and "method" not in m]
+        found = wait_until(lambda: [m for m in self.messages if m.get("id") == request_id and "method" not in m],
+                           10, f"the answer to {request_id}")
         assert len(found) == 1, found
         return found[0]
 

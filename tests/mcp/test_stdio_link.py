@@ -1,12 +1,11 @@
-"""mcp/ behaviours that mutation testing (scripts/mutation.sh) found no test asserting: the
-in-process tool server's answers, and our JSON-RPC link to a stdio MCP server (ids, error
-replies, cancellation, requests from the server, the server exiting). The stdio server here is a
-few lines of Python written for the test.
+"""Our JSON-RPC link to a stdio MCP server (ids, error replies, cancellation, requests from the
+server, the server exiting, long lines, its stderr), the process behind it (how it is closed) and
+the bridge that relays a client's MCP-over-ACP messages to it. The stdio servers here are a few
+lines of Python written for the test.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import sys
@@ -15,15 +14,10 @@ import textwrap
 import gevent
 import pytest
 
-from acp_green.errors import ClientError, McpError, McpServerExited, McpUnavailable, RequestCancelled, TurnCancelled, UnknownMcpConnection
-from acp_green.mcp import Tool, ToolServer
-from acp_green.mcp import session as mcp_session
+from acp_green.errors import ClientError, McpError, McpServerExited, RequestCancelled, TurnCancelled
 from acp_green.mcp.bridge import ProvidedServer, StdioBridge
 from acp_green.mcp.jsonrpc import JsonRpcLink
 from acp_green.mcp.process import StdioProcess
-from acp_green.mcp.registry import McpRegistry, provided_servers
-from acp_green.mcp.session import SessionMcp
-from acp_green.mcp.tools import PROTOCOL_VERSIONS, ToolCall, tool_result
 from acp_green.sessions import CancelToken
 from tests.helpers import wait_gone, wait_until
 
@@ -74,12 +68,10 @@ def link(tmp_path):
 
 
 def _seen(link: JsonRpcLink, predicate, timeout: float = 10.0) -> dict:
-    with gevent.Timeout(timeout, AssertionError("the server never reported it")):
-        while True:
-            for note in link.notes:  # type: ignore[attr-defined]
-                if note.get("method") == "seen" and predicate(note["params"]):
-                    return note["params"]
-            gevent.sleep(0.01)
+    """What the server reported getting, the first message that matches `predicate`."""
+    notes = link.notes  # type: ignore[attr-defined]
+    return wait_until(lambda: next((n["params"] for n in notes if n.get("method") == "seen" and predicate(n["params"])), None),
+                      timeout, "the server to report the message")
 
 
 def test_requests_get_increasing_ids_and_their_own_answers(link):
@@ -134,121 +126,14 @@ def test_a_server_that_exits_fails_pending_and_later_calls(link):
         link.start_request("echo", {})
 
 
-def _server() -> ToolServer:
-    def add(call: ToolCall) -> int:
-        return call.arguments["a"] + call.arguments["b"]
-
-    def broken(call: ToolCall) -> None:
-        raise KeyError("missing")
-
-    def waits(call: ToolCall) -> str:
-        call.sleep(10)
-        return "woke"
-
-    return ToolServer("calc", [
-        Tool("add", add, "adds", {"type": "object", "required": ["a", "b"]}),
-        Tool("broken", broken), Tool("waits", waits), Tool("text", lambda call: "plain"),
-    ], version="9", instructions="be nice")
-
-
-def test_tool_server_initialize_negotiates_the_protocol_version():
-    server = _server()
-    answer = server.handle("initialize", {"protocolVersion": PROTOCOL_VERSIONS[0]}, CancelToken())
-    assert answer == {"protocolVersion": PROTOCOL_VERSIONS[0], "capabilities": {"tools": {"listChanged": False}},
-                      "serverInfo": {"name": "calc", "version": "9"}, "instructions": "be nice"}
-    assert server.handle("initialize", {"protocolVersion": "1999-01-01"}, CancelToken())["protocolVersion"] == PROTOCOL_VERSIONS[-1]
-    assert "instructions" not in ToolServer("bare", []).handle("initialize", None, CancelToken())
-    assert server.handle("ping", None, CancelToken()) == {}
-    listed = server.handle("tools/list", {}, CancelToken())["tools"]
-    assert listed[0] == {"name": "add", "description": "adds", "inputSchema": {"type": "object", "required": ["a", "b"]}}
-    assert [t["name"] for t in listed] == ["add", "broken", "waits", "text"]
-    with pytest.raises(McpError) as info:
-        server.handle("resources/list", {}, CancelToken())
-    assert info.value.code == -32601
-
-
-def test_tool_calls_answer_results_errors_and_cancellation():
-    server = _server()
-    token = CancelToken()
-    assert server.handle("tools/call", {"name": "add", "arguments": {"a": 2, "b": 3}}, token) == {
-        "content": [{"type": "text", "text": "5"}], "structuredContent": {"result": 5}, "isError": False}
-    assert server.handle("tools/call", {"name": "text"}, token) == {"content": [{"type": "text", "text": "plain"}], "isError": False}
-    failed = server.handle("tools/call", {"name": "broken", "arguments": {}}, token)
-    assert failed == {"content": [{"type": "text", "text": "KeyError: 'missing'"}], "isError": True}
-    for params in ({"name": "nope"}, {"name": 5}, {"name": "add", "arguments": [1]}):
-        with pytest.raises(McpError) as info:
-            server.handle("tools/call", params, token)
-        assert info.value.code == -32602
-    cancel = CancelToken()
-    gevent.spawn_later(0.05, cancel.set)
-    with pytest.raises(TurnCancelled):
-        server.handle("tools/call", {"name": "waits"}, cancel)
-    assert tool_result({"content": [], "isError": True}) == {"content": [], "isError": True}
-
-
 def test_a_long_reply_line_from_the_server_arrives_whole(link):
     assert link.request("big", {}, timeout=10) == "x" * 100000
 
 
 def test_the_servers_stderr_is_kept_as_a_tail(link):
     assert link.request("stderr", {}, timeout=10) == "written"
-    with gevent.Timeout(10, AssertionError("stderr never drained")):
-        while not link.process.stderr_tail().endswith("END"):
-            gevent.sleep(0.01)
+    wait_until(lambda: link.process.stderr_tail().endswith("END"), 10, "the server's stderr to drain")
     assert link.process.stderr_tail() == "A" * 3000 + "END"
-
-
-def _session_mcp(servers: list[dict], provided: dict[str, ProvidedServer] | None = None) -> SessionMcp:
-    def refuse(*args, **kwargs):
-        raise AssertionError("no client call expected")
-
-    return SessionMcp("s1", None, servers, provided or {}, refuse, refuse, lambda connection_id, name: None)
-
-
-def test_provided_in_process_tools_are_reached_through_a_loopback_session():
-    """A provided server with in-process tools is served in this process, no child started."""
-    mcp = _session_mcp([], {"calc": ProvidedServer("calc", "calc-id", tools=_server())})
-    session = mcp.get("calc", CancelToken())
-    assert session.call_tool("add", {"a": 1, "b": 2})["structuredContent"] == {"result": 3}
-    assert mcp.get("calc", CancelToken()) is session and mcp.stdio == {}
-    mcp.close()
-
-
-def test_a_closed_session_refuses_every_server():
-    mcp = _session_mcp([], {"calc": ProvidedServer("calc", "calc-id", tools=_server())})
-    mcp.close()
-    with pytest.raises(McpUnavailable, match="the session has ended"):
-        mcp.get("calc", CancelToken())
-
-
-def test_a_declared_stdio_server_without_a_command_is_unavailable_with_why():
-    mcp = _session_mcp([{"name": "bad", "command": ""}, {"name": "worse", "command": "x", "args": [1]}])
-    mcp.start()
-    assert mcp.stdio == {}
-    with pytest.raises(McpUnavailable, match="'bad' failed to start: no command"):
-        mcp.get("bad", CancelToken())
-    with pytest.raises(McpUnavailable, match="args must be a list of strings"):
-        mcp.get("worse", CancelToken())
-    mcp.close()
-
-
-def test_a_starting_place_is_given_back_once_however_often_released():
-    before = mcp_session._starting.counter
-    place = mcp_session._StartingPlace()
-    assert mcp_session._starting.counter == before - 1
-    place.release()
-    place.release()
-    assert mcp_session._starting.counter == before
-
-
-def test_at_least_two_servers_start_at_once_even_on_one_core(monkeypatch):
-    """STARTING_AT_ONCE is read at import: load the module afresh as if on a one-core machine."""
-    for cores in (1, None):
-        monkeypatch.setattr(os, "cpu_count", lambda: cores)
-        spec = importlib.util.spec_from_file_location("acp_green.mcp._session_probe", mcp_session.__file__)
-        probe = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(probe)
-        assert probe.STARTING_AT_ONCE == 2
 
 
 def _stdio_process(tmp_path, source: str) -> tuple[StdioProcess, list[dict]]:
@@ -293,22 +178,6 @@ def test_close_stops_the_stderr_drain_when_a_detached_grandchild_holds_stderr(tm
         wait_gone(keeper)
 
 
-def test_a_forgotten_open_bridge_is_closed_and_its_id_reported_closed():
-    """S7: once the registry forgets an open bridge, the bridge itself is closed, not left open."""
-    registry = McpRegistry(provided_servers([_server()], []), call_client=None, notify_client=None)
-    job = registry.admit_connect({"serverId": "acp-green:calc"}, 1)
-    job.run()
-    (bridge,) = registry.bridges.values()
-    assert bridge.state == "open"
-    registry.forget(bridge)
-    assert bridge.state == "closed" and registry.bridges == {}
-    with pytest.raises(UnknownMcpConnection) as info:
-        registry.admit_message({"connectionId": bridge.connection_id, "method": "ping"}, 2)
-    assert info.value.data["state"] == "closed"
-
-
-# A provided stdio server: answers ping, reports every message as "seen", asks us "sampling/x"
-# when told "go", and never answers "hang".
 BRIDGED = textwrap.dedent('''
     import json, sys
     def send(message):

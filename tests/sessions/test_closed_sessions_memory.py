@@ -72,9 +72,7 @@ class PipelinedAgent:
 
     def wait(self, request_id: int, timeout: float = 120) -> object:
         self._awaited = request_id
-        if request_id not in self.results:
-            self.answered.clear()
-            assert self.answered.wait(timeout), f"no answer to request {request_id}"
+        wait_until(lambda: request_id in self.results, timeout, f"the answer to request {request_id}", self.answered)
         return self.results[request_id]
 
     def open_sessions(self, count: int) -> list[str]:

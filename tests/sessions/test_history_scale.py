@@ -14,6 +14,7 @@ from gevent import subprocess
 from gevent.event import Event
 
 from tests.conftest import serve_command
+from tests.helpers import wait_until
 
 UPDATE_HEAD = b'{"jsonrpc":"2.0","method":"session/update","params":{"sessionId":"'
 
@@ -58,11 +59,7 @@ class LeanClient:
 
     def answer(self, request_id: int, timeout: float = 600) -> tuple[float, dict[str, Any]]:
         """When the response arrived, and the response."""
-        deadline = time.monotonic() + timeout
-        while request_id not in self.responses:
-            assert time.monotonic() < deadline, f"no answer to request {request_id} within {timeout}s"
-            self._changed.clear()
-            self._changed.wait(0.5)
+        wait_until(lambda: request_id in self.responses, timeout, f"the answer to request {request_id}", self._changed)
         return self.responses[request_id]
 
     def call(self, method: str, params: Any, timeout: float = 600) -> Any:

@@ -1,18 +1,21 @@
-"""Sessions show: `acp-green sessions show` prints turns one by one with their outcome,
-cuts long output saying how much (`--full` prints everything), reads the history a page at a
-time, and opens the database read-only."""
+"""The reports of the state database (store/report.py): `acp-green sessions show` prints turns one by
+one with their outcome, cuts long output saying how much (`--full` prints everything), reads the
+history a page at a time, and opens the database read-only; `acp-green usage` sums the ledger."""
 
 from __future__ import annotations
 
 import json
 import os
+import sqlite3
 
 from click.testing import CliRunner
 
 from acp_green.cli import cli
 from acp_green.store import report, statedb
 from acp_green.store.session_record import SessionRecord
+from acp_green.store.sqlite import SqliteStore
 from acp_green.store.turns import TurnOutcome
+from acp_green.usage import UsageRecord
 from tests.store.test_inspection import files_of
 
 CHUNK = "abcdefghijkl"  # a reply chunk is this and a digit: 13 characters, so a cut falls inside one
@@ -124,3 +127,43 @@ def test_a_turn_with_a_refused_piece_says_it_is_incomplete(tmp_path):
         conn.close()
     heading = next(line for line in show(state).splitlines() if line.startswith("turn 1 "))
     assert heading.endswith(": no outcome (running, or its process ended first) [incomplete: some of its updates could not be stored]")
+
+
+# -- `acp-green usage`: the totals, and the transcript `sessions show` prints ---------------------
+def test_usage_report_sums_input_and_output_apart_and_orders_sessions_busiest_first(tmp_path):
+    path = statedb.db_path(str(tmp_path / "state"))
+    store = SqliteStore(path)
+    store.record_usage(UsageRecord("b", "1", "end_turn", 1.0, 0.5, 10, 1000, input_tokens=3, output_tokens=4))
+    store.record_usage(UsageRecord("a", "2", "cancelled", 2.0, 0.25, 20, 2000))
+    store.record_usage(UsageRecord("a", "3", "end_turn", 3.0, 1.0, 30, 3000, input_tokens=5))
+    store.record_usage(UsageRecord("c", "4", "end_turn", 4.0, 0.0, 0, 0))
+    store.close()
+    conn = sqlite3.connect(path)
+    try:
+        usage = report.usage_report(conn, with_records=True)
+    finally:
+        conn.close()
+    assert usage["totals"] == {
+        "prompts": 4, "inputBytes": 60, "outputBytes": 6000, "inputTokens": 8, "outputTokens": 4,
+        "durationSeconds": 1.75, "byStopReason": {"cancelled": 1, "end_turn": 3},
+    }
+    # Busiest first; sessions with as many prompts by id.
+    assert [(s["sessionId"], s["prompts"], s["inputBytes"], s["outputBytes"]) for s in usage["sessions"]] == [
+        ("a", 2, 50, 5000), ("b", 1, 10, 1000), ("c", 1, 0, 0)]
+    assert len(usage["records"]) == 4
+    table = report.usage_table(usage)
+    assert table[0].split() == ["session", "prompts", "in", "bytes", "out", "bytes", "in", "tokens", "out", "tokens", "seconds"]
+    assert table[-1].split() == ["TOTAL", "4", "60", "6000", "8", "4", "1.750"]
+
+
+def test_the_transcript_shows_text_and_names_other_content_by_its_type():
+    """A message chunk's text is shown as is; content that is not text shows as `[type]`."""
+    history = [
+        {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": "hello "}},
+        {"sessionUpdate": "user_message_chunk", "content": {"type": "image", "data": "..."}},
+        {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}},
+        {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "read", "status": "pending"},
+    ]
+    transcript = report.Transcript()
+    text = "".join([piece for update in history for piece in transcript.feed(update)] + list(transcript.end()))
+    assert text == "user: hello [image]\nagent: hi\ntool_call: t1 read pending\n"

@@ -7,6 +7,7 @@ import json
 import contextlib
 import logging
 import os
+import sqlite3
 import stat
 import sys
 from collections.abc import Iterator
@@ -239,3 +240,34 @@ def test_sqlite_never_runs_on_the_hub_thread(inprocess, tmp_path, monkeypatch):
     harness.finish()
     assert threads and threading.get_ident() not in threads
     assert len(threads) == 1
+
+
+# -- group commit, and history as TEXT where it is ASCII ------------------------------------------
+def test_writes_queued_together_share_a_transaction(tmp_path):
+    """The store thread applies what is queued in one transaction (group commit), not one each."""
+    store = SqliteStore(db_path(str(tmp_path / "state")))
+    before = store.transactions
+    for n in range(200):
+        store.save_session(SessionRecord(f"s{n}", "/w", updated_at=float(n)))
+    store.sync()
+    assert len(store.list_sessions()) == 200
+    assert store.transactions - before <= 20
+    store.close()
+
+
+def test_history_is_text_when_ascii_and_kept_exactly_as_a_blob_otherwise(tmp_path):
+    """statedb history pieces: the runtime's ASCII entries are TEXT (readable with any SQLite tool);
+    other bytes are kept exactly, as a BLOB."""
+    path = db_path(str(tmp_path / "state"))
+    store = SqliteStore(path)
+    store.save_session(SessionRecord("s", "/w", updated_at=1.0))
+    store.append_turn("s", [b'{"a":1}'], "end_turn")
+    store.append_turn("s", [b'{"t":"\xc3\xa9"}'], "end_turn")
+    assert store.history("s") == [b'{"a":1}', b'{"t":"\xc3\xa9"}']
+    assert store.failed_writes == 0
+    store.close()
+    conn = sqlite3.connect(path)
+    try:
+        assert [t for (t,) in conn.execute("SELECT typeof(entries) FROM history ORDER BY id")] == ["text", "blob"]
+    finally:
+        conn.close()

@@ -402,7 +402,7 @@ def replay_while_answering_control(harness: Any, chunks: int) -> dict[str, Any]:
 def test_other_sessions_are_answered_during_a_replay_S2(inprocess, tmp_path):
     """S2 amended: while a 3,000-chunk replay streams, another session's session/set_mode is
     answered before the load's response; the longest answer time is printed, not asserted
-    (tests/test_history_scale.py does the same for 100,000 chunks against the real CLI)."""
+    (tests/sessions/test_history_scale.py does the same for 100,000 chunks against the real CLI)."""
     harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"))
     figures = replay_while_answering_control(harness, 3000)
     print(f"replay of 3,000 chunks: {figures['replay_time']:.2f}s; longest set_mode answer for another session "

@@ -7,7 +7,7 @@ from typing import Any
 
 from acp_green import wire
 from acp_green.endpoint import Endpoint, Job, Kind, Route
-from tests.test_protocol_shape import Recorder
+from tests.endpoint.test_protocol_shape import Recorder
 
 
 class Runs(Job):

@@ -6,7 +6,9 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parent.parent / "acp_green"
+from tests.helpers import REPO
+
+PACKAGE = REPO / "acp_green"
 
 
 def _modules() -> dict[str, Path]:

@@ -9,7 +9,7 @@ import pytest
 
 from acp_green import wire
 from acp_green.endpoint import Endpoint, control, notification
-from tests.test_protocol_shape import Recorder
+from tests.endpoint.test_protocol_shape import Recorder
 
 
 class Pings:

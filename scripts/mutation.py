@@ -30,25 +30,25 @@ TREE = STATE / "tree"
 # tests first; a file that does not exist (yet) is left out with a warning.
 MODULES: dict[str, tuple[str, list[str]]] = {
     "wire": ("acp_green/wire.py", [
-        "tests/test_mutants_wire.py", "tests/test_wire.py", "tests/test_wire_strict.py",
+        "tests/wire/test_strict_json.py", "tests/wire/test_wire.py",
     ]),
     "endpoint": ("acp_green/endpoint.py", [
-        "tests/test_mutants_endpoint.py", "tests/test_rules_unit.py", "tests/test_input_guard.py",
-        "tests/test_rules_inprocess.py",
+        "tests/endpoint/test_endpoint.py", "tests/endpoint/test_rules_unit.py", "tests/endpoint/test_input_guard.py",
+        "tests/e2e/test_rules_in_process.py",
     ]),
     "sessions": ("acp_green/sessions.py", [
-        "tests/test_mutants_sessions.py", "tests/test_rules_unit.py", "tests/test_sessions_methods.py",
+        "tests/sessions/test_registry.py", "tests/endpoint/test_rules_unit.py", "tests/sessions/test_session_methods.py",
     ]),
     "transport": ("acp_green/transport.py", [
-        "tests/test_mutants_transport.py", "tests/test_line_reader.py", "tests/test_rules_inprocess.py",
-        "tests/test_input_guard.py",
+        "tests/transport/test_outbound.py", "tests/transport/test_line_reader.py", "tests/e2e/test_rules_in_process.py",
+        "tests/endpoint/test_input_guard.py",
     ]),
     "mcp": ("acp_green/mcp", [
-        "tests/test_mutants_mcp.py", "tests/test_mcp_rules_unit.py", "tests/test_mcp_units.py",
+        "tests/mcp/test_stdio_link.py", "tests/mcp/test_units.py", "tests/mcp/test_rules_unit.py",
     ]),
     "store": ("acp_green/store", [
-        "tests/test_mutants_store.py", "tests/test_store_rules.py", "tests/test_sqlite_store.py",
-        "tests/test_store_text.py",
+        "tests/store/test_contract.py", "tests/store/test_rules.py", "tests/store/test_sqlite.py",
+        "tests/store/test_text.py", "tests/store/test_report.py",
     ]),
 }
 

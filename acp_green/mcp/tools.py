@@ -93,7 +93,7 @@ class ToolServer:
         if not isinstance(arguments, dict):
             raise McpError(INVALID_PARAMS, "tools/call: arguments must be an object")
         try:
-            value = tool.handler(ToolCall(name, arguments, token))
+            value = tool.handler(ToolCall(tool.name, arguments, token))
         except (TurnCancelled, McpError):
             raise
         except Exception as exc:  # a tool's failure is a result the model can read (MCP convention)

@@ -270,6 +270,7 @@ class ClientError(PeerError):
         return f"{shown}: {self.reason}" if shown else self.reason
 
     def answer(self) -> RpcError:
+        """The agent's own failure (-32603), quoting the client's words (see the class)."""
         return InternalError(one_line(str(self), 600))
 
 

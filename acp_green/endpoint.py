@@ -201,7 +201,11 @@ class MethodTable:
         table: dict[str, Any] = self.notifications if mark.role == "notification" else self.routes
         if mark.method in table:
             raise ValueError(f"{mark.method} has two handlers")
-        table[mark.method] = handler if mark.role == "notification" else Route(mark.role, handler)
+        if mark.role == "notification":
+            table[mark.method] = handler
+        else:
+            assert isinstance(mark.role, Kind)
+            table[mark.method] = Route(mark.role, handler)
 
 
 class Responder:
@@ -269,7 +273,7 @@ class BackgroundJobs(Responder):
     def __init__(self, outbound: Outbound, max_background: int) -> None:
         Responder.__init__(self, outbound)
         self.max_background = max_background
-        self._tasks: dict[tuple[bool, Any], _Task] = {}
+        self._tasks: dict[wire.IdKey | None, _Task] = {}
         self._dying: set[Greenlet] = set()  # answered and killed, not yet dead (agent code may linger)
         self.admitting = True
 

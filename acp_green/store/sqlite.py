@@ -198,6 +198,7 @@ class StoreThread:
         try:
             if memory is not None:
                 return op.in_memory(memory), None
+            assert conn is not None, "an operation runs on the disk only inside a transaction"
             return op.on_disk(conn), None
         except Exception as exc:
             if not statedb.is_record_error(exc):

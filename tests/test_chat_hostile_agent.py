@@ -211,3 +211,11 @@ def test_the_screen_lets_through_only_chats_own_styles(capsys, monkeypatch):
     Screen(spinner=False).line(click.style("[tool]", fg="red") + " \x1b]0;t\x07\x1b[2J\x9b1A\ttab")
     assert capsys.readouterr().out == "\x1b[31m[tool]\x1b[0m \\x1b]0;t\\x07\\x1b[2J\\x9b1A\ttab\n"
     assert harmless("a\nb\tc\x1b[31md\x00\x7f\x85é…") == "a\nb\tc\\x1b[31md\\x00\\x7f\\x85é…"
+
+
+def test_help_says_what_chat_lets_an_agent_do_and_the_read_limit():
+    done = subprocess.run([*CHAT, "--help"], capture_output=True, text=True, timeout=BOUND)
+    text = " ".join(done.stdout.split())
+    assert "a read outside it (symlinks resolved) and every write are asked first" in text
+    assert f"a read takes at most {MAX_READ_BYTES // 2**20} MiB" in text
+    assert "every write and every read outside the current directory" in text  # --deny

@@ -89,7 +89,7 @@ def field_value(text: str, schema: Mapping[str, Any]) -> Any:
     if isinstance(enum, list) and enum:
         choices = [Choice(str(v), (), v) for v in enum]
         found = pick(text, choices)
-        return found.value if found else Invalid("one of: " + ", ".join(f"{n} {c.label}" for n, c in enumerate(choices, 1)))
+        return found.value if found else Invalid("one of: " + ", ".join(f"{n} {harmless(c.label)}" for n, c in enumerate(choices, 1)))
     if kind == "string":
         value = text.rstrip("\r\n")
         low, high = schema.get("minLength"), schema.get("maxLength")

@@ -1,4 +1,5 @@
-"""Chat's answers to the agent's questions for the person: permissions, commands to run, forms.
+"""Chat's answers to the agent's questions for the person: permissions, commands to run, forms,
+and chat's own questions about the agent's file requests (`Asker.confirm`).
 
 How a question is answered is decided once (`Approval`): in a terminal the person is asked and
 types the answer as the next line; `--yes` approves, `--deny` rejects, and without a terminal and

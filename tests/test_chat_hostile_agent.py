@@ -219,3 +219,14 @@ def test_help_says_what_chat_lets_an_agent_do_and_the_read_limit():
     assert "a read outside it (symlinks resolved) and every write are asked first" in text
     assert f"a read takes at most {MAX_READ_BYTES // 2**20} MiB" in text
     assert "every write and every read outside the current directory" in text  # --deny
+
+
+def test_a_write_over_a_file_chat_cannot_show_says_so_before_it_is_approved(tmp_path):
+    place = Place(tmp_path)
+    binary = place.work / "data.bin"
+    binary.write_bytes(b"\xff\xfe binary")
+    done = place.chat(f"write {binary} text\n", "--deny")
+    assert error_of(done.answers[0])["code"] == NOT_APPROVED and binary.read_bytes() == b"\xff\xfe binary"
+    done = place.chat(f"write {binary} text\n", "--yes")
+    assert f"    replaces the whole file, whose text is not shown: {binary} is not UTF-8 text\n    --- /dev/null" in done.out
+    assert binary.read_text() == "text"

@@ -43,6 +43,7 @@ class Written:
     old_text: str | None
     new_text: str
     real_path: str = field(default="", compare=False)  # `path` with every symlink resolved: what is written
+    unshown: str | None = field(default=None, compare=False)  # why the text a file had could not be read, when it exists
 
 
 def absolute_path(params: dict[str, Any]) -> str:
@@ -94,11 +95,15 @@ def plan_write(params: dict[str, Any]) -> Written:
         content.encode("utf-8")
     except UnicodeEncodeError:
         raise FileRequestRefused(INVALID_PARAMS, "Invalid params: 'content' is not valid Unicode (a lone surrogate)", path) from None
+    old_text: str | None = None
+    unshown: str | None = None
     try:
-        old_text: str | None = _read_lines(path, real, 1, None).decode("utf-8")
-    except (FileRequestRefused, UnicodeDecodeError):
-        old_text = None  # missing, or not readable as text: the write still decides
-    return Written(path, old_text, content, real)
+        old_text = _read_lines(path, real, 1, None).decode("utf-8")
+    except FileRequestRefused as exc:  # missing, or not readable: the write still decides
+        unshown = None if exc.code == RESOURCE_NOT_FOUND else str(exc)
+    except UnicodeDecodeError:
+        unshown = f"{path} is not UTF-8 text"
+    return Written(path, old_text, content, real, unshown)
 
 
 def apply_write(written: Written) -> None:

@@ -4,8 +4,10 @@ Type a prompt, watch the reply stream in; Ctrl-C cancels the running turn (sessi
 Ctrl-D quits. Lines starting with `/` go to the agent unchanged: they are its slash commands.
 The agent runs in its own session, so the terminal's SIGINT reaches only this client, which
 turns it into a cancel instead of killing the agent. Chat is a real client: it reads and writes
-the files the agent names, runs the commands it asks for and fills its forms, each after asking
-the person (chat_ask.py). Whatever goes wrong with the agent is one line on stderr and exit 1.
+the files the agent names, runs the commands it asks for and fills its forms, asking the person
+(chat_ask.py) before each but a read inside the session's cwd. The agent may be hostile: only
+regular files are served, reads are bounded (chat_files.py) and its text is shown harmless
+(chat_text.py). Whatever goes wrong with the agent is one line on stderr and exit 1.
 """
 
 from __future__ import annotations
@@ -101,6 +103,8 @@ def serve_files(client: AcpClient, asker: Asker, screen: Screen, cwd: str) -> No
             client.respond_error(request["id"], exc.to_error())
             return
         diff = diff_lines(planned.path, planned.old_text, planned.new_text)
+        if planned.unshown is not None:  # the diff shows a new file, but one is there and will be replaced
+            diff.insert(0, click.style(f"replaces the whole file, whose text is not shown: {harmless(planned.unshown)}", fg="red"))
         where = "" if chat_files.is_inside(planned.path, cwd) else f", outside {harmless(cwd)}"
 
         def answer(allowed: bool) -> None:
@@ -214,7 +218,7 @@ def _converse(agent: AgentProcess, asker: Asker, screen: Screen, lines: LineSour
     gevent.sleep(0.05)  # the commands update follows the session/new response; give it a moment
     agent_info = info.get("agentInfo") or {}
     screen.line(f"chatting with {harmless(agent_info.get('title') or agent_info.get('name') or ' '.join(options.command))}"
-                f" (session {session_id}); Ctrl-C cancels a turn, Ctrl-D quits")
+                f" (session {harmless(session_id)}); Ctrl-C cancels a turn, Ctrl-D quits")
     if renderer.commands:
         screen.line("agent commands: " + " ".join("/" + c for c in renderer.commands))
     try:

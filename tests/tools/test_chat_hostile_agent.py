@@ -18,8 +18,8 @@ from pathlib import Path
 
 from acp_green.rig.chat_files import MAX_READ_BYTES
 from tests.chat_terminal import Terminal
+from tests.helpers import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
 CHAT = [sys.executable, "-m", "acp_green", "chat"]
 BOUND = 120  # generous: only decides when a broken chat stops being waited for
 SECRET = "-----BEGIN OPENSSH PRIVATE KEY----- do not leak"
@@ -60,7 +60,7 @@ class Place:
         log = self.tmp / "agent-log.jsonl"
         log.unlink(missing_ok=True)
         command = [*CHAT, *options, "--", sys.executable, "-m", "tests.chat_hostile_agent", str(log)]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]), **(env or {})}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]), **(env or {})}
         done = subprocess.run(command, input=orders.encode(), capture_output=True, timeout=BOUND, cwd=self.work, env=env)
         assert done.returncode == 0, done.stderr.decode()
         answers = [json.loads(line)["answer"] for line in log.read_text().splitlines()] if log.exists() else []

@@ -6,6 +6,8 @@ reached the agent. Each prompt is one order:
 
     read PATH [LINE LIMIT]   fs/read_text_file
     write PATH TEXT          fs/write_text_file
+    odd-paths                reads and writes of paths no file can have (a NUL, a lone surrogate, a number)
+                             and with params that are not an object
     escapes                  a message, a thought, a tool call, a plan and a permission request
                              full of OSC 0 (window title), OSC 52 (clipboard) and CSI sequences
 
@@ -49,10 +51,11 @@ class Agent:
         self.log = log
         self.next_id = 1000
 
-    def ask(self, method: str, params: dict) -> dict:
+    def ask(self, method: str, params: dict | list) -> dict:
         """Send a request to chat and wait for its answer (anything else meanwhile is ignored)."""
         self.next_id += 1
-        send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": {"sessionId": "s1", **params}})
+        send({"jsonrpc": "2.0", "id": self.next_id, "method": method,
+              "params": {"sessionId": "s1", **params} if isinstance(params, dict) else params})
         while True:
             answer = next_message()
             if answer.get("id") == self.next_id and "method" not in answer:
@@ -74,6 +77,11 @@ class Agent:
             path, _, content = rest.partition(" ")
             answer = self.ask("fs/write_text_file", {"path": path, "content": content})
             say("write: done\n" if "result" in answer else f"write: error {answer['error']['code']}\n")
+        elif verb == "odd-paths":
+            for params in ({"path": "/tmp/a\x00b"}, {"path": "/tmp/\ud800"}, {"path": 7}, ["/etc/hostname"]):
+                for method in ("fs/read_text_file", "fs/write_text_file"):
+                    answer = self.ask(method, {**params, "content": "x"} if isinstance(params, dict) else params)
+                    say(f"{method}: error {answer['error']['code']}\n" if "error" in answer else f"{method}: answered\n")
         elif verb == "escapes":
             say(f"message{HOSTILE}end\n")
             update({"sessionUpdate": "agent_thought_chunk", "content": {"type": "text", "text": f"thought{HOSTILE}\n"}})

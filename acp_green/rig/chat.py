@@ -72,7 +72,7 @@ def serve_files(client: AcpClient, asker: Asker, screen: Screen, cwd: str) -> No
     """
 
     def read(_client: AcpClient, request: dict[str, Any]) -> None:
-        params = request.get("params") or {}
+        params = _params(request)
         try:
             path = chat_files.absolute_path(params)
         except chat_files.FileRequestRefused as exc:
@@ -97,7 +97,7 @@ def serve_files(client: AcpClient, asker: Asker, screen: Screen, cwd: str) -> No
 
     def write(_client: AcpClient, request: dict[str, Any]) -> None:
         try:
-            planned = chat_files.plan_write(request.get("params") or {})
+            planned = chat_files.plan_write(_params(request))
         except chat_files.FileRequestRefused as exc:
             screen.line(click.style(f"[write refused] {harmless(exc)}", fg="red"))
             client.respond_error(request["id"], exc.to_error())
@@ -127,6 +127,12 @@ def serve_files(client: AcpClient, asker: Asker, screen: Screen, cwd: str) -> No
 
     client.policy.handlers["fs/read_text_file"] = read
     client.policy.handlers["fs/write_text_file"] = write
+
+
+def _params(request: dict[str, Any]) -> dict[str, Any]:
+    """The request's params when they are an object; anything else counts as none (so 'path' is missing)."""
+    params = request.get("params")
+    return params if isinstance(params, dict) else {}
 
 
 def _resolved_note(path: str) -> str:

@@ -55,6 +55,10 @@ def absolute_path(params: dict[str, Any]) -> str:
         raise FileRequestRefused(INVALID_PARAMS, f"Invalid params: the path {path!r} is relative; ACP file paths must be absolute", path)
     if "\x00" in path:
         raise FileRequestRefused(INVALID_PARAMS, "Invalid params: the path contains a NUL character", path)
+    try:
+        os.fsencode(path)  # a lone surrogate outside the surrogateescape range names no file
+    except UnicodeEncodeError:
+        raise FileRequestRefused(INVALID_PARAMS, "Invalid params: the path is not a file name (a lone surrogate)", path) from None
     return path
 
 

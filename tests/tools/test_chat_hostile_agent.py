@@ -154,6 +154,16 @@ def test_a_read_takes_at_most_the_documented_bytes_but_a_range_of_a_big_file_is_
     assert done.answers[1]["result"]["content"] == line * 2
 
 
+def test_paths_no_file_can_have_are_refused_and_chat_goes_on(tmp_path):
+    place = Place(tmp_path)
+    (place.work / "notes.txt").write_text("still here\n")
+    done = place.chat(f"odd-paths\nread {place.work}/notes.txt\n", "--yes")
+    errors = [error_of(a) for a in done.answers[:-1]]
+    assert [e["code"] for e in errors] == [-32602] * 8  # NUL, lone surrogate, a number, params a list; read and write each
+    assert "a NUL character" in errors[0]["message"] and "a lone surrogate" in errors[2]["message"]
+    assert done.answers[-1]["result"]["content"] == "still here\n"  # chat still answers
+
+
 ESC_OR_C1 = re.compile("[\x1b\x07\x08\r\x80-\x9f]")
 
 
@@ -184,6 +194,11 @@ def test_in_a_terminal_a_read_outside_cwd_is_asked_and_escapes_are_shown_not_obe
     term.expect(b"2 refuse [n] ? ")
     term.type(b"y\n")
     term.expect(f"read: {len(SECRET)} characters\r\n[end_turn]\r\n> ".encode())
+    term.type(f"read {tmp_path}/other\n".encode())
+    term.expect(f"[file] read {tmp_path}/other, outside ".encode())
+    term.type(b"\x03")  # Ctrl-C while asked: the question is withdrawn, the read answered -32800
+    term.expect(b"(question withdrawn)")
+    term.expect(b"read: error -32800\r\n[end_turn]\r\n> ")
     term.type(b"escapes\n")
     term.expect(b"[permission] ask\\x1b]0;pwned-title")
     term.expect(b"Reject\\x1b]0;pwned-title")
@@ -198,6 +213,7 @@ def test_in_a_terminal_a_read_outside_cwd_is_asked_and_escapes_are_shown_not_obe
     assert b"message\x1b" not in term.seen and b"\\x1b[31m" in term.seen  # the agent's own SGR is shown, not applied
     answers = [json.loads(line)["answer"] for line in log.read_text().splitlines()]
     assert error_of(answers[0])["code"] == NOT_APPROVED and answers[1]["result"]["content"] == SECRET
+    assert error_of(answers[2])["code"] == -32800
 
 
 def test_the_screen_lets_through_only_chats_own_styles(capsys, monkeypatch):

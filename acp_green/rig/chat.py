@@ -23,8 +23,9 @@ import click
 import gevent
 from gevent import subprocess
 
+from ..errors import NOT_APPROVED
 from . import chat_files
-from .chat_ask import NOT_APPROVED, Approval, Asker, LineSource
+from .chat_ask import Approval, Asker, LineSource
 from .chat_render import Renderer, Screen, diff_lines
 from .chat_text import harmless
 from .client import AcpClient, AgentProcess, ClientPolicy, Pending

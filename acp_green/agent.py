@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack, overload
 
-from . import content, fairness, paths, wire
+from . import content, fairness, paths, update_checks, wire
 from .cancel import CancelToken
 from .context import ConnectionSnapshot
 from .errors import CapabilityMissing, ClientError, TurnCancelled
 from .fairness import UpdateChannel
 from .sessions import Session
+from .update_checks import PlanEntry, ToolCallStatus, ToolKind
 from .usage import UsageCounters, utf8_size
 
 if TYPE_CHECKING:
@@ -262,6 +263,77 @@ class Agent:
         return ()
 
 
+class ToolCallDetails(TypedDict, total=False):
+    """What a tool call may carry besides its id, title, kind and status (snake_case here; sent
+    as ACP spells it: raw_input as `rawInput`, meta as `_meta`). A field given as None is left out."""
+
+    content: Sequence[Mapping[str, Any]]
+    locations: Sequence[str | Mapping[str, Any]]
+    raw_input: Any
+    raw_output: Any
+    name: str
+    meta: Mapping[str, Any]
+
+
+class ToolCallFields(ToolCallDetails, total=False):
+    """What `tool_update` (and `ask_permission`) may patch."""
+
+    title: str
+    kind: ToolKind
+    status: ToolCallStatus
+
+
+_WIRE_NAMES = {"raw_input": "rawInput", "raw_output": "rawOutput", "meta": "_meta"}
+_FIELD_NAMES = ToolCallFields.__required_keys__ | ToolCallFields.__optional_keys__
+_CAMEL_NAMES = {wire_name: name for name, wire_name in _WIRE_NAMES.items()}
+
+
+def _wire_fields(where: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """Keyword arguments as the wire names them; TypeError for one a tool call has not."""
+    wire_fields = {}
+    for name, value in fields.items():
+        if name not in _FIELD_NAMES:
+            hint = f" (did you mean {_CAMEL_NAMES[name]}?)" if name in _CAMEL_NAMES else ""
+            raise TypeError(f"{where}: unexpected keyword argument {name!r}{hint}")
+        if value is not None:
+            wire_fields[_WIRE_NAMES.get(name, name)] = value
+    return wire_fields
+
+
+def _tool_call_id(tool_call: str | ToolCallHandle) -> str:
+    return tool_call.id if isinstance(tool_call, ToolCallHandle) else tool_call
+
+
+class ToolCallHandle:
+    """A tool call `Turn.tool_call` announced: its `id`, and the updates that move it on."""
+
+    __slots__ = ("id", "_turn")
+
+    def __init__(self, turn: TurnOutput, tool_call_id: str) -> None:
+        self.id = tool_call_id
+        self._turn = turn
+
+    def update(self, **fields: Unpack[ToolCallFields]) -> None:
+        """`Turn.tool_update` for this tool call."""
+        self._turn.tool_update(self.id, **fields)
+
+    def complete(self, **fields: Unpack[ToolCallDetails]) -> None:
+        """Mark it `completed` (with the content or raw output given)."""
+        self._turn.tool_update(self.id, status="completed", **fields)
+
+    def fail(self, reason: str | None = None, **fields: Unpack[ToolCallDetails]) -> None:
+        """Mark it `failed`; `reason` is shown as its first content item."""
+        if reason is not None:
+            fields["content"] = [content.text(reason), *(fields.get("content") or ())]
+        self._turn.tool_update(self.id, status="failed", **fields)
+
+    def __str__(self) -> str:
+        return self.id
+
+    def __repr__(self) -> str:
+        return f"ToolCallHandle({self.id!r})"
+
+
 class TurnUpdates(Protocol):
     """The runtime's record of a turn, seen from agent code: it turns each update into its wire
     line, numbers messages and keeps the turn's history (the author never sees either)."""
@@ -382,10 +454,11 @@ class TurnOutput(TurnInput):
         stream cannot starve cancellation. Not released by the token: a cancelled turn that
         flushes what it has left must not bury control responses under a backlog (S10).
         Relative paths in a tool call's `locations` and `content` are sent absolute (paths.py).
+        An update ACP would not accept (an unknown kind; a tool call, plan or message chunk with
+        a field of the wrong shape; a tool call id this session already used) raises
+        TypeError/ValueError here, and nothing is sent.
         """
-        if isinstance(update, dict) and update.get("sessionUpdate") in paths.TOOL_CALL_UPDATES:
-            update = paths.tool_call_paths(update, self.session.cwd)
-        self._out.send(self._updates.update(update))
+        self._send_checked(update, "send")
 
     def send_final(self, update: dict[str, Any]) -> None:
         """Queue a last update without yielding; the runtime uses it just before the response."""
@@ -400,17 +473,51 @@ class TurnOutput(TurnInput):
         """Stream a chunk of the agent's reasoning."""
         self._out.send(self._updates.text_chunk("agent_thought_chunk", text))
 
-    def plan(self, entries: Sequence[Mapping[str, Any]]) -> None:
-        """Send the complete plan (each entry: content, priority, status)."""
-        self.send({"sessionUpdate": "plan", "entries": [dict(e) for e in entries]})
+    def plan(self, entries: Sequence[PlanEntry]) -> None:
+        """Send the complete plan (each entry: content, priority, status); the client replaces the
+        previous one. Entries ACP would not accept raise TypeError/ValueError, and nothing is sent."""
+        self._send_checked({"sessionUpdate": "plan", "entries": update_checks.plan_entries("plan", entries)}, "plan")
 
-    def tool_call(self, tool_call_id: str, title: str, *, kind: str = "other", status: str = "pending", **fields: Any) -> None:
-        """Announce a tool call. One left pending or in progress is failed by the runtime when the turn ends."""
-        self.send({"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": title, "kind": kind, "status": status, **fields})
+    @overload
+    def tool_call(self, tool_call_id: str | None, title: str, *, kind: ToolKind = "other", status: ToolCallStatus = "pending",
+                  **fields: Unpack[ToolCallDetails]) -> ToolCallHandle: ...
+    @overload
+    def tool_call(self, *, title: str, kind: ToolKind = "other", status: ToolCallStatus = "pending",
+                  **fields: Unpack[ToolCallDetails]) -> ToolCallHandle: ...
+    def tool_call(self, tool_call_id: str | None = None, title: str | None = None, *, kind: ToolKind = "other",
+                  status: ToolCallStatus = "pending", **fields: Unpack[ToolCallDetails]) -> ToolCallHandle:
+        """Announce a tool call and return its handle (`update`, `complete`, `fail`).
 
-    def tool_update(self, tool_call_id: str, **fields: Any) -> None:
-        """Patch a tool call (status, content, rawOutput, ...)."""
-        self.send({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, **fields})
+        Without `tool_call_id` the runtime makes one no other tool call has had; an id this
+        session already announced raises ValueError. `locations` are path strings or
+        `{"path": ..., "line": ...}` (content.location); a relative path is sent absolute. A field
+        ACP would not accept raises TypeError/ValueError naming it, and nothing is sent. One left
+        pending or in progress is failed by the runtime when the turn ends.
+        """
+        if title is None:
+            raise TypeError("tool_call: missing the title")
+        if tool_call_id is None:
+            tool_call_id = update_checks.new_tool_call_id()
+        update = {"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": title, "kind": kind, "status": status,
+                  **_wire_fields("tool_call", fields)}
+        self._send_checked(update, "tool_call")
+        return ToolCallHandle(self, tool_call_id)
+
+    def tool_update(self, tool_call: str | ToolCallHandle, **fields: Unpack[ToolCallFields]) -> None:
+        """Patch a tool call: only the fields given (status, content, raw_output, ...) are sent,
+        checked as `tool_call` checks them."""
+        update = {"sessionUpdate": "tool_call_update", "toolCallId": _tool_call_id(tool_call),
+                  **_wire_fields("tool_update", fields)}
+        self._send_checked(update, "tool_update")
+
+    def _send_checked(self, update: Mapping[str, Any], where: str) -> None:
+        """Check `update` as ACP requires, remember a new tool call's id, then send it."""
+        checked = update_checks.session_update(where, update)
+        if checked["sessionUpdate"] == "tool_call":
+            self._session.tool_call_ids.announce(where, checked["toolCallId"])
+        if checked["sessionUpdate"] in paths.TOOL_CALL_UPDATES:
+            checked = paths.tool_call_paths(checked, self.session.cwd)
+        self._out.send(self._updates.update(checked))
 
 
 class TurnRequests(TurnOutput):
@@ -427,10 +534,12 @@ class TurnRequests(TurnOutput):
 
         The low-level form: `ask_permission` also handles refusals, failures and cancellation.
         """
+        where = "request_permission"
+        checked = update_checks.tool_call_fields(where, tool_call, announce=False)
         result = self.request(
             "session/request_permission",
-            {"sessionId": self.session_id, "toolCall": paths.tool_call_paths(dict(tool_call), self.session.cwd),
-             "options": [dict(o) for o in options]},
+            {"sessionId": self.session_id, "toolCall": paths.tool_call_paths(checked, self.session.cwd),
+             "options": update_checks.permission_options(where, options)},
         )
         outcome = result.get("outcome") if isinstance(result, dict) else result
         if outcome is None:
@@ -440,10 +549,10 @@ class TurnRequests(TurnOutput):
             raise ClientError("session/request_permission", {"message": f"malformed result: the outcome is {wire.describe(outcome)}, not an object"})
         return outcome
 
-    def ask_permission(self, tool_call_id: str, options: Sequence[Mapping[str, Any]] = ALLOW_OR_REJECT,
-                       **tool_call: Any) -> Permission:
-        """Ask the user whether tool call `tool_call_id` may run (`tool_call`: its title, kind,
-        locations... as the user should see them).
+    def ask_permission(self, tool_call: str | ToolCallHandle, options: Sequence[Mapping[str, Any]] = ALLOW_OR_REJECT,
+                       **fields: Unpack[ToolCallFields]) -> Permission:
+        """Ask the user whether `tool_call` (a handle or an id) may run (`fields`: its title,
+        kind, locations... as the user should see them, checked as `tool_update` checks them).
 
         Granted only when the user picked an offered `allow_*` option. Otherwise — rejected, the
         request cancelled by the client, a client error, a malformed answer — the tool call is
@@ -451,8 +560,13 @@ class TurnRequests(TurnOutput):
         meanwhile, raises TurnCancelled (the turn answers `cancelled`). Check what the client
         can do (`can_write_files`...) before asking.
         """
+        tool_call_id = _tool_call_id(tool_call)
+        asked = {"toolCallId": tool_call_id, **_wire_fields("ask_permission", fields)}
+        where = "ask_permission"
+        update_checks.tool_call_fields(where, asked, announce=False)  # a mistake raises here, not as a refusal
+        update_checks.permission_options(where, options)
         try:
-            outcome = self.request_permission({"toolCallId": tool_call_id, **tool_call}, options)
+            outcome = self.request_permission(asked, options)
         except ClientError as exc:
             self.check_cancelled()
             return self._refused(tool_call_id, None, f"Permission request failed: {exc.explanation}")

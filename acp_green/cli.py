@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from . import __version__
+from .version import __version__
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

@@ -9,6 +9,7 @@ from typing import Any, TypeVar, overload
 
 from . import content, wire
 from .agent import Agent, Command, ExtensionCall, Mode, SelectOption, Turn, text_content
+from .update_checks import PlanEntry
 from .errors import CapabilityMissing, ClientError, McpUnavailable, RpcError
 from .mcp.tools import Tool, ToolCall, ToolServer
 
@@ -109,37 +110,36 @@ class ClientCommands:
     @DEMO_COMMANDS("read", "Read a file through the client", "PATH")
     def _cmd_read(self, turn: Turn, args: str) -> str:
         path = args
-        tool_id = "read-1"
-        turn.tool_call(tool_id, f"Read {path}", kind="read", status="in_progress", locations=[{"path": path}] if path else [])
+        # Each tool call gets a fresh id from the runtime: ACP wants them unique within a session.
+        tool = turn.tool_call(title=f"Read {path}", kind="read", status="in_progress", locations=[path] if path else [])
         try:
             content = turn.read_text_file(path)
         except (CapabilityMissing, ClientError) as exc:
-            turn.tool_update(tool_id, status="failed", content=[text_content(f"Cannot read {path}: {exc}")])
+            tool.fail(f"Cannot read {path}: {exc}")
             return "end_turn"
-        turn.tool_update(tool_id, status="completed", content=[text_content(content)])
+        tool.complete(content=[text_content(content)])
         turn.say(f"{path}: {len(content)} characters")
         return "end_turn"
 
     @DEMO_COMMANDS("write", "Write a file through the client, after asking", "PATH TEXT")
     def _cmd_write(self, turn: Turn, args: str) -> str:
         path, _, content = args.partition(" ")
-        tool_id = "write-1"
-        locations = [{"path": path}] if path else []
-        turn.tool_call(tool_id, f"Write {path}", kind="edit", status="pending", locations=locations)
+        locations = [path] if path else []
+        tool = turn.tool_call(title=f"Write {path}", kind="edit", status="pending", locations=locations)
         if not turn.can_write_files:  # never ask the user for what cannot happen
-            turn.tool_update(tool_id, status="failed", content=[text_content(f"Cannot write {path}: the client did not advertise fs.writeTextFile")])
+            tool.fail(f"Cannot write {path}: the client did not advertise fs.writeTextFile")
             turn.say("not written: the client cannot write files")
             return "end_turn"
-        permission = turn.ask_permission(tool_id, title=f"Write {path}", kind="edit", status="pending", locations=locations)
+        permission = turn.ask_permission(tool, title=f"Write {path}", kind="edit", status="pending", locations=locations)
         if not permission:  # the tool call is already failed with the reason
             turn.say(f"not written: {permission.reason}")
             return "end_turn"
         try:
             turn.write_text_file(path, content)
         except (CapabilityMissing, ClientError) as exc:
-            turn.tool_update(tool_id, status="failed", content=[text_content(f"Cannot write {path}: {exc}")])
+            tool.fail(f"Cannot write {path}: {exc}")
             return "end_turn"
-        turn.tool_update(tool_id, status="completed")
+        tool.complete()
         turn.say(f"wrote {len(content)} characters to {path}")
         return "end_turn"
 
@@ -160,19 +160,17 @@ class ClientCommands:
             if not isinstance(arguments, dict):
                 turn.say("usage: /mcp SERVER TOOL [JSON] (JSON must be an object)")
                 return "end_turn"
-        tool_id = "mcp-1"
-        turn.tool_call(tool_id, f"{server}.{tool}", kind="other", status="in_progress", rawInput=arguments)
+        call = turn.tool_call(title=f"{server}.{tool}", kind="other", status="in_progress", raw_input=arguments)
         try:
             result = turn.mcp(server).call_tool(tool, arguments)
         except (McpUnavailable, RpcError) as exc:
             message = exc.message if isinstance(exc, RpcError) else str(exc)
-            turn.tool_update(tool_id, status="failed", content=[text_content(f"{server}.{tool} failed: {message}")])
+            call.fail(f"{server}.{tool} failed: {message}")
             return "end_turn"
         from .mcp.client import result_text
 
         text = result_text(result)
-        status = "failed" if result.get("isError") else "completed"
-        turn.tool_update(tool_id, status=status, content=[text_content(text)])
+        call.update(status="failed" if result.get("isError") else "completed", content=[text_content(text)])
         turn.say(text if len(text) <= 4096 else f"{text[:4096]}… ({len(text)} characters)")
         return "end_turn"
 
@@ -186,23 +184,21 @@ class ClientCommands:
         if not argv:
             turn.say("usage: /term COMMAND [ARGS...]")
             return "end_turn"
-        tool_id = "term-1"
-        turn.tool_call(tool_id, f"Run {args}", kind="execute", status="pending")
+        tool = turn.tool_call(title=f"Run {args}", kind="execute", status="pending")
         if not turn.can_run_terminals:
-            turn.tool_update(tool_id, status="failed", content=[content.text("Cannot run it: the client did not advertise terminals")])
+            tool.fail("Cannot run it: the client did not advertise terminals")
             turn.say("not run: the client cannot run terminals")
             return "end_turn"
         try:
             with turn.terminal(argv[0], argv[1:], output_byte_limit=TERMINAL_OUTPUT_LIMIT) as term:
-                turn.tool_update(tool_id, status="in_progress", content=[term.content])
+                tool.update(status="in_progress", content=[term.content])
                 status = term.wait_for_exit()  # a cancel kills the command; leaving the block releases it
                 ended = f"exit code {status.exit_code}" if status.signal is None else f"killed by {status.signal}"
                 # Before the release: the client keeps showing a terminal embedded before it.
-                turn.tool_update(tool_id, status="completed" if status.succeeded else "failed",
-                                 content=[term.content, content.text(ended)],
-                                 rawOutput={"exitCode": status.exit_code, "signal": status.signal})
+                tool.update(status="completed" if status.succeeded else "failed", content=[term.content, content.text(ended)],
+                            raw_output={"exitCode": status.exit_code, "signal": status.signal})
         except ClientError as exc:
-            turn.tool_update(tool_id, status="failed", content=[content.text(f"Cannot run it: {exc}")])
+            tool.fail(f"Cannot run it: {exc}")
             turn.say(f"not run: {exc.explanation}")
             return "end_turn"
         turn.say(f"{argv[0]}: {ended}")
@@ -214,8 +210,7 @@ class ClientCommands:
         if not path:
             turn.say("usage: /diff PATH")
             return "end_turn"
-        tool_id = "diff-1"
-        turn.tool_call(tool_id, f"Edit {path}", kind="edit", status="in_progress", locations=[content.location(path)])
+        tool = turn.tool_call(title=f"Edit {path}", kind="edit", status="in_progress", locations=[content.location(path)])
         old_text: str | None = None
         if turn.can_read_files:
             try:
@@ -223,7 +218,7 @@ class ClientCommands:
             except ClientError:
                 old_text = None  # not readable: proposed as a new file
         new_text = (old_text or "") + DIFF_LINE
-        turn.tool_update(tool_id, status="completed", content=[content.diff(path, new_text, old_text)])
+        tool.complete(content=[content.diff(path, new_text, old_text)])
         turn.say(f"proposed {'a new file' if old_text is None else 'one more line'} for {path}")
         return "end_turn"
 
@@ -252,7 +247,7 @@ class ReportCommands:
     @DEMO_COMMANDS("plan", "Show a plan")
     def _cmd_plan(self, turn: Turn, args: str) -> str:
         steps = ["Read the question", "Think about it", "Answer"]
-        entries = [{"content": s, "priority": "medium", "status": "pending"} for s in steps]
+        entries: list[PlanEntry] = [{"content": s, "priority": "medium", "status": "pending"} for s in steps]
         turn.plan(entries)
         for entry in entries:
             entry["status"] = "completed"

@@ -10,12 +10,45 @@ from typing import Any
 
 import gevent
 
+from . import wire
 from .cancel import CancelToken
 from .errors import UnknownSession
 from .store.interface import Store
 from .store.session_record import SessionRecord
 
 log = logging.getLogger(__name__)
+
+
+class ToolCallIds:
+    """The tool call ids a session has announced, to refuse one announced twice (ACP: unique per session).
+
+    Bounded: the last LIMIT ids are remembered (a few hundred KiB for ids of ordinary length,
+    however long the session), and a reuse of an older one goes unnoticed. It lives with the live session, so
+    it starts empty when an evicted session comes back or the process restarts; ids the runtime
+    generates cannot collide even then (update_checks.PROCESS_TAG), ids an agent chooses itself can.
+    """
+
+    LIMIT = 4096
+
+    __slots__ = ("_seen",)
+
+    def __init__(self) -> None:
+        self._seen: dict[str, None] = {}  # insertion order: the oldest is forgotten first
+
+    def announce(self, where: str, tool_call_id: str) -> None:
+        """Remember `tool_call_id`; ValueError naming it when this session announced it already."""
+        if tool_call_id in self._seen:
+            raise ValueError(f"{where}: the tool call id {wire.excerpt(tool_call_id)!r} was already used in this session; "
+                             "ids must be unique within a session (omit the id to get a fresh one)")
+        self._seen[tool_call_id] = None
+        if len(self._seen) > self.LIMIT:
+            del self._seen[next(iter(self._seen))]
+
+    def __contains__(self, tool_call_id: object) -> bool:
+        return tool_call_id in self._seen
+
+    def __len__(self) -> int:
+        return len(self._seen)
 
 
 class Session:
@@ -31,6 +64,7 @@ class Session:
         self.resources: list[Callable[[], None]] = []  # closers run when the session ends
         self.closing = False  # session/close arrived while a prompt ran: drop it when that ends
         self.deleted = False  # session/delete: nothing more of it may reach the store
+        self.tool_call_ids = ToolCallIds()  # announced in this session: an id used twice is refused
 
     @property
     def session_id(self) -> str:

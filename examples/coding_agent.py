@@ -80,42 +80,42 @@ class CodingAgent(Agent):
     def edit(self, turn: Turn, change: Change) -> bool:
         """Read, propose, ask, write; True once the file holds the change."""
         where = [location(change.path)]
-        turn.tool_call("read", f"Read {change.path}", kind="read", status="in_progress", locations=where)
+        # No ids given: the runtime makes each tool call's, unique within the session.
+        read = turn.tool_call(title=f"Read {change.path}", kind="read", status="in_progress", locations=where)
         try:
             before = turn.read_text_file(change.path)
         except ClientError as exc:
-            turn.tool_update("read", status="failed", content=[text(f"Could not read it: {exc.explanation}")])
+            read.fail(f"Could not read it: {exc.explanation}")
             return False
-        turn.tool_update("read", status="completed")
+        read.complete()
         if change.old not in before:
             turn.say(f"{change.path} does not contain {change.old!r}; nothing changed.")
             return False
         after = before.replace(change.old, change.new, 1)
         proposal = [diff(change.path, after, before)]
-        turn.tool_call("edit", f"Edit {change.path}", kind="edit", content=proposal, locations=where)
-        if not turn.ask_permission("edit", title=f"Edit {change.path}", kind="edit", content=proposal, locations=where).granted:
+        edit = turn.tool_call(title=f"Edit {change.path}", kind="edit", content=proposal, locations=where)
+        if not turn.ask_permission(edit, title=f"Edit {change.path}", kind="edit", content=proposal, locations=where).granted:
             turn.say("Not changed: permission was not given.")
             return False
         try:
             turn.write_text_file(change.path, after)
         except ClientError as exc:
-            turn.tool_update("edit", status="failed", content=[text(f"Could not write it: {exc.explanation}")])
+            edit.fail(f"Could not write it: {exc.explanation}")
             return False
-        turn.tool_update("edit", status="completed")
+        edit.complete()
         return True
 
     def run(self, turn: Turn, command: list[str]) -> None:
         """Run the check in an editor terminal shown in the tool call; report its exit code."""
         shown = shlex.join(command)
-        turn.tool_call("check", f"Run {shown}", kind="execute", status="in_progress")
+        check = turn.tool_call(title=f"Run {shown}", kind="execute", status="in_progress")
         with turn.terminal(command[0], command[1:], cwd=".") as term:
-            turn.tool_update("check", content=[term.content])
+            check.update(content=[term.content])
             status = term.wait_for_exit()
             output = term.output()
         outcome = f"`{shown}` exited with code {status.exit_code}" if status.signal is None else \
             f"`{shown}` was ended by signal {status.signal}"
-        turn.tool_update("check", status="completed" if status.succeeded else "failed",
-                         content=[text(output.output), text(outcome)])
+        check.update(status="completed" if status.succeeded else "failed", content=[text(output.output), text(outcome)])
         turn.say(f"Changed the file; {outcome}.")
 
 

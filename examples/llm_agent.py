@@ -24,7 +24,8 @@ from typing import Any
 import gevent
 from geventhttpclient import HTTPClient, URL
 
-from acp_green import Agent, ClientError, McpUnavailable, RpcError, ServeOptions, Turn, serve_stdio
+from acp_green import Agent, ClientError, McpUnavailable, RpcError, ServeOptions, ToolCallStatus, Turn, serve_stdio
+from acp_green.content import text as text_content
 
 log = logging.getLogger("llm_agent")
 DEFAULT_URL = "http://127.0.0.1:8080/v1"  # llama.cpp's server
@@ -170,18 +171,21 @@ class LlmAgent(Agent):
             problem = None if isinstance(arguments, dict) else "error: the arguments are not a JSON object"
         except ValueError as exc:
             arguments, problem = call["arguments"], f"error: the arguments are not JSON ({exc})"
-        call_id, title = call["id"], f"{server}.{tool['name']}"
-        turn.tool_call(call_id, title, kind="read" if read_only else "other", status="pending", rawInput=arguments)
-        status, text = "failed", problem or "cancelled"  # what the update says if the turn is cancelled
+        title = f"{server}.{tool['name']}"
+        # The model's call id is its own (a local model may repeat it or leave it empty); the
+        # ACP tool call gets one from the runtime, unique within the session.
+        acp_call = turn.tool_call(title=title, kind="read" if read_only else "other", status="pending", raw_input=arguments)
+        status: ToolCallStatus = "failed"
+        text = problem or "cancelled"  # what the update says if the turn is cancelled
         try:
             if problem:
                 return text
             if not read_only:
-                outcome = turn.request_permission({"toolCallId": call_id, "title": title, "status": "pending"}, ALLOW)
+                outcome = turn.request_permission({"toolCallId": acp_call.id, "title": title, "status": "pending"}, ALLOW)
                 if outcome.get("outcome") != "selected" or outcome.get("optionId") != "allow":
                     text = "error: the user refused permission to run this tool"
                     return text
-            turn.tool_update(call_id, status="in_progress")
+            acp_call.update(status="in_progress")
             result = turn.mcp(server).call_tool(tool["name"], arguments)
             text = "".join(b.get("text", "") for b in result.get("content") or [] if b.get("type") == "text")
             status = "failed" if result.get("isError") else "completed"
@@ -190,7 +194,7 @@ class LlmAgent(Agent):
             text = f"error: {exc}"
             return text
         finally:
-            turn.tool_update(call_id, status=status, content=[{"type": "content", "content": {"type": "text", "text": text}}])
+            acp_call.update(status=status, content=[text_content(text)])
 
 
 def _error_text(body: bytes) -> str:

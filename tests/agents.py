@@ -384,9 +384,9 @@ class MessageRunsAgent(Agent):
         turn.think("t1")
         turn.think("t2")
         turn.say("c")
-        turn.tool_call("call_1", "Look", status="in_progress")
+        look = turn.tool_call(title="Look", status="in_progress")
         turn.say("d")
-        turn.tool_update("call_1", status="completed")
+        look.complete()
         turn.say("e")
         turn.plan([{"content": "step", "priority": "low", "status": "pending"}])
         turn.say("f")
@@ -425,7 +425,8 @@ class RelativePathsAgent(Agent):
 
 
 class LeavesToolCallOpenAgent(Agent):
-    """Starts tool call `open-1` and never finishes it. The prompt text says how the turn ends:
+    """Starts tool call `open-N` (the session's Nth turn here: ids are unique within a session) and
+    never finishes it. The prompt text says how the turn ends:
     `return` (end_turn), `raise` (an exception), `stubborn` (ignores cancellation: only the kill
     at the end of the shutdown grace ends it), `content` (gives it content, then returns)."""
 
@@ -433,9 +434,10 @@ class LeavesToolCallOpenAgent(Agent):
 
     def prompt(self, turn: Turn) -> str:
         how = turn.text.strip()
-        turn.tool_call("open-1", "Never finished", status="in_progress")
+        turns = turn.session.state["turns"] = turn.session.state.get("turns", 0) + 1
+        tool = turn.tool_call(f"open-{turns}", "Never finished", status="in_progress")
         if how == "content":
-            turn.tool_update("open-1", content=[{"type": "content", "content": {"type": "text", "text": "partial output"}}])
+            tool.update(content=[{"type": "content", "content": {"type": "text", "text": "partial output"}}])
         elif how == "raise":
             raise RuntimeError("the agent broke mid-tool")
         elif how == "stubborn":

@@ -32,14 +32,14 @@ class WritesWithDiffAgent(Agent):
         except ClientError:
             old = None
         new = (old or "") + text + "\n"
-        turn.tool_call("edit-1", f"Append to {path}", kind="edit", status="pending", locations=[content.location(path)])
-        permission = turn.ask_permission("edit-1", THREE_WAYS, title=f"Append to {path}", kind="edit",
+        edit = turn.tool_call(title=f"Append to {path}", kind="edit", status="pending", locations=[content.location(path)])
+        permission = turn.ask_permission(edit, THREE_WAYS, title=f"Append to {path}", kind="edit",
                                          content=[content.diff(path, new, old)])
         if not permission:
             turn.say(f"not written: {permission.reason}")
             return "end_turn"
         turn.write_text_file(path, new)
-        turn.tool_update("edit-1", status="completed")
+        edit.complete()
         turn.say(f"appended (answered {permission.option_id})")
         return "end_turn"
 

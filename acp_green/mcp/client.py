@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .. import __version__
+from ..version import __version__
 from ..cancel import CancelToken
 from ..errors import ClientError, McpError
 from .tools import PROTOCOL_VERSIONS, ToolServer

@@ -6,7 +6,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__, wire
+from .. import wire
+from ..version import __version__
 from ..agent import Agent, ExtensionCall
 from ..cancel import CancelToken
 from ..context import PROTOCOL_VERSION, ConnectionContext

@@ -53,11 +53,18 @@ def run_prompt(launch, project, text: str, policy: ClientPolicy) -> tuple[AcpCli
     return agent, session_id, result
 
 
+def tool_call_ids(agent: AcpClient, session_id: str) -> dict[str, str]:
+    """The id of each tool call the turn announced, by its kind (the agent lets the runtime choose ids)."""
+    return {u["kind"]: u["toolCallId"] for u in agent.updates(session_id) if u["sessionUpdate"] == "tool_call"}
+
+
 def final_statuses(agent: AcpClient, session_id: str) -> dict[str, str]:
+    """The last status of each tool call, by its kind (read, edit, execute)."""
+    kinds = {tool_call_id: kind for kind, tool_call_id in tool_call_ids(agent, session_id).items()}
     statuses: dict[str, str] = {}
     for update in agent.updates(session_id):
         if update["sessionUpdate"] in ("tool_call", "tool_call_update") and "status" in update:
-            statuses[update["toolCallId"]] = update["status"]
+            statuses[kinds[update["toolCallId"]]] = update["status"]
     return statuses
 
 
@@ -79,13 +86,14 @@ def test_it_edits_after_permission_runs_the_check_in_a_terminal_and_reports_the_
     assert read["params"]["path"] == str(project / "app.py")
     (create,) = [r for r in agent.agent_requests if r["method"] == "terminal/create"]
     assert create["params"]["command"] == "python3" and create["params"]["cwd"] == str(project)
-    edit = next(u for u in agent.updates(session_id) if u.get("toolCallId") == "edit" and u["sessionUpdate"] == "tool_call")
+    ids = tool_call_ids(agent, session_id)
+    edit = next(u for u in agent.updates(session_id) if u.get("toolCallId") == ids["edit"] and u["sessionUpdate"] == "tool_call")
     assert edit["content"] == [{"type": "diff", "path": str(project / "app.py"),
                                 "oldText": "def f():\n    return 1\n", "newText": "def f():\n    return 2\n"}]
-    embedded = [u for u in agent.updates(session_id) if u.get("toolCallId") == "check"
+    embedded = [u for u in agent.updates(session_id) if u.get("toolCallId") == ids["execute"]
                 and any(c.get("type") == "terminal" for c in u.get("content") or [])]
     assert embedded, "the check's terminal was never embedded in its tool call"
-    assert final_statuses(agent, session_id) == {"read": "completed", "edit": "completed", "check": "completed"}
+    assert final_statuses(agent, session_id) == {"read": "completed", "edit": "completed", "execute": "completed"}
     assert "exited with code 0" in said(agent.updates(session_id))
     assert methods(agent).count("terminal/release") == 1
 
@@ -95,7 +103,7 @@ def test_a_failing_check_is_reported_with_its_exit_code_and_its_tool_call_failed
         launch, project, f"file: app.py\nreplace: return 1\nwith: return 3\nrun: {CHECK}", coding_client())
     assert result == {"stopReason": "end_turn"}
     assert "exited with code 1" in said(agent.updates(session_id))
-    assert final_statuses(agent, session_id)["check"] == "failed"
+    assert final_statuses(agent, session_id)["execute"] == "failed"
 
 
 def test_a_refused_permission_leaves_the_file_alone_and_runs_nothing(launch, project):
@@ -136,8 +144,8 @@ def test_cancel_during_the_check_kills_its_terminal_and_ends_every_tool_call(lau
     agent.wait_for(lambda: terminal.proc.poll() is not None, timeout=60, what="the check's command to be killed")
     assert "terminal/release" in methods(agent)
     statuses = final_statuses(agent, session_id)
-    assert set(statuses) == {"read", "edit", "check"} and set(statuses.values()) <= {"completed", "failed"}, statuses
-    assert statuses["check"] == "failed"
+    assert set(statuses) == {"read", "edit", "execute"} and set(statuses.values()) <= {"completed", "failed"}, statuses
+    assert statuses["execute"] == "failed"
 
 
 def test_a_write_the_client_refuses_fails_the_edit_and_runs_nothing(launch, project):

@@ -27,9 +27,17 @@ def session(agent: AcpClient, cwd: str = DEMO_CWD) -> str:
     return agent.new_session(cwd=cwd)
 
 
-def tool_updates(agent: AcpClient, session_id: str, tool_call_id: str) -> list[dict[str, Any]]:
+def tool_updates(agent: AcpClient, session_id: str, tool_call_id: str | None) -> list[dict[str, Any]]:
     return [u for u in agent.updates(session_id)
             if u["sessionUpdate"] in ("tool_call", "tool_call_update") and u["toolCallId"] == tool_call_id]
+
+
+def demo_tool(agent: AcpClient, session_id: str, title: str) -> str | None:
+    """The id of the demo's latest tool call whose title starts with `title` (the runtime chooses
+    the demo's ids, unique within the session), or None before there is one."""
+    ids = [u["toolCallId"] for u in agent.updates(session_id)
+           if u["sessionUpdate"] == "tool_call" and u["title"].startswith(title)]
+    return ids[-1] if ids else None
 
 
 def text_of(update: dict[str, Any]) -> str:
@@ -49,7 +57,7 @@ def arrival(agent: AcpClient, predicate) -> int:
     raise AssertionError("no such message")
 
 
-def final_update_then_response(agent: AcpClient, prompt_id: Any, tool_call_id: str) -> dict[str, Any]:
+def final_update_then_response(agent: AcpClient, prompt_id: Any, tool_call_id: str | None) -> dict[str, Any]:
     """The final update of the tool call, checked to arrive before the prompt's response (S5)."""
     is_final = lambda m: (m.get("method") == "session/update" and m["params"]["update"].get("toolCallId") == tool_call_id  # noqa: E731
                           and m["params"]["update"].get("status") in ("completed", "failed"))
@@ -73,10 +81,10 @@ def test_relative_read_and_write_paths_are_sent_absolute_against_cwd(launch):
     assert agent.prompt(session_id, "/write sub/../out.txt new text").result() == {"stopReason": "end_turn"}
     read, asked, written = agent.agent_requests
     assert read["params"]["path"] == f"{DEMO_CWD}/in.txt"
-    assert text_of(tool_updates(agent, session_id, "read-1")[-1]) == "file body"
-    assert tool_updates(agent, session_id, "read-1")[0]["locations"] == [{"path": f"{DEMO_CWD}/in.txt"}]
+    assert text_of(tool_updates(agent, session_id, demo_tool(agent, session_id, "Read "))[-1]) == "file body"
+    assert tool_updates(agent, session_id, demo_tool(agent, session_id, "Read "))[0]["locations"] == [{"path": f"{DEMO_CWD}/in.txt"}]
     assert asked["params"]["toolCall"]["locations"] == [{"path": f"{DEMO_CWD}/out.txt"}]
-    assert tool_updates(agent, session_id, "write-1")[0]["locations"] == [{"path": f"{DEMO_CWD}/out.txt"}]
+    assert tool_updates(agent, session_id, demo_tool(agent, session_id, "Write "))[0]["locations"] == [{"path": f"{DEMO_CWD}/out.txt"}]
     assert written["params"]["path"] == f"{DEMO_CWD}/out.txt"
     assert policy.written == {f"{DEMO_CWD}/out.txt": "new text"}
 
@@ -136,7 +144,7 @@ def test_a_clients_error_details_reach_the_failed_tool_call(launch):
     agent = launch("--ephemeral", policy=ClientPolicy(handlers={"fs/read_text_file": answer_error(TS_SDK_ERROR)}))
     session_id = session(agent)
     assert agent.prompt(session_id, "/read in.txt").result() == {"stopReason": "end_turn"}
-    failed = tool_updates(agent, session_id, "read-1")[-1]
+    failed = tool_updates(agent, session_id, demo_tool(agent, session_id, "Read "))[-1]
     assert failed["status"] == "failed"
     assert "ENOENT: no such file or directory" in text_of(failed), failed
 
@@ -180,7 +188,7 @@ def test_client_reason_reads_details_then_message_then_a_string():
 
 def test_a_failed_permission_request_fails_the_tool_call_and_the_turn_goes_on(launch):
     """Permission errors: `session/request_permission` answered with an error fails
-    tool call `write-1` with the client's reason; the turn ends `end_turn` with a message, and
+    its tool call with the client's reason; the turn ends `end_turn` with a message, and
     nothing is written."""
     error = {"code": -32603, "message": "Internal error", "data": {"details": "the permission dialog crashed"}}
     policy = ClientPolicy(handlers={"session/request_permission": answer_error(error)})
@@ -188,7 +196,7 @@ def test_a_failed_permission_request_fails_the_tool_call_and_the_turn_goes_on(la
     session_id = session(agent)
     prompt = agent.prompt(session_id, "/write out.txt text")
     assert prompt.result() == {"stopReason": "end_turn"}
-    failed = final_update_then_response(agent, prompt.id, "write-1")
+    failed = final_update_then_response(agent, prompt.id, demo_tool(agent, session_id, "Write "))
     assert failed["status"] == "failed" and "the permission dialog crashed" in text_of(failed)
     assert "not written" in said(agent.updates(session_id))
     assert [r["method"] for r in agent.agent_requests] == ["session/request_permission"]
@@ -204,7 +212,7 @@ def test_a_permission_request_the_client_cancels_fails_the_tool_call_and_the_tur
     session_id = session(agent)
     prompt = agent.prompt(session_id, "/write out.txt text")
     assert prompt.result() == {"stopReason": "end_turn"}
-    failed = final_update_then_response(agent, prompt.id, "write-1")
+    failed = final_update_then_response(agent, prompt.id, demo_tool(agent, session_id, "Write "))
     assert failed["status"] == "failed" and "cancelled by the client" in text_of(failed)
     assert policy.written == {}
 
@@ -219,7 +227,7 @@ def test_a_cancelled_turn_waiting_for_permission_answers_cancelled_with_the_tool
     agent.wait_for(lambda: agent.hold, what="the permission request")
     agent.cancel(session_id)
     assert prompt.result() == {"stopReason": "cancelled"}
-    assert final_update_then_response(agent, prompt.id, "write-1")["status"] == "failed"
+    assert final_update_then_response(agent, prompt.id, demo_tool(agent, session_id, "Write "))["status"] == "failed"
     assert policy.written == {}
 
 
@@ -230,7 +238,7 @@ def test_a_rejected_permission_fails_the_tool_call_and_says_so(launch):
     session_id = session(agent)
     prompt = agent.prompt(session_id, "/write out.txt text")
     assert prompt.result() == {"stopReason": "end_turn"}
-    assert text_of(final_update_then_response(agent, prompt.id, "write-1")) == "Permission denied"
+    assert text_of(final_update_then_response(agent, prompt.id, demo_tool(agent, session_id, "Write "))) == "Permission denied"
 
 
 # -- capabilities before asking --------------------------------------------------------------------
@@ -244,7 +252,7 @@ def test_write_without_the_write_capability_never_asks_permission(launch):
     session_id = session(agent)
     prompt = agent.prompt(session_id, "/write out.txt text")
     assert prompt.result() == {"stopReason": "end_turn"}
-    failed = final_update_then_response(agent, prompt.id, "write-1")
+    failed = final_update_then_response(agent, prompt.id, demo_tool(agent, session_id, "Write "))
     assert failed["status"] == "failed" and "fs.writeTextFile" in text_of(failed)
     assert agent.agent_requests == []
 
@@ -253,15 +261,15 @@ def test_write_without_the_write_capability_never_asks_permission(launch):
 
 
 def test_cancel_during_an_mcp_tool_call_fails_it_before_the_cancelled_response_S5(launch):
-    """Tool calls left open, S5: cancelling `/mcp demo sleep` ends tool call `mcp-1`
+    """Tool calls left open, S5: cancelling `/mcp demo sleep` ends its tool call
     `failed` before the `cancelled` response, and nothing follows the response."""
     agent = launch("--ephemeral")
     session_id = session(agent)
     prompt = agent.prompt(session_id, '/mcp demo sleep {"seconds": 30}')
-    agent.wait_for(lambda: tool_updates(agent, session_id, "mcp-1"), what="tool call mcp-1")
+    agent.wait_for(lambda: tool_updates(agent, session_id, demo_tool(agent, session_id, "demo.sleep")), what="the /mcp tool call")
     agent.cancel(session_id)
     assert prompt.result() == {"stopReason": "cancelled"}
-    final = final_update_then_response(agent, prompt.id, "mcp-1")
+    final = final_update_then_response(agent, prompt.id, demo_tool(agent, session_id, "demo.sleep"))
     assert final["status"] == "failed" and text_of(final) == "Cancelled"
 
 
@@ -287,8 +295,8 @@ def test_a_tool_call_left_open_at_return_is_failed_keeping_its_content(launch):
     assert final["status"] == "failed" and "ended before this tool call finished" in text_of(final)
     second = agent.prompt(session_id, "content")
     assert second.result() == {"stopReason": "end_turn"}
-    last = tool_updates(agent, session_id, "open-1")[-1]
-    assert last == {"sessionUpdate": "tool_call_update", "toolCallId": "open-1", "status": "failed"}
+    last = tool_updates(agent, session_id, "open-2")[-1]
+    assert last == {"sessionUpdate": "tool_call_update", "toolCallId": "open-2", "status": "failed"}
 
 
 def test_a_tool_call_open_when_the_turn_is_killed_at_shutdown_is_failed_S13(launch):

@@ -25,8 +25,10 @@ def said(updates: list[dict[str, Any]]) -> str:
     return "".join(u["content"]["text"] for u in updates if u.get("sessionUpdate") == "agent_message_chunk")
 
 
-def last_status(updates: list[dict[str, Any]], tool_call_id: str) -> str | None:
-    statuses = [u["status"] for u in updates if u.get("toolCallId") == tool_call_id and "status" in u]
+def last_status(updates: list[dict[str, Any]]) -> str | None:
+    """The last status of the one tool call among `updates` (the demo lets the runtime choose its ids)."""
+    assert len({u["toolCallId"] for u in updates if "toolCallId" in u}) <= 1, updates
+    statuses = [u["status"] for u in updates if "toolCallId" in u and "status" in u]
     return statuses[-1] if statuses else None
 
 
@@ -45,13 +47,13 @@ def test_acp_client_drives_acp_green_serve(tmp_path):
 
     assert report["plain"]["text"] == "hello from acp-client"
     # No fs capability: each tool call fails, nothing was asked, no fs request went out.
-    assert last_status(report["read"]["updates"], "read-1") == "failed"
-    assert last_status(report["write"]["updates"], "write-1") == "failed"
+    assert last_status(report["read"]["updates"]) == "failed"
+    assert last_status(report["write"]["updates"]) == "failed"
     assert report["write"]["asked"] == 0
     assert not (work / "out.txt").exists()
     assert report["mcp"]["text"] == "echoed for acp-client"
-    assert last_status(report["mcp"]["updates"], "mcp-1") == "completed"
-    assert last_status(report["cancel"]["updates"], "mcp-1") in ("completed", "failed")
+    assert last_status(report["mcp"]["updates"]) == "completed"
+    assert last_status(report["cancel"]["updates"]) in ("completed", "failed")
     assert report["after"]["text"] == "still here"
 
     records = wire_log_records(log)

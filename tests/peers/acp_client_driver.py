@@ -45,7 +45,7 @@ async def drive(workdir: Path, command: list[str]) -> dict[str, Any]:
 
         def on_update(update: dict[str, Any]) -> None:
             updates.append(update)
-            if update.get("toolCallId") == "mcp-1":
+            if update.get("sessionUpdate") == "tool_call":
                 started.set()
 
         slow = asyncio.create_task(agent.ask('/mcp demo sleep {"seconds": 30}', on_update=on_update))

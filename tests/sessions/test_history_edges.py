@@ -43,8 +43,8 @@ class BigUpdateAgent(Agent):
             turn.say("ok")
             return "end_turn"
         turn.say("before")
-        turn.tool_call("call_big", "Read a big file", status="in_progress")
-        turn.tool_update("call_big", status="completed", rawOutput={"text": "z" * self.size})
+        call = turn.tool_call(title="Read a big file", status="in_progress")
+        call.complete(raw_output={"text": "z" * self.size})
         turn.say("after")
         return "end_turn"
 

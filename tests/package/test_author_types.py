@@ -1,6 +1,6 @@
 """Agent authors get types: `acp_green` ships `py.typed`, every public name is visible to a type
 checker while the runtime import stays lazy, `examples/` pass `mypy --strict`, and mistakes in
-agent code (`turn.say(123)`, a misspelt method or keyword, a kind ACP has not) are reported."""
+agent code (`turn.say(123)`, a misspelt name, method or keyword, a kind ACP has not) are reported."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ ROOT = next(parent for parent in Path(__file__).resolve().parents if (parent / "
 
 MISTAKES = '''
 from acp_green import Agent, Turn
+from acp_green import NoSuchName
 
 
 class Careless(Agent):
@@ -54,8 +55,8 @@ def test_mistakes_in_agent_code_are_reported(tmp_path):
     done = mypy_strict(str(scratch), cwd=tmp_path)
     errors = [line for line in done.stdout.splitlines() if ": error:" in line]
     assert done.returncode == 1, done.stdout + done.stderr
-    for line_number, says in ((7, 'Argument 1 to "say"'), (8, '"Turn" has no attribute "no_such_method"'),
-                              (9, '"tool_call"'), (10, 'Unexpected keyword argument "rawOutput"')):
+    for line_number, says in ((3, '"NoSuchName"'), (8, 'Argument 1 to "say"'), (9, '"Turn" has no attribute "no_such_method"'),
+                              (10, '"tool_call"'), (11, 'Unexpected keyword argument "rawOutput"')):
         assert any(f"careless_agent.py:{line_number}: error:" in e and says in e for e in errors), (line_number, done.stdout)
 
 

@@ -35,7 +35,8 @@ TREE = STATE / "tree"
 
 # THE TABLE. module name -> (group, path to mutate, test files run against each of its mutants).
 # Test files: unit and in-process ones first (the run stops at the first failing test), only the
-# fast tier (`-m "not slow"` is added). A file that is not at its path is looked for by its name
+# fast tier (`-m "not slow"` is added); chosen by the share of the module's lines each file runs
+# (measured with coverage, the agents it starts included) and by speed. A file that is not at its path is looked for by its name
 # anywhere under tests/ (the test files are being moved into subject folders), and left out with
 # a note if it is nowhere.
 MODULES: dict[str, tuple[str, str, list[str]]] = {
@@ -53,8 +54,8 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     ]),
     "heap": ("bytes", "acp_green/heap.py", ["tests/test_heap.py"]),
     "errors": ("bytes", "acp_green/errors.py", [
-        "tests/test_protocol_shape.py", "tests/test_mutants_endpoint.py", "tests/test_wire_strict.py",
-        "tests/test_turn_client_facing.py",
+        "tests/test_protocol_shape.py", "tests/test_mutants_endpoint.py", "tests/test_hostile_params.py",
+        "tests/test_mutants_mcp.py", "tests/test_wire_strict.py", "tests/test_turn_client_facing.py",
     ]),
     "stats": ("bytes", "acp_green/stats.py", ["tests/test_protocol_shape.py", "tests/test_heap.py"]),
     # -- json-rpc: requests, responses, ids, admission -----------------------------------------
@@ -66,10 +67,12 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/test_protocol_shape.py", "tests/test_input_guard.py", "tests/test_hostile_params.py",
     ]),
     "outgoing": ("json-rpc", "acp_green/outgoing.py", [
-        "tests/test_rpc_plumbing.py", "tests/test_nan_wait.py", "tests/test_mutants_mcp.py",
+        "tests/test_rpc_plumbing.py", "tests/test_nan_wait.py", "tests/test_mutants_endpoint.py",
+        "tests/test_mutants_mcp.py", "tests/test_terminals_e2e.py",
     ]),
     "client_requests": ("json-rpc", "acp_green/client_requests.py", [
-        "tests/test_rpc_plumbing.py", "tests/test_feature_registration.py", "tests/test_turn_client_facing.py",
+        "tests/test_rpc_plumbing.py", "tests/test_mutants_endpoint.py", "tests/test_feature_registration.py",
+        "tests/test_turn_client_facing.py",
     ]),
     # -- state: sessions, usage, the store ---------------------------------------------------------
     "sessions": ("state", "acp_green/sessions.py", [
@@ -117,10 +120,14 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     # -- agent-api: what an agent author sees ---------------------------------------------------
     "package": ("agent-api", "acp_green/__init__.py", ["tests/test_public_names.py"]),
     "agent": ("agent-api", "acp_green/agent.py", [
-        "tests/test_rules_unit.py", "tests/test_turn_client_facing.py", "tests/test_session_settings.py",
-        "tests/test_rich_prompts.py",
+        "tests/test_rules_unit.py", "tests/test_review_findings.py", "tests/test_turn_client_facing.py",
+        "tests/test_session_settings.py", "tests/test_rich_prompts.py", "tests/test_content_and_elicitation_e2e.py",
+        "tests/test_terminals_e2e.py",
     ]),
-    "context": ("agent-api", "acp_green/context.py", ["tests/test_rules_unit.py", "tests/test_protocol_shape.py"]),
+    "context": ("agent-api", "acp_green/context.py", [
+        "tests/test_rules_unit.py", "tests/test_input_guard.py", "tests/test_review_findings.py",
+        "tests/test_protocol_shape.py",
+    ]),
     "paths": ("agent-api", "acp_green/paths.py", ["tests/test_turn_client_facing.py"]),
     "blocks": ("agent-api", "acp_green/blocks.py", ["tests/test_rich_prompts.py"]),
     "settings": ("agent-api", "acp_green/settings.py", ["tests/test_session_settings.py", "tests/test_sessions_methods.py"]),
@@ -130,19 +137,25 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     # -- mcp: MCP-over-ACP and the MCP client --------------------------------------------------------
     "mcp": ("mcp", "acp_green/mcp", [
         "tests/test_mutants_mcp.py", "tests/test_mcp_rules_unit.py", "tests/test_mcp_units.py",
+        "tests/test_mcp_outbound.py", "tests/test_mcp_limits.py",
     ]),
     # -- server: the wiring, signals, the order of shutdown -------------------------------------
     "server": ("server", "acp_green/server.py", [
         "tests/test_shutdown_stop.py", "tests/test_rules_inprocess.py", "tests/test_inprocess_rules.py",
+        "tests/test_shutdown_edges.py",
     ]),
     "logsetup": ("server", "acp_green/logsetup.py", ["tests/test_rules_inprocess.py", "tests/test_stderr_sink.py"]),
     # -- command-line: parsing options, loading the agent, the demo agent ----------------------
     "cli": ("command-line", "acp_green/cli.py", [
         "tests/test_first_use.py", "tests/test_entry_patching.py", "tests/test_e2e_process.py",
+        "tests/test_state_dir_private.py",
     ]),
     "agentspec": ("command-line", "acp_green/agentspec.py", ["tests/test_first_use.py"]),
     "editorconfig": ("command-line", "acp_green/editorconfig.py", ["tests/test_first_use.py"]),
-    "demo": ("command-line", "acp_green/demo.py", ["tests/test_demo_commands.py", "tests/test_rules_unit.py"]),
+    "demo": ("command-line", "acp_green/demo.py", [
+        "tests/test_demo_commands.py", "tests/test_rules_unit.py", "tests/test_turn_client_facing.py",
+        "tests/test_content_and_elicitation_e2e.py", "tests/test_terminals_e2e.py",
+    ]),
     # -- rig-verdicts: the rig's judgements of an agent ---------------------------------------------
     "rig.probe": ("rig-verdicts", "acp_green/rig/probe.py", [
         "tests/test_probe_busy_prompt.py", "tests/test_probe_verdicts.py", "tests/test_probe.py",
@@ -151,9 +164,13 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/test_soak_samples.py", "tests/test_soak.py", "tests/test_soak_orphans.py",
     ]),
     "rig.reaper": ("rig-verdicts", "acp_green/rig/reaper.py", [
-        "tests/test_reaper_launched.py", "tests/test_soak_orphans.py", "tests/test_teardown_checks.py",
+        "tests/test_reaper_launched.py", "tests/test_probe_busy_prompt.py", "tests/test_teardown_checks.py",
+        "tests/test_rig_fault_agents.py", "tests/test_soak_orphans.py",
     ]),
-    "rig.invariants": ("rig-verdicts", "acp_green/rig/invariants.py", ["tests/test_rig_invariants.py", "tests/test_teardown_checks.py"]),
+    "rig.invariants": ("rig-verdicts", "acp_green/rig/invariants.py", [
+        "tests/test_rig_invariants.py", "tests/test_teardown_checks.py", "tests/test_rig_fault_agents.py",
+        "tests/test_input_guard.py",
+    ]),
     "rig.chat_answers": ("rig-verdicts", "acp_green/rig/chat_answers.py", ["tests/test_chat_answers.py", "tests/test_chat_ask_eof.py"]),
     "rig.chat_ask": ("rig-verdicts", "acp_green/rig/chat_ask.py", ["tests/test_chat_ask_eof.py", "tests/test_chat_pipe.py"]),
     "rig.chat_files": ("rig-verdicts", "acp_green/rig/chat_files.py", ["tests/test_chat_answers.py"]),
@@ -496,8 +513,8 @@ def main() -> int:
     parser.add_argument("--group", action="append", choices=GROUPS, help="run only this group's modules (repeatable)")
     parser.add_argument("--quick", nargs="?", type=int, const=30, default=None, metavar="N",
                         help="test a seeded random sample of N mutants PER GROUP (default N: 30), spread over the "
-                             "group's modules: each module gets one while N lasts, the rest goes in proportion to "
-                             "their mutant counts; default: every mutant")
+                             "group's modules (those chosen, with --module): each module gets one while N lasts, "
+                             "the rest goes in proportion to their mutant counts; default: every mutant")
     parser.add_argument("--seed", type=int, default=1, help="seed of the --quick sample (default: 1)")
     parser.add_argument("--survivors", action="store_true",
                         help="re-test only the mutants the last run of a module left alive, keeping its other results")

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from .elicitation import Elicited
     from .terminals import Terminal, TurnTerminals
     from .mcp.client import McpClientSession, McpTools
-    from .settings import SessionSettings
     from .mcp.tools import ToolServer
 
 STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
@@ -275,40 +274,31 @@ class TurnUpdates(Protocol):
     def notice(self, update: dict[str, Any]) -> bytes: ...
 
 
-class Turn:
-    """One running prompt: its input, its token, and everything it may send or ask."""
+class TurnSettings(Protocol):
+    """What a turn changes through its session's settings (`settings.SessionSettings` in the runtime)."""
 
-    def __init__(
-        self,
-        *,
-        session: Session,
-        prompt: list[dict[str, Any]],
-        token: CancelToken,
-        snapshot: ConnectionSnapshot,
-        channel: UpdateChannel,
-        updates: TurnUpdates,
-        call_client: Callable[..., Any],
-        mcp: Callable[[str, CancelToken], "McpClientSession"] | None = None,
-        send_client: Callable[[str, Any], None] | None = None,
-        settings: "SessionSettings | None" = None,
-    ) -> None:
-        self._session = session
-        self.session_id = session.session_id
-        self.session = SessionView.of(session)
-        self.prompt = prompt
-        self.token = token
-        self.snapshot = snapshot
-        self.usage = UsageCounters()
-        self._channel = channel
-        self._out = fairness.PacedProducer(channel)
-        self._updates = updates
-        self._call_client = call_client
-        self._mcp = mcp
-        self._send_client = send_client  # requests written without waiting (terminal cleanups)
-        self._settings = settings
-        # Only text a block of type "text" carries (checked at admission); other blocks may hold
-        # a "text" field of any type, an extra field ACP lets a client send.
-        self.usage.input_bytes = sum(utf8_size(b["text"]) for b in prompt if b.get("type") == "text")
+    def set_mode(self, session: Session, mode_id: str) -> None: ...
+
+    def set_config(self, session: Session, config_id: str, value: Any) -> Any: ...
+
+    def config_options(self, session: Session, snapshot: ConnectionSnapshot) -> list[dict[str, Any]]: ...
+
+
+class TurnInput:
+    """A running prompt's input, its token and what its client can do: what agent code reads,
+    and how it waits or stops. The state is set by `Turn.__init__`."""
+
+    _session: Session
+    session_id: str
+    session: SessionView
+    prompt: list[dict[str, Any]]
+    token: CancelToken
+    snapshot: ConnectionSnapshot
+    usage: UsageCounters
+    _channel: UpdateChannel
+    _out: fairness.PacedProducer
+    _updates: TurnUpdates
+    _call_client: Callable[..., Any]
 
     # -- input -------------------------------------------------------------------------------
     @property
@@ -357,6 +347,31 @@ class Turn:
         if self.token.is_set():
             raise TurnCancelled()
 
+    @property
+    def can_run_terminals(self) -> bool:
+        """The client advertised `terminal` (check before asking the user anything)."""
+        return self.snapshot.has_terminal()
+
+    @property
+    def can_elicit(self) -> bool:
+        """The client advertised form elicitation (`elicitation.form`)."""
+        from .elicitation import can_elicit_forms
+
+        return can_elicit_forms(self.snapshot)
+
+    # -- waiting -----------------------------------------------------------------------------
+    def sleep(self, seconds: float) -> bool:
+        """Wait, unless cancelled first; True if the full time passed."""
+        return not self.token.wait(seconds)
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Wait until the turn is cancelled; True if it was."""
+        return self.token.wait(timeout)
+
+
+class TurnOutput(TurnInput):
+    """What a turn sends: `session/update` notifications for its session, in order (S5)."""
+
     # -- output ------------------------------------------------------------------------------
     def send(self, update: dict[str, Any]) -> None:
         """Send one `session/update` for this session, in order (S5).
@@ -396,14 +411,10 @@ class Turn:
         """Patch a tool call (status, content, rawOutput, ...)."""
         self.send({"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, **fields})
 
-    # -- waiting -----------------------------------------------------------------------------
-    def sleep(self, seconds: float) -> bool:
-        """Wait, unless cancelled first; True if the full time passed."""
-        return not self.token.wait(seconds)
 
-    def wait_cancelled(self, timeout: float | None = None) -> bool:
-        """Wait until the turn is cancelled; True if it was."""
-        return self.token.wait(timeout)
+class TurnRequests(TurnOutput):
+    """What a turn asks the client (permission, files, forms), waiting cooperatively; cancelling
+    the turn releases every wait."""
 
     # -- asking the client -------------------------------------------------------------------
     def request(self, method: str, params: Any, timeout: float | None = None) -> Any:
@@ -486,6 +497,59 @@ class Turn:
             raise CapabilityMissing("the client did not advertise fs.writeTextFile")
         self.request("fs/write_text_file", {"sessionId": self.session_id, "path": self.resolve_path(path), "content": content})
 
+    def elicit(self, message: str, schema: Mapping[str, Any], *, tool_call_id: str | None = None) -> Elicited:
+        """Ask the user to fill a form (`elicitation/create`, mode "form"); `schema` is the form's
+        flat JSON Schema object. Cancelling the turn cancels the request (TurnCancelled).
+
+        Raises CapabilityMissing unless the client advertised `elicitation.form`.
+        """
+        from .elicitation import can_elicit_forms, elicited, form_params
+
+        if not can_elicit_forms(self.snapshot):
+            raise CapabilityMissing("the client did not advertise form elicitation (clientCapabilities.elicitation.form)")
+        return elicited(self.request("elicitation/create", form_params(self.session_id, message, schema, tool_call_id)))
+
+
+class Turn(TurnRequests):
+    """One running prompt: its input, its token, and everything it may send or ask.
+
+    What it reads and how it waits is `TurnInput`, what it sends `TurnOutput`, what it asks the
+    client `TurnRequests`; here is what it reaches through the runtime: session settings, MCP
+    servers and client terminals.
+    """
+
+    def __init__(
+        self,
+        *,
+        session: Session,
+        prompt: list[dict[str, Any]],
+        token: CancelToken,
+        snapshot: ConnectionSnapshot,
+        channel: UpdateChannel,
+        updates: TurnUpdates,
+        call_client: Callable[..., Any],
+        mcp: Callable[[str, CancelToken], "McpClientSession"] | None = None,
+        send_client: Callable[[str, Any], None] | None = None,
+        settings: TurnSettings | None = None,
+    ) -> None:
+        self._session = session
+        self.session_id = session.session_id
+        self.session = SessionView.of(session)
+        self.prompt = prompt
+        self.token = token
+        self.snapshot = snapshot
+        self.usage = UsageCounters()
+        self._channel = channel
+        self._out = fairness.PacedProducer(channel)
+        self._updates = updates
+        self._call_client = call_client
+        self._mcp = mcp
+        self._send_client = send_client  # requests written without waiting (terminal cleanups)
+        self._settings = settings
+        # Only text a block of type "text" carries (checked at admission); other blocks may hold
+        # a "text" field of any type, an extra field ACP lets a client send.
+        self.usage.input_bytes = sum(utf8_size(b["text"]) for b in prompt if b.get("type") == "text")
+
     # -- session settings --------------------------------------------------------------------
     def set_mode(self, mode_id: str) -> None:
         """Switch the session's mode: stored, then `current_mode_update` sent (ValueError if unknown)."""
@@ -499,7 +563,7 @@ class Turn:
         settings.set_config(self._session, config_id, value)
         self.send({"sessionUpdate": "config_option_update", "configOptions": settings.config_options(self._session, self.snapshot)})
 
-    def _changed_settings(self) -> "SessionSettings":
+    def _changed_settings(self) -> TurnSettings:
         if self._settings is None:
             raise RuntimeError("this turn was built without session settings")
         return self._settings
@@ -518,19 +582,7 @@ class Turn:
             raise McpUnavailable("MCP is not available to this turn")
         return McpTools(self._mcp(server, self.token), self.token)
 
-    # -- terminals and elicitation (terminals.py, elicitation.py) -----------------------------
-    @property
-    def can_run_terminals(self) -> bool:
-        """The client advertised `terminal` (check before asking the user anything)."""
-        return self.snapshot.has_terminal()
-
-    @property
-    def can_elicit(self) -> bool:
-        """The client advertised form elicitation (`elicitation.form`)."""
-        from .elicitation import can_elicit_forms
-
-        return can_elicit_forms(self.snapshot)
-
+    # -- terminals (terminals.py) -------------------------------------------------------------
     def terminal(self, command: str, args: Sequence[str] = (), *, cwd: str | None = None,
                  env: Mapping[str, str] | None = None, output_byte_limit: int | None = None) -> Terminal:
         """Run `command` in a client terminal: `with turn.terminal("make", ["test"]) as term: ...`.
@@ -543,18 +595,6 @@ class Turn:
             raise CapabilityMissing("the client did not advertise the terminal capability (clientCapabilities.terminal)")
         return self._turn_terminals().create(command, args, env=env, output_byte_limit=output_byte_limit,
                                              cwd=self.resolve_path(cwd) if cwd is not None else None)
-
-    def elicit(self, message: str, schema: Mapping[str, Any], *, tool_call_id: str | None = None) -> Elicited:
-        """Ask the user to fill a form (`elicitation/create`, mode "form"); `schema` is the form's
-        flat JSON Schema object. Cancelling the turn cancels the request (TurnCancelled).
-
-        Raises CapabilityMissing unless the client advertised `elicitation.form`.
-        """
-        from .elicitation import can_elicit_forms, elicited, form_params
-
-        if not can_elicit_forms(self.snapshot):
-            raise CapabilityMissing("the client did not advertise form elicitation (clientCapabilities.elicitation.form)")
-        return elicited(self.request("elicitation/create", form_params(self.session_id, message, schema, tool_call_id)))
 
     def close_resources(self) -> None:
         """The runtime calls this as the turn ends, before its response: every terminal still

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 from . import content, wire
 from .agent import Agent, Command, ExtensionCall, Mode, SelectOption, Turn, text_content
@@ -19,6 +19,8 @@ DIFF_LINE = "edited by the acp_green demo\n"
 ASK_FORM = {"properties": {"answer": {"type": "string", "title": "Answer"}}, "required": ["answer"]}
 
 CommandHandler = Callable[["DemoAgent", Turn, str], str]
+# A handler keeps its own type when registered: the command classes are bases of DemoAgent.
+_Handler = TypeVar("_Handler", bound=CommandHandler)
 
 
 class SlashCommands(Sequence[Command]):
@@ -31,10 +33,10 @@ class SlashCommands(Sequence[Command]):
     def __init__(self) -> None:
         self._entries: dict[str, tuple[Command, CommandHandler]] = {}
 
-    def __call__(self, name: str, description: str, hint: str | None = None) -> Callable[[CommandHandler], CommandHandler]:
+    def __call__(self, name: str, description: str, hint: str | None = None) -> Callable[[_Handler], _Handler]:
         """Register the decorated method as the handler of `/name`."""
 
-        def register(handler: CommandHandler) -> CommandHandler:
+        def register(handler: _Handler) -> _Handler:
             if name in self._entries:
                 raise ValueError(f"the demo command /{name} is registered twice")
             self._entries[name] = (Command(name, description, hint), handler)
@@ -65,45 +67,8 @@ class SlashCommands(Sequence[Command]):
 DEMO_COMMANDS = SlashCommands()
 
 
-class DemoAgent(Agent):
-    """Deterministic: echoes text and obeys a small slash-command grammar."""
-
-    name = "acp-green-demo"
-    title = "acp_green demo agent"
-    version = "0.1.0"
-    modes = (
-        Mode("ask", "Ask", "Answer without changing anything"),
-        Mode("code", "Code", "Allowed to write files (asks first)"),
-    )
-    config_options = (
-        SelectOption(
-            "model",
-            "Model",
-            (("echo-fast", "Echo (fast)"), ("echo-careful", "Echo (careful)")),
-            default="echo-fast",
-            description="Which pretend model answers",
-            category="model",
-        ),
-    )
-    commands = DEMO_COMMANDS
-    accepts_images = True
-
-    def prompt(self, turn: Turn) -> str | None:
-        text = turn.text.strip()
-        if not text.startswith("/"):
-            reason = self._echo(turn, turn.text)
-        else:
-            command, _, rest = text[1:].partition(" ")
-            handler = DEMO_COMMANDS.handler(command)
-            reason = handler(self, turn, rest.strip()) if handler else self._echo(turn, turn.text)
-        self._report_usage(turn)
-        return reason
-
-    # -- commands --------------------------------------------------------------------------
-    def _echo(self, turn: Turn, text: str) -> str:
-        for start in range(0, len(text), ECHO_CHUNK):
-            turn.say(text[start : start + ECHO_CHUNK])
-        return "end_turn"
+class PacingCommands:
+    """The demo's commands that pace a turn: a stream of chunks, a cancellable sleep, a wait for the cancel."""
 
     @DEMO_COMMANDS("stream", "Stream N numbered chunks of SIZE bytes", "N [SIZE]")
     def _cmd_stream(self, turn: Turn, args: str) -> str:
@@ -136,6 +101,10 @@ class DemoAgent(Agent):
     def _cmd_wait(self, turn: Turn, args: str) -> str:
         turn.wait_cancelled()
         return "cancelled"
+
+
+class ClientCommands:
+    """The demo's commands that act through the client, each as a tool call: files, MCP, terminals, a diff, a form."""
 
     @DEMO_COMMANDS("read", "Read a file through the client", "PATH")
     def _cmd_read(self, turn: Turn, args: str) -> str:
@@ -271,6 +240,10 @@ class DemoAgent(Agent):
             turn.say(f"no answer ({answer.action})")
         return "end_turn"
 
+
+class ReportCommands:
+    """The demo's commands that only report: a plan, thoughts, the prompt's images, and a failure on purpose."""
+
     @DEMO_COMMANDS("fail", "Raise an error inside the agent")
     def _cmd_fail(self, turn: Turn, args: str) -> str:
         raise RuntimeError("demo failure requested by /fail")
@@ -307,6 +280,47 @@ class DemoAgent(Agent):
             except ValueError:
                 size = "not valid base64"
             turn.say(f"image {number}: {image.mime_type}, {size}" + (f", from {image.uri}" if image.uri else "") + "\n")
+        return "end_turn"
+
+
+class DemoAgent(PacingCommands, ClientCommands, ReportCommands, Agent):
+    """Deterministic: echoes text and obeys a small slash-command grammar (its commands are its bases, in README order)."""
+
+    name = "acp-green-demo"
+    title = "acp_green demo agent"
+    version = "0.1.0"
+    modes = (
+        Mode("ask", "Ask", "Answer without changing anything"),
+        Mode("code", "Code", "Allowed to write files (asks first)"),
+    )
+    config_options = (
+        SelectOption(
+            "model",
+            "Model",
+            (("echo-fast", "Echo (fast)"), ("echo-careful", "Echo (careful)")),
+            default="echo-fast",
+            description="Which pretend model answers",
+            category="model",
+        ),
+    )
+    commands = DEMO_COMMANDS
+    accepts_images = True
+
+    def prompt(self, turn: Turn) -> str | None:
+        text = turn.text.strip()
+        if not text.startswith("/"):
+            reason = self._echo(turn, turn.text)
+        else:
+            command, _, rest = text[1:].partition(" ")
+            handler = DEMO_COMMANDS.handler(command)
+            reason = handler(self, turn, rest.strip()) if handler else self._echo(turn, turn.text)
+        self._report_usage(turn)
+        return reason
+
+    # -- echo and usage ----------------------------------------------------------------------
+    def _echo(self, turn: Turn, text: str) -> str:
+        for start in range(0, len(text), ECHO_CHUNK):
+            turn.say(text[start : start + ECHO_CHUNK])
         return "end_turn"
 
     def _report_usage(self, turn: Turn) -> None:

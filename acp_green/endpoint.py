@@ -174,35 +174,19 @@ class _Task:
         self.done = False  # settled and answered, or being so: _finish runs once
 
 
-class Endpoint:
-    """Routes messages from one client; owns the in-flight table and the background slots."""
+class MethodTable:
+    """Which handler each request and notification goes to; features add theirs with `add_feature`."""
 
     def __init__(
         self,
-        outbound: Outbound,
-        routes: Mapping[str, Route] | None = None,
-        *,
-        fallback: Callable[[str], Route | None] | None = None,
-        notifications: Mapping[str, Callable[[Any], None]] | None = None,
-        max_background: int = 32,
+        routes: Mapping[str, Route] | None,
+        fallback: Callable[[str], Route | None] | None,
+        notifications: Mapping[str, Callable[[Any], None]] | None,
     ) -> None:
-        """`routes`, `fallback` and `notifications` start the table; features add theirs with `add_feature`."""
-        self.outbound = outbound
         self.routes: dict[str, Route] = dict(routes or {})
         self.fallback = fallback
         self.notifications: dict[str, Callable[[Any], None]] = dict(notifications or {})
-        self.notifications.setdefault("$/cancel_request", self._on_cancel_request)
-        self.max_background = max_background
-        self.client = ClientRequests(outbound)
-        self._tasks: dict[tuple[bool, Any], _Task] = {}
-        self._dying: set[Greenlet] = set()  # answered and killed, not yet dead (agent code may linger)
-        self.admitting = True
-        # The request of the line being handled (id key) and whether it has been answered:
-        # what the last-resort guard of handle_line needs to never answer twice.
-        self._line_key: tuple[bool, Any] | None = None
-        self._line_answered = False
 
-    # -- the method table ---------------------------------------------------------------------
     def add_feature(self, feature: object) -> None:
         """Register every method of `feature` marked @control, @background, @notification or @fallback.
 
@@ -228,6 +212,197 @@ class Endpoint:
         if mark.method in table:
             raise ValueError(f"{mark.method} has two handlers")
         table[mark.method] = handler if mark.role == "notification" else Route(mark.role, handler)
+
+
+class Responder:
+    """Turns how a request ended into its one response on the outbound queue.
+
+    Notes when the request of the line being handled is answered, so that the last-resort guard
+    of `Endpoint.handle_line` never answers it a second time.
+    """
+
+    def __init__(self, outbound: Outbound) -> None:
+        self.outbound = outbound
+        # The request of the line being handled (id key) and whether it has been answered.
+        self._line_key: tuple[bool, Any] | None = None
+        self._line_answered = False
+
+    def _answer(self, request_id: wire.RequestId, outcome: Outcome) -> None:
+        """The one response an outcome stands for; a `Reply`'s post-response step runs right after it."""
+        if outcome.error is not None:
+            self._send_error(request_id, outcome.error)
+        elif outcome.killed or outcome.cancelled:
+            self._send_error(request_id, RequestCancelled())
+        elif isinstance(outcome.result, Reply):
+            self._send_result(request_id, outcome.result.result)
+            if outcome.result.then is not None:
+                try:
+                    outcome.result.then()
+                except Exception:
+                    log.exception("post-response step of request %s failed", wire.id_text(request_id))
+        else:
+            self._send_result(request_id, outcome.result)
+
+    def _answer_inline(self, request_id: wire.RequestId, outcome: Outcome) -> None:
+        """Answer a request handled in the receive loop: only shutdown kills the reader."""
+        if outcome.killed:
+            outcome = Outcome(error=RequestCancelled("The agent is shutting down"))
+        self._answer(request_id, outcome)
+
+    def _mark_answered(self, request_id: wire.RequestId) -> None:
+        """Note an answer to the current line's request (ids in flight are unique, S4)."""
+        if self._line_key is not None and wire.id_key(request_id) == self._line_key:
+            self._line_answered = True
+
+    def _send_result(self, request_id: wire.RequestId, result: Any) -> None:
+        self._mark_answered(request_id)
+        try:
+            data = wire.encode_result(request_id, result)
+        except (TypeError, ValueError, OverflowError) as exc:
+            log.error("result for %s cannot be encoded: %s", wire.id_text(request_id), exc)
+            data = wire.encode_error(request_id, InternalError(one_line(f"Result not encodable: {exc}")).to_wire())
+        self.outbound.put(data)
+
+    def _send_error(self, request_id: wire.RequestId, error: RpcError) -> None:
+        self._mark_answered(request_id)
+        try:
+            data = wire.encode_error(request_id, error.to_wire())
+        except (TypeError, ValueError, OverflowError):
+            data = wire.encode_error(request_id, {"code": error.code, "message": one_line(repr(error.message))})
+        self.outbound.put(data)
+
+
+class BackgroundJobs(Responder):
+    """The in-flight table of background requests: admission to a slot, a greenlet each, exactly
+    one settle-and-answer (`_finish`), `$/cancel_request`, and the drain at shutdown."""
+
+    def __init__(self, outbound: Outbound, max_background: int) -> None:
+        Responder.__init__(self, outbound)
+        self.max_background = max_background
+        self._tasks: dict[tuple[bool, Any], _Task] = {}
+        self._dying: set[Greenlet] = set()  # answered and killed, not yet dead (agent code may linger)
+        self.admitting = True
+
+    def _admit(self, request: wire.Request, route: Route) -> None:
+        """Admission happens here, in the receive loop, without yielding (S9, S11)."""
+        if not self.admitting:
+            self._send_error(request.id, RequestCancelled("The agent is shutting down"))
+            return
+        if self.outbound.over_hard_limit:
+            self._send_error(request.id, OutputBacklog(self.outbound.queued_bytes))
+            return
+        if len(self._tasks) >= self.max_background:
+            self._send_error(request.id, ConnectionBusy(self.max_background))
+            return
+        try:
+            job = route.handler(request.params, request.id)
+        except MAPPED_EXCEPTIONS as exc:
+            self._answer_inline(request.id, outcome_of(exc, f"admission of {request.method}"))
+            if isinstance(exc, GreenletExit):
+                raise
+            return
+        task = _Task(request.id, request.method, job)
+        # In the table first: should anything below fail, handle_line's guard finds the task
+        # unstarted and settles it, so its reservations are released and it is answered.
+        self._tasks[wire.id_key(request.id)] = task
+        greenlet = Greenlet(self._run_task, task)
+        greenlet.name = f"{request.method}#{request.id}"
+        greenlet.rawlink(lambda _g: self._finish(task, KILLED))
+        task.greenlet = greenlet
+        greenlet.start()
+
+    def _run_task(self, task: _Task) -> None:
+        outcome = KILLED  # stays so if something outcome_of does not map ends the body
+        try:
+            outcome = Outcome(result=task.job.run())
+        except MAPPED_EXCEPTIONS as exc:
+            outcome = outcome_of(exc, f"{task.method} #{wire.id_text(task.request_id)}")
+            if isinstance(exc, GreenletExit):
+                raise  # a kill ends the greenlet as a kill
+        finally:
+            self._finish(task, outcome)
+
+    def _finish(self, task: _Task, outcome: Outcome) -> None:
+        """Release, settle and answer a background request — exactly once, whatever called it."""
+        if task.done:
+            return
+        task.done = True
+        self._tasks.pop(wire.id_key(task.request_id), None)
+        try:
+            outcome = task.job.settle(outcome)
+        except Exception as exc:
+            outcome = outcome_of(exc, f"settling {task.method} #{wire.id_text(task.request_id)}")
+        self._answer(task.request_id, outcome)
+
+    def _on_cancel_request(self, params: Any) -> None:
+        if not isinstance(params, dict) or "requestId" not in params or not wire.is_valid_id(params["requestId"]):
+            raise InvalidParams("$/cancel_request needs a requestId")
+        task = self._tasks.get(wire.id_key(params["requestId"]))
+        if task is None or task.done:
+            return  # unknown or finished: the normal response stands
+        if task.job.cancel():
+            return
+        # Settle now — slot and reservations released before the -32800 is queued (S14) — and
+        # let the kill land on the next hub turn; the greenlet's own _finish is then a no-op.
+        self._finish(task, KILLED)
+        if task.greenlet is not None and not task.greenlet.dead:
+            self._dying.add(task.greenlet)
+            task.greenlet.rawlink(self._dying.discard)
+            task.greenlet.kill(block=False)
+
+    # -- shutdown ----------------------------------------------------------------------------
+    @property
+    def active(self) -> int:
+        return len(self._tasks)
+
+    def greenlets(self) -> list[Greenlet]:
+        """Every background greenlet still alive, answered or not."""
+        running = [t.greenlet for t in self._tasks.values() if t.greenlet is not None]
+        return running + [g for g in self._dying if g not in running]
+
+    def drain(self, grace: float) -> int:
+        """Stop admitting, ask every job to finish, wait up to `grace`, then kill and join the rest."""
+        self.admitting = False
+        for task in list(self._tasks.values()):
+            try:
+                task.job.shutdown()
+            except Exception:
+                log.exception("shutdown of %s failed", task.method)
+        running = self.greenlets()
+        if running:
+            gevent.joinall(running, timeout=grace)
+        survivors = [g for g in self.greenlets() if not g.dead]
+        for greenlet in survivors:
+            greenlet.kill(block=False)
+        if survivors:
+            log.warning("killed %d background requests still running after %.1fs", len(survivors), grace)
+            gevent.joinall(survivors, timeout=2)
+        for task in list(self._tasks.values()):
+            # Agent code that swallowed the kill (a bare except): answer and release anyway;
+            # the greenlet is abandoned to the process exit (S14, S16).
+            log.error("%s #%s ignored its kill; answered as aborted", task.method, wire.id_text(task.request_id))
+            self._finish(task, KILLED)
+        return len(survivors)
+
+
+class Endpoint(MethodTable, BackgroundJobs):
+    """Routes messages from one client: decodes each line, runs control requests inline, admits
+    background ones (`BackgroundJobs`), and guards every line so a request is answered exactly once."""
+
+    def __init__(
+        self,
+        outbound: Outbound,
+        routes: Mapping[str, Route] | None = None,
+        *,
+        fallback: Callable[[str], Route | None] | None = None,
+        notifications: Mapping[str, Callable[[Any], None]] | None = None,
+        max_background: int = 32,
+    ) -> None:
+        """`routes`, `fallback` and `notifications` start the table; features add theirs with `add_feature`."""
+        MethodTable.__init__(self, routes, fallback, notifications)
+        BackgroundJobs.__init__(self, outbound, max_background)
+        self.notifications.setdefault("$/cancel_request", self._on_cancel_request)
+        self.client = ClientRequests(outbound)
 
     # -- the receive loop's entry point ------------------------------------------------------
     def handle_line(self, line: bytes) -> None:
@@ -341,108 +516,6 @@ class Endpoint:
             return
         self._answer(request.id, Outcome(result=result))
 
-    # -- background --------------------------------------------------------------------------
-    def _admit(self, request: wire.Request, route: Route) -> None:
-        """Admission happens here, in the receive loop, without yielding (S9, S11)."""
-        if not self.admitting:
-            self._send_error(request.id, RequestCancelled("The agent is shutting down"))
-            return
-        if self.outbound.over_hard_limit:
-            self._send_error(request.id, OutputBacklog(self.outbound.queued_bytes))
-            return
-        if len(self._tasks) >= self.max_background:
-            self._send_error(request.id, ConnectionBusy(self.max_background))
-            return
-        try:
-            job = route.handler(request.params, request.id)
-        except MAPPED_EXCEPTIONS as exc:
-            self._answer_inline(request.id, outcome_of(exc, f"admission of {request.method}"))
-            if isinstance(exc, GreenletExit):
-                raise
-            return
-        task = _Task(request.id, request.method, job)
-        # In the table first: should anything below fail, handle_line's guard finds the task
-        # unstarted and settles it, so its reservations are released and it is answered.
-        self._tasks[wire.id_key(request.id)] = task
-        greenlet = Greenlet(self._run_task, task)
-        greenlet.name = f"{request.method}#{request.id}"
-        greenlet.rawlink(lambda _g: self._finish(task, KILLED))
-        task.greenlet = greenlet
-        greenlet.start()
-
-    def _run_task(self, task: _Task) -> None:
-        outcome = KILLED  # stays so if something outcome_of does not map ends the body
-        try:
-            outcome = Outcome(result=task.job.run())
-        except MAPPED_EXCEPTIONS as exc:
-            outcome = outcome_of(exc, f"{task.method} #{wire.id_text(task.request_id)}")
-            if isinstance(exc, GreenletExit):
-                raise  # a kill ends the greenlet as a kill
-        finally:
-            self._finish(task, outcome)
-
-    def _finish(self, task: _Task, outcome: Outcome) -> None:
-        """Release, settle and answer a background request — exactly once, whatever called it."""
-        if task.done:
-            return
-        task.done = True
-        self._tasks.pop(wire.id_key(task.request_id), None)
-        try:
-            outcome = task.job.settle(outcome)
-        except Exception as exc:
-            outcome = outcome_of(exc, f"settling {task.method} #{wire.id_text(task.request_id)}")
-        self._answer(task.request_id, outcome)
-
-    def _on_cancel_request(self, params: Any) -> None:
-        if not isinstance(params, dict) or "requestId" not in params or not wire.is_valid_id(params["requestId"]):
-            raise InvalidParams("$/cancel_request needs a requestId")
-        task = self._tasks.get(wire.id_key(params["requestId"]))
-        if task is None or task.done:
-            return  # unknown or finished: the normal response stands
-        if task.job.cancel():
-            return
-        # Settle now — slot and reservations released before the -32800 is queued (S14) — and
-        # let the kill land on the next hub turn; the greenlet's own _finish is then a no-op.
-        self._finish(task, KILLED)
-        if task.greenlet is not None and not task.greenlet.dead:
-            self._dying.add(task.greenlet)
-            task.greenlet.rawlink(self._dying.discard)
-            task.greenlet.kill(block=False)
-
-    # -- shutdown ----------------------------------------------------------------------------
-    @property
-    def active(self) -> int:
-        return len(self._tasks)
-
-    def greenlets(self) -> list[Greenlet]:
-        """Every background greenlet still alive, answered or not."""
-        running = [t.greenlet for t in self._tasks.values() if t.greenlet is not None]
-        return running + [g for g in self._dying if g not in running]
-
-    def drain(self, grace: float) -> int:
-        """Stop admitting, ask every job to finish, wait up to `grace`, then kill and join the rest."""
-        self.admitting = False
-        for task in list(self._tasks.values()):
-            try:
-                task.job.shutdown()
-            except Exception:
-                log.exception("shutdown of %s failed", task.method)
-        running = self.greenlets()
-        if running:
-            gevent.joinall(running, timeout=grace)
-        survivors = [g for g in self.greenlets() if not g.dead]
-        for greenlet in survivors:
-            greenlet.kill(block=False)
-        if survivors:
-            log.warning("killed %d background requests still running after %.1fs", len(survivors), grace)
-            gevent.joinall(survivors, timeout=2)
-        for task in list(self._tasks.values()):
-            # Agent code that swallowed the kill (a bare except): answer and release anyway;
-            # the greenlet is abandoned to the process exit (S14, S16).
-            log.error("%s #%s ignored its kill; answered as aborted", task.method, wire.id_text(task.request_id))
-            self._finish(task, KILLED)
-        return len(survivors)
-
     def reject_line(self, error: RpcError) -> None:
         """Answer input that never became a message (a line over the size limit)."""
         self._send_error(None, error)
@@ -476,51 +549,6 @@ class Endpoint:
             self._send_error(message.id, InvalidRequest("Request id is already in flight"))
         else:
             self._send_error(message.id, RequestCancelled("The agent is shutting down"))
-
-    # -- responses ---------------------------------------------------------------------------
-    def _answer(self, request_id: wire.RequestId, outcome: Outcome) -> None:
-        """The one response an outcome stands for; a `Reply`'s post-response step runs right after it."""
-        if outcome.error is not None:
-            self._send_error(request_id, outcome.error)
-        elif outcome.killed or outcome.cancelled:
-            self._send_error(request_id, RequestCancelled())
-        elif isinstance(outcome.result, Reply):
-            self._send_result(request_id, outcome.result.result)
-            if outcome.result.then is not None:
-                try:
-                    outcome.result.then()
-                except Exception:
-                    log.exception("post-response step of request %s failed", wire.id_text(request_id))
-        else:
-            self._send_result(request_id, outcome.result)
-
-    def _answer_inline(self, request_id: wire.RequestId, outcome: Outcome) -> None:
-        """Answer a request handled in the receive loop: only shutdown kills the reader."""
-        if outcome.killed:
-            outcome = Outcome(error=RequestCancelled("The agent is shutting down"))
-        self._answer(request_id, outcome)
-
-    def _mark_answered(self, request_id: wire.RequestId) -> None:
-        """Note an answer to the current line's request (ids in flight are unique, S4)."""
-        if self._line_key is not None and wire.id_key(request_id) == self._line_key:
-            self._line_answered = True
-
-    def _send_result(self, request_id: wire.RequestId, result: Any) -> None:
-        self._mark_answered(request_id)
-        try:
-            data = wire.encode_result(request_id, result)
-        except (TypeError, ValueError, OverflowError) as exc:
-            log.error("result for %s cannot be encoded: %s", wire.id_text(request_id), exc)
-            data = wire.encode_error(request_id, InternalError(one_line(f"Result not encodable: {exc}")).to_wire())
-        self.outbound.put(data)
-
-    def _send_error(self, request_id: wire.RequestId, error: RpcError) -> None:
-        self._mark_answered(request_id)
-        try:
-            data = wire.encode_error(request_id, error.to_wire())
-        except (TypeError, ValueError, OverflowError):
-            data = wire.encode_error(request_id, {"code": error.code, "message": one_line(repr(error.message))})
-        self.outbound.put(data)
 
 
 def _kind(message: wire.Message | None) -> str:

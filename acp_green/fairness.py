@@ -56,7 +56,8 @@ def share() -> FairShare:
 class UpdateChannel(Protocol):
     """Where a stream's lines go: the connection's outbound queue, seen from a producer."""
 
-    over_high_water: bool
+    @property
+    def over_high_water(self) -> bool: ...
 
     def put(self, data: bytes) -> None: ...
 

@@ -41,139 +41,157 @@ TREE = STATE / "tree"
 # a note if it is nowhere.
 MODULES: dict[str, tuple[str, str, list[str]]] = {
     # -- bytes: framing, descriptors, the hub; errors and counters -----------------------------
-    "wire": ("bytes", "acp_green/wire.py", [
-        "tests/test_mutants_wire.py", "tests/test_wire.py", "tests/test_wire_strict.py",
-    ]),
+    "wire": ("bytes", "acp_green/wire.py", ["tests/wire/test_strict_json.py", "tests/wire/test_wire.py"]),
     "transport": ("bytes", "acp_green/transport.py", [
-        "tests/test_mutants_transport.py", "tests/test_line_reader.py", "tests/test_unit_outbound.py",
-        "tests/test_rules_inprocess.py", "tests/test_input_guard.py",
+        "tests/transport/test_outbound.py", "tests/transport/test_line_reader.py",
+        "tests/e2e/test_rules_in_process.py", "tests/endpoint/test_input_guard.py",
     ]),
-    "stderrsink": ("bytes", "acp_green/stderrsink.py", ["tests/test_stderr_sink.py"]),
+    "stderrsink": ("bytes", "acp_green/stderrsink.py", ["tests/transport/test_stderr_sink.py"]),
     "fairness": ("bytes", "acp_green/fairness.py", [
-        "tests/test_unit_outbound.py", "tests/test_rules_inprocess.py", "tests/test_history_flow.py",
+        "tests/transport/test_outbound.py", "tests/e2e/test_rules_in_process.py",
+        "tests/sessions/test_history_flow.py",
     ]),
-    "heap": ("bytes", "acp_green/heap.py", ["tests/test_heap.py"]),
+    "heap": ("bytes", "acp_green/heap.py", ["tests/cli/test_heap.py"]),
     "errors": ("bytes", "acp_green/errors.py", [
-        "tests/test_protocol_shape.py", "tests/test_mutants_endpoint.py", "tests/test_hostile_params.py",
-        "tests/test_mutants_mcp.py", "tests/test_wire_strict.py", "tests/test_turn_client_facing.py",
+        "tests/endpoint/test_protocol_shape.py", "tests/endpoint/test_endpoint.py",
+        "tests/endpoint/test_hostile_params.py", "tests/mcp/test_stdio_link.py", "tests/wire/test_strict_json.py",
+        "tests/agent/test_turn_client_facing.py",
     ]),
-    "stats": ("bytes", "acp_green/stats.py", ["tests/test_protocol_shape.py", "tests/test_heap.py"]),
+    "stats": ("bytes", "acp_green/stats.py", ["tests/endpoint/test_protocol_shape.py", "tests/cli/test_heap.py"]),
     # -- json-rpc: requests, responses, ids, admission -----------------------------------------
     "endpoint": ("json-rpc", "acp_green/endpoint.py", [
-        "tests/test_mutants_endpoint.py", "tests/test_rules_unit.py", "tests/test_input_guard.py",
-        "tests/test_rules_inprocess.py", "tests/test_shutdown_stop.py",
+        "tests/endpoint/test_endpoint.py", "tests/endpoint/test_background_drain.py",
+        "tests/endpoint/test_method_table.py", "tests/endpoint/test_rules_unit.py",
+        "tests/endpoint/test_input_guard.py", "tests/transport/test_shutdown_stop.py",
+        "tests/e2e/test_rules_in_process.py",
     ]),
     "params": ("json-rpc", "acp_green/params.py", [
-        "tests/test_protocol_shape.py", "tests/test_input_guard.py", "tests/test_hostile_params.py",
+        "tests/endpoint/test_protocol_shape.py", "tests/endpoint/test_input_guard.py",
+        "tests/endpoint/test_hostile_params.py",
     ]),
     "outgoing": ("json-rpc", "acp_green/outgoing.py", [
-        "tests/test_rpc_plumbing.py", "tests/test_nan_wait.py", "tests/test_mutants_endpoint.py",
-        "tests/test_mutants_mcp.py", "tests/test_terminals_e2e.py",
+        "tests/endpoint/test_rpc_plumbing.py", "tests/e2e/test_nan_wait.py", "tests/endpoint/test_endpoint.py",
+        "tests/mcp/test_stdio_link.py", "tests/agent/test_terminals.py",
     ]),
     "client_requests": ("json-rpc", "acp_green/client_requests.py", [
-        "tests/test_rpc_plumbing.py", "tests/test_mutants_endpoint.py", "tests/test_feature_registration.py",
-        "tests/test_turn_client_facing.py",
+        "tests/endpoint/test_rpc_plumbing.py", "tests/endpoint/test_endpoint.py",
+        "tests/endpoint/test_feature_registration.py", "tests/agent/test_turn_client_facing.py",
     ]),
     # -- state: sessions, usage, the store ---------------------------------------------------------
     "sessions": ("state", "acp_green/sessions.py", [
-        "tests/test_mutants_sessions.py", "tests/test_unit_sessions.py", "tests/test_rules_unit.py",
-        "tests/test_sessions_methods.py",
+        "tests/sessions/test_registry.py", "tests/endpoint/test_rules_unit.py",
+        "tests/sessions/test_session_methods.py",
     ]),
     "usage": ("state", "acp_green/usage.py", [
-        "tests/test_usage_bytes.py", "tests/test_input_guard.py", "tests/test_store_rules.py",
+        "tests/store/test_usage_bytes.py", "tests/endpoint/test_input_guard.py", "tests/store/test_rules.py",
     ]),
     "store": ("state", "acp_green/store", [
-        "tests/test_mutants_store.py", "tests/test_store_rules.py", "tests/test_sqlite_store.py",
-        "tests/test_store_text.py",
+        "tests/store/test_contract.py", "tests/store/test_rules.py", "tests/store/test_sqlite.py",
+        "tests/store/test_text.py", "tests/store/test_report.py", "tests/store/test_statedb_rows.py",
     ]),
     # -- protocol: what each ACP method means ------------------------------------------------------
     "protocol": ("protocol", "acp_green/protocol/__init__.py", [
-        "tests/test_rules_unit.py", "tests/test_shutdown_stop.py", "tests/test_inprocess_rules.py",
+        "tests/endpoint/test_rules_unit.py", "tests/transport/test_shutdown_stop.py",
+        "tests/e2e/test_rules_in_process.py",
     ]),
     "protocol.access": ("protocol", "acp_green/protocol/access.py", [
-        "tests/test_protocol_shape.py", "tests/test_logout.py",
+        "tests/endpoint/test_protocol_shape.py", "tests/agent/test_logout.py",
     ]),
     "protocol.connection": ("protocol", "acp_green/protocol/connection.py", [
-        "tests/test_protocol_shape.py", "tests/test_feature_registration.py", "tests/test_rich_prompts.py",
-        "tests/test_logout.py",
+        "tests/endpoint/test_protocol_shape.py", "tests/endpoint/test_feature_registration.py",
+        "tests/agent/test_rich_prompts.py", "tests/agent/test_logout.py",
     ]),
     "protocol.prompt": ("protocol", "acp_green/protocol/prompt.py", [
-        "tests/test_prompt_cancelled_before_start.py", "tests/test_rules_unit.py", "tests/test_input_guard.py",
-        "tests/test_rich_prompts.py", "tests/test_turn_client_facing.py",
+        "tests/endpoint/test_prompt_cancelled_before_start.py", "tests/endpoint/test_rules_unit.py",
+        "tests/endpoint/test_input_guard.py", "tests/agent/test_rich_prompts.py",
+        "tests/agent/test_turn_client_facing.py",
     ]),
     "protocol.replay": ("protocol", "acp_green/protocol/replay.py", [
-        "tests/test_history_flow.py", "tests/test_sessions_methods.py", "tests/test_history_edges.py",
+        "tests/sessions/test_history_flow.py", "tests/sessions/test_session_methods.py",
+        "tests/sessions/test_history_edges.py",
     ]),
     "protocol.session_mcp": ("protocol", "acp_green/protocol/session_mcp.py", [
-        "tests/test_mcp_rules_unit.py", "tests/test_mcp_units.py", "tests/test_mcp_limits.py",
+        "tests/mcp/test_rules_unit.py", "tests/mcp/test_units.py", "tests/mcp/test_limits.py",
     ]),
     "protocol.session_methods": ("protocol", "acp_green/protocol/session_methods.py", [
-        "tests/test_sessions_methods.py", "tests/test_rules_unit.py", "tests/test_session_settings.py",
-        "tests/test_input_guard.py",
+        "tests/sessions/test_session_methods.py", "tests/endpoint/test_rules_unit.py",
+        "tests/agent/test_session_settings.py", "tests/endpoint/test_input_guard.py",
     ]),
     "protocol.turn_record": ("protocol", "acp_green/protocol/turn_record.py", [
-        "tests/test_turn_record_pieces.py", "tests/test_history_flow.py", "tests/test_turn_client_facing.py",
+        "tests/sessions/test_turn_record_pieces.py", "tests/sessions/test_history_flow.py",
+        "tests/agent/test_turn_client_facing.py",
     ]),
     "protocol.updates": ("protocol", "acp_green/protocol/updates.py", [
-        "tests/test_history_flow.py", "tests/test_wire.py", "tests/test_rules_unit.py",
+        "tests/sessions/test_history_flow.py", "tests/wire/test_wire.py", "tests/endpoint/test_rules_unit.py",
     ]),
     # -- agent-api: what an agent author sees ---------------------------------------------------
-    "package": ("agent-api", "acp_green/__init__.py", ["tests/test_public_names.py"]),
+    "package": ("agent-api", "acp_green/__init__.py", ["tests/package/test_public_names.py"]),
     "agent": ("agent-api", "acp_green/agent.py", [
-        "tests/test_rules_unit.py", "tests/test_review_findings.py", "tests/test_turn_client_facing.py",
-        "tests/test_session_settings.py", "tests/test_rich_prompts.py", "tests/test_content_and_elicitation_e2e.py",
-        "tests/test_terminals_e2e.py",
+        "tests/endpoint/test_rules_unit.py", "tests/agent/test_turn_client_facing.py",
+        "tests/agent/test_session_settings.py", "tests/agent/test_rich_prompts.py",
+        "tests/agent/test_content_and_elicitation.py", "tests/agent/test_terminals.py",
     ]),
     "context": ("agent-api", "acp_green/context.py", [
-        "tests/test_rules_unit.py", "tests/test_input_guard.py", "tests/test_review_findings.py",
-        "tests/test_protocol_shape.py",
+        "tests/endpoint/test_rules_unit.py", "tests/endpoint/test_input_guard.py",
+        "tests/endpoint/test_protocol_shape.py",
     ]),
-    "paths": ("agent-api", "acp_green/paths.py", ["tests/test_turn_client_facing.py"]),
-    "blocks": ("agent-api", "acp_green/blocks.py", ["tests/test_rich_prompts.py"]),
-    "settings": ("agent-api", "acp_green/settings.py", ["tests/test_session_settings.py", "tests/test_sessions_methods.py"]),
-    "terminals": ("agent-api", "acp_green/terminals.py", ["tests/test_terminals_e2e.py"]),
-    "elicitation": ("agent-api", "acp_green/elicitation.py", ["tests/test_content_and_elicitation_e2e.py"]),
-    "content": ("agent-api", "acp_green/content.py", ["tests/test_content_and_elicitation_e2e.py"]),
+    "paths": ("agent-api", "acp_green/paths.py", ["tests/agent/test_turn_client_facing.py"]),
+    "blocks": ("agent-api", "acp_green/blocks.py", ["tests/agent/test_rich_prompts.py"]),
+    "settings": ("agent-api", "acp_green/settings.py", [
+        "tests/agent/test_session_settings.py", "tests/sessions/test_session_methods.py",
+    ]),
+    "terminals": ("agent-api", "acp_green/terminals.py", ["tests/agent/test_terminals.py"]),
+    "elicitation": ("agent-api", "acp_green/elicitation.py", ["tests/agent/test_content_and_elicitation.py"]),
+    "content": ("agent-api", "acp_green/content.py", ["tests/agent/test_content_and_elicitation.py"]),
     # -- mcp: MCP-over-ACP and the MCP client --------------------------------------------------------
     "mcp": ("mcp", "acp_green/mcp", [
-        "tests/test_mutants_mcp.py", "tests/test_mcp_rules_unit.py", "tests/test_mcp_units.py",
-        "tests/test_mcp_outbound.py", "tests/test_mcp_limits.py",
+        "tests/mcp/test_stdio_link.py", "tests/mcp/test_rules_unit.py", "tests/mcp/test_units.py",
+        "tests/mcp/test_outbound.py", "tests/mcp/test_limits.py",
     ]),
     # -- server: the wiring, signals, the order of shutdown -------------------------------------
     "server": ("server", "acp_green/server.py", [
-        "tests/test_shutdown_stop.py", "tests/test_rules_inprocess.py", "tests/test_inprocess_rules.py",
-        "tests/test_shutdown_edges.py",
+        "tests/transport/test_shutdown_stop.py", "tests/e2e/test_rules_in_process.py",
+        "tests/transport/test_shutdown_edges.py",
     ]),
-    "logsetup": ("server", "acp_green/logsetup.py", ["tests/test_rules_inprocess.py", "tests/test_stderr_sink.py"]),
+    "logsetup": ("server", "acp_green/logsetup.py", [
+        "tests/e2e/test_rules_in_process.py", "tests/transport/test_stderr_sink.py",
+    ]),
     # -- command-line: parsing options, loading the agent, the demo agent ----------------------
     "cli": ("command-line", "acp_green/cli.py", [
-        "tests/test_first_use.py", "tests/test_entry_patching.py", "tests/test_e2e_process.py",
-        "tests/test_state_dir_private.py",
+        "tests/cli/test_first_use.py", "tests/cli/test_entry_patching.py", "tests/cli/test_process.py",
+        "tests/store/test_state_dir_private.py",
     ]),
-    "agentspec": ("command-line", "acp_green/agentspec.py", ["tests/test_first_use.py"]),
-    "editorconfig": ("command-line", "acp_green/editorconfig.py", ["tests/test_first_use.py"]),
+    "agentspec": ("command-line", "acp_green/agentspec.py", ["tests/cli/test_first_use.py"]),
+    "editorconfig": ("command-line", "acp_green/editorconfig.py", ["tests/cli/test_first_use.py"]),
     "demo": ("command-line", "acp_green/demo.py", [
-        "tests/test_demo_commands.py", "tests/test_rules_unit.py", "tests/test_turn_client_facing.py",
-        "tests/test_content_and_elicitation_e2e.py", "tests/test_terminals_e2e.py",
+        "tests/agent/test_demo_commands.py", "tests/endpoint/test_rules_unit.py",
+        "tests/agent/test_turn_client_facing.py", "tests/agent/test_content_and_elicitation.py",
+        "tests/agent/test_terminals.py",
     ]),
     # -- rig-verdicts: the rig's judgements of an agent ---------------------------------------------
     "rig.probe": ("rig-verdicts", "acp_green/rig/probe.py", [
-        "tests/test_probe_busy_prompt.py", "tests/test_probe_verdicts.py", "tests/test_probe.py",
+        "tests/tools/test_probe_busy_prompt.py", "tests/tools/test_probe_verdicts.py", "tests/tools/test_probe.py",
     ]),
     "rig.soak": ("rig-verdicts", "acp_green/rig/soak.py", [
-        "tests/test_soak_samples.py", "tests/test_soak.py", "tests/test_soak_orphans.py",
+        "tests/tools/test_soak_samples.py", "tests/tools/test_soak.py", "tests/tools/test_soak_orphans.py",
     ]),
     "rig.reaper": ("rig-verdicts", "acp_green/rig/reaper.py", [
-        "tests/test_reaper_launched.py", "tests/test_probe_busy_prompt.py", "tests/test_teardown_checks.py",
-        "tests/test_rig_fault_agents.py", "tests/test_soak_orphans.py",
+        "tests/tools/test_reaper_launched.py", "tests/tools/test_probe_busy_prompt.py",
+        "tests/tools/test_teardown_checks.py", "tests/tools/test_rig_fault_agents.py",
+        "tests/tools/test_soak_orphans.py",
     ]),
     "rig.invariants": ("rig-verdicts", "acp_green/rig/invariants.py", [
-        "tests/test_rig_invariants.py", "tests/test_teardown_checks.py", "tests/test_rig_fault_agents.py",
-        "tests/test_input_guard.py",
+        "tests/tools/test_rig_invariants.py", "tests/tools/test_invariant_findings.py",
+        "tests/tools/test_teardown_checks.py", "tests/tools/test_rig_fault_agents.py",
+        "tests/endpoint/test_input_guard.py",
     ]),
-    "rig.chat_answers": ("rig-verdicts", "acp_green/rig/chat_answers.py", ["tests/test_chat_answers.py", "tests/test_chat_ask_eof.py"]),
-    "rig.chat_ask": ("rig-verdicts", "acp_green/rig/chat_ask.py", ["tests/test_chat_ask_eof.py", "tests/test_chat_pipe.py"]),
-    "rig.chat_files": ("rig-verdicts", "acp_green/rig/chat_files.py", ["tests/test_chat_answers.py"]),
+    "rig.chat_answers": ("rig-verdicts", "acp_green/rig/chat_answers.py", [
+        "tests/tools/test_chat_answers.py", "tests/tools/test_chat_ask_eof.py",
+    ]),
+    "rig.chat_ask": ("rig-verdicts", "acp_green/rig/chat_ask.py", [
+        "tests/tools/test_chat_ask_eof.py", "tests/tools/test_chat_pipe.py",
+    ]),
+    "rig.chat_files": ("rig-verdicts", "acp_green/rig/chat_files.py", ["tests/tools/test_chat_answers.py"]),
 }
 GROUPS: list[str] = list(dict.fromkeys(group for group, _path, _tests in MODULES.values()))
 

@@ -35,6 +35,8 @@ import gevent
 from gevent.event import Event
 from gevent.pywsgi import WSGIServer
 
+from tests.helpers import wait_until
+
 TICK = 0.02
 SLOW_LIMIT = 60.0
 
@@ -57,7 +59,7 @@ class FakeOpenAI:
         self.honour_usage = honour_usage
         self.exchanges: list[Exchange] = []
         self.raw_replies: list[list[bytes]] = []
-        self.arrived = Event()  # set at each request (cleared by whoever waits for the next)
+        self.arrived = Event()  # set at each request: what wait_for_request waits on
         self._ids = itertools.count(1)
         self._server = WSGIServer(("127.0.0.1", 0), self._app, log=None, error_log=None)
         self._server.start()
@@ -68,10 +70,7 @@ class FakeOpenAI:
 
     def wait_for_request(self, count: int, timeout: float = 30.0) -> Exchange:
         """The `count`-th request (from 1), once it has arrived."""
-        with gevent.Timeout(timeout, AssertionError(f"request #{count} did not arrive within {timeout}s")):
-            while len(self.exchanges) < count:
-                self.arrived.clear()
-                self.arrived.wait()
+        wait_until(lambda: len(self.exchanges) >= count, timeout, f"request #{count}", self.arrived)
         return self.exchanges[count - 1]
 
     # -- the WSGI application ---------------------------------------------------------------

@@ -11,15 +11,22 @@ import struct
 import termios
 import time
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import gevent
 import pytest
+from gevent.event import Event
 
 from acp_green.rig.client import Record
 from acp_green.rig.invariants import InvariantChecker
 from acp_green.rig.reaper import proc_info
 from acp_green.rig.schema import StreamChecker
+
+#: The tests directory and the repository root, for the files a test reads or runs by path
+#: (test modules sit one folder down, so their own __file__ is not where these are).
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 
 # -- what an agent said ---------------------------------------------------------------------------
 
@@ -77,20 +84,30 @@ def group_members(pgid: int) -> list[int]:
     return members
 
 
-def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    """A bounded wait for state no message or event announces (another process, another thread).
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition",
+               changed: Event | None = None) -> Any:
+    """The tests' one bounded wait: until predicate() is truthy (returned), else AssertionError
+    naming `what` once `timeout` passes. It always yields to the hub while it waits.
 
-    Prefer waiting on a client's or sink's events (`wait_for`); this re-checks every 20 ms,
-    yielding to the hub. Raises AssertionError naming `what` once `timeout` passes.
+    `changed` is an event the owner of the state sets whenever it changes (a sink's new line, a
+    server's new request): the predicate is re-checked as soon as it is set, and at least every
+    50 ms. Without one (another process, another thread) it re-checks every 20 ms. The rig's
+    client has its own `AcpClient.wait_for`, the same wait on the lines it reads.
     """
     deadline = time.monotonic() + timeout
     while True:
+        if changed is not None:
+            changed.clear()  # before the check: a change after it wakes the wait below
         value = predicate()
         if value:
             return value
-        if time.monotonic() > deadline:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        gevent.sleep(0.02)
+        if changed is not None:
+            changed.wait(min(remaining, 0.05))
+        else:
+            gevent.sleep(min(remaining, 0.02))
 
 
 def wait_gone(pid: int, timeout: float = 30.0) -> bool:

@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import process_gone, wait_gone, wait_until
+from tests.helpers import wait_until
 
-__all__ = ["INIT_PARAMS", "RECORDER", "SDK_TOOLS", "process_gone", "wait_gone"]
+__all__ = ["INIT_PARAMS", "RECORDER", "SDK_TOOLS"]
 
 HERE = Path(__file__).resolve().parent
 SDK_TOOLS = str(HERE / "mcp_servers" / "sdk_tools.py")

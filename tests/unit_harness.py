@@ -28,9 +28,9 @@ from acp_green.rig.schema import StreamChecker
 from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore
 from acp_green.transport import OutputLimits
-from tests.helpers import invariant_problems, process_gone, tolerated_invariants, wait_until
+from tests.helpers import invariant_problems, tolerated_invariants, wait_until
 
-__all__ = ["Sink", "UnitConnection", "process_gone", "same_id", "unit", "wait_until"]
+__all__ = ["Sink", "UnitConnection", "same_id", "unit"]
 
 
 class Sink:
@@ -45,7 +45,7 @@ class Sink:
         self.messages: list[dict[str, Any]] = []
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self._records = records
-        self._changed = Event()
+        self.changed = Event()  # set at every line: what `wait_until(..., changed=sink.changed)` waits on
 
     def put(self, data: bytes) -> None:
         """Called by the endpoint (maybe from the hub): must not block or yield."""
@@ -55,26 +55,13 @@ class Sink:
             self._records.append(Record(time.monotonic(), "in", line, message))
             for listener in list(self.listeners):
                 listener(message)
-        self._changed.set()
+        self.changed.set()
 
     def wait_below_high_water(self, cancelled: Any = None) -> None:
         return None
 
     def release_producers(self) -> None:
         return None
-
-    def wait_for(self, predicate: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-        """Wait (bounded) until predicate() is truthy; re-checked on every line and every 50 ms."""
-        deadline = time.monotonic() + timeout
-        while True:
-            self._changed.clear()
-            value = predicate()
-            if value:
-                return value
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-            self._changed.wait(min(remaining, 0.05))
 
     # -- what was sent -------------------------------------------------------------------------
     def responses(self) -> list[dict[str, Any]]:
@@ -85,7 +72,7 @@ class Sink:
         def found() -> list[dict[str, Any]]:
             return [m for m in self.responses() if same_id(m.get("id"), request_id)]
 
-        answers = self.wait_for(found, timeout, f"the response to {request_id!r}")
+        answers = wait_until(found, timeout, f"the response to {request_id!r}", self.changed)
         assert len(answers) == 1, answers
         return answers[0]
 

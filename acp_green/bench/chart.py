@@ -38,14 +38,20 @@ def write_chart(report: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def _number(value: Any, default: float) -> float:
+    """`value` when it is a number (a statistic may be missing or null), else `default`."""
+    return value if isinstance(value, (int, float)) else default
+
+
 def _panel(ax: Any, row: Row, agents: list[str], results: dict[str, Any], colors: list[str]) -> None:
-    medians, lows, highs = [], [], []
+    medians: list[float] = []
+    lows: list[float] = []
+    highs: list[float] = []
     for agent in agents:
         s = results.get(agent, {}).get(row.workload, {}).get(row.metric) or {}
-        median = s.get("median")
-        medians.append(median if isinstance(median, (int, float)) else 0.0)
-        lows.append(max(0.0, medians[-1] - (s.get("min") if isinstance(s.get("min"), (int, float)) else medians[-1])))
-        highs.append(max(0.0, (s.get("max") if isinstance(s.get("max"), (int, float)) else medians[-1]) - medians[-1]))
+        medians.append(_number(s.get("median"), 0.0))
+        lows.append(max(0.0, medians[-1] - _number(s.get("min"), medians[-1])))
+        highs.append(max(0.0, _number(s.get("max"), medians[-1]) - medians[-1]))
     xs = range(len(agents))
     ax.bar(xs, medians, yerr=[lows, highs], capsize=3, color=[colors[i % len(colors)] for i in xs])
     ax.set_xticks(list(xs), agents, rotation=30, ha="right", fontsize=8)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +120,7 @@ class Scanner:
 def check_block(block: bytes, result: Validation) -> None:
     """Add one block's chunk lines to `result`, by the regex or, if it misses any, line by line."""
     found = CHUNK_RE.findall(block)
+    pairs: Iterable[tuple[str, int]]
     if len(found) == block.count(CHUNK_MARK):
         pairs = ((sid.decode(), int(index)) for sid, index in found)
     else:

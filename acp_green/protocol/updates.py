@@ -11,8 +11,8 @@ from ..sessions import Session
 TITLE_LIMIT = 80
 
 
-def encode_update(session_id: str, update: dict[str, Any]) -> bytes:
-    """One `session/update` line for `session_id`."""
+def encode_update(session_id: str, update: dict[str, Any] | None) -> bytes:
+    """One `session/update` line for `session_id` (with None: the layout SessionUpdateEncoder cuts its head from)."""
     return wire.encode_notification("session/update", {"sessionId": session_id, "update": update})
 
 
@@ -23,7 +23,7 @@ class SessionUpdateEncoder:
     JSON is what history stores, and the line is derived from it without re-encoding anything.
     `chunk_head` and `message_tail` are the fixed parts of a text chunk's JSON, so the streaming
     hot path encodes only the text; the bytes equal `wire.encode_json` of the same chunk
-    (tests/test_wire.py checks it).
+    (tests/wire/test_wire.py checks it).
     """
 
     __slots__ = ("_head", "_chunk_heads")

@@ -134,7 +134,8 @@ class Asker:
     # -- permission ----------------------------------------------------------------------------
     def permission(self, request: dict[str, Any]) -> None:
         params = request.get("params") or {}
-        tool_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+        given = params.get("toolCall")
+        tool_call = given if isinstance(given, dict) else {}
         choices = permission_choices(params.get("options") or [])
         title = self._tool_title(tool_call)
         chosen = self._decide(f"[permission] {title}", choices, self._tool_lines(tool_call))
@@ -188,7 +189,8 @@ class Asker:
         for location in tool_call.get("locations") or []:
             if isinstance(location, dict):
                 lines.append(f"file: {location.get('path')}" + (f":{location['line']}" if location.get("line") else ""))
-        content = tool_call.get("content") if isinstance(tool_call.get("content"), list) else (known.content if known else [])
+        given = tool_call.get("content")
+        content = given if isinstance(given, list) else (known.content if known else [])
         terminal_text = self.renderer.terminal_text if self.renderer else (lambda _id: None)
         for item in content:
             lines.extend(content_lines(item, terminal_text))
@@ -218,7 +220,8 @@ class Asker:
             self.screen.note(f"chat: declined the agent's form {message!r}: forms are filled only when stdin is a terminal")
             self.client.respond(request["id"], {"action": "decline"})
             return
-        schema = params.get("requestedSchema") if isinstance(params.get("requestedSchema"), dict) else {}
+        given = params.get("requestedSchema")
+        schema = given if isinstance(given, dict) else {}
         self.screen.line(click.style(f"[form] {message}", fg="yellow", bold=True))
         action = self._ask(describe_choices(FORM_ACTIONS), lambda text: pick(text, FORM_ACTIONS))
         if not isinstance(action, Choice):

@@ -251,11 +251,6 @@ class AcpClient:
     def resume_reading(self) -> None:
         self._reading.set()
 
-    def stderr_text(self, timeout: float = 2.0) -> str:
-        """What the agent wrote to stderr so far, all of it once the agent closed stderr (waited for up to `timeout`)."""
-        self._stderr_drain.join(timeout=timeout)
-        return bytes(self.stderr).decode("utf-8", "replace")
-
     def close_input(self) -> None:
         """Close the agent's stdin (EOF)."""
         try:
@@ -397,6 +392,11 @@ class AgentProcess(AcpClient):
         for chunk in read_chunks(self.proc.stderr.fileno()):
             if len(self.stderr) < (4 << 20):
                 self.stderr.extend(chunk)
+
+    def stderr_text(self, timeout: float = 2.0) -> str:
+        """What the agent wrote to stderr so far, all of it once the agent closed stderr (waited for up to `timeout`)."""
+        self._stderr_drain.join(timeout=timeout)
+        return bytes(self.stderr).decode("utf-8", "replace")
 
     def close_input(self) -> None:
         try:

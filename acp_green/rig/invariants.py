@@ -97,16 +97,159 @@ class _Request:
     responses: list[Record] = field(default_factory=list)
 
 
-class InvariantChecker:
-    """Checks one agent connection; feed it records in order, then `finish` when it ended."""
+class _Findings:
+    """What a run found: violations (failures) and advisories (warnings), each list bounded, and
+    how often each invariant had something to check."""
 
-    def __init__(self, must_cancel_ids: Iterable[Any] = (), max_violations: int = 50) -> None:
+    def __init__(self, max_violations: int) -> None:
         self.violations: list[Violation] = []
         self.advisories: list[Violation] = []  # broken ADVISORIES: warnings, never failures
         # How often each invariant (or advisory) had something to check: a row with nothing to
         # check says so instead of claiming the invariant held.
         self.exercised: Counter[str] = Counter()
         self.max_violations = max_violations
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def add(self, invariant: str, detail: str, records: Sequence[Record] = ()) -> None:
+        """Record a violation found outside the message stream (exit, orphans)."""
+        self._add(invariant, detail, records)
+
+    def _add(self, invariant: str, detail: str, records: Sequence[Record]) -> None:
+        if len(self.violations) < self.max_violations:
+            self.violations.append(Violation(invariant, detail, tuple(render(r) for r in records if r is not None)))
+
+    def _advise(self, advisory: str, detail: str, records: Sequence[Record]) -> None:
+        if len(self.advisories) < self.max_violations:
+            self.advisories.append(Violation(advisory, detail, tuple(render(r) for r in records if r is not None)))
+
+
+class _PromptChecks(_Findings):
+    """The checks on one prompt as its updates and its response arrive: chunk order, nothing for
+    a session after its prompt's response, a cancelled prompt answering `cancelled`, advisories."""
+
+    # Kept by InvariantChecker as it reads the stream (see its __init__).
+    _prompts: dict[IdKey, _Prompt]
+    _running: dict[str, IdKey]
+    _open: dict[str, set[IdKey]]
+    _quiet: dict[str, Record]
+    prompts_answered: int
+    cancelled_prompts: int
+
+    def _prompt_answered(self, prompt: _Prompt, record: Record, message: dict[str, Any]) -> None:
+        key = id_key(message.get("id"))
+        if self._running.get(prompt.session_id) == key:
+            del self._running[prompt.session_id]
+        still_open = self._open.get(prompt.session_id, set())
+        still_open.discard(key)
+        error = message.get("error")
+        refused = isinstance(error, dict) and isinstance(error.get("data"), dict) and error["data"].get("reason") in _REFUSALS
+        if refused:
+            return
+        self.prompts_answered += 1
+        self.exercised["no_update_after_response"] += 1
+        self._tool_calls_finished(prompt, record)
+        if not still_open:  # another prompt of the session still running may still send (S8 is checked apart)
+            self._quiet[prompt.session_id] = record
+        stop = message.get("result", {}).get("stopReason") if isinstance(message.get("result"), dict) else None
+        if stop == "cancelled":
+            self.cancelled_prompts += 1
+        if prompt.cancel_sent:
+            # A prompt that finished on its own before the cancel mattered exercised nothing.
+            if prompt.must_cancel or stop == "cancelled" or error is not None:
+                self.exercised["cancelled_answers_cancelled"] += 1
+            if error is not None:
+                self._add("cancelled_answers_cancelled", "a cancelled prompt was answered with an error, not stopReason \"cancelled\"",
+                          [prompt.record, record])
+            elif prompt.must_cancel and stop != "cancelled":
+                self._add("cancelled_answers_cancelled", f"a prompt that only ends by cancellation answered {stop!r}",
+                          [prompt.record, record])
+        elif (prompt.expected_chunks is not None and not prompt.grammar_off and stop == "end_turn"
+              and 0 < prompt.chunks_seen != prompt.expected_chunks):  # no indexed chunk at all: not the /stream grammar
+            self._add("prompt_updates_in_order", f"/stream {prompt.expected_chunks} ended after {prompt.chunks_seen} chunks",
+                      [prompt.record, record])
+
+    def _session_update(self, record: Record, message: dict[str, Any]) -> None:
+        params = message.get("params") or {}
+        session_id = params.get("sessionId")
+        if session_id in self._quiet:
+            self._add("no_update_after_response", f"session/update for {session_id} after its prompt's response",
+                      [self._quiet[session_id], record])
+            return
+        key = self._running.get(session_id)
+        prompt = self._prompts.get(key) if key is not None else None
+        update = params.get("update") if isinstance(params.get("update"), dict) else {}
+        if prompt is not None:
+            self._advisory_update(prompt, record, update)
+        if prompt is None or prompt.expected_chunks is None or prompt.grammar_off:
+            return
+        if update.get("sessionUpdate") != "agent_message_chunk":
+            return
+        text = (update.get("content") or {}).get("text", "")
+        found = _CHUNK_INDEX.match(text) if isinstance(text, str) else None
+        if found is None:
+            if prompt.chunks_seen == 0:
+                prompt.grammar_off = True  # not the demo grammar: nothing to check
+                return
+            self._add("prompt_updates_in_order", f"chunk {prompt.chunks_seen} of a /stream prompt has no index",
+                      [prompt.record, record])
+            prompt.grammar_off = True
+            return
+        index = int(found.group(1))
+        if prompt.chunks_seen == 0:
+            self.exercised["prompt_updates_in_order"] += 1
+        if index != prompt.chunks_seen:
+            self._add("prompt_updates_in_order", f"expected chunk {prompt.chunks_seen}, got chunk {index}",
+                      [prompt.record, record])
+            prompt.grammar_off = True
+            return
+        prompt.chunks_seen += 1
+
+    def _advisory_update(self, prompt: _Prompt, record: Record, update: dict[str, Any]) -> None:
+        """Follow a running prompt's tool calls and message chunks for the advisories."""
+        kind = update.get("sessionUpdate")
+        if kind in ("tool_call", "tool_call_update") and isinstance(update.get("toolCallId"), str):
+            tool_id = update["toolCallId"]
+            if kind == "tool_call":
+                self.exercised["tool_calls_finished"] += 1
+                prompt.tool_status[tool_id] = update.get("status") or "pending"
+            elif isinstance(update.get("status"), str):
+                prompt.tool_status[tool_id] = update["status"]
+            prompt.chunk_kind = None
+            return
+        if kind not in _CHUNKS:
+            prompt.chunk_kind = None
+            return
+        message_id = update.get("messageId")
+        if not isinstance(message_id, str):
+            if prompt.message_ids and prompt.chunk_kind == kind:
+                self._advise("message_id_consistent", f"a {kind} without messageId continues message {prompt.message_ids[-1]!r}",
+                             [prompt.record, record])
+            prompt.chunk_kind = kind
+            return
+        self.exercised["message_id_consistent"] += 1
+        if not prompt.message_ids or prompt.message_ids[-1] != message_id:
+            if message_id in prompt.message_ids:
+                self._advise("message_id_consistent", f"message {message_id!r} resumed after another message had started",
+                             [prompt.record, record])
+            else:
+                prompt.message_ids.append(message_id)
+        prompt.chunk_kind = kind
+
+    def _tool_calls_finished(self, prompt: _Prompt, record: Record) -> None:
+        left = {tool_id: status for tool_id, status in prompt.tool_status.items() if status not in ("completed", "failed")}
+        if left:
+            listing = ", ".join(f"{tool_id} ({status})" for tool_id, status in sorted(left.items()))
+            self._advise("tool_calls_finished", f"the prompt answered with tool calls still open: {listing}", [prompt.record, record])
+
+
+class InvariantChecker(_PromptChecks):
+    """Checks one agent connection; feed it records in order, then `finish` when it ended."""
+
+    def __init__(self, must_cancel_ids: Iterable[Any] = (), max_violations: int = 50) -> None:
+        super().__init__(max_violations)
         self._schema = StreamChecker("agent")
         self._requests: dict[IdKey, _Request] = {}
         self._prompts: dict[IdKey, _Prompt] = {}
@@ -122,10 +265,6 @@ class InvariantChecker:
         self.cancelled_prompts = 0
 
     # -- public ------------------------------------------------------------------------------
-    @property
-    def ok(self) -> bool:
-        return not self.violations
-
     def expect_cancelled(self, request_id: Any) -> None:
         """Declare a prompt that cannot end on its own: once cancelled it must answer `cancelled`."""
         self._must_cancel.add(id_key(request_id))
@@ -166,10 +305,6 @@ class InvariantChecker:
                 self._add("one_response_per_request", f"{request.method} #{request.record.message['id']!r} never got a response",
                           [request.record])
         return self.violations[before:]
-
-    def add(self, invariant: str, detail: str, records: Sequence[Record] = ()) -> None:
-        """Record a violation found outside the message stream (exit, orphans)."""
-        self._add(invariant, detail, records)
 
     # -- client side -------------------------------------------------------------------------
     def _client_record(self, record: Record) -> None:
@@ -280,120 +415,6 @@ class InvariantChecker:
         prompt = self._prompts.get(id_key(rid))
         if prompt is not None:
             self._prompt_answered(prompt, record, message)
-
-    def _prompt_answered(self, prompt: _Prompt, record: Record, message: dict[str, Any]) -> None:
-        key = id_key(message.get("id"))
-        if self._running.get(prompt.session_id) == key:
-            del self._running[prompt.session_id]
-        still_open = self._open.get(prompt.session_id, set())
-        still_open.discard(key)
-        error = message.get("error")
-        refused = isinstance(error, dict) and isinstance(error.get("data"), dict) and error["data"].get("reason") in _REFUSALS
-        if refused:
-            return
-        self.prompts_answered += 1
-        self.exercised["no_update_after_response"] += 1
-        self._tool_calls_finished(prompt, record)
-        if not still_open:  # another prompt of the session still running may still send (S8 is checked apart)
-            self._quiet[prompt.session_id] = record
-        stop = message.get("result", {}).get("stopReason") if isinstance(message.get("result"), dict) else None
-        if stop == "cancelled":
-            self.cancelled_prompts += 1
-        if prompt.cancel_sent:
-            # A prompt that finished on its own before the cancel mattered exercised nothing.
-            if prompt.must_cancel or stop == "cancelled" or error is not None:
-                self.exercised["cancelled_answers_cancelled"] += 1
-            if error is not None:
-                self._add("cancelled_answers_cancelled", "a cancelled prompt was answered with an error, not stopReason \"cancelled\"",
-                          [prompt.record, record])
-            elif prompt.must_cancel and stop != "cancelled":
-                self._add("cancelled_answers_cancelled", f"a prompt that only ends by cancellation answered {stop!r}",
-                          [prompt.record, record])
-        elif (prompt.expected_chunks is not None and not prompt.grammar_off and stop == "end_turn"
-              and 0 < prompt.chunks_seen != prompt.expected_chunks):  # no indexed chunk at all: not the /stream grammar
-            self._add("prompt_updates_in_order", f"/stream {prompt.expected_chunks} ended after {prompt.chunks_seen} chunks",
-                      [prompt.record, record])
-
-    def _session_update(self, record: Record, message: dict[str, Any]) -> None:
-        params = message.get("params") or {}
-        session_id = params.get("sessionId")
-        if session_id in self._quiet:
-            self._add("no_update_after_response", f"session/update for {session_id} after its prompt's response",
-                      [self._quiet[session_id], record])
-            return
-        key = self._running.get(session_id)
-        prompt = self._prompts.get(key) if key is not None else None
-        update = params.get("update") if isinstance(params.get("update"), dict) else {}
-        if prompt is not None:
-            self._advisory_update(prompt, record, update)
-        if prompt is None or prompt.expected_chunks is None or prompt.grammar_off:
-            return
-        if update.get("sessionUpdate") != "agent_message_chunk":
-            return
-        text = (update.get("content") or {}).get("text", "")
-        found = _CHUNK_INDEX.match(text) if isinstance(text, str) else None
-        if found is None:
-            if prompt.chunks_seen == 0:
-                prompt.grammar_off = True  # not the demo grammar: nothing to check
-                return
-            self._add("prompt_updates_in_order", f"chunk {prompt.chunks_seen} of a /stream prompt has no index",
-                      [prompt.record, record])
-            prompt.grammar_off = True
-            return
-        index = int(found.group(1))
-        if prompt.chunks_seen == 0:
-            self.exercised["prompt_updates_in_order"] += 1
-        if index != prompt.chunks_seen:
-            self._add("prompt_updates_in_order", f"expected chunk {prompt.chunks_seen}, got chunk {index}",
-                      [prompt.record, record])
-            prompt.grammar_off = True
-            return
-        prompt.chunks_seen += 1
-
-    def _advisory_update(self, prompt: _Prompt, record: Record, update: dict[str, Any]) -> None:
-        """Follow a running prompt's tool calls and message chunks for the advisories."""
-        kind = update.get("sessionUpdate")
-        if kind in ("tool_call", "tool_call_update") and isinstance(update.get("toolCallId"), str):
-            tool_id = update["toolCallId"]
-            if kind == "tool_call":
-                self.exercised["tool_calls_finished"] += 1
-                prompt.tool_status[tool_id] = update.get("status") or "pending"
-            elif isinstance(update.get("status"), str):
-                prompt.tool_status[tool_id] = update["status"]
-            prompt.chunk_kind = None
-            return
-        if kind not in _CHUNKS:
-            prompt.chunk_kind = None
-            return
-        message_id = update.get("messageId")
-        if not isinstance(message_id, str):
-            if prompt.message_ids and prompt.chunk_kind == kind:
-                self._advise("message_id_consistent", f"a {kind} without messageId continues message {prompt.message_ids[-1]!r}",
-                             [prompt.record, record])
-            prompt.chunk_kind = kind
-            return
-        self.exercised["message_id_consistent"] += 1
-        if not prompt.message_ids or prompt.message_ids[-1] != message_id:
-            if message_id in prompt.message_ids:
-                self._advise("message_id_consistent", f"message {message_id!r} resumed after another message had started",
-                             [prompt.record, record])
-            else:
-                prompt.message_ids.append(message_id)
-        prompt.chunk_kind = kind
-
-    def _tool_calls_finished(self, prompt: _Prompt, record: Record) -> None:
-        left = {tool_id: status for tool_id, status in prompt.tool_status.items() if status not in ("completed", "failed")}
-        if left:
-            listing = ", ".join(f"{tool_id} ({status})" for tool_id, status in sorted(left.items()))
-            self._advise("tool_calls_finished", f"the prompt answered with tool calls still open: {listing}", [prompt.record, record])
-
-    def _add(self, invariant: str, detail: str, records: Sequence[Record]) -> None:
-        if len(self.violations) < self.max_violations:
-            self.violations.append(Violation(invariant, detail, tuple(render(r) for r in records if r is not None)))
-
-    def _advise(self, advisory: str, detail: str, records: Sequence[Record]) -> None:
-        if len(self.advisories) < self.max_violations:
-            self.advisories.append(Violation(advisory, detail, tuple(render(r) for r in records if r is not None)))
 
 
 _CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})

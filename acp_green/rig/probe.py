@@ -141,6 +141,12 @@ def _ready(agent: CheckedAgent, cfg: ProbeConfig) -> str | None:
     return None if cfg.sessionless else _new_session(agent, cfg)
 
 
+def _ready_session(agent: CheckedAgent, cfg: ProbeConfig) -> str:
+    """initialize + session/new for a check that needs a session (never run sessionless); its id."""
+    _initialize(agent, cfg)
+    return _new_session(agent, cfg)
+
+
 def _needs_login(error: Any) -> bool:
     """-32000 whose message names authentication: ACP's "auth required"."""
     return isinstance(error, dict) and error.get("code") == -32000 and "auth" in str(error.get("message", "")).lower()
@@ -178,6 +184,12 @@ def _start_long(agent: CheckedAgent, session_id: str, cfg: ProbeConfig, text: st
         raise CheckSkipped(f"the long prompt {text or cfg.long_prompt!r} ended within {cfg.settle:g}s "
                            f"({_brief(pending.response(0))}); pass --long-prompt with one that runs until cancelled")
     return pending
+
+
+def _answered_at(pending: Pending) -> float:
+    """When a request that is `done` was answered (Pending.resolve sets the time before the response)."""
+    assert pending.answered_at is not None
+    return pending.answered_at
 
 
 def _launch(cfg: ProbeConfig) -> CheckedAgent:
@@ -297,7 +309,7 @@ def check_init_and_new_one_write(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 def check_cancel_long(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """A long prompt is cancelled by session/cancel and answers stopReason "cancelled"."""
-    session_id = _ready(agent, cfg)
+    session_id = _ready_session(agent, cfg)
     pending = _start_long(agent, session_id, cfg)
     agent.checker.expect_cancelled(pending.id)
     sent = time.monotonic()
@@ -310,7 +322,7 @@ def check_cancel_long(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 def check_cancel_same_write(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """S11: a cancel in the same write as the prompt cancels that prompt."""
-    session_id = _ready(agent, cfg)
+    session_id = _ready_session(agent, cfg)
     message = agent.make_request("session/prompt", agent.prompt_params(session_id, cfg.long_prompt))
     agent.send(message, {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}})
     answer = _answer(agent, agent.pending_for(message), cfg, "the prompt cancelled in the same write")
@@ -329,7 +341,7 @@ def check_second_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
     When it is not, the evidence says what the wire shows: the second was queued behind the
     first, ran alongside it, ended it, or was refused some other way."""
-    session_id = _ready(agent, cfg)
+    session_id = _ready_session(agent, cfg)
     first = _start_long(agent, session_id, cfg)
     agent.checker.expect_cancelled(first.id)
     second = agent.prompt(session_id, "second")
@@ -340,7 +352,7 @@ def check_second_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
         late = _answer(agent, second, cfg, "the second prompt")
         raise CheckFailed(f"queued: the second prompt got no answer while the first ran ({cfg.timeout:g}s); after "
                           f"session/cancel the first answered {_brief(first_answer, 80)}, then the second {_brief(late, 80)}")
-    if first.done and not (second.done and second.answered_at <= first.answered_at):
+    if first.done and not (second.done and _answered_at(second) <= _answered_at(first)):
         first_answer = first.response(0)
         later = _answer(agent, second, cfg, "the second prompt")
         raise CheckFailed(f"the first prompt answered {_brief(first_answer, 80)} once the second arrived, then the "
@@ -398,7 +410,7 @@ def check_control_while_streaming(agent: CheckedAgent, cfg: ProbeConfig) -> str:
             if not streaming:
                 raise CheckFailed(f"{method} was answered only after the running prompt finished "
                                   f"({len(agent.updates(session_id))} updates)")
-        notes.append(f"{method} in {pending.answered_at - pending.sent_at:.3f}s")
+        notes.append(f"{method} in {_answered_at(pending) - pending.sent_at:.3f}s")
     if not prompt.done:
         agent.cancel(session_id)
     _answer(agent, prompt, cfg, "the streaming prompt")
@@ -437,7 +449,7 @@ def check_exit_on_eof(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 def check_tool_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """The tool prompt is answered; what it sends (paths, tool calls) is judged by the invariant rows."""
-    session_id = _ready(agent, cfg)
+    session_id = _ready_session(agent, cfg)
     answer = _answer(agent, agent.prompt(session_id, cfg.tool_prompt), cfg, "the tool prompt")
     if "error" in answer:
         raise CheckFailed(f"the tool prompt failed: {_brief(answer)}")
@@ -449,7 +461,7 @@ def check_tool_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 def check_answers_at_eof(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """Advisory: a prompt still running when stdin closes is answered (cancelled) before the agent exits."""
-    session_id = _ready(agent, cfg)
+    session_id = _ready_session(agent, cfg)
     pending = _start_long(agent, session_id, cfg)
     agent.answers_owed_at_eof = False  # judged here, as an advisory, not again as a broken MUST
     result = agent.finish()

@@ -361,20 +361,20 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None,
     failures: list[dict[str, Any]] = []
     per_agent = []
     for slot in slots:
-        failed = slot.error is not None
+        error = slot.error  # reported once, beside the first agent that finishes
         for which, agent in (("side agent", slot.side), ("agent", slot.agent)):
             if agent is None:
                 continue
             result = agent.finish()
             _take(slot, result)
-            if failed:
-                failures.append({"kind": "error", "slot": slot.index, "detail": repr(slot.error), "agent": which,
+            if error is not None:
+                failures.append({"kind": "error", "slot": slot.index, "detail": repr(error), "agent": which,
                                  "exit_status": result.exit_code, "stderr_tail": result.stderr_tail[-STDERR_TAIL:]})
-                report(_slot_failure(slot.index, which, slot.error, result))
-                failed = False  # the exception belongs to the agent the slot was driving: the side run, if any
-        if failed:
-            failures.append({"kind": "error", "slot": slot.index, "detail": repr(slot.error)})
-            report(f"slot {slot.index} failed before any agent started: {slot.error!r}")
+                report(_slot_failure(slot.index, which, error, result))
+                error = None  # the exception belongs to the agent the slot was driving: the side run, if any
+        if error is not None:
+            failures.append({"kind": "error", "slot": slot.index, "detail": repr(error)})
+            report(f"slot {slot.index} failed before any agent started: {error!r}")
         slot.side = None
         slopes = {key: growth(slot.samples, key, slot.elapsed) for key in THRESHOLDS}
         # Greenlet counts exist only for agents that answer _acp_green/stats.

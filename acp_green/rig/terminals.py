@@ -83,7 +83,8 @@ class TerminalHost:
         if method == "terminal/create":
             self._create(request_id, params, respond, respond_error)
             return
-        terminal = self.terminals.get(params.get("terminalId"))
+        terminal_id = params.get("terminalId")
+        terminal = self.terminals.get(terminal_id) if isinstance(terminal_id, str) else None
         if terminal is None or terminal.released:
             respond_error(request_id, {"code": -32602, "message": f"Invalid params: unknown terminal {params.get('terminalId')!r}"})
         elif method == "terminal/output":

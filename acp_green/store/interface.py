@@ -21,7 +21,8 @@ __all__ = ["HistoryPage", "HistoryPosition", "SessionRecord", "Store", "StoredTu
 class Store(Protocol):
     """The persistence interface the runtime writes to; calls never block the hub."""
 
-    failed_writes: int  # writes dropped (each logged at ERROR) since the store opened
+    @property
+    def failed_writes(self) -> int: ...  # writes dropped (each logged at ERROR) since the store opened
 
     def save_session(self, record: SessionRecord) -> None: ...
     def load_session(self, session_id: str) -> SessionRecord | None: ...

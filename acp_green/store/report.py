@@ -13,7 +13,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -194,7 +194,7 @@ class Transcript:
         if self._cut_lines:
             yield f"... {self._cut_lines} more lines of this turn not shown (--full shows everything)\n"
 
-    def _begin_line(self, text: str) -> Iterator[str]:
+    def _begin_line(self, text: str) -> Generator[str, None, bool]:
         """Start a line with `text`, unless the turn is over its lines; True if it was started."""
         self._lines += 1
         if self.max_lines is not None and self._lines > self.max_lines:

@@ -86,8 +86,157 @@ class StoreUnavailable(Exception):
     """The store thread did not answer in time, or the store is closed."""
 
 
-class SqliteStore:
-    """Sessions, history and the usage ledger in `path`, served by one store thread."""
+class StoreThread:
+    """The store thread's side of `SqliteStore`: only the thread it starts runs these methods.
+
+    It owns the connection, applies what is queued in batches (one transaction each), resolves
+    reads through the hub, gives back room to a waiting producer as history is committed, and
+    falls back to memory when the disk fails.
+    """
+
+    # Shared with the greenlet side; `SqliteStore.__init__` sets them before the thread starts.
+    path: str
+    _hub: Any
+    _queue: Any
+    _backlog_lock: Any
+    backlog_bytes: int
+    history_room_bytes: int
+    _room: Event
+    _room_wanted: bool
+    _memory: MemoryStore | None
+    transactions: int
+    failed_writes: int
+
+    def _deliver(self, result: AsyncResult | None, value: Any = None, error: BaseException | None = None) -> None:
+        if result is None:
+            return
+        if error is not None:
+            self._hub.loop.run_callback_threadsafe(result.set_exception, error)
+        else:
+            self._hub.loop.run_callback_threadsafe(result.set, value)
+
+    def _thread_main(self, opened: AsyncResult, trace: Callable[[str], None] | None, page_limit: int | None, named_dir: bool) -> None:
+        try:
+            private.prepare(self.path, named=named_dir)
+            conn = statedb.connect(self.path, trace=trace, page_limit=page_limit)
+        except BaseException as exc:  # ok: every failure to open is reported; the thread then ends
+            self._deliver(opened, error=exc)
+            return
+        self._deliver(opened)
+        closed: AsyncResult | None = None
+        try:
+            closed = self._serve(conn)
+        finally:
+            try:
+                conn.close()
+            except sqlite3.Error:
+                log.exception("closing %s failed", self.path)
+            # Only now: whoever waits in close() may reopen the database, or exit.
+            self._deliver(closed)
+
+    def _serve(self, conn: sqlite3.Connection) -> AsyncResult | None:
+        """Apply queued work until close is asked; returns close's result, to answer once closed."""
+        queue = self._queue
+        while True:
+            batch = [queue.get()]
+            while len(batch) < MAX_BATCH and not isinstance(batch[-1][0], Close):
+                try:
+                    batch.append(queue.get_nowait())
+                except _Empty:
+                    break
+            closing = isinstance(batch[-1][0], Close)
+            work = batch[:-1] if closing else batch
+            results = self._apply(conn, [op for op, _ in work]) if work else []
+            committed = sum(op.held_bytes() for op, _ in work)
+            if committed:
+                with self._backlog_lock:
+                    self.backlog_bytes -= committed
+                if self._room_wanted and self.backlog_bytes <= self.history_room_bytes:
+                    self._room_wanted = False
+                    self._hub.loop.run_callback_threadsafe(self._room.set)
+            for (_op, result), (value, error) in zip(work, results):
+                self._deliver(result, value, error)
+            if closing:
+                return batch[-1][1]
+
+    def _apply(self, conn: sqlite3.Connection, work: list[Operation]) -> list[tuple[Any, BaseException | None]]:
+        """Run `work` in order; writes in one transaction that commits before any answer leaves."""
+        if self._memory is None:
+            writes = any(isinstance(op, Write) for op in work)
+            for attempt in range(BUSY_RETRIES):
+                try:
+                    return self._transaction(conn, work, writes)
+                except sqlite3.OperationalError as exc:
+                    if not _is_busy(exc) or attempt == BUSY_RETRIES - 1:
+                        self._fall_back(conn, exc)
+                        break
+                    log.info("state database busy; retrying a batch of %d operations", len(work))
+                    time.sleep(0.05 * (attempt + 1))
+                except sqlite3.Error as exc:
+                    self._fall_back(conn, exc)
+                    break
+        return [self._call(op, self._memory) for op in work]
+
+    def _transaction(self, conn: sqlite3.Connection, work: list[Operation], writes: bool) -> list[tuple[Any, BaseException | None]]:
+        if writes:
+            conn.execute("BEGIN IMMEDIATE")  # take the write lock first: no upgrade deadlocks
+        results = []
+        try:
+            for op in work:
+                results.append(self._call(op, None, conn))
+            if writes:
+                conn.execute("COMMIT")
+                self.transactions += 1
+        except BaseException:  # ok: roll back, then re-raise
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return results
+
+    def _call(self, op: Operation, memory: MemoryStore | None, conn: sqlite3.Connection | None = None) -> tuple[Any, BaseException | None]:
+        """One operation; a failing database aborts the batch, a failing record only this one."""
+        try:
+            if memory is not None:
+                return op.in_memory(memory), None
+            return op.on_disk(conn), None
+        except Exception as exc:
+            if not statedb.is_record_error(exc):
+                raise
+            return None, self._record_failed(op, exc)
+
+    def _record_failed(self, op: Operation, exc: Exception) -> Exception:
+        """A write dropped for its own content is said at ERROR and counted; the store goes on."""
+        if isinstance(op, Write):
+            self.failed_writes += 1
+            log.error("dropped a %s of session %s: %s: %s", op.label, ascii(op.for_session()), type(exc).__name__, exc)
+        return exc
+
+    def _fall_back(self, conn: sqlite3.Connection, exc: BaseException) -> None:
+        """Serve from memory from now on, starting from what the database still holds."""
+        memory = MemoryStore()
+        try:
+            for record in statedb.list_sessions(conn):
+                memory.save_session(record)
+                _copy_history(conn, record.session_id, memory)
+            for usage in statedb.usage(conn):
+                memory.record_usage(usage)
+        except sqlite3.Error as read_exc:
+            log.warning("could not read back %s (%s); starting from an empty memory store", self.path, read_exc)
+        self._memory = memory
+        self._hub.loop.run_callback_threadsafe(self._room.set)  # from memory, nothing waits for the disk
+        log.warning(
+            "state database %s is unusable (%s): keeping sessions, history and usage in memory "
+            "from now on; what happens next will not survive a restart",
+            self.path, exc,
+        )
+
+
+class SqliteStore(StoreThread):
+    """Sessions, history and the usage ledger in `path`, served by one store thread.
+
+    Its own methods run on the hub (greenlets and hub callbacks) and never touch the disk; the
+    thread's are those of `StoreThread`.
+    """
 
     def __init__(
         self,
@@ -290,129 +439,6 @@ class SqliteStore:
         except gevent.Timeout:
             log.error("the store thread did not finish writing %s within %.0fs", self.path, CLOSE_TIMEOUT)
 
-    # -- the store thread ----------------------------------------------------------------------
-    def _deliver(self, result: AsyncResult | None, value: Any = None, error: BaseException | None = None) -> None:
-        if result is None:
-            return
-        if error is not None:
-            self._hub.loop.run_callback_threadsafe(result.set_exception, error)
-        else:
-            self._hub.loop.run_callback_threadsafe(result.set, value)
-
-    def _thread_main(self, opened: AsyncResult, trace: Callable[[str], None] | None, page_limit: int | None, named_dir: bool) -> None:
-        try:
-            private.prepare(self.path, named=named_dir)
-            conn = statedb.connect(self.path, trace=trace, page_limit=page_limit)
-        except BaseException as exc:  # ok: every failure to open is reported; the thread then ends
-            self._deliver(opened, error=exc)
-            return
-        self._deliver(opened)
-        closed: AsyncResult | None = None
-        try:
-            closed = self._serve(conn)
-        finally:
-            try:
-                conn.close()
-            except sqlite3.Error:
-                log.exception("closing %s failed", self.path)
-            # Only now: whoever waits in close() may reopen the database, or exit.
-            self._deliver(closed)
-
-    def _serve(self, conn: sqlite3.Connection) -> AsyncResult | None:
-        """Apply queued work until close is asked; returns close's result, to answer once closed."""
-        queue = self._queue
-        while True:
-            batch = [queue.get()]
-            while len(batch) < MAX_BATCH and not isinstance(batch[-1][0], Close):
-                try:
-                    batch.append(queue.get_nowait())
-                except _Empty:
-                    break
-            closing = isinstance(batch[-1][0], Close)
-            work = batch[:-1] if closing else batch
-            results = self._apply(conn, [op for op, _ in work]) if work else []
-            committed = sum(op.held_bytes() for op, _ in work)
-            if committed:
-                with self._backlog_lock:
-                    self.backlog_bytes -= committed
-                if self._room_wanted and self.backlog_bytes <= self.history_room_bytes:
-                    self._room_wanted = False
-                    self._hub.loop.run_callback_threadsafe(self._room.set)
-            for (_op, result), (value, error) in zip(work, results):
-                self._deliver(result, value, error)
-            if closing:
-                return batch[-1][1]
-
-    def _apply(self, conn: sqlite3.Connection, work: list[Operation]) -> list[tuple[Any, BaseException | None]]:
-        """Run `work` in order; writes in one transaction that commits before any answer leaves."""
-        if self._memory is None:
-            writes = any(isinstance(op, Write) for op in work)
-            for attempt in range(BUSY_RETRIES):
-                try:
-                    return self._transaction(conn, work, writes)
-                except sqlite3.OperationalError as exc:
-                    if not _is_busy(exc) or attempt == BUSY_RETRIES - 1:
-                        self._fall_back(conn, exc)
-                        break
-                    log.info("state database busy; retrying a batch of %d operations", len(work))
-                    time.sleep(0.05 * (attempt + 1))
-                except sqlite3.Error as exc:
-                    self._fall_back(conn, exc)
-                    break
-        return [self._call(op, self._memory) for op in work]
-
-    def _transaction(self, conn: sqlite3.Connection, work: list[Operation], writes: bool) -> list[tuple[Any, BaseException | None]]:
-        if writes:
-            conn.execute("BEGIN IMMEDIATE")  # take the write lock first: no upgrade deadlocks
-        results = []
-        try:
-            for op in work:
-                results.append(self._call(op, None, conn))
-            if writes:
-                conn.execute("COMMIT")
-                self.transactions += 1
-        except BaseException:  # ok: roll back, then re-raise
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-            raise
-        return results
-
-    def _call(self, op: Operation, memory: MemoryStore | None, conn: sqlite3.Connection | None = None) -> tuple[Any, BaseException | None]:
-        """One operation; a failing database aborts the batch, a failing record only this one."""
-        try:
-            if memory is not None:
-                return op.in_memory(memory), None
-            return op.on_disk(conn), None
-        except Exception as exc:
-            if not statedb.is_record_error(exc):
-                raise
-            return None, self._record_failed(op, exc)
-
-    def _record_failed(self, op: Operation, exc: Exception) -> Exception:
-        """A write dropped for its own content is said at ERROR and counted; the store goes on."""
-        if isinstance(op, Write):
-            self.failed_writes += 1
-            log.error("dropped a %s of session %s: %s: %s", op.label, ascii(op.for_session()), type(exc).__name__, exc)
-        return exc
-
-    def _fall_back(self, conn: sqlite3.Connection, exc: BaseException) -> None:
-        """Serve from memory from now on, starting from what the database still holds."""
-        memory = MemoryStore()
-        try:
-            for record in statedb.list_sessions(conn):
-                memory.save_session(record)
-                _copy_history(conn, record.session_id, memory)
-            for usage in statedb.usage(conn):
-                memory.record_usage(usage)
-        except sqlite3.Error as read_exc:
-            log.warning("could not read back %s (%s); starting from an empty memory store", self.path, read_exc)
-        self._memory = memory
-        self._hub.loop.run_callback_threadsafe(self._room.set)  # from memory, nothing waits for the disk
-        log.warning(
-            "state database %s is unusable (%s): keeping sessions, history and usage in memory "
-            "from now on; what happens next will not survive a restart",
-            self.path, exc,
-        )
 
 
 def _copy_history(conn: sqlite3.Connection, session_id: str, memory: MemoryStore) -> None:

@@ -27,7 +27,7 @@ import sqlite3
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, overload
 
 from .session_record import SessionRecord
 from .turns import HistoryEntry, HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
@@ -256,16 +256,22 @@ def _migrate_history(conn: sqlite3.Connection) -> None:
         session_key, recorded_at, stop_reason, text = conn.execute(
             "SELECT session_id, recorded_at, stop_reason, entries FROM turns_v2 WHERE id = ?", (old_id,)
         ).fetchone()
-        turn = conn.execute(
+        turn = _new_row_id(conn.execute(
             "INSERT INTO turns (session_id, turn_id, started_at, ended_at, stop_reason) VALUES (?, ?, ?, ?, ?)",
             (session_key, f"{MIGRATED_TURN_PREFIX}{old_id}", recorded_at, recorded_at, stop_reason),
-        ).lastrowid
+        ))
         if text:
             _insert_pieces(conn, session_key, turn, 0, _lines(text))
     conn.execute("DROP TABLE turns_v2")
 
 
 # -- str columns ---------------------------------------------------------------------------
+@overload
+def _column(value: str) -> str | bytes: ...
+@overload
+def _column(value: None) -> None: ...
+@overload
+def _column(value: str | None) -> str | bytes | None: ...
 def _column(value: str | None) -> str | bytes | None:
     """TEXT for a str that is valid Unicode, else a BLOB of its bytes (surrogates passed through)."""
     if value is None or value.isascii():
@@ -277,6 +283,12 @@ def _column(value: str | None) -> str | bytes | None:
     return value
 
 
+@overload
+def _str(value: str | bytes) -> str: ...
+@overload
+def _str(value: None) -> None: ...
+@overload
+def _str(value: str | bytes | None) -> str | None: ...
 def _str(value: str | bytes | None) -> str | None:
     """The str a column holds (the inverse of `_column`)."""
     if isinstance(value, bytes):
@@ -351,6 +363,14 @@ def _insert_pieces(conn: sqlite3.Connection, session_key: str | bytes, turn: int
     return seq
 
 
+def _new_row_id(cursor: sqlite3.Cursor) -> int:
+    """The id of the row the INSERT `cursor` ran has just added."""
+    # typeshed types lastrowid Optional (None before any INSERT); a successful INSERT always sets it.
+    row_id = cursor.lastrowid
+    assert row_id is not None
+    return row_id
+
+
 def _turn_row(conn: sqlite3.Connection, session_id: str, turn_id: str) -> int:
     row = conn.execute("SELECT id FROM turns WHERE session_id = ? AND turn_id = ?", (_column(session_id), _column(turn_id))).fetchone()
     if row is None:
@@ -361,9 +381,9 @@ def _turn_row(conn: sqlite3.Connection, session_id: str, turn_id: str) -> int:
 def begin_turn(conn: sqlite3.Connection, session_id: str, turn_id: str, started_at: float, prompt: Sequence[bytes]) -> None:
     """A new turn and its prompt (piece 0); a prompt that cannot be stored leaves the turn incomplete."""
     session_key = _column(session_id)
-    turn = conn.execute(
+    turn = _new_row_id(conn.execute(
         "INSERT INTO turns (session_id, turn_id, started_at) VALUES (?, ?, ?)", (session_key, _column(turn_id), started_at)
-    ).lastrowid
+    ))
     try:
         _insert_pieces(conn, session_key, turn, 0, prompt)
     except Exception:  # ok: mark the turn, then re-raise for the caller to count and log
@@ -435,7 +455,8 @@ def list_sessions(
     limit: int | None = None,
 ) -> list[SessionRecord]:
     """Most recently updated first; `after` is the (updated_at, session_id) of the last row seen."""
-    clauses, args = [], []
+    clauses: list[str] = []
+    args: list[str | bytes | float | None] = []
     if cwd is not None:
         clauses.append("cwd = ?")
         args.append(_column(cwd))
@@ -533,6 +554,10 @@ def usage(conn: sqlite3.Connection, session_id: str | None = None) -> list[Usage
         args = (_column(session_id),)
     records = []
     for row in conn.execute(sql + " ORDER BY id", args):
-        sid, request_id, stop_reason, *numbers, usage_id, pid = row
-        records.append(UsageRecord(_str(sid), _str(request_id), _str(stop_reason), *numbers, usage_id=_str(usage_id), pid=pid))
+        (sid, request_id, stop_reason, started_at, duration, input_bytes, output_bytes,
+         input_tokens, output_tokens, recorded_at, usage_id, pid) = row
+        records.append(UsageRecord(
+            _str(sid), _str(request_id), _str(stop_reason), started_at, duration, input_bytes, output_bytes,
+            input_tokens, output_tokens, recorded_at, usage_id=_str(usage_id), pid=pid,
+        ))
     return records

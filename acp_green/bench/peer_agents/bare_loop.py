@@ -37,7 +37,7 @@ def main() -> None:
     """Read a line, handle it to the end, repeat until EOF."""
     inp = sys.stdin.buffer
     out = sys.stdout.buffer
-    waiting: dict[str, Any] = {}  # sessionId -> id of its unanswered /wait prompt
+    waiting: dict[Any, Any] = {}  # sessionId (as the client sent it) -> id of its unanswered /wait prompt
     for line in inp:
         try:
             message = json.loads(line)

@@ -1,0 +1,82 @@
+"""Demo commands: the demo's slash commands live in one registry, from which both
+the advertised `available_commands_update` and the dispatch come; the README's demo table is the
+contract for the names."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from acp_green.demo import DEMO_COMMANDS, DemoAgent, SlashCommands
+from tests.helpers import REPO, said, wait_until
+
+README = str(REPO / "README.md")
+
+
+def _readme_demo_commands() -> list[str]:
+    """The slash commands named in the first column of README's demo prompt-grammar table."""
+    text = open(README, encoding="utf-8").read()
+    table = text.split("## The demo agent", 1)[1].split("\n\n| prompt text |", 1)[1].split("\n\n", 1)[0]
+    names: list[str] = []
+    for row in table.splitlines():
+        first_cell = row.split("|")[1]
+        names += re.findall(r"`/([a-z]+)", first_cell)
+    return names
+
+
+def _advertised(inprocess) -> list[dict]:
+    harness = inprocess(DemoAgent())
+    client = harness.client
+    client.initialize()
+    sid = client.new_session()
+    updates = wait_until(lambda: [u for u in client.updates(sid) if u["sessionUpdate"] == "available_commands_update"],
+                         what="available_commands_update")
+    return updates[0]["availableCommands"]
+
+
+def test_every_advertised_command_has_its_handler_and_every_handler_is_advertised(inprocess):
+    """What goes on the wire is the registry: no advertised name falls back to echo, no handler
+    is hidden, and the names are the README's demo table, in its order."""
+    advertised = [c["name"] for c in _advertised(inprocess)]
+    assert [name for name in advertised if DEMO_COMMANDS.handler(name) is None] == []
+    assert advertised == [c.name for c in DEMO_COMMANDS]
+    assert advertised == _readme_demo_commands()
+
+
+def test_the_advertised_commands_on_the_wire_are_unchanged(inprocess):
+    """The wire form of the demo's commands (name, description, input hint) stays what clients saw."""
+    assert _advertised(inprocess) == [
+        {"name": "stream", "description": "Stream N numbered chunks of SIZE bytes", "input": {"hint": "N [SIZE]"}},
+        {"name": "sleep", "description": "Wait SECONDS (cancellable)", "input": {"hint": "SECONDS"}},
+        {"name": "wait", "description": "Wait until cancelled"},
+        {"name": "read", "description": "Read a file through the client", "input": {"hint": "PATH"}},
+        {"name": "write", "description": "Write a file through the client, after asking", "input": {"hint": "PATH TEXT"}},
+        {"name": "mcp", "description": "Call a tool on an MCP server of this session", "input": {"hint": "SERVER TOOL [JSON]"}},
+        {"name": "term", "description": "Run a command in a client terminal and report its exit code", "input": {"hint": "COMMAND [ARGS...]"}},
+        {"name": "diff", "description": "Propose a change to a file, shown as a diff", "input": {"hint": "PATH"}},
+        {"name": "ask", "description": "Ask the user a question with a form and repeat the answer", "input": {"hint": "QUESTION"}},
+        {"name": "fail", "description": "Raise an error inside the agent"},
+        {"name": "plan", "description": "Show a plan"},
+        {"name": "think", "description": "Show some reasoning"},
+        {"name": "image", "description": "Describe the images sent with this prompt"},
+    ]
+
+
+def test_a_name_cannot_be_registered_twice():
+    commands = SlashCommands()
+    commands("go", "first")(lambda agent, turn, args: "end_turn")
+    with pytest.raises(ValueError, match="/go is registered twice"):
+        commands("go", "second")(lambda agent, turn, args: "end_turn")
+    assert [c.description for c in commands] == ["first"]
+
+
+def test_a_registered_command_is_dispatched_and_an_unknown_one_is_echoed(inprocess):
+    """`/stream 2 8` runs the stream handler; `/nosuch x` is not a command, so it is echoed."""
+    harness = inprocess(DemoAgent())
+    client = harness.client
+    client.initialize()
+    sid = client.new_session()
+    assert client.prompt(sid, "/stream 2 8").result() == {"stopReason": "end_turn"}
+    assert client.prompt(sid, "/nosuch x").result() == {"stopReason": "end_turn"}
+    assert said(client.updates(sid)) == "0:......1:....../nosuch x"

@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from . import content, fairness, paths, wire
+from .cancel import CancelToken
 from .context import ConnectionSnapshot
 from .errors import CapabilityMissing, ClientError, TurnCancelled
 from .fairness import UpdateChannel
-from .sessions import CancelToken, Session
+from .sessions import Session
 from .usage import UsageCounters, utf8_size
 
 if TYPE_CHECKING:

@@ -369,9 +369,11 @@ def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, s
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--yes", "-y", is_flag=True,
-              help="Approve every permission request and run every command the agent asks for, without asking "
-                   "(default: ask when stdin is a terminal, reject when it is not). Forms are still asked in a terminal.")
-@click.option("--deny", is_flag=True, help="Reject every permission request and every command the agent asks to run, without asking.")
+              help="Approve, without asking, every permission request, every command the agent asks to run, every "
+                   "file it writes and every file outside the current directory it reads (default: ask when stdin is a "
+                   "terminal, reject when it is not). Forms are still asked in a terminal.")
+@click.option("--deny", is_flag=True, help="Reject, without asking, every permission request, every command the agent asks "
+                                            "to run, every write and every read outside the current directory.")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def chat(yes: bool, deny: bool, command: tuple[str, ...]) -> None:
     """Talk to an agent in the terminal: acp-green chat [-- COMMAND [ARGS...]] (default: the demo agent).
@@ -380,11 +382,17 @@ def chat(yes: bool, deny: bool, command: tuple[str, ...]) -> None:
     Each line typed is a prompt; Ctrl-C cancels the running turn, Ctrl-D quits.
     Chat is a real client: the agent reads and writes real files (absolute paths
     only), runs commands on this machine and shows forms.
+    The agent reads regular files inside the current directory (the session's
+    cwd) freely; a read outside it (symlinks resolved) and every write are asked
+    first, with the write's diff. Only regular files are served (FIFOs, devices,
+    sockets and directories are refused) and a read takes at most 8 MiB.
     When the agent asks (a permission, with the tool call's title and diff; a
-    command to run; a form), the next line typed is the answer: the option's
-    number or its key, e.g. y = allow once, a = allow always, n = reject.
-    When stdin is not a terminal nobody can be asked: permissions and commands
-    are rejected unless --yes approves them, and forms are declined.
+    command to run; a form; a file), the next line typed is the answer: the
+    option's number or its key, e.g. y = allow once, a = allow always, n = reject.
+    When stdin is not a terminal nobody can be asked: permissions, commands and
+    those file requests are rejected unless --yes approves them, and forms are
+    declined. Control characters and escape sequences the agent sends are shown
+    as \\xNN, never sent to the terminal.
     """
     from .rig.chat import main
 

@@ -10,8 +10,9 @@ import logging
 from typing import Any
 
 from . import wire
+from .cancel import CancelToken
 from .errors import ClientError, RpcError, TurnCancelled
-from .outgoing import CancelSignal, OutgoingRequests
+from .outgoing import OutgoingRequests
 from .transport import Outbound
 
 log = logging.getLogger(__name__)
@@ -27,7 +28,7 @@ class ClientRequests:
     def __len__(self) -> int:
         return len(self._requests)
 
-    def call(self, method: str, params: Any, token: CancelSignal | None = None, timeout: float | None = None) -> Any:
+    def call(self, method: str, params: Any, token: CancelToken | None = None, timeout: float | None = None) -> Any:
         """Send a request and wait for its result; a set token releases the wait at once.
 
         A token already set sends nothing (TurnCancelled); a set token or a timeout sends

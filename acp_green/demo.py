@@ -234,8 +234,9 @@ class ClientCommands:
             turn.say("cannot ask: the client did not advertise form elicitation")
             return "end_turn"
         answer = turn.elicit(question, ASK_FORM)
-        if answer.accepted and isinstance((answer.content or {}).get("answer"), str):
-            turn.say(f"you answered: {answer.content['answer']}")
+        said = (answer.content or {}).get("answer")
+        if answer.accepted and isinstance(said, str):
+            turn.say(f"you answered: {said}")
         else:
             turn.say(f"no answer ({answer.action})")
         return "end_turn"

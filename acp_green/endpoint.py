@@ -24,7 +24,6 @@ from gevent import GreenletExit
 
 from . import wire
 from .errors import (
-    ClientError,
     ConnectionBusy,
     InternalError,
     InvalidParams,
@@ -35,6 +34,7 @@ from .errors import (
     RequestCancelled,
     RpcError,
     TurnCancelled,
+    error_for,
     one_line,
 )
 from .client_requests import ClientRequests
@@ -74,27 +74,17 @@ MAPPED_EXCEPTIONS: tuple[type[BaseException], ...] = (Exception, gevent.Timeout,
 
 
 def outcome_of(exc: BaseException, doing: str) -> Outcome:
-    """The one mapping from what was raised to how a request ended; `doing` names it in the log.
+    """How a request ended, from what was raised; `doing` names it in the log.
 
-    A kill (GreenletExit) is `killed`; the caller decides whether it goes on (a killed greenlet
-    or reader does). SystemExit is refused: agent code must not end the server from a
-    greenlet (gevent re-raises it in the main greenlet).
+    A kill (GreenletExit) is `killed` and a TurnCancelled `cancelled`: the caller decides
+    whether it goes on (a killed greenlet or reader does) and how a cancel is answered.
+    Everything else is answered with `errors.error_for`, the one mapping for every request path.
     """
-    if isinstance(exc, RpcError):
-        return Outcome(error=exc)
-    if isinstance(exc, TurnCancelled):
-        return Outcome(cancelled=True)
     if isinstance(exc, GreenletExit):
         return KILLED
-    if isinstance(exc, ClientError):  # str() carries the client's reason (bounded): show it
-        return Outcome(error=InternalError(one_line(str(exc), 600)))
-    if isinstance(exc, gevent.Timeout):  # a BaseException: would otherwise leave the request unanswered
-        return Outcome(error=InternalError(f"Timed out: {one_line(str(exc))}"))
-    if isinstance(exc, SystemExit):
-        log.error("%s called sys.exit; answered as an internal error", doing)
-        return Outcome(error=InternalError("Agent code tried to exit the process"))
-    log.error("%s failed", doing, exc_info=exc)
-    return Outcome(error=InternalError(one_line(f"{type(exc).__name__}: {exc}")))
+    if isinstance(exc, TurnCancelled):
+        return Outcome(cancelled=True)
+    return Outcome(error=error_for(exc, doing))
 
 
 class Job:
@@ -211,7 +201,11 @@ class MethodTable:
         table: dict[str, Any] = self.notifications if mark.role == "notification" else self.routes
         if mark.method in table:
             raise ValueError(f"{mark.method} has two handlers")
-        table[mark.method] = handler if mark.role == "notification" else Route(mark.role, handler)
+        if mark.role == "notification":
+            table[mark.method] = handler
+        else:
+            assert isinstance(mark.role, Kind)
+            table[mark.method] = Route(mark.role, handler)
 
 
 class Responder:
@@ -279,7 +273,7 @@ class BackgroundJobs(Responder):
     def __init__(self, outbound: Outbound, max_background: int) -> None:
         Responder.__init__(self, outbound)
         self.max_background = max_background
-        self._tasks: dict[tuple[bool, Any], _Task] = {}
+        self._tasks: dict[wire.IdKey | None, _Task] = {}
         self._dying: set[Greenlet] = set()  # answered and killed, not yet dead (agent code may linger)
         self.admitting = True
 

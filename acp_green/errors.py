@@ -1,8 +1,16 @@
-"""JSON-RPC and ACP error types; each carries its wire code (the README's error table)."""
+"""JSON-RPC and ACP error types; each carries its wire code (the README's error table).
+
+`error_for` is the one mapping from whatever a request path raised to the JSON-RPC error that
+answers it, for ACP requests and MCP requests alike. Errors a peer answered us with derive
+from `PeerError` and keep the peer's code, message and data.
+"""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+log = logging.getLogger(__name__)
 
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -12,6 +20,9 @@ INTERNAL_ERROR = -32603
 SERVER_BUSY = -32000
 AUTH_REQUIRED = -32000
 REQUEST_CANCELLED = -32800
+RESOURCE_NOT_FOUND = -32002  # ACP's "Resource not found" (the rig's client answers it for a missing file)
+#: What the rig's chat answers when the person declines; not -32000, which ACP reads as "authentication required".
+NOT_APPROVED = -32001
 
 
 class RpcError(Exception):
@@ -26,6 +37,10 @@ class RpcError(Exception):
         self.data = dict(data or {})
         if self.reason is not None:
             self.data.setdefault("reason", self.reason)
+
+    def answer(self) -> "RpcError":
+        """The error a request that raised this one is answered with: itself, unless a subclass says otherwise."""
+        return self
 
     def to_wire(self) -> dict[str, Any]:
         error: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -116,26 +131,42 @@ class RequestCancelled(RpcError):
         super().__init__(message)
 
 
-class McpError(RpcError):
-    """An MCP-level error: the MCP server's own error object, relayed with its code as is."""
+def _is_code(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
+
+class PeerError(RpcError):
+    """An error object a peer answered one of our requests with: the ACP client's (ClientError)
+    or an MCP server's (McpError). `code`, `message` and `data` are the peer's, so relaying it
+    keeps the peer's code; a code that is not an integer becomes -32603, data that is not an
+    object becomes `{"value": data}`."""
+
+    def __init__(self, code: Any, message: str, data: Any = None) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = code if _is_code(code) else INTERNAL_ERROR
         if data is not None and not isinstance(data, dict):
             self.data = {"value": data}
         elif data:
             self.data = dict(data)
+
+
+class McpError(PeerError):
+    """An MCP-level error: the MCP server's own error object, relayed with its code as is.
+
+    Raised by our own MCP servers (`ToolServer`) too, with the code an MCP client should see.
+    """
 
     @classmethod
     def from_wire(cls, error: Any) -> "McpError":
         """From a JSON-RPC error object as some peer wrote it (tolerant of bad shapes)."""
         if not isinstance(error, dict):
             return cls(INTERNAL_ERROR, f"Malformed error from the MCP server: {one_line(repr(error))}")
-        code = error.get("code")
-        if not isinstance(code, int) or isinstance(code, bool):
-            code = INTERNAL_ERROR
-        return cls(code, one_line(str(error.get("message", "MCP error"))), error.get("data"))
+        return cls(error.get("code"), one_line(str(error.get("message", "MCP error"))), error.get("data"))
+
+    @classmethod
+    def relaying(cls, error: PeerError) -> "McpError":
+        """Another peer's error (the ACP client's answer to an MCP request) passed on as MCP's."""
+        return cls(error.code, one_line(error.message), error.data or None)
 
 
 class UnknownMcpServer(InvalidParams):
@@ -204,32 +235,43 @@ def client_reason(data: Any) -> str | None:
     return None
 
 
-class ClientError(Exception):
+class ClientError(PeerError):
     """The client answered one of the agent's requests with a JSON-RPC error.
 
     `str()` names the method, the client's message and code, then the client's reason from
     `data` when it gave one (`client_reason`): what a person needs to see. Bounded in length.
+    Escaping agent code it is the agent's failure, not the client's: `error_for` answers it
+    -32603 quoting `str()`, never with the client's own code (the client did not fail the
+    request being answered).
     """
 
     def __init__(self, method: str, error: dict[str, Any]) -> None:
+        data = error.get("data")
+        super().__init__(error.get("code"), str(error.get("message", "")), data)
         self.method = method
-        self.code = error.get("code")
-        self.error_message = str(error.get("message", ""))
-        self.data = error.get("data")
-        self.reason = client_reason(self.data)
-        shown = one_line(self.error_message, CLIENT_MESSAGE_LIMIT)
-        text = f"{method} failed: {shown} ({self.code})"
+        self.reason = client_reason(data)
+        shown = one_line(self.message, CLIENT_MESSAGE_LIMIT)
+        text = f"{method} failed: {shown} ({error.get('code')})"
         if self.reason is not None and self.reason != shown:
             text += f": {self.reason}"
-        super().__init__(text)
+        self.args = (text,)
+
+    @property
+    def error_message(self) -> str:
+        """The client's own message, as it sent it."""
+        return self.message
 
     @property
     def explanation(self) -> str:
         """The client's message and, when it gave one, its reason: one bounded line without the method."""
-        shown = one_line(self.error_message, CLIENT_MESSAGE_LIMIT)
+        shown = one_line(self.message, CLIENT_MESSAGE_LIMIT)
         if self.reason is None or self.reason == shown:
             return shown
         return f"{shown}: {self.reason}" if shown else self.reason
+
+    def answer(self) -> RpcError:
+        """The agent's own failure (-32603), quoting the client's words (see the class)."""
+        return InternalError(one_line(str(self), 600))
 
 
 class TurnCancelled(Exception):
@@ -238,6 +280,30 @@ class TurnCancelled(Exception):
 
 class CapabilityMissing(Exception):
     """The client did not advertise the capability an operation needs."""
+
+
+def error_for(exc: BaseException, doing: str = "a request") -> RpcError:
+    """The JSON-RPC error answering a request whose handling raised `exc`: the one mapping, for
+    ACP and MCP requests alike; `doing` names the work in the log.
+
+    An RpcError answers as itself (`answer`: a PeerError keeps the peer's code, a ClientError
+    escaping agent code is our -32603); a cancel or a kill is -32800; a gevent.Timeout, a
+    SystemExit (agent code must not end the server from a greenlet) and anything else are
+    -32603 in one line, the unexpected ones logged with their traceback.
+    """
+    if isinstance(exc, RpcError):
+        return exc.answer()
+    from gevent import GreenletExit, Timeout  # errors.py stays importable without gevent
+
+    if isinstance(exc, (TurnCancelled, GreenletExit)):
+        return RequestCancelled()
+    if isinstance(exc, Timeout):  # a BaseException: would otherwise leave the request unanswered
+        return InternalError(f"Timed out: {one_line(str(exc))}")
+    if isinstance(exc, SystemExit):
+        log.error("%s called sys.exit; answered as an internal error", doing)
+        return InternalError("Agent code tried to exit the process")
+    log.error("%s failed", doing, exc_info=exc)
+    return InternalError(one_line(f"{type(exc).__name__}: {exc}"))
 
 
 def one_line(text: str, limit: int = 300) -> str:

@@ -12,12 +12,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from functools import partial
-from typing import Any, Protocol
+from typing import Any
 
 import gevent
 from gevent.event import AsyncResult
 
 from . import wire
+from .cancel import CancelToken
 from .errors import RequestCancelled, TurnCancelled
 
 log = logging.getLogger(__name__)
@@ -28,14 +29,6 @@ SendRequest = Callable[[int, str, Any], None]
 SendCancel = Callable[[int, str], None]
 #: Turns a peer's error reply to `method` into the exception its waiter raises.
 ErrorFromReply = Callable[[str, Any], BaseException]
-
-
-class CancelSignal(Protocol):
-    """What a wait can be cancelled by (sessions.CancelToken)."""
-
-    def is_set(self) -> bool: ...
-
-    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]: ...
 
 
 class PendingRequest:
@@ -95,7 +88,7 @@ class OutgoingRequests:
             self._pending.pop(key, None)
             raise
 
-    def wait(self, pending: PendingRequest, token: CancelSignal | None = None, timeout: float | None = None,
+    def wait(self, pending: PendingRequest, token: CancelToken | None = None, timeout: float | None = None,
              *, cancel_on_timeout: bool = True) -> Any:
         """The reply's result, or its error raised; a set token cancels it (TurnCancelled).
 
@@ -117,7 +110,7 @@ class OutgoingRequests:
                 remove()
             self._pending.pop(wire.id_key(pending.id), None)
 
-    def call(self, method: str, params: Any, token: CancelSignal | None = None, timeout: float | None = None) -> Any:
+    def call(self, method: str, params: Any, token: CancelToken | None = None, timeout: float | None = None) -> Any:
         """Write a request and wait for its reply (see `wait`)."""
         return self.wait(self.start(method, params), token, timeout)
 

@@ -1,71 +1,21 @@
-"""Sessions: live handles, per-session reservations, cancellation tokens and idle eviction."""
+"""Sessions: live handles, per-session reservations, their current cancellation token, idle eviction."""
 
 from __future__ import annotations
 
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gevent
-from gevent.event import Event
 
+from .cancel import CancelToken
 from .errors import UnknownSession
 from .store.interface import Store
 from .store.session_record import SessionRecord
 
 log = logging.getLogger(__name__)
-
-
-class CancelToken:
-    """A one-shot cancellation flag with callbacks; setting it never blocks."""
-
-    __slots__ = ("event", "_callbacks")
-
-    def __init__(self) -> None:
-        self.event = Event()
-        self._callbacks: list[Callable[[], None]] = []
-
-    @property
-    def cancelled(self) -> bool:
-        return self.event.is_set()
-
-    def is_set(self) -> bool:
-        return self.event.is_set()
-
-    def set(self) -> None:
-        if self.event.is_set():
-            return
-        self.event.set()
-        callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:  # a listener's bug must not stop the others
-                log.exception("cancellation callback failed")
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """True once set; False when `timeout` seconds passed first. A NaN timeout raises ValueError:
-        gevent's hub stops serving every greenlet once a timer of NaN seconds starts."""
-        if timeout is not None and timeout != timeout:
-            raise ValueError("a wait cannot last NaN seconds")
-        return self.event.wait(timeout)
-
-    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
-        """Run `callback` when the token is set (at once if it already is); returns a remover."""
-        if self.event.is_set():
-            callback()
-            return lambda: None
-        self._callbacks.append(callback)
-
-        def remove() -> None:
-            try:
-                self._callbacks.remove(callback)
-            except ValueError:
-                pass
-
-        return remove
 
 
 class Session:
@@ -140,7 +90,7 @@ class SessionRegistry:
     def __len__(self) -> int:
         return len(self._live)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Session]:
         return iter(list(self._live.values()))
 
     def create(self, cwd: str, additional_directories: list[str], mcp_servers: list[dict[str, Any]]) -> Session:

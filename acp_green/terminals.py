@@ -17,8 +17,8 @@ from types import TracebackType
 from typing import Any
 
 from . import content, wire
+from .cancel import CancelToken
 from .errors import ClientError
-from .sessions import CancelToken
 
 log = logging.getLogger(__name__)
 

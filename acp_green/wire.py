@@ -393,10 +393,16 @@ def encode_error(request_id: RequestId, error: dict[str, Any]) -> bytes:
 
 
 def encode_request(request_id: RequestId, method: str, params: Any) -> bytes:
+    """A request; params of None are left out (JSON-RPC allows only an object or an array there)."""
+    if params is None:
+        return encode({"jsonrpc": "2.0", "id": request_id, "method": method})
     return encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
 
 
 def encode_notification(method: str, params: Any) -> bytes:
+    """A notification; params of None are left out, as for a request."""
+    if params is None:
+        return encode({"jsonrpc": "2.0", "method": method})
     return encode({"jsonrpc": "2.0", "method": method, "params": params})
 
 

@@ -1,7 +1,9 @@
 """MCP for acp_green: MCP's JSON-RPC spoken by the runtime itself, and MCP-over-ACP bridges.
 
 - `process`: a stdio child process run the gevent way;
+- `peer`: the JSON-RPC core every MCP link shares (ids, pending calls, envelopes, strict decoding);
 - `jsonrpc`: our client end of MCP's JSON-RPC to such a process;
+- `httplink`, `sse`: the same to a streamable-HTTP server;
 - `tools`: an in-process MCP tool server written against acp_green's API;
 - `client`: the MCP client session agent code uses (`turn.mcp(name)`);
 - `bridge`: inbound bridges (the peer connects to servers we provide);

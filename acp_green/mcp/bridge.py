@@ -17,17 +17,19 @@ import gevent
 from gevent.greenlet import Greenlet
 
 from .. import wire
+from ..cancel import CancelToken
 from ..endpoint import Job, Outcome
 from ..errors import (
-    ClientError,
+    InternalError,
     McpConnectFailed,
     McpError,
     McpServerExited,
+    PeerError,
     RequestCancelled,
     TurnCancelled,
+    error_for,
     one_line,
 )
-from ..sessions import CancelToken
 from ..outgoing import PendingRequest
 from .tools import ToolServer
 
@@ -210,20 +212,20 @@ class StdioBridge(Bridge):
         self.link.notify(method, params)
 
     # -- traffic the MCP server originates ------------------------------------------------------
-    def _wrap(self, message: dict[str, Any]) -> dict[str, Any]:
-        wrapped: dict[str, Any] = {"connectionId": self.connection_id, "method": message.get("method")}
-        if isinstance(message.get("params"), dict):
-            wrapped["params"] = message["params"]
+    def _wrap(self, message: wire.Request | wire.Notification) -> dict[str, Any]:
+        wrapped: dict[str, Any] = {"connectionId": self.connection_id, "method": message.method}
+        if isinstance(message.params, dict):
+            wrapped["params"] = message.params
         return wrapped
 
-    def _relay_notification(self, message: dict[str, Any]) -> None:
-        if self.state == OPEN and isinstance(message.get("method"), str):
+    def _relay_notification(self, message: wire.Notification) -> None:
+        if self.state == OPEN:
             self._notify_client("mcp/message", self._wrap(message))
 
-    def _relay_request(self, message: dict[str, Any]) -> None:
-        if self.state != OPEN or not isinstance(message.get("method"), str):
+    def _relay_request(self, message: wire.Request) -> None:
+        if self.state != OPEN:
             if self.link is not None:
-                self.link.respond(message.get("id"), error={"code": -32603, "message": "The ACP bridge is not open"})
+                self.link.respond(message.id, error=InternalError("The ACP bridge is not open").to_wire())
             return
         greenlet = Greenlet(self._relay_one, message)
         greenlet.name = f"mcp-relay-{self.server.name}"
@@ -231,20 +233,19 @@ class StdioBridge(Bridge):
         greenlet.rawlink(self._relays.discard)
         greenlet.start()
 
-    def _relay_one(self, message: dict[str, Any]) -> None:
+    def _relay_one(self, message: wire.Request) -> None:
         """Ask the ACP peer (an agent->client `mcp/message` request) and answer the MCP server."""
         link = self.link
         assert link is not None
         try:
             result = self._call_client("mcp/message", self._wrap(message), token=self._relay_token)
-        except ClientError as exc:
-            link.respond(message["id"], error={"code": exc.code if isinstance(exc.code, int) else -32603, "message": exc.error_message})
         except TurnCancelled:
-            link.respond(message["id"], error={"code": -32800, "message": "Request cancelled: the bridge closed"})
-        except Exception as exc:  # the ACP connection is closing
-            link.respond(message["id"], error={"code": -32603, "message": one_line(str(exc) or type(exc).__name__)})
+            link.respond(message.id, error=RequestCancelled("Request cancelled: the bridge closed").to_wire())
+        except Exception as exc:  # the client's refusal, relayed with its code; the ACP connection closing
+            relayed = McpError.relaying(exc) if isinstance(exc, PeerError) else exc
+            link.respond(message.id, error=error_for(relayed, f"relaying {message.method} to the client").to_wire())
         else:
-            link.respond(message["id"], result)
+            link.respond(message.id, result)
 
     # -- ending -------------------------------------------------------------------------------
     def _exited(self, link: JsonRpcLink) -> None:

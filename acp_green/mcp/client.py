@@ -9,8 +9,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import __version__
+from ..cancel import CancelToken
 from ..errors import ClientError, McpError
-from ..sessions import CancelToken
 from .tools import PROTOCOL_VERSIONS, ToolServer
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class AcpChannel:
         try:
             return self._call("mcp/message", self._params(method, params), token=token, timeout=timeout)
         except ClientError as exc:
-            raise McpError.from_wire({"code": exc.code, "message": exc.error_message, "data": exc.data}) from None
+            raise McpError.relaying(exc) from None
 
     def notify(self, method: str, params: Any = None) -> None:
         self._notify("mcp/message", self._params(method, params))

@@ -13,7 +13,9 @@
   negotiated `MCP-Protocol-Version` too. A 404 for that session means the server forgot it: the
   link initializes again, once, with the same parameters, and sends the request once more.
 - geventhttpclient (cooperative sockets, no monkey-patching) is imported on first use, so an agent
-  that never reaches an HTTP server never loads it. JSON is decoded by `wire` only.
+  that never reaches an HTTP server never loads it.
+- Ids, the pending table, envelopes and strict decoding are the shared core, `peer.McpPeer`; a
+  JSON body or an event's data is one message for `McpPeer.receive`.
 """
 
 from __future__ import annotations
@@ -29,16 +31,14 @@ from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 
 from .. import wire
-from ..errors import McpConnectFailed, McpError, McpServerExited, RpcError, one_line
-from ..outgoing import OutgoingRequests, PendingRequest
-from ..sessions import CancelToken
+from ..cancel import CancelToken
+from ..errors import INTERNAL_ERROR, McpConnectFailed, McpError, McpServerExited, RpcError, one_line
+from ..outgoing import PendingRequest
 from ..transport import LineFramer
-from .jsonrpc import dispatch, refuse_server_request
+from .peer import McpPeer, NotificationHandler, RequestHandler, cancel_notification
 from .sse import MAX_EVENT_BYTES, SseParser, SseTooLarge
 
 log = logging.getLogger(__name__)
-
-MessageHandler = Callable[[dict[str, Any]], None]
 
 #: How long connecting to the server may take (the answer itself is bounded by the caller's wait).
 CONNECT_TIMEOUT = 10.0
@@ -80,7 +80,7 @@ class _SessionExpired(Exception):
         self.session_id = session_id
 
 
-class HttpLink:
+class HttpLink(McpPeer):
     """Our end of the MCP conversation with one streamable-HTTP server; a `client.Channel` itself."""
 
     def __init__(
@@ -89,8 +89,8 @@ class HttpLink:
         *,
         name: str,
         headers: dict[str, str] | None = None,
-        on_request: MessageHandler | None = None,
-        on_notification: MessageHandler | None = None,
+        on_request: RequestHandler | None = None,
+        on_notification: NotificationHandler | None = None,
         connect_timeout: float = CONNECT_TIMEOUT,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
@@ -99,7 +99,7 @@ class HttpLink:
         parsed = ghc.URL(url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
             raise ValueError(f"not an http(s) URL: {url!r}")
-        self.name = name
+        super().__init__(name, on_request, on_notification)
         self.url = url
         self._path = parsed.request_uri or "/"
         self._headers = dict(headers or {})
@@ -107,9 +107,6 @@ class HttpLink:
             parsed, concurrency=MAX_STREAMS, connection_timeout=connect_timeout, network_timeout=None,
         )
         self._max = max_message_bytes
-        self._calls = OutgoingRequests(self._start_post, self._post_cancel, _error_from_reply, first_id=1)
-        self._on_request = on_request or self._refuse_request
-        self._on_notification = on_notification or (lambda message: log.debug("MCP %s: %s", name, message.get("method")))
         self._streams: dict[wire.IdKey | None, Greenlet] = {}
         self._helpers: set[Greenlet] = set()
         self._lingering: set[Greenlet] = set()  # answered requests' streams, read to their end
@@ -121,24 +118,11 @@ class HttpLink:
         self._closed = False
 
     @property
-    def closed_error(self) -> BaseException | None:
-        """Why no answers can come any more, once the link is closed; None while it is usable."""
-        return self._calls.closed_error
-
-    @property
-    def alive(self) -> bool:
-        return self.closed_error is None
-
-    @property
     def open_streams(self) -> int:
         """Requests whose stream is still being read, answered or not (diagnostics, tests)."""
         return len(self._streams) + len(self._lingering)
 
     # -- sending -------------------------------------------------------------------------------
-    def start_request(self, method: str, params: Any) -> PendingRequest:
-        """POST a request now; the answer comes later (see `wait`)."""
-        return self._calls.start(method, params)
-
     def wait(self, call: PendingRequest, token: CancelToken | None = None, timeout: float | None = None) -> Any:
         """The call's result; McpError for an error reply; a set token cancels it (TurnCancelled).
 
@@ -146,50 +130,28 @@ class HttpLink:
         token was given; either way the request's stream is closed when the wait ends.
         """
         try:
-            return self._calls.wait(call, token, timeout, cancel_on_timeout=token is not None)
+            return super().wait(call, token, timeout)
         finally:
             self._close_stream(call.id, answered=_server_replied(call))
 
-    def request(self, method: str, params: Any, token: CancelToken | None = None, timeout: float | None = None) -> Any:
-        return self.wait(self.start_request(method, params), token, timeout)
-
-    def notify(self, method: str, params: Any = None) -> None:
-        """POST a notification and wait (bounded) for the server to take it; failures are logged."""
-        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        self._post_one_way(message, method)
-
-    def respond(self, request_id: Any, result: Any = None, error: dict[str, Any] | None = None) -> None:
-        """Answer a request the MCP server sent us."""
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id}
-        if error is not None:
-            message["error"] = error
-        else:
-            message["result"] = result
-        self._post_one_way(message, "a response")
-
-    def cancel(self, call: PendingRequest, reason: str, error: BaseException | None = None) -> None:
-        """Tell the server to stop (our id), close the request's stream, release the waiter now."""
-        self._calls.cancel(call, reason, error)
-
-    def _start_post(self, request_id: int, method: str, params: Any) -> None:
-        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        body = wire.encode(message)  # raises here, in the caller, for a value JSON cannot carry
+    def _send_request(self, request_id: int, method: str, params: Any, data: bytes) -> None:
+        """Start the request's own greenlet, which POSTs it and reads the answer."""
         if method == "initialize":
             self._initialize_params = params
             self._initialize_ids.add(request_id)
-        stream = Greenlet(self._exchange, request_id, method, body)
+        stream = Greenlet(self._exchange, request_id, method, data)
         stream.name = f"mcp-http-{self.name}-{request_id}"
         self._streams[wire.id_key(request_id)] = stream
         stream.start()
 
-    def _post_cancel(self, request_id: int, reason: str) -> None:
+    def _send(self, data: bytes, what: str) -> None:
+        """POST a notification or an answer and wait (bounded) for the server to take it; failures are logged."""
+        self._post_one_way(data, what)
+
+    def _write_cancel(self, request_id: int, reason: str) -> None:
+        """Close the request's stream and POST the cancel from a greenlet of its own (may run in the hub)."""
         self._close_stream(request_id)
-        message = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": request_id, "reason": reason}}
-        helper = gevent.spawn(self._post_one_way, message, "notifications/cancelled")
+        helper = gevent.spawn(self._post_one_way, cancel_notification(request_id, reason), "notifications/cancelled")
         self._helpers.add(helper)
         helper.rawlink(self._helpers.discard)
 
@@ -221,12 +183,12 @@ class HttpLink:
             headers["MCP-Protocol-Version"] = self.protocol_version
         return headers
 
-    def _post_one_way(self, message: dict[str, Any], what: str) -> None:
+    def _post_one_way(self, body: bytes, what: str) -> None:
         if self._closed:
             return
         try:
             with gevent.Timeout(NOTIFY_TIMEOUT):
-                response = self._client.request("POST", self._path, body=wire.encode(message), headers=self._request_headers())
+                response = self._client.request("POST", self._path, body=body, headers=self._request_headers())
                 with response:
                     status = response.status_code
                     response.read(_READ_BLOCK)  # a 202 has no body; anything else is not kept
@@ -253,9 +215,9 @@ class HttpLink:
         except RpcError as exc:
             self._fail_one(request_id, exc)
         except OSError as exc:
-            self._fail_one(request_id, self._connection_error(method, exc))
+            self._fail_one(request_id, _connection_error(self.name, self.url, method, exc))
         except SseTooLarge as exc:
-            self._fail_one(request_id, McpError(-32603, f"MCP server {self.name!r} sent an answer to {method} that is too large: {exc}"))
+            self._fail_one(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent an answer to {method} that is too large: {exc}"))
         except Exception as exc:  # the HTTP client's parse errors, a pool closed under us
             self._fail_one(request_id, McpServerExited(
                 f"MCP server {self.name!r} broke off its answer to {method}: {one_line(str(exc) or type(exc).__name__)}"))
@@ -284,7 +246,7 @@ class HttpLink:
             if content_type == "text/event-stream":
                 self._read_events(response)
             elif content_type == "application/json":
-                self._deliver(self._read_body(response))
+                self.receive(_read_body(response, self._max))
             else:
                 raise _Refused(f"HTTP {status} with content type {content_type or 'none'!r}, not JSON or an event stream")
 
@@ -296,28 +258,7 @@ class HttpLink:
                 raise SseTooLarge(f"an event stream line is over {self._max} bytes")
             event = parser.feed_line(line.data)
             if event is not None and event.event == "message" and event.data:
-                self._deliver(event.data)
-
-    def _read_body(self, response: Any) -> bytes:
-        length = response.content_length
-        if length is not None and length > self._max:
-            raise SseTooLarge(f"a JSON body of {length} bytes is over {self._max}")
-        chunks: list[bytes] = []
-        size = 0
-        next_block = _body_blocks(response)
-        while True:
-            chunk = next_block()
-            if not chunk:
-                return b"".join(chunks)
-            size += len(chunk)
-            if size > self._max:
-                raise SseTooLarge(f"a JSON body is over {self._max} bytes")
-            chunks.append(chunk)
-
-    def _connection_error(self, method: str, exc: OSError) -> RpcError:
-        if isinstance(exc, (ConnectionRefusedError, socket.gaierror, socket.timeout)) or exc.errno in _CONNECT_ERRNOS:
-            return McpConnectFailed(f"cannot connect to MCP server {self.name!r} at {self.url}: {one_line(exc.strerror or str(exc))}")
-        return McpServerExited(f"MCP server {self.name!r} broke off its answer to {method}: {one_line(exc.strerror or str(exc))}")
+                self.receive(event.data)
 
     def _fail_one(self, request_id: int, error: RpcError) -> None:
         self._calls.reject(request_id, error)  # nobody waits any more (answered, cancelled): nothing happens
@@ -341,32 +282,16 @@ class HttpLink:
             self.notify("notifications/initialized")
 
     # -- receiving -----------------------------------------------------------------------------
-    def _deliver(self, data: bytes) -> None:
-        try:
-            message = wire.decode_value(data)
-        except RpcError as exc:
-            log.warning("MCP %s: the server sent something that is not JSON; ignored: %s", self.name, exc.message)
-            return
-        if not isinstance(message, dict):
-            log.warning("MCP %s: the server sent a JSON value that is not a message; ignored", self.name)
-            return
-        request_id = message.get("id")
-        result = message.get("result")
-        if "method" not in message and "error" not in message and request_id in self._initialize_ids and isinstance(result, dict):
+    def _answered(self, response: wire.Response) -> None:
+        result = response.result
+        if response.error is None and response.id in self._initialize_ids and isinstance(result, dict):
             # The version a server chose is sent back on every later request (MCP-Protocol-Version).
-            self._initialize_ids.discard(request_id)
+            self._initialize_ids.discard(response.id)
             version = result.get("protocolVersion")
             self.protocol_version = version if isinstance(version, str) else None
-        dispatch(self.name, message, self._calls, self._on_request, self._on_notification)
-
-    def _refuse_request(self, message: dict[str, Any]) -> None:
-        refuse_server_request(self.respond, message)
+        super()._answered(response)
 
     # -- ending --------------------------------------------------------------------------------
-    def fail(self, error: Exception) -> None:
-        """No answers can come any more: every pending call errors at once."""
-        self._calls.close(error)
-
     def close(self, error: Exception | None = None) -> None:
         """Fail what is pending, close every stream, end the MCP session (DELETE, best effort), close the connections."""
         if self._closed:
@@ -432,9 +357,29 @@ def _body_blocks(response: Any) -> Callable[[], bytes]:
     return next_block
 
 
-def _error_from_reply(_method: str, error: Any) -> BaseException:
-    """The server's error object as McpError (its code relayed); our own failures pass as they are."""
-    return error if isinstance(error, RpcError) else McpError.from_wire(error)
+def _read_body(response: Any, limit: int) -> bytes:
+    """A JSON response's whole body; SseTooLarge once it is over `limit` bytes."""
+    length = response.content_length
+    if length is not None and length > limit:
+        raise SseTooLarge(f"a JSON body of {length} bytes is over {limit}")
+    chunks: list[bytes] = []
+    size = 0
+    next_block = _body_blocks(response)
+    while True:
+        chunk = next_block()
+        if not chunk:
+            return b"".join(chunks)
+        size += len(chunk)
+        if size > limit:
+            raise SseTooLarge(f"a JSON body is over {limit} bytes")
+        chunks.append(chunk)
+
+
+def _connection_error(name: str, url: str, method: str, exc: OSError) -> RpcError:
+    """A socket error as the request's failure: no connection at all, or an answer broken off."""
+    if isinstance(exc, (ConnectionRefusedError, socket.gaierror, socket.timeout)) or exc.errno in _CONNECT_ERRNOS:
+        return McpConnectFailed(f"cannot connect to MCP server {name!r} at {url}: {one_line(exc.strerror or str(exc))}")
+    return McpServerExited(f"MCP server {name!r} broke off its answer to {method}: {one_line(exc.strerror or str(exc))}")
 
 
 def _excerpt(response: Any) -> str:

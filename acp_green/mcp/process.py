@@ -16,7 +16,6 @@ import os
 import signal
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from gevent import subprocess
 from gevent.event import Event
@@ -24,7 +23,6 @@ from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 from gevent.queue import Queue
 
-from .. import wire
 from ..transport import LineReader, read_chunks
 
 log = logging.getLogger(__name__)
@@ -43,12 +41,15 @@ _LAUNCHING = Semaphore()
 
 
 class StdioProcess:
-    """One child: a FIFO writer to its stdin, a line reader on its stdout, a drain on its stderr."""
+    """One child: a FIFO writer to its stdin, a line reader on its stdout, a drain on its stderr.
+
+    Bytes only: each non-blank line the child writes goes to `on_line` as it is (decoding is the
+    link's, `peer.McpPeer.receive`); `send` queues bytes already encoded."""
 
     def __init__(
         self,
         argv: Sequence[str],
-        on_message: Callable[[dict[str, Any]], None],
+        on_line: Callable[[bytes], None],
         *,
         on_exit: Callable[["StdioProcess"], None] | None = None,
         name: str = "mcp",
@@ -60,7 +61,7 @@ class StdioProcess:
         self.name = name
         self.max_line_bytes = max_line_bytes
         self.argv = list(argv)
-        self._on_message = on_message
+        self._on_line = on_line
         self._on_exit = on_exit
         self._stderr_tail: deque[bytes] = deque()
         self._stderr_size = 0
@@ -99,11 +100,12 @@ class StdioProcess:
         return greenlet
 
     # -- output to the child -------------------------------------------------------------------
-    def send(self, message: dict[str, Any]) -> bool:
-        """Queue one message for the child's stdin, in call order; False if the child is gone."""
+    def send(self, data: bytes) -> bool:
+        """Queue one encoded message (with its newline) for the child's stdin, in call order;
+        False if the child is gone."""
         if self._closing or self.exited.is_set():
             return False
-        self._outgoing.put(wire.encode(message))
+        self._outgoing.put(data)
         return True
 
     def _write_loop(self) -> None:
@@ -142,15 +144,7 @@ class StdioProcess:
         if not line.strip():
             return
         try:
-            message = wire.loads(line)
-        except ValueError:
-            log.warning("MCP server %s wrote a line that is not JSON; ignored: %r", self.name, line[:200])
-            return
-        if not isinstance(message, dict):
-            log.warning("MCP server %s wrote a JSON value that is not a message; ignored", self.name)
-            return
-        try:
-            self._on_message(message)
+            self._on_line(line)
         except Exception:
             log.exception("handling a message from MCP server %s failed", self.name)
 

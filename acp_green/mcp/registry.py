@@ -18,7 +18,7 @@ import gevent
 
 from .. import wire
 from ..endpoint import Job, Outcome, background, notification
-from ..errors import McpError, UnknownMcpConnection, UnknownMcpServer
+from ..errors import MethodNotFound, UnknownMcpConnection, UnknownMcpServer
 from ..params import Params
 from .bridge import CLOSED, CONNECTING, Bridge, InProcessBridge, ProvidedServer, StdioBridge
 from .tools import ToolServer
@@ -104,7 +104,7 @@ class PeerRequestJob(Job):
             return {}
         if self.method == "roots/list":
             return {"roots": []}
-        raise McpError(-32601, f"Method not found: {self.method}")
+        raise MethodNotFound(self.method)
 
 
 class McpRegistry:

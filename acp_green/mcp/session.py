@@ -23,8 +23,8 @@ from gevent.event import AsyncResult
 from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 
+from ..cancel import CancelToken
 from ..errors import ClientError, McpServerExited, McpUnavailable, RpcError, TurnCancelled, one_line
-from ..sessions import CancelToken
 from .bridge import ProvidedServer
 from .client import AcpChannel, LoopbackChannel, McpClientSession, StdioChannel
 from .jsonrpc import JsonRpcLink
@@ -274,7 +274,8 @@ class SessionMcp:
         self.closed = True
         stdio, self.stdio = self.stdio, {}
         http, self.http = self.http, {}
-        closers = [gevent.spawn(server.close) for server in [*stdio.values(), *http.values()]]
+        servers: list[_StdioServer | _HttpServer] = [*stdio.values(), *http.values()]
+        closers = [gevent.spawn(server.close) for server in servers]
         for name, connection_id in list(self.outbound.items()):
             self._on_outbound(connection_id, None)
             gevent.spawn(self._disconnect, connection_id)

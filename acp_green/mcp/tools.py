@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import wire
-from ..errors import McpError, TurnCancelled, one_line
-from ..sessions import CancelToken
+from ..cancel import CancelToken
+from ..errors import INVALID_PARAMS, METHOD_NOT_FOUND, McpError, TurnCancelled, one_line
 
 log = logging.getLogger(__name__)
 
@@ -82,18 +82,18 @@ class ToolServer:
             return {"tools": [tool.to_wire() for tool in self.tools.values()]}
         if method == "tools/call":
             return self._call(params, token)
-        raise McpError(-32601, f"Method not found: {method}")
+        raise McpError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def _call(self, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
         name = params.get("name")
         tool = self.tools.get(name) if isinstance(name, str) else None
         if tool is None:
-            raise McpError(-32602, f"Unknown tool: {name!r}")
+            raise McpError(INVALID_PARAMS, f"Unknown tool: {name!r}")
         arguments = params.get("arguments") or {}
         if not isinstance(arguments, dict):
-            raise McpError(-32602, "tools/call: arguments must be an object")
+            raise McpError(INVALID_PARAMS, "tools/call: arguments must be an object")
         try:
-            value = tool.handler(ToolCall(name, arguments, token))
+            value = tool.handler(ToolCall(tool.name, arguments, token))
         except (TurnCancelled, McpError):
             raise
         except Exception as exc:  # a tool's failure is a result the model can read (MCP convention)

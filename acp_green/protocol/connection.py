@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__, wire
 from ..agent import Agent, ExtensionCall
+from ..cancel import CancelToken
 from ..context import PROTOCOL_VERSION, ConnectionContext
 from ..endpoint import Endpoint, Job, Kind, Route, control, fallback
 from ..errors import MethodNotFound
 from ..mcp.registry import McpRegistry
 from ..params import Params
-from ..sessions import CancelToken, SessionRegistry
+from ..sessions import SessionRegistry
 from ..stats import STATS_METHOD, runtime_stats
 
 if TYPE_CHECKING:

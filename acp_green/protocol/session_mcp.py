@@ -11,7 +11,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..mcp.registry import McpRegistry
-from ..sessions import CancelToken, Session
+from ..cancel import CancelToken
+from ..sessions import Session
 
 if TYPE_CHECKING:
     from ..mcp.client import McpClientSession

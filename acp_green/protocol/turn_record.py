@@ -27,8 +27,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .. import wire
+from ..cancel import CancelToken
 from ..errors import one_line
-from ..sessions import CancelToken, Session
+from ..sessions import Session
 from ..store.turns import TurnOutcome
 from .updates import LINE_END, SessionUpdateEncoder, message_tail
 

@@ -4,8 +4,10 @@ Type a prompt, watch the reply stream in; Ctrl-C cancels the running turn (sessi
 Ctrl-D quits. Lines starting with `/` go to the agent unchanged: they are its slash commands.
 The agent runs in its own session, so the terminal's SIGINT reaches only this client, which
 turns it into a cancel instead of killing the agent. Chat is a real client: it reads and writes
-the files the agent names, runs the commands it asks for and fills its forms, each after asking
-the person (chat_ask.py). Whatever goes wrong with the agent is one line on stderr and exit 1.
+the files the agent names, runs the commands it asks for and fills its forms, asking the person
+(chat_ask.py) before each but a read inside the session's cwd. The agent may be hostile: only
+regular files are served, reads are bounded (chat_files.py) and its text is shown harmless
+(chat_text.py). Whatever goes wrong with the agent is one line on stderr and exit 1.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import click
 import gevent
 from gevent import subprocess
 
+from ..errors import NOT_APPROVED
 from . import chat_files
 from .chat_ask import Approval, Asker, LineSource
 from .chat_render import Renderer, Screen, diff_lines
+from .chat_text import harmless
 from .client import AcpClient, AgentProcess, ClientPolicy, Pending
 
 __all__ = ["ChatOptions", "run_chat", "default_command", "AgentGone"]
@@ -59,29 +63,89 @@ def approval_for(approve: str, interactive: bool) -> Approval:
     return Approval.ASK if interactive else Approval.NO_TERMINAL
 
 
-def serve_files(client: AcpClient, screen: Screen) -> None:
-    """Answer the agent's file requests from the real files (chat_files.py), showing each write as a diff."""
+def serve_files(client: AcpClient, asker: Asker, screen: Screen, cwd: str) -> None:
+    """Answer the agent's file requests from the real files (chat_files.py), asking first where the person must decide.
+
+    A read inside the session's directory `cwd` is answered at once; a read outside it (symlinks
+    resolved: a link in cwd to ~/.ssh is outside) and every write are asked (Asker.confirm), so
+    --deny, and a pipe without --yes, refuse them: -32001 to the agent and a line to the person.
+    Paths that are not regular files are refused by chat_files whatever the answer.
+    """
 
     def read(_client: AcpClient, request: dict[str, Any]) -> None:
+        params = _params(request)
         try:
-            client.respond(request["id"], {"content": chat_files.read_text(request.get("params") or {})})
+            path = chat_files.absolute_path(params)
         except chat_files.FileRequestRefused as exc:
             client.respond_error(request["id"], exc.to_error())
+            return
+
+        def answer(allowed: bool = True) -> None:
+            if not allowed:
+                client.respond_error(request["id"], _not_approved(f"reading {path}", asker, path))
+                return
+            try:
+                client.respond(request["id"], {"content": chat_files.read_text(params)})
+            except chat_files.FileRequestRefused as exc:
+                if exc.code != chat_files.RESOURCE_NOT_FOUND:  # a missing file is the agent's to report
+                    screen.line(click.style(f"[read refused] {harmless(exc)}", fg="red"))
+                client.respond_error(request["id"], exc.to_error())
+
+        if chat_files.is_inside(path, cwd):
+            answer()
+        else:
+            asker.confirm(request, f"[file] read {harmless(path)}{_resolved_note(path)}, outside {harmless(cwd)}", [], answer)
 
     def write(_client: AcpClient, request: dict[str, Any]) -> None:
         try:
-            written = chat_files.write_text(request.get("params") or {})
+            planned = chat_files.plan_write(_params(request))
         except chat_files.FileRequestRefused as exc:
-            screen.line(click.style(f"[write refused] {exc}", fg="red"))
+            screen.line(click.style(f"[write refused] {harmless(exc)}", fg="red"))
             client.respond_error(request["id"], exc.to_error())
             return
-        client.respond(request["id"], {})
-        screen.line(click.style(f"[wrote] {written.path}", fg="green"))
-        for line in diff_lines(written.path, written.old_text, written.new_text):
-            screen.line("    " + line)
+        diff = diff_lines(planned.path, planned.old_text, planned.new_text)
+        if planned.unshown is not None:  # the diff shows a new file, but one is there and will be replaced
+            diff.insert(0, click.style(f"replaces the whole file, whose text is not shown: {harmless(planned.unshown)}", fg="red"))
+        where = "" if chat_files.is_inside(planned.path, cwd) else f", outside {harmless(cwd)}"
+
+        def answer(allowed: bool) -> None:
+            if not allowed:
+                client.respond_error(request["id"], _not_approved(f"writing {planned.path}", asker, planned.path))
+                return
+            try:
+                chat_files.apply_write(planned)
+            except chat_files.FileRequestRefused as exc:
+                screen.line(click.style(f"[write refused] {harmless(exc)}", fg="red"))
+                client.respond_error(request["id"], exc.to_error())
+                return
+            client.respond(request["id"], {})
+            screen.line(click.style(f"[wrote] {harmless(planned.path)}", fg="green"))
+            if asker.approval is not Approval.ASK:  # the person was shown the diff with the question
+                for line in diff:
+                    screen.line("    " + line)
+
+        asker.confirm(request, f"[file] write {harmless(planned.path)}{_resolved_note(planned.path)}{where}", diff, answer)
 
     client.policy.handlers["fs/read_text_file"] = read
     client.policy.handlers["fs/write_text_file"] = write
+
+
+def _params(request: dict[str, Any]) -> dict[str, Any]:
+    """The request's params when they are an object; anything else counts as none (so 'path' is missing)."""
+    params = request.get("params")
+    return params if isinstance(params, dict) else {}
+
+
+def _resolved_note(path: str) -> str:
+    real = chat_files.real_path(path)
+    return "" if real == os.path.normpath(path) else f" (really {harmless(real)})"
+
+
+def _not_approved(what: str, asker: Asker, path: str) -> dict[str, Any]:
+    """The error the agent gets for a file request the person (or --deny, or nobody) did not approve."""
+    why = {Approval.DENY: "chat runs with --deny", Approval.NO_TERMINAL: "nobody can be asked (stdin is not a terminal) and chat runs without --yes"}
+    reason = why.get(asker.approval, "the user refused")
+    return {"code": NOT_APPROVED, "message": f"The user did not approve {what}: {reason}", "data": {"path": path}}
 
 
 def wait_for(agent: AgentProcess, pending: Pending) -> dict[str, Any]:
@@ -100,7 +164,7 @@ def gone_reason(agent: AgentProcess) -> str:
     except subprocess.TimeoutExpired:  # still running with its output closed
         said = "closed its output"
     last = agent.stderr_text(timeout=2)[-2000:].strip().splitlines()
-    return said + (f" (its stderr ends: {last[-1][:300]})" if last else "")
+    return said + (f" (its stderr ends: {harmless(last[-1][:300])})" if last else "")
 
 
 def run_chat(options: ChatOptions, stdin: Any = None) -> int:
@@ -116,7 +180,7 @@ def run_chat(options: ChatOptions, stdin: Any = None) -> int:
         return 1
     asker = Asker(agent, screen, lines, approval_for(options.approve, interactive), interactive)
     asker.install()
-    serve_files(agent, screen)
+    serve_files(agent, asker, screen, options.cwd)
     try:
         return _converse(agent, asker, screen, lines, options)
     except AgentGone as exc:
@@ -160,8 +224,8 @@ def _converse(agent: AgentProcess, asker: Asker, screen: Screen, lines: LineSour
     handler = gevent.signal_handler(signal.SIGINT, on_interrupt)
     gevent.sleep(0.05)  # the commands update follows the session/new response; give it a moment
     agent_info = info.get("agentInfo") or {}
-    screen.line(f"chatting with {agent_info.get('title') or agent_info.get('name') or ' '.join(options.command)}"
-                f" (session {session_id}); Ctrl-C cancels a turn, Ctrl-D quits")
+    screen.line(f"chatting with {harmless(agent_info.get('title') or agent_info.get('name') or ' '.join(options.command))}"
+                f" (session {harmless(session_id)}); Ctrl-C cancels a turn, Ctrl-D quits")
     if renderer.commands:
         screen.line("agent commands: " + " ".join("/" + c for c in renderer.commands))
     try:
@@ -187,7 +251,7 @@ def _converse(agent: AgentProcess, asker: Asker, screen: Screen, lines: LineSour
             current.clear()
             if "error" in message:
                 error = message["error"] if isinstance(message["error"], dict) else {}
-                screen.line(click.style(f"[error {error.get('code')}: {error.get('message')}]", fg="red"))
+                screen.line(click.style(harmless(f"[error {error.get('code')}: {error.get('message')}]"), fg="red"))
             else:
                 renderer.end_turn(str((message.get("result") or {}).get("stopReason")))
     finally:

@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .chat_text import harmless
+
 #: The short answers of each ACP permission option kind; the first is the key shown.
 KIND_WORDS: dict[str, tuple[str, ...]] = {
     "allow_once": ("y", "yes", "once"),
@@ -66,7 +68,7 @@ def permission_choices(options: Sequence[Any]) -> list[Choice]:
 
 def describe_choices(choices: Sequence[Choice]) -> str:
     """`1 allow once [y] · 2 reject [n]`: how each choice may be typed."""
-    return " · ".join(f"{n} {c.label}" + (f" [{c.words[0]}]" if c.words else "") for n, c in enumerate(choices, 1))
+    return " · ".join(f"{n} {harmless(c.label)}" + (f" [{c.words[0]}]" if c.words else "") for n, c in enumerate(choices, 1))
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +89,7 @@ def field_value(text: str, schema: Mapping[str, Any]) -> Any:
     if isinstance(enum, list) and enum:
         choices = [Choice(str(v), (), v) for v in enum]
         found = pick(text, choices)
-        return found.value if found else Invalid("one of: " + ", ".join(f"{n} {c.label}" for n, c in enumerate(choices, 1)))
+        return found.value if found else Invalid("one of: " + ", ".join(f"{n} {harmless(c.label)}" for n, c in enumerate(choices, 1)))
     if kind == "string":
         value = text.rstrip("\r\n")
         low, high = schema.get("minLength"), schema.get("maxLength")

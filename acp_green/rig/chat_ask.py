@@ -1,4 +1,5 @@
-"""Chat's answers to the agent's questions for the person: permissions, commands to run, forms.
+"""Chat's answers to the agent's questions for the person: permissions, commands to run, forms,
+and chat's own questions about the agent's file requests (`Asker.confirm`).
 
 How a question is answered is decided once (`Approval`): in a terminal the person is asked and
 types the answer as the next line; `--yes` approves, `--deny` rejects, and without a terminal and
@@ -22,13 +23,15 @@ from gevent.event import AsyncResult
 from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 
+from .. import errors
 from ..wire import IdKey, id_key, is_valid_id
 from .chat_answers import Choice, Invalid, describe_choices, field_value, permission_choices, pick
 from .chat_render import Renderer, Screen, content_lines
+from .chat_text import harmless
 from .client import AcpClient
 
-REQUEST_CANCELLED = {"code": -32800, "message": "Request cancelled"}
-NOT_APPROVED = -32001  # the person (or chat for them) said no; not -32000, which ACP reads as "authentication required"
+REQUEST_CANCELLED = {"code": errors.REQUEST_CANCELLED, "message": "Request cancelled"}
+NOT_APPROVED = errors.NOT_APPROVED  # the person (or chat for them) said no
 FORM_ACTIONS = [Choice("fill it in", ("f", "fill", "y", "yes"), "accept"), Choice("decline", ("d", "n", "no"), "decline"),
                 Choice("cancel", ("c",), "cancel")]
 
@@ -94,6 +97,24 @@ class Asker:
     def _received(self, client: AcpClient, request: dict[str, Any]) -> None:
         answer = {"session/request_permission": self.permission, "terminal/create": self.run_command,
                   "elicitation/create": self.form}[request["method"]]
+        self._start(request, answer)
+
+    def confirm(self, request: dict[str, Any], question: str, details: list[str], then: Callable[[bool], None]) -> None:
+        """Ask `question` (allow or refuse) about the agent's `request`, then call `then(allowed)`.
+
+        Asked like a permission (one question at a time, in its own greenlet, withdrawn on Ctrl-C or
+        `$/cancel_request`, which answer the request -32800): --yes allows, --deny and no terminal refuse.
+        """
+        choices = [Choice("allow", ("y", "yes"), {"optionId": "allow", "kind": "allow_once"}),
+                   Choice("refuse", ("n", "no"), {"optionId": "refuse", "kind": "reject_once"})]
+
+        def answer(_request: dict[str, Any]) -> None:
+            chosen = self._decide(question, choices, details)
+            then(chosen is not None and chosen["optionId"] == "allow")
+
+        self._start(request, answer)
+
+    def _start(self, request: dict[str, Any], answer: Callable[[dict[str, Any]], None]) -> None:
         worker = Greenlet(self._answer_one, answer, request)
         self._open[id_key(request["id"])] = (worker, request)
         worker.start()
@@ -179,16 +200,16 @@ class Asker:
 
     def _tool_title(self, tool_call: Mapping[str, Any]) -> str:
         known = self.renderer.tools.get(str(tool_call.get("toolCallId"))) if self.renderer else None
-        return str(tool_call.get("title") or (known.title if known else None) or tool_call.get("toolCallId") or "a tool call")
+        return harmless(tool_call.get("title") or (known.title if known else None) or tool_call.get("toolCallId") or "a tool call")
 
     def _tool_lines(self, tool_call: Mapping[str, Any]) -> list[str]:
         """What the person should see: the kind, the files, the content (a diff as a unified diff)."""
         known = self.renderer.tools.get(str(tool_call.get("toolCallId"))) if self.renderer else None
         kind = tool_call.get("kind") or (known.kind if known else None)
-        lines = [f"kind: {kind}"] if kind else []
+        lines = [harmless(f"kind: {kind}")] if kind else []
         for location in tool_call.get("locations") or []:
             if isinstance(location, dict):
-                lines.append(f"file: {location.get('path')}" + (f":{location['line']}" if location.get("line") else ""))
+                lines.append(harmless(f"file: {location.get('path')}" + (f":{location['line']}" if location.get("line") else "")))
         given = tool_call.get("content")
         content = given if isinstance(given, list) else (known.content if known else [])
         terminal_text = self.renderer.terminal_text if self.renderer else (lambda _id: None)
@@ -200,10 +221,10 @@ class Asker:
     def run_command(self, request: dict[str, Any]) -> None:
         params = request.get("params") or {}
         argv = [str(params.get("command", "")), *[str(a) for a in params.get("args") or []]]
-        where = f" in {params['cwd']}" if params.get("cwd") else ""
+        where = harmless(f" in {params['cwd']}") if params.get("cwd") else ""
         choices = [Choice("run it", ("y", "yes"), {"optionId": "run", "kind": "allow_once"}),
                    Choice("do not run it", ("n", "no"), {"optionId": "refuse", "kind": "reject_once"})]
-        chosen = self._decide(f"[run] {shlex.join(argv)}{where}", choices, [])
+        chosen = self._decide(f"[run] {harmless(shlex.join(argv))}{where}", choices, [])
         if chosen is not None and chosen["optionId"] == "run":
             self.client.terminal_host.handle(request, self.client.respond, self.client.respond_error)
         else:
@@ -213,9 +234,9 @@ class Asker:
     def form(self, request: dict[str, Any]) -> None:
         params = request.get("params") or {}
         if params.get("mode") != "form":
-            self.client.respond_error(request["id"], {"code": -32602, "message": f"Invalid params: chat shows forms only, not mode {params.get('mode')!r}"})
+            self.client.respond_error(request["id"], {"code": errors.INVALID_PARAMS, "message": f"Invalid params: chat shows forms only, not mode {params.get('mode')!r}"})
             return
-        message = str(params.get("message", ""))
+        message = harmless(params.get("message", ""))
         if not self.interactive:
             self.screen.note(f"chat: declined the agent's form {message!r}: forms are filled only when stdin is a terminal")
             self.client.respond(request["id"], {"action": "decline"})
@@ -239,9 +260,9 @@ class Asker:
         content: dict[str, Any] = {}
         for name, field in (schema.get("properties") or {}).items():
             field = field if isinstance(field, dict) else {}
-            label = str(field.get("title") or name) + ("" if name in required else " (optional)")
+            label = harmless(field.get("title") or name) + ("" if name in required else " (optional)")
             if field.get("description"):
-                self.screen.line(click.style(f"  {field['description']}", dim=True))
+                self.screen.line(click.style(f"  {harmless(field['description'])}", dim=True))
 
             def parse(text: str, field: dict[str, Any] = field, optional: bool = name not in required) -> Any:
                 if not text.strip() and optional:

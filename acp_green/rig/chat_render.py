@@ -3,7 +3,8 @@
 Styles go through click, which drops them when stdout is not a terminal: a pipe gets plain text.
 The spinner writes to stderr, only when stderr is a terminal, and only while a turn runs with
 nothing shown yet; each frame is one character then a backspace, erased before anything else is
-written, so the conversation on stdout is never interleaved with it.
+written, so the conversation on stdout is never interleaved with it. Whatever the agent sent is made
+harmless (chat_text.py) before it is shown: no escape sequence of the agent's reaches the terminal.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import Any
 import click
 import gevent
 from gevent.greenlet import Greenlet
+
+from .chat_text import harmless, keep_styles
 
 #: Longest diff shown (lines); the rest is counted, not printed.
 MAX_DIFF_LINES = 400
@@ -43,6 +46,7 @@ class Screen:
         if not text:
             return
         self.stop_spinner()
+        text = keep_styles(text)
         click.echo(text, nl=False)
         self.mid_line = not click.unstyle(text).endswith("\n")
 
@@ -51,7 +55,7 @@ class Screen:
         self.stop_spinner()
         if self.mid_line:
             click.echo()
-        click.echo(text)
+        click.echo(keep_styles(text))
         self.mid_line = False
 
     def note(self, text: str) -> None:
@@ -60,7 +64,7 @@ class Screen:
         if self.mid_line:
             click.echo()
             self.mid_line = False
-        click.echo(text, err=True)
+        click.echo(keep_styles(text), err=True)
 
     def start_spinner(self) -> None:
         """Spin on stderr until something is shown (stderr a terminal only)."""
@@ -100,10 +104,10 @@ class ToolCallView:
 def diff_lines(path: str, old_text: str | None, new_text: str) -> list[str]:
     """A unified diff of a file's change (no old text: a new file), styled, at most MAX_DIFF_LINES lines."""
     old = [] if old_text is None else old_text.splitlines(keepends=True)
-    lines = [line.rstrip("\n") for line in difflib.unified_diff(
+    lines = [harmless(line.rstrip("\n")) for line in difflib.unified_diff(
         old, new_text.splitlines(keepends=True), "/dev/null" if old_text is None else path, path)]
     if not lines:
-        return [click.style(f"(no change to {path})", dim=True)]
+        return [click.style(f"(no change to {harmless(path)})", dim=True)]
     shown = [_diff_style(line) for line in lines[:MAX_DIFF_LINES]]
     if len(lines) > MAX_DIFF_LINES:
         shown.append(click.style(f"… {len(lines) - MAX_DIFF_LINES} more diff lines", dim=True))
@@ -128,16 +132,16 @@ def plan_lines(entries: list[Any]) -> list[str]:
     for entry in entries:
         entry = entry if isinstance(entry, dict) else {}
         mark = PLAN_MARKS.get(str(entry.get("status")), "[?]")
-        lines.append(f"  {mark} {entry.get('content', '')}")
+        lines.append(f"  {mark} {harmless(entry.get('content', ''))}")
     return lines
 
 
 def block_text(block: Any) -> str:
-    """The text of a content block, or a placeholder naming its type."""
+    """The text of a content block (made harmless), or a placeholder naming its type."""
     if isinstance(block, dict):
         if block.get("type") == "text":
-            return str(block.get("text", ""))
-        return f"[{block.get('type')}]"
+            return harmless(block.get("text", ""))
+        return harmless(f"[{block.get('type')}]")
     return ""
 
 
@@ -155,9 +159,9 @@ def content_lines(item: Any, terminal_text: TerminalText) -> list[str]:
         return diff_lines(str(item.get("path")), item.get("oldText"), str(item.get("newText", "")))
     if kind == "terminal":
         output = terminal_text(str(item.get("terminalId")))
-        header = click.style(f"[terminal {item.get('terminalId')}]", dim=True)
-        return [header] + (output.splitlines() if output else [])
-    return [f"[{kind}]"]
+        header = click.style(harmless(f"[terminal {item.get('terminalId')}]"), dim=True)
+        return [header] + (harmless(output).splitlines() if output else [])
+    return [harmless(f"[{kind}]")]
 
 
 class Renderer:
@@ -188,9 +192,9 @@ class Renderer:
             for line in plan_lines(update.get("entries") or []):
                 self.screen.line(line)
         elif kind == "available_commands_update":
-            self.commands = [c.get("name", "") for c in update.get("availableCommands") or [] if isinstance(c, dict)]
+            self.commands = [harmless(c.get("name", "")) for c in update.get("availableCommands") or [] if isinstance(c, dict)]
         elif kind == "current_mode_update":
-            self.screen.line(click.style(f"[mode] {update.get('currentModeId')}", fg="magenta"))
+            self.screen.line(click.style(harmless(f"[mode] {update.get('currentModeId')}"), fg="magenta"))
 
     def tool(self, update: dict[str, Any]) -> None:
         """A tool call or a change to one: its status line when the status changes, then new content."""
@@ -207,7 +211,7 @@ class Renderer:
             view.content = update["content"]
         if announced or view.status != before:
             colour = "red" if view.status == "failed" else "cyan"
-            self.screen.line(click.style(f"[tool] {view.title} ({view.kind}): {view.status}", fg=colour))
+            self.screen.line(click.style(harmless(f"[tool] {view.title} ({view.kind}): {view.status}"), fg=colour))
             if view.status == "failed" and not view.content:
                 self.screen.line("    " + click.style("(the agent gave no reason)", dim=True))
         self.show_content(view)
@@ -225,4 +229,4 @@ class Renderer:
                 self.screen.line("    " + line)
 
     def end_turn(self, outcome: str) -> None:
-        self.screen.line(click.style(f"[{outcome}]", fg="green" if outcome == "end_turn" else "red"))
+        self.screen.line(click.style(harmless(f"[{outcome}]"), fg="green" if outcome == "end_turn" else "red"))

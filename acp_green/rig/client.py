@@ -25,6 +25,7 @@ from gevent.lock import Semaphore
 
 from . import reaper
 
+from ..errors import METHOD_NOT_FOUND, REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 from ..transport import read_chunks
 from ..wire import IdKey, id_key, is_valid_id
 from .terminals import TerminalHost
@@ -326,7 +327,7 @@ class AcpClient:
                 with open(path, encoding="utf-8") as handle:
                     self.respond(request["id"], {"content": handle.read()})
             else:
-                self.respond_error(request["id"], {"code": -32002, "message": f"Resource not found: {path}", "data": {"uri": path}})
+                self.respond_error(request["id"], {"code": RESOURCE_NOT_FOUND, "message": f"Resource not found: {path}", "data": {"uri": path}})
         elif method == "fs/write_text_file":
             policy.written[params.get("path", "")] = params.get("content", "")
             self.respond(request["id"], {})
@@ -339,14 +340,14 @@ class AcpClient:
             else:
                 self.respond(request["id"], answer)
         else:
-            self.respond_error(request["id"], {"code": -32601, "message": f"Method not found: {method}"})
+            self.respond_error(request["id"], {"code": METHOD_NOT_FOUND, "message": f"Method not found: {method}"})
 
     def _cancelled_by_agent(self, request_id: Any) -> None:
         """The agent cancelled one of its requests: a held form or a terminal wait answers -32800."""
         if not is_valid_id(request_id):
             return
         if self.held_elicitations.pop(id_key(request_id), None) is not None:
-            self.respond_error(request_id, {"code": -32800, "message": "Request cancelled"})
+            self.respond_error(request_id, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
         else:
             self.terminal_host.cancel(request_id, self.respond_error)
 

@@ -131,9 +131,9 @@ class _PromptChecks(_Findings):
     a session after its prompt's response, a cancelled prompt answering `cancelled`, advisories."""
 
     # Kept by InvariantChecker as it reads the stream (see its __init__).
-    _prompts: dict[IdKey, _Prompt]
-    _running: dict[str, IdKey]
-    _open: dict[str, set[IdKey]]
+    _prompts: dict[IdKey | None, _Prompt]
+    _running: dict[str, IdKey | None]
+    _open: dict[str, set[IdKey | None]]
     _quiet: dict[str, Record]
     prompts_answered: int
     cancelled_prompts: int
@@ -178,9 +178,9 @@ class _PromptChecks(_Findings):
             self._add("no_update_after_response", f"session/update for {session_id} after its prompt's response",
                       [self._quiet[session_id], record])
             return
-        key = self._running.get(session_id)
+        key = self._running.get(session_id) if isinstance(session_id, str) else None
         prompt = self._prompts.get(key) if key is not None else None
-        update = params.get("update") if isinstance(params.get("update"), dict) else {}
+        update = _object(params.get("update"))
         if prompt is not None:
             self._advisory_update(prompt, record, update)
         if prompt is None or prompt.expected_chunks is None or prompt.grammar_off:
@@ -251,10 +251,10 @@ class InvariantChecker(_PromptChecks):
     def __init__(self, must_cancel_ids: Iterable[Any] = (), max_violations: int = 50) -> None:
         super().__init__(max_violations)
         self._schema = StreamChecker("agent")
-        self._requests: dict[IdKey, _Request] = {}
-        self._prompts: dict[IdKey, _Prompt] = {}
-        self._running: dict[str, IdKey] = {}  # session -> key of its latest prompt
-        self._open: dict[str, set[IdKey]] = {}  # session -> its prompts not yet answered
+        self._requests: dict[IdKey | None, _Request] = {}
+        self._prompts: dict[IdKey | None, _Prompt] = {}
+        self._running: dict[str, IdKey | None] = {}  # session -> key of its latest prompt
+        self._open: dict[str, set[IdKey | None]] = {}  # session -> its prompts not yet answered
         self._quiet: dict[str, Record] = {}  # session -> the prompt response after which it must stay quiet
         self._null_budget = 0  # client lines that may legitimately be answered with id null
         self._last_notification: Record | None = None
@@ -332,7 +332,7 @@ class InvariantChecker(_PromptChecks):
             return
         if kind == "response":
             return
-        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        params = _object(message.get("params"))
         session_id = params.get("sessionId") if isinstance(params.get("sessionId"), str) else None
         if kind == "notification":
             self.exercised["no_response_to_notification"] += 1
@@ -388,7 +388,7 @@ class InvariantChecker(_PromptChecks):
     def _agent_request(self, record: Record, message: dict[str, Any]) -> None:
         """A request to the client about a session (fs, terminal, permission...) is "for the
         session" too: none may follow its prompt's response (S5)."""
-        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        params = _object(message.get("params"))
         session_id = params.get("sessionId")
         if isinstance(session_id, str) and session_id in self._quiet:
             self._add("no_update_after_response", f"{message.get('method')} for {session_id} after its prompt's response",
@@ -420,9 +420,14 @@ class InvariantChecker(_PromptChecks):
 _CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 
 
+def _object(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty one: what an agent sent may be any shape."""
+    return value if isinstance(value, dict) else {}
+
+
 def _sent_paths(message: dict[str, Any]) -> Iterator[tuple[str, str]]:
     """(where, path) for every file path in an agent's request or notification to the client."""
-    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    params = _object(message.get("params"))
     method = message.get("method")
     if method in ("fs/read_text_file", "fs/write_text_file") and isinstance(params.get("path"), str):
         yield "path", params["path"]

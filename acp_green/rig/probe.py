@@ -25,6 +25,7 @@ from typing import Any
 
 import gevent
 
+from ..errors import AUTH_REQUIRED, METHOD_NOT_FOUND, SERVER_BUSY
 from .client import ClientPolicy, Pending
 from .invariants import ADVISORIES, INVARIANTS, Violation
 from .run import CheckedAgent, RunResult
@@ -149,7 +150,7 @@ def _ready_session(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 def _needs_login(error: Any) -> bool:
     """-32000 whose message names authentication: ACP's "auth required"."""
-    return isinstance(error, dict) and error.get("code") == -32000 and "auth" in str(error.get("message", "")).lower()
+    return isinstance(error, dict) and error.get("code") == AUTH_REQUIRED and "auth" in str(error.get("message", "")).lower()
 
 
 def _new_session_result(agent: CheckedAgent, cfg: ProbeConfig) -> dict[str, Any]:
@@ -245,7 +246,7 @@ def check_ids_echoed(agent: CheckedAgent, cfg: ProbeConfig) -> str:
         if answer.get("id") != message["id"] or type(answer.get("id")) is not type(message["id"]):
             raise CheckFailed(f"sent id {message['id']!r}, got {answer.get('id')!r}")
         code = (answer.get("error") or {}).get("code")
-        if code != -32601:
+        if code != METHOD_NOT_FOUND:
             raise CheckFailed(f"unknown method _acp_green_probe/unknown answered {_brief(answer)}, expected -32601")
         seen.append(repr(message["id"]))
     return f"echoed {', '.join(seen)}; unknown method -> -32601"
@@ -365,7 +366,7 @@ def check_second_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
         raise CheckFailed(f"ran alongside: the second prompt answered {_brief(answer, 80)} while the first still ran")
     agent.cancel(session_id)
     first_answer = _answer(agent, first, cfg, "the first prompt after cancel")
-    if not isinstance(error, dict) or error.get("code") != -32000:
+    if not isinstance(error, dict) or error.get("code") != SERVER_BUSY:
         raise CheckFailed(f"refused with {_brief(error, 100)} while the first ran (expected -32000)")
     if _stop_reason(first_answer) != "cancelled":
         raise CheckFailed(f"first prompt answered {_brief(first_answer)} after cancel")

@@ -18,6 +18,7 @@ import gevent
 from gevent import subprocess
 from gevent.greenlet import Greenlet
 
+from ..errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_CANCELLED
 from ..transport import read_chunks
 
 #: Output kept when the agent sets no outputByteLimit: a runaway command cannot fill the rig's memory.
@@ -86,7 +87,7 @@ class TerminalHost:
         terminal_id = params.get("terminalId")
         terminal = self.terminals.get(terminal_id) if isinstance(terminal_id, str) else None
         if terminal is None or terminal.released:
-            respond_error(request_id, {"code": -32602, "message": f"Invalid params: unknown terminal {params.get('terminalId')!r}"})
+            respond_error(request_id, {"code": INVALID_PARAMS, "message": f"Invalid params: unknown terminal {params.get('terminalId')!r}"})
         elif method == "terminal/output":
             text, truncated = terminal.text()
             result: dict[str, Any] = {"output": text, "truncated": truncated}
@@ -104,7 +105,7 @@ class TerminalHost:
             terminal.released = True
             respond(request_id, {})
         else:
-            respond_error(request_id, {"code": -32601, "message": f"Method not found: {method}"})
+            respond_error(request_id, {"code": METHOD_NOT_FOUND, "message": f"Method not found: {method}"})
 
     def cancel(self, request_id: Any, respond_error: RespondError) -> bool:
         """A `$/cancel_request` from the agent: answer a pending wait -32800; False if none."""
@@ -112,7 +113,7 @@ class TerminalHost:
         if waiter is None:
             return False
         waiter.kill(block=False)
-        respond_error(request_id, {"code": -32800, "message": "Request cancelled"})
+        respond_error(request_id, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
         return True
 
     def close(self) -> None:
@@ -136,7 +137,7 @@ class TerminalHost:
             proc = subprocess.Popen(argv, cwd=params.get("cwd"), env={**os.environ, **env}, stdin=subprocess.DEVNULL,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as exc:
-            respond_error(request_id, {"code": -32603, "message": "Internal error", "data": {"details": f"cannot start {argv[0]!r}: {exc}"}})
+            respond_error(request_id, {"code": INTERNAL_ERROR, "message": "Internal error", "data": {"details": f"cannot start {argv[0]!r}: {exc}"}})
             return
         self._next += 1
         terminal = HostedTerminal(f"term-{self._next}", argv, params.get("cwd"), env, limit, proc)

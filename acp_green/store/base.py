@@ -28,7 +28,7 @@ from .turns import HistoryEntry, HistoryPage, HistoryPosition, StoredTurn, TurnO
 from ..usage import UsageRecord
 
 if TYPE_CHECKING:
-    from ..outgoing import CancelSignal
+    from ..cancel import CancelToken
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +191,7 @@ class MemoryStore:
     def usage(self, session_id: str | None = None) -> list[UsageRecord]:
         return [r for r in self._usage if session_id is None or r.session_id == session_id]
 
-    def wait_for_history_room(self, cancelled: CancelSignal | None = None) -> None:
+    def wait_for_history_room(self, cancelled: CancelToken | None = None) -> None:
         """Never waits: memory takes a piece the moment it is handed over."""
 
     def sync(self) -> None:

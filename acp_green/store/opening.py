@@ -20,7 +20,7 @@ import gevent
 from gevent.event import AsyncResult, Event
 
 if TYPE_CHECKING:
-    from ..outgoing import CancelSignal
+    from ..cancel import CancelToken
     from ..usage import UsageRecord
     from .base import Store
     from .session_record import SessionRecord
@@ -46,7 +46,7 @@ class OpeningStore:
             self._opening = gevent.spawn(self._open)
             self._opening.name = "acp-store-open"
 
-    def wait_open(self, cancelled: CancelSignal | None = None) -> Store | None:
+    def wait_open(self, cancelled: CancelToken | None = None) -> Store | None:
         """The open store, after waiting cooperatively; None if `cancelled` was set first."""
         if self.store is not None:
             return self.store
@@ -146,7 +146,7 @@ class OpeningStore:
     def usage(self, session_id: str | None = None) -> list[UsageRecord]:
         return self._ready().usage(session_id)
 
-    def wait_for_history_room(self, cancelled: CancelSignal | None = None) -> None:
+    def wait_for_history_room(self, cancelled: CancelToken | None = None) -> None:
         """Before the store is open, history waits in memory here: a streaming turn waits for
         the store (or its cancellation) instead of piling it up. Never waits on the hub."""
         if self.store is None and gevent.getcurrent() is gevent.get_hub():

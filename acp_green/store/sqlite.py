@@ -49,7 +49,7 @@ from .turns import HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
 from ..usage import UsageRecord
 
 if TYPE_CHECKING:
-    from ..outgoing import CancelSignal
+    from ..cancel import CancelToken
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +198,7 @@ class StoreThread:
         try:
             if memory is not None:
                 return op.in_memory(memory), None
+            assert conn is not None, "an operation runs on the disk only inside a transaction"
             return op.on_disk(conn), None
         except Exception as exc:
             if not statedb.is_record_error(exc):
@@ -349,7 +350,7 @@ class SqliteStore(StoreThread):
             return
         self._write(piece)
 
-    def wait_for_history_room(self, cancelled: CancelSignal | None = None) -> None:
+    def wait_for_history_room(self, cancelled: CancelToken | None = None) -> None:
         """Hold the calling greenlet while more than `history_room_bytes` of history wait to be
         committed: a streaming turn's back-pressure from the disk.
 

@@ -24,7 +24,7 @@ def test_a_nan_wait_is_refused_and_the_hub_runs_on_S10():
     """
     program = textwrap.dedent("""
         import gevent
-        from acp_green.sessions import CancelToken
+        from acp_green.cancel import CancelToken
         ticks = []
         gevent.spawn(ticks.append, 1)
         try:

@@ -318,7 +318,7 @@ def test_client_requests_resolve_by_id_fail_on_error_and_after_close(endpoint_an
 
 
 def test_client_request_with_a_set_token_is_refused_and_cancel_releases_the_wait(endpoint_and_out):
-    from acp_green.sessions import CancelToken
+    from acp_green.cancel import CancelToken
 
     endpoint, out = endpoint_and_out({})
     done = CancelToken()

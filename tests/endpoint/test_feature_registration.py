@@ -113,7 +113,7 @@ def test_mcp_link_timeout_without_a_token_tells_the_server_nothing(mcp_link):
     (the echo after it proves every earlier message has been seen)."""
     import gevent
 
-    from acp_green.sessions import CancelToken
+    from acp_green.cancel import CancelToken
 
     quiet = mcp_link.start_request("hang", {})
     try:
@@ -121,7 +121,7 @@ def test_mcp_link_timeout_without_a_token_tells_the_server_nothing(mcp_link):
     except gevent.Timeout:
         pass
     assert mcp_link.request("echo", {"n": 1}, timeout=30) == {"n": 1}
-    cancels = [n["params"] for n in mcp_link.notes if n["params"].get("method") == "notifications/cancelled"]
+    cancels = [n.params for n in mcp_link.notes if n.params.get("method") == "notifications/cancelled"]
     assert cancels == []
     told = mcp_link.start_request("hang", {})
     try:
@@ -129,5 +129,5 @@ def test_mcp_link_timeout_without_a_token_tells_the_server_nothing(mcp_link):
     except gevent.Timeout:
         pass
     assert mcp_link.request("echo", {"n": 2}, timeout=30) == {"n": 2}
-    cancels = [n["params"]["params"] for n in mcp_link.notes if n["params"].get("method") == "notifications/cancelled"]
+    cancels = [n.params["params"] for n in mcp_link.notes if n.params.get("method") == "notifications/cancelled"]
     assert cancels == [{"requestId": told.id, "reason": "timed out"}]

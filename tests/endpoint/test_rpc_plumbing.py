@@ -24,7 +24,7 @@ from acp_green.errors import ClientError, McpError, RequestCancelled, TurnCancel
 from acp_green.mcp.jsonrpc import JsonRpcLink
 from acp_green.mcp.process import StdioProcess
 from acp_green.outgoing import OutgoingRequests
-from acp_green.sessions import CancelToken
+from acp_green.cancel import CancelToken
 from tests.helpers import wait_until
 
 # Every kind of JSON scalar an id field could hold, with the values Python confuses (1, 1.0,
@@ -201,7 +201,7 @@ def test_mcp_link_matches_replies_by_id_key_and_cancels_with_notifications_cance
     gevent.spawn_later(0.05, token.set)
     with pytest.raises(TurnCancelled):
         mcp_link.wait(call, token, timeout=30)
-    seen = wait_until(lambda: [n["params"] for n in mcp_link.notes if n["params"].get("method") == "notifications/cancelled"],
+    seen = wait_until(lambda: [n.params for n in mcp_link.notes if n.params.get("method") == "notifications/cancelled"],
                       what="the cancel notification")
     assert seen == [{"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": call.id, "reason": "cancelled by the caller"}}]
 
@@ -251,7 +251,7 @@ def test_mcp_child_lines_are_framed_by_the_one_line_reader(tmp_path, caplog):
     child = f"import sys; sys.stdout.buffer.write(open({str(data)!r}, 'rb').read())"  # then EOF
     messages: list[dict] = []
     caplog.set_level(logging.WARNING, logger="acp_green.mcp.process")
-    process = StdioProcess([sys.executable, "-c", child], messages.append, name="framed", max_line_bytes=LIMIT)
+    process = StdioProcess([sys.executable, "-c", child], lambda line: messages.append(json.loads(line)), name="framed", max_line_bytes=LIMIT)
     try:
         wait_until(lambda: len(messages) >= 4, what="the child's lines")
         assert [m["params"]["n"] for m in messages] == [1, 2, 4, 5]

@@ -4,6 +4,7 @@ disconnected at session end, and no process of a stdio server's group left behin
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -140,7 +141,7 @@ def test_S13_no_grandchild_of_a_stdio_server_survives_its_close():
     """S7/S13: closing a stdio MCP server signals its whole process group: a grandchild it started
     (here a `sleep` that does not hold the server's stdout) does not outlive it."""
     seen: list[dict[str, Any]] = []
-    process = StdioProcess([sys.executable, "-c", _SPAWNS_A_GRANDCHILD], seen.append, name="spawner")
+    process = StdioProcess([sys.executable, "-c", _SPAWNS_A_GRANDCHILD], lambda line: seen.append(json.loads(line)), name="spawner")
     grandchild = None
     try:
         wait_until(lambda: seen, what="the grandchild's pid")

@@ -6,6 +6,7 @@ lines of Python written for the test.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
@@ -14,11 +15,11 @@ import textwrap
 import gevent
 import pytest
 
+from acp_green.cancel import CancelToken
 from acp_green.errors import ClientError, McpError, McpServerExited, RequestCancelled, TurnCancelled
 from acp_green.mcp.bridge import ProvidedServer, StdioBridge
 from acp_green.mcp.jsonrpc import JsonRpcLink
 from acp_green.mcp.process import StdioProcess
-from acp_green.sessions import CancelToken
 from tests.helpers import wait_gone, wait_until
 
 # Answers "echo" with its params, "fail" with an error, never answers "hang"; "ask" makes it
@@ -70,7 +71,7 @@ def link(tmp_path):
 def _seen(link: JsonRpcLink, predicate, timeout: float = 10.0) -> dict:
     """What the server reported getting, the first message that matches `predicate`."""
     notes = link.notes  # type: ignore[attr-defined]
-    return wait_until(lambda: next((n["params"] for n in notes if n.get("method") == "seen" and predicate(n["params"])), None),
+    return wait_until(lambda: next((n.params for n in notes if n.method == "seen" and predicate(n.params)), None),
                       timeout, "the server to report the message")
 
 
@@ -140,7 +141,7 @@ def _stdio_process(tmp_path, source: str) -> tuple[StdioProcess, list[dict]]:
     script = tmp_path / "child.py"
     script.write_text(textwrap.dedent(source))
     messages: list[dict] = []
-    process = StdioProcess([sys.executable, str(script)], messages.append, name="child")
+    process = StdioProcess([sys.executable, str(script)], lambda line: messages.append(json.loads(line)), name="child")
     wait_until(lambda: messages, timeout=30, what="the child's first line")
     return process, messages
 

@@ -14,8 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_green import sessions as sessions_module
+from acp_green.cancel import CancelToken
 from acp_green.errors import UnknownSession
-from acp_green.sessions import CancelToken, SessionRegistry
+from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore
 from tests.helpers import FakeClock
 
@@ -49,7 +50,7 @@ def test_S11_reserve_binds_the_current_token_so_a_cancel_right_after_reaches_tha
     session = registry.create("/tmp", [], [])
     token = session.reserve(owner := object())
     session.cancel()
-    assert token.cancelled
+    assert token.is_set()
     session.release(owner)
 
 
@@ -61,10 +62,10 @@ def test_S12_a_cancel_never_reaches_the_next_prompt(registry):
     session.cancel()
     session.release(owner)
     second = session.reserve(owner)
-    assert first.cancelled and not second.cancelled and second is not first
+    assert first.is_set() and not second.is_set() and second is not first
     session.release(owner)
     session.cancel()  # idle: nothing to cancel
-    assert not session.reserve(owner).cancelled
+    assert not session.reserve(owner).is_set()
 
 
 def test_S14_only_the_owner_releases_and_releasing_twice_is_harmless(registry):
@@ -109,7 +110,7 @@ def test_a_failing_cancel_callback_does_not_stop_the_others():
     token.on_cancel(lambda: ran.append("second"))
     token.set()
     assert ran == ["broken", "second"]
-    assert token.cancelled and token.is_set() and token.wait(0)
+    assert token.is_set() and token.wait(0)
     token.set()  # a second set runs nothing again
     assert ran == ["broken", "second"]
 
@@ -121,7 +122,7 @@ def test_on_cancel_after_the_token_is_set_runs_at_once_and_a_removed_callback_ne
     token.on_cancel(lambda: ran.append("kept"))
     remove()
     remove()  # idempotent
-    assert not token.cancelled and token.wait(0) is False
+    assert not token.is_set() and token.wait(0) is False
     token.set()
     assert ran == ["kept"]
     token.on_cancel(lambda: ran.append("late"))()
@@ -134,8 +135,8 @@ def test_S12_cancel_sets_the_turns_token_and_installs_a_fresh_one():
     owner = object()
     token = session.reserve(owner)
     session.cancel()
-    assert token.cancelled
-    assert session.token is not token and not session.token.cancelled
+    assert token.is_set()
+    assert session.token is not token and not session.token.is_set()
 
 
 # -- idle eviction (S15) ----------------------------------------------------------------------------
@@ -247,7 +248,7 @@ def test_S8_closing_a_busy_session_cancels_it_and_keeps_it_until_the_prompt_ends
     session.resources.append(lambda: closed.append("closed"))
     token = session.reserve(owner := object())
     assert registry.close(session.session_id) is True
-    assert token.cancelled and registry.is_live(session.session_id) and closed == []
+    assert token.is_set() and registry.is_live(session.session_id) and closed == []
     session.release(owner)
     registry.prompt_ended(session)
     assert not registry.is_live(session.session_id) and closed == ["closed"]
@@ -290,7 +291,7 @@ def test_closing_a_busy_session_cancels_it_and_frees_it_when_the_prompt_ends():
     owner = object()
     token = session.reserve(owner)
     assert registry.close(session.session_id) is True
-    assert token.cancelled and registry.is_live(session.session_id) and freed == []
+    assert token.is_set() and registry.is_live(session.session_id) and freed == []
     registry.prompt_ended(session)  # still reserved: nothing yet
     assert registry.is_live(session.session_id) and freed == []
     session.release(owner)
@@ -306,7 +307,7 @@ def test_deleting_a_busy_session_forgets_it_at_once_and_frees_it_when_the_prompt
     owner = object()
     token = session.reserve(owner)
     registry.delete(session.session_id)
-    assert token.cancelled and not registry.is_live(session.session_id)
+    assert token.is_set() and not registry.is_live(session.session_id)
     assert store.load_session(session.session_id) is None
     assert freed == []
     session.release(owner)

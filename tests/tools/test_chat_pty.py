@@ -52,9 +52,16 @@ def test_write_happens_on_disk_after_the_person_allows_it(tmp_path):
     term.type(b"maybe\n")  # unclear: asked again, nothing decided
     term.expect(b"please answer with one of the choices")
     term.type(b"y\n")
+    term.expect(f"[file] write {target}, outside ".encode())  # chat itself asks before any write, showing the diff
+    term.expect(f"+++ {target}\r\n    @@ -0,0 +1 @@\r\n    +hello there\r\n".encode())
+    term.expect(b"1 allow [y] \xc2\xb7 2 refuse [n] ? ")
+    assert not target.exists()
+    term.type(b"y\n")
     term.expect(f"wrote 11 characters to {target}\r\n[end_turn]\r\n> ".encode())
     assert target.read_text() == "hello there"
     term.type(f"/read {target}\n".encode())  # read back from the disk through the agent
+    term.expect(f"[file] read {target}, outside ".encode())  # outside chat's directory: asked too
+    term.type(b"y\n")
     term.expect(f"{target}: 11 characters".encode())
     quit_chat(term)
 
@@ -64,6 +71,8 @@ def test_the_permission_shows_the_diff_and_a_rejection_leaves_the_file_alone(tmp
     target.write_text("first\n")
     term = chat_with("--agent", "tests.chat_agents:WritesWithDiffAgent")
     term.type(f"{target} second\n".encode())
+    term.expect(f"[file] read {target}, outside ".encode())  # the agent reads it first: outside chat's directory
+    term.type(b"y\n")
     term.expect(f"[permission] Append to {target}\r\n".encode())
     term.expect(f"--- {target}\r\n    +++ {target}\r\n    @@ -1 +1,2 @@\r\n     first\r\n    +second\r\n".encode())  # before any answer
     term.expect(b"1 Allow once [y] \xc2\xb7 2 Allow always [a] \xc2\xb7 3 Reject [n] ? ")
@@ -72,8 +81,13 @@ def test_the_permission_shows_the_diff_and_a_rejection_leaves_the_file_alone(tmp
     term.expect(b"[end_turn]\r\n> ")
     assert target.read_text() == "first\n"
     term.type(f"{target} second\n".encode())
+    term.expect(b"2 refuse [n] ? ")
+    term.type(b"y\n")
     term.expect(b"3 Reject [n] ? ")
     term.type(b"a\n")  # allow always
+    term.expect(f"[file] write {target}, outside ".encode())
+    term.expect(b"2 refuse [n] ? ")
+    term.type(b"y\n")
     term.expect(b"appended (answered always)")
     assert target.read_text() == "first\nsecond\n"
     quit_chat(term)

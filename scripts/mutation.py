@@ -53,9 +53,9 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     ]),
     "heap": ("bytes", "acp_green/heap.py", ["tests/cli/test_heap.py"]),
     "errors": ("bytes", "acp_green/errors.py", [
-        "tests/endpoint/test_protocol_shape.py", "tests/endpoint/test_endpoint.py",
-        "tests/endpoint/test_hostile_params.py", "tests/mcp/test_stdio_link.py", "tests/wire/test_strict_json.py",
-        "tests/agent/test_turn_client_facing.py",
+        "tests/endpoint/test_errors_map.py", "tests/endpoint/test_protocol_shape.py",
+        "tests/endpoint/test_endpoint.py", "tests/endpoint/test_hostile_params.py", "tests/mcp/test_stdio_link.py",
+        "tests/wire/test_strict_json.py", "tests/agent/test_turn_client_facing.py",
     ]),
     "stats": ("bytes", "acp_green/stats.py", ["tests/endpoint/test_protocol_shape.py", "tests/cli/test_heap.py"]),
     # -- json-rpc: requests, responses, ids, admission -----------------------------------------
@@ -77,10 +77,13 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/endpoint/test_rpc_plumbing.py", "tests/endpoint/test_endpoint.py",
         "tests/endpoint/test_feature_registration.py", "tests/agent/test_turn_client_facing.py",
     ]),
-    # -- state: sessions, usage, the store ---------------------------------------------------------
+    # -- state: sessions and their cancel tokens, usage, the store -----------------------------
     "sessions": ("state", "acp_green/sessions.py", [
         "tests/sessions/test_registry.py", "tests/endpoint/test_rules_unit.py",
         "tests/sessions/test_session_methods.py",
+    ]),
+    "cancel": ("state", "acp_green/cancel.py", [
+        "tests/sessions/test_cancel_token.py", "tests/sessions/test_registry.py", "tests/e2e/test_nan_wait.py",
     ]),
     "usage": ("state", "acp_green/usage.py", [
         "tests/store/test_usage_bytes.py", "tests/endpoint/test_input_guard.py", "tests/store/test_rules.py",

@@ -21,6 +21,7 @@ import os
 import random
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -143,7 +144,9 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "settings": ("agent-api", "acp_green/settings.py", [
         "tests/agent/test_session_settings.py", "tests/sessions/test_session_methods.py",
     ]),
-    "terminals": ("agent-api", "acp_green/terminals.py", ["tests/agent/test_terminals.py"]),
+    "terminals": ("agent-api", "acp_green/terminals.py", [
+        "tests/agent/test_terminal_release.py", "tests/agent/test_terminals.py",
+    ]),
     "elicitation": ("agent-api", "acp_green/elicitation.py", ["tests/agent/test_content_and_elicitation.py"]),
     "content": ("agent-api", "acp_green/content.py", ["tests/agent/test_content_and_elicitation.py"]),
     # -- mcp: MCP-over-ACP and the MCP client --------------------------------------------------------
@@ -547,6 +550,9 @@ def main() -> int:
     STATE.mkdir(exist_ok=True)
     if not args.report:
         os.environ["PYTHONPATH"] = str(TREE)  # the copy's acp_green, whatever the virtualenv has installed
+        # Under nohup SIGHUP is ignored, and every agent a test starts would inherit that: the
+        # probe's SIGHUP checks would then fail without any mutant. The tests expect the default.
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         copy_tree()
         for name, (db_path, files, _runs) in select(names, args).items():
             run(name, db_path, files)

@@ -80,11 +80,14 @@ def test_a_piece_goes_when_its_bytes_reach_the_bound_not_only_when_they_pass_it(
 
     for send, size in ((lambda r, n: r.text_chunk("agent_message_chunk", "same size"), chunk_size),
                        (lambda r, n: r.update(tool_update(n % 10)), update_size)):
-        store = PieceStore()
-        record = record_on(store, piece_bytes=3 * size)
-        for n in range(7):
-            send(record, n)
-        assert [len(piece) for piece in store.pieces] == [3, 3], (size, store.pieces)
+        # Exactly the bound, and one byte more than two updates: every piece (the first, and each
+        # after a piece was handed over) counts its bytes from zero.
+        for bound in (3 * size, 2 * size + 1):
+            store = PieceStore()
+            record = record_on(store, piece_bytes=bound)
+            for n in range(7):
+                send(record, n)
+            assert [len(piece) for piece in store.pieces] == [3, 3], (size, bound, store.pieces)
 
 
 def test_each_piece_handed_over_while_the_turn_runs_offers_a_wait_with_the_turns_token_and_settling_never_waits():

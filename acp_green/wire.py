@@ -16,7 +16,6 @@ import sys
 from array import array
 from itertools import accumulate
 from dataclasses import dataclass
-from collections.abc import Callable
 from typing import Any, Union
 
 import ujson
@@ -405,25 +404,6 @@ def encode_notification(method: str, params: Any) -> bytes:
     if params is None:
         return encode({"jsonrpc": "2.0", "method": method})
     return encode({"jsonrpc": "2.0", "method": method, "params": params})
-
-
-def notification_encoder(method: str, fixed: dict[str, Any], key: str) -> Callable[[Any], bytes]:
-    """An encoder for notifications whose params differ only in `key`; the rest is encoded once.
-
-    The streaming hot path: a turn's `session/update`s share method and sessionId, so only the
-    update itself is encoded per chunk.
-    """
-    head = encode({"jsonrpc": "2.0", "method": method, "params": {**fixed, key: None}})
-    marker = b'"' + key.encode("ascii") + b'":null}}\n'
-    if not head.endswith(marker):  # pragma: no cover - ujson keeps insertion order
-        raise RuntimeError("unexpected notification layout")
-    prefix = head[: -len(marker)] + b'"' + key.encode("ascii") + b'":'
-    dumps_ = ujson.dumps
-
-    def encode_one(value: Any) -> bytes:
-        return prefix + dumps_(value, ensure_ascii=True, escape_forward_slashes=False, allow_nan=False).encode("ascii") + b"}}\n"
-
-    return encode_one
 
 
 def encode_json(value: Any) -> bytes:

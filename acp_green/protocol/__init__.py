@@ -63,6 +63,10 @@ class AcpProtocol:
         """
         endpoint = self.endpoint
         endpoint.admitting = False
+        # Belt and braces, and an equivalent mutant (no test can tell it gone): a busy session is
+        # reserved by a job still in the endpoint's table (PromptJob, ReplayJob), and drain() below
+        # calls each job's shutdown(), which cancels the same token; client.close() in between
+        # switches to no greenlet, so no agent code can see the difference.
         for session in self.sessions:
             if session.busy:
                 session.cancel()

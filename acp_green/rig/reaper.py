@@ -175,7 +175,10 @@ class Tracker:
                 found[info.pid] = info
             elif self.mark is not None and carries_mark(info.pid, self.mark):
                 found[info.pid] = info
-        # Another agent the rig launched is that agent's business, never this one's orphan.
+        # Another agent the rig launched is that agent's business, never this one's orphan. No
+        # evidence above points at one today (each is the rig's child, in a session of its own,
+        # with its own mark): this guards the rule, tested where descent does hold
+        # (tests/test_reaper_launched.py).
         others = LAUNCHED - {self.agent_pid}
         return sorted((p for p in found.values() if p.pid not in others), key=lambda p: p.pid)
 

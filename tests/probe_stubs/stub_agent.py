@@ -2,7 +2,7 @@
 real agents have and acp_green's demo agent has not.
 
     python stub_agent.py [--needs-auth] [--ignore-eof] [--child] [--graceful-sigterm]
-        [--relative-paths] [--open-tool-calls] [--wait-queues]
+        [--relative-paths] [--open-tool-calls] [--wait-queues] [--busy-code CODE]
 
 It answers every prompt at once with end_turn and no chunks (no /stream, no prompt that runs
 until cancelled), `/read PATH` by asking the client for the file, and nothing else.
@@ -13,6 +13,8 @@ SIGHUP keeps its default (death). --relative-paths: `/read` sends the path as gi
 --open-tool-calls: a `/read`'s tool call is left in_progress when the prompt answers.
 --wait-queues: `/wait` runs until session/cancel, and requests that arrive meanwhile wait their
 turn (a second prompt is queued, not refused); at EOF the agent exits without answering it.
+--busy-code CODE: `/wait` runs until session/cancel, and a second prompt meanwhile is refused at
+once with error CODE (ACP's is -32000; any other code is a wrong refusal).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ def main() -> None:
     for flag in ("--needs-auth", "--ignore-eof", "--child", "--graceful-sigterm", "--relative-paths", "--open-tool-calls",
                  "--wait-queues"):
         parser.add_argument(flag, action="store_true")
+    parser.add_argument("--busy-code", type=int, default=None)
     flags = parser.parse_args()
     if flags.graceful_sigterm:
         signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
@@ -91,7 +94,7 @@ def main() -> None:
             blocks = params.get("prompt") or []
             text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict)).strip()
             session_id = params.get("sessionId")
-            if text == "/wait" and flags.wait_queues:
+            if text == "/wait" and (flags.wait_queues or flags.busy_code is not None):
                 queued = []
                 while True:
                     line = sys.stdin.readline()
@@ -100,6 +103,9 @@ def main() -> None:
                     waiting = json.loads(line)
                     if waiting.get("method") == "session/cancel":
                         break
+                    if flags.busy_code is not None and waiting.get("method") == "session/prompt":
+                        respond(waiting.get("id"), error={"code": flags.busy_code, "message": "Session is busy"})
+                        continue
                     queued.append(waiting)
                 respond(rid, {"stopReason": "cancelled"})
                 for waiting in queued:

@@ -53,6 +53,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/sessions/test_history_flow.py",
     ]),
     "heap": ("bytes", "acp_green/heap.py", ["tests/cli/test_heap.py"]),
+    "version": ("bytes", "acp_green/version.py", ["tests/package/test_public_names.py"]),
     "errors": ("bytes", "acp_green/errors.py", [
         "tests/endpoint/test_errors_map.py", "tests/endpoint/test_protocol_shape.py",
         "tests/endpoint/test_endpoint.py", "tests/endpoint/test_hostile_params.py", "tests/mcp/test_stdio_link.py",
@@ -81,7 +82,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     # -- state: sessions and their cancel tokens, usage, the store -----------------------------
     "sessions": ("state", "acp_green/sessions.py", [
         "tests/sessions/test_registry.py", "tests/endpoint/test_rules_unit.py",
-        "tests/sessions/test_session_methods.py",
+        "tests/sessions/test_session_methods.py", "tests/agent/test_update_checks.py",
     ]),
     "cancel": ("state", "acp_green/cancel.py", [
         "tests/sessions/test_cancel_token.py", "tests/sessions/test_registry.py", "tests/e2e/test_nan_wait.py",
@@ -134,6 +135,10 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/endpoint/test_rules_unit.py", "tests/agent/test_turn_client_facing.py",
         "tests/agent/test_session_settings.py", "tests/agent/test_rich_prompts.py",
         "tests/agent/test_content_and_elicitation.py", "tests/agent/test_terminals.py",
+        "tests/agent/test_update_checks.py", "tests/agent/test_tool_call_ids.py",
+    ]),
+    "update_checks": ("agent-api", "acp_green/update_checks.py", [
+        "tests/agent/test_update_checks.py", "tests/agent/test_tool_call_ids.py",
     ]),
     "context": ("agent-api", "acp_green/context.py", [
         "tests/endpoint/test_rules_unit.py", "tests/endpoint/test_input_guard.py",
@@ -148,7 +153,9 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/agent/test_terminal_release.py", "tests/agent/test_terminals.py",
     ]),
     "elicitation": ("agent-api", "acp_green/elicitation.py", ["tests/agent/test_content_and_elicitation.py"]),
-    "content": ("agent-api", "acp_green/content.py", ["tests/agent/test_content_and_elicitation.py"]),
+    "content": ("agent-api", "acp_green/content.py", [
+        "tests/agent/test_content_and_elicitation.py", "tests/agent/test_update_checks.py",
+    ]),
     # -- mcp: MCP-over-ACP and the MCP client --------------------------------------------------------
     "mcp": ("mcp", "acp_green/mcp", [
         "tests/mcp/test_stdio_link.py", "tests/mcp/test_rules_unit.py", "tests/mcp/test_units.py",

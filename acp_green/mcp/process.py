@@ -6,7 +6,13 @@ drained, never an unread pipe (the SDK's servers log every request there and blo
 its own session and process group (`start_new_session=True`, never `preexec_fn`); one writer
 greenlet per child stdin (a shared FileObject writer is not reentrant). Its stdout is framed by
 `transport.LineReader`, the framer of the agent's own stdin: bounded memory, an over-long line
-skipped.
+skipped. The reader yields between lines (`fairness.FairShare`, the budget streams share per
+hub iteration), not only when the pipe is empty: a child that writes without pause would
+otherwise keep the hub from polling, and the agent's own stdin with it.
+
+What waits for the child's stdin is counted in bytes (`queued_bytes`); a link asks `has_room`
+before it queues, so a child that stops reading cannot grow the agent's memory past
+`max_stdin_bytes` (one message is always accepted when nothing is queued).
 """
 
 from __future__ import annotations
@@ -23,12 +29,15 @@ from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 from gevent.queue import Queue
 
+from ..fairness import share
 from ..transport import LineReader, read_chunks
 
 log = logging.getLogger(__name__)
 
 #: Longest line accepted from a child by default (newline excluded); a longer one is skipped as garbage.
 MAX_LINE_BYTES = 64 << 20
+#: Most bytes queued for a child's stdin by default (see `has_room`).
+MAX_STDIN_BYTES = 16 << 20
 #: How much of the child's stderr is kept for error messages.
 STDERR_TAIL = 4096
 _STOP = object()
@@ -52,10 +61,12 @@ class StdioProcess:
         on_line: Callable[[bytes], None],
         *,
         on_exit: Callable[["StdioProcess"], None] | None = None,
+        on_too_long: Callable[[str], None] | None = None,
         name: str = "mcp",
         env: dict[str, str] | None = None,
         cwd: str | None = None,
         max_line_bytes: int = MAX_LINE_BYTES,
+        max_stdin_bytes: int = MAX_STDIN_BYTES,
     ) -> None:
         """Start the child; raises OSError (e.g. FileNotFoundError) if it cannot be started."""
         self.name = name
@@ -63,6 +74,9 @@ class StdioProcess:
         self.argv = list(argv)
         self._on_line = on_line
         self._on_exit = on_exit
+        self._on_too_long = on_too_long
+        self.max_stdin_bytes = max_stdin_bytes
+        self.queued_bytes = 0  # queued for stdin and not yet written
         self._stderr_tail: deque[bytes] = deque()
         self._stderr_size = 0
         self.exited = Event()  # set once stdout reached EOF and the process was reaped
@@ -105,8 +119,13 @@ class StdioProcess:
         False if the child is gone."""
         if self._closing or self.exited.is_set():
             return False
+        self.queued_bytes += len(data)
         self._outgoing.put(data)
         return True
+
+    def has_room(self, size: int) -> bool:
+        """Whether `size` more bytes may be queued for stdin: within `max_stdin_bytes`, or nothing queued."""
+        return self.queued_bytes == 0 or self.queued_bytes + size <= self.max_stdin_bytes
 
     def _write_loop(self) -> None:
         try:
@@ -116,6 +135,7 @@ class StdioProcess:
                     break
                 self._stdin.write(data)
                 self._stdin.flush()
+                self.queued_bytes -= len(data)
         except OSError as exc:  # broken pipe: the child went away; the reader sees EOF
             log.info("MCP server %s stdin closed: %s", self.name, exc)
         finally:
@@ -128,17 +148,29 @@ class StdioProcess:
     def _read_loop(self) -> None:
         # Reads the descriptor itself: nothing else may read self._stdout (its buffer would eat bytes).
         reader = LineReader(self._stdout.fileno(), self.max_line_bytes)
+        fair = share()
         try:
             for line in reader.lines():
                 if line.too_long:
-                    log.warning("MCP server %s wrote a line over %d bytes; skipped", self.name, self.max_line_bytes)
-                    continue
-                self._deliver(line.data)
+                    self._too_long()
+                else:
+                    self._deliver(line.data)
+                fair.yield_if_due()
         except OSError as exc:
             log.info("reading MCP server %s failed: %s", self.name, exc)
         finally:
             reader.close()  # before _reap closes the descriptor under the reader's io watcher
             self._reap()
+
+    def _too_long(self) -> None:
+        reason = f"a line over {self.max_line_bytes} bytes"
+        if self._on_too_long is None:
+            log.warning("MCP server %s wrote %s; skipped", self.name, reason)
+            return
+        try:
+            self._on_too_long(reason)  # the link counts it with the rest of the junk, its logging bounded
+        except Exception:
+            log.exception("handling an over-long line from MCP server %s failed", self.name)
 
     def _deliver(self, line: bytes) -> None:
         if not line.strip():
@@ -194,6 +226,14 @@ class StdioProcess:
             os.killpg(self.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
+
+    def kill(self) -> None:
+        """Stop the child at once, without waiting (a misbehaving server gets no grace): the
+        reader then sees EOF and reaps it."""
+        if not self._closing:
+            self._closing = True
+            self._outgoing.put(_STOP)
+        self._signal_group(signal.SIGKILL)
 
     def close(self, grace: float = 1.0) -> None:
         """Stop the child and reap it: EOF first (MCP servers exit on it), then SIGTERM, then SIGKILL."""

@@ -23,6 +23,7 @@ import signal
 from collections import deque
 from collections.abc import Callable, Sequence
 
+import gevent
 from gevent import subprocess
 from gevent.event import Event
 from gevent.greenlet import Greenlet
@@ -31,6 +32,7 @@ from gevent.queue import Queue
 
 from ..fairness import share
 from ..transport import LineReader, read_chunks
+from . import escapees
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +85,10 @@ class StdioProcess:
         self.returncode: int | None = None
         self._outgoing: Queue = Queue()
         self._closing = False
-        full_env = None
-        if env:
-            full_env = dict(os.environ)
-            full_env.update(env)
+        self.mark = escapees.new_mark()
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env[escapees.MARK_VARIABLE] = self.mark  # inherited by every descendant: see escapees.py
         with _LAUNCHING:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -201,6 +203,7 @@ class StdioProcess:
             self._signal_group(signal.SIGKILL)
             self.returncode = self.proc.wait()
         self._signal_group(signal.SIGKILL)  # grandchildren that kept running
+        escapees.kill_marked(self.mark)  # and those that left the group (setsid)
         for stream in (self.proc.stdout,):
             try:
                 stream.close()
@@ -227,6 +230,11 @@ class StdioProcess:
         except (ProcessLookupError, PermissionError):
             pass
 
+    def _gone_within(self, seconds: float) -> bool:
+        """Whether the child exited (or its stdout ended) within `seconds`."""
+        gevent.wait([self.exited, self.proc.result], timeout=seconds, count=1)
+        return self.exited.is_set() or self.proc.poll() is not None
+
     def kill(self) -> None:
         """Stop the child at once, without waiting (a misbehaving server gets no grace): the
         reader then sees EOF and reaps it."""
@@ -236,19 +244,28 @@ class StdioProcess:
         self._signal_group(signal.SIGKILL)
 
     def close(self, grace: float = 1.0) -> None:
-        """Stop the child and reap it: EOF first (MCP servers exit on it), then SIGTERM, then SIGKILL."""
+        """Stop the child and reap it: EOF first (MCP servers exit on it), then SIGTERM, then SIGKILL.
+
+        Each step waits for the child itself, not for EOF on its stdout: a descendant that left
+        its group (setsid) may hold that open. Once the child is gone such descendants are killed
+        by their mark, and a pipe still held after that is given up on: our ends are closed and
+        the child reaped here, so closing takes at most about 2 x grace + 1 s."""
         if not self._closing:
             self._closing = True
             self._outgoing.put(_STOP)
-        if not self.exited.wait(grace):
+        if not self._gone_within(grace):
             self._signal_group(signal.SIGTERM)
-            if not self.exited.wait(grace):
+            if not self._gone_within(grace):
                 self._signal_group(signal.SIGKILL)
-                self.exited.wait(5)
-        if not self.exited.is_set():  # the reader is stuck: reap here
+        if not self.exited.is_set():
+            escapees.kill_marked(self.mark)  # whatever still holds its stdout left the group
+        if not self.exited.wait(1.0):  # the reader is stuck: reap here
             self._signal_group(signal.SIGKILL)
             self._reader.kill(block=False)
-            self.returncode = self.proc.wait()
+            try:
+                self.returncode = self.proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                log.warning("MCP server %s (pid %d) could not be reaped", self.name, self.pid)
             self.exited.set()
         self._drain.join(timeout=1)
         if not self._drain.dead:

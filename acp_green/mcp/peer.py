@@ -118,7 +118,7 @@ class McpPeer:
         self._send(cancel_notification(request_id, reason), "notifications/cancelled")
 
     # -- receiving --------------------------------------------------------------------------
-    def receive(self, data: bytes) -> None:
+    def receive(self, data: bytes | bytearray) -> None:
         """One message from the server (a line, an event's data, a body), strictly decoded and handled."""
         if self.flooded:
             return

@@ -38,6 +38,9 @@ log = logging.getLogger(__name__)
 
 #: Longest line accepted from a child by default (newline excluded); a longer one is skipped as garbage.
 MAX_LINE_BYTES = 64 << 20
+#: A line at least this long is handed to the link as a bytearray the decoder empties once it
+#: has its text, so the line's bytes do not stay alive while its value is built.
+LONG_LINE = 1 << 20
 #: Most bytes queued for a child's stdin by default (see `has_room`).
 MAX_STDIN_BYTES = 16 << 20
 #: How much of the child's stderr is kept for error messages.
@@ -60,7 +63,7 @@ class StdioProcess:
     def __init__(
         self,
         argv: Sequence[str],
-        on_line: Callable[[bytes], None],
+        on_line: Callable[[bytes | bytearray], None],
         *,
         on_exit: Callable[["StdioProcess"], None] | None = None,
         on_too_long: Callable[[str], None] | None = None,
@@ -155,8 +158,12 @@ class StdioProcess:
             for line in reader.lines():
                 if line.too_long:
                     self._too_long()
-                else:
+                elif len(line.data) < LONG_LINE:
                     self._deliver(line.data)
+                else:  # handed over as a bytearray the decoder empties: see wire.decode
+                    data, line.data = bytearray(line.data), b""
+                    self._deliver(data)
+                    del data
                 fair.yield_if_due()
         except OSError as exc:
             log.info("reading MCP server %s failed: %s", self.name, exc)
@@ -174,8 +181,8 @@ class StdioProcess:
         except Exception:
             log.exception("handling an over-long line from MCP server %s failed", self.name)
 
-    def _deliver(self, line: bytes) -> None:
-        if not line.strip():
+    def _deliver(self, line: bytes | bytearray) -> None:
+        if not line or line.isspace():  # never strip(): it would copy a long bytearray
             return
         try:
             self._on_line(line)

@@ -50,6 +50,18 @@ def test_a_server_flooding_valid_messages_does_not_starve_control_requests(launc
     assert not process_gone(pid), "valid messages are not junk: the server keeps running"
     print(f"worst session/list latency while a server floods notifications: {worst * 1000:.0f} ms")
     assert worst < 3.0, f"session/list waited {worst:.1f}s"
+    def calls() -> int:
+        return sum(u["sessionUpdate"] == "tool_call" for u in agent.updates(session_id))
+
+    before = calls()
+    prompt = agent.prompt(session_id, "/mcp fl hang")
+    agent.wait_for(lambda: calls() > before, what="the tool call that never returns")
+    started = time.monotonic()
+    agent.cancel(session_id)
+    assert prompt.result(timeout=60) == {"stopReason": "cancelled"}
+    took = time.monotonic() - started
+    print(f"cancel answered after {took * 1000:.0f} ms")
+    assert took < 3.0, f"the cancel took {took:.1f}s"
 
 
 def test_yes_as_a_server_is_stopped_as_flooding_with_bounded_logging(launch):

@@ -1,4 +1,5 @@
-"""A hostile stdio MCP server (stdlib only): answers `initialize`, `ping` and `tools/call` `pid`,
+"""A hostile stdio MCP server (stdlib only): answers `initialize`, `ping` and `tools/call` (`pid`; `hang`
+is never answered),
 and once initialized writes without pause for SECONDS (default 20), as MODE says:
 
 - `notify`: valid `notifications/message` lines (nothing a link may refuse);
@@ -53,6 +54,8 @@ def answer(message: dict) -> None:
         send({"jsonrpc": "2.0", "id": request_id, "result": {
             "protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
             "serverInfo": {"name": "flooder", "version": "1"}}})
+    elif method == "tools/call" and message["params"].get("name") == "hang":
+        return
     elif method == "tools/call":
         text = str(os.getpid())
         send({"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}], "isError": False}})

@@ -7,7 +7,6 @@ lines of Python written for the test.
 from __future__ import annotations
 
 import contextlib
-
 import json
 import os
 import signal

@@ -40,6 +40,7 @@ def test_a_setsid_grandchild_holding_stdout_neither_holds_the_exit_nor_survives(
     agent.close_input()
     assert agent.wait_exit(30) == 0
     took = time.monotonic() - started
+    print(f"the agent exited {took:.2f}s after EOF")
     assert took < GRACE + MARGIN, f"exit took {took:.1f}s"
     assert wait_gone(escapee, timeout=5), "the setsid grandchild outlived the agent"
     assert process_gone(server)

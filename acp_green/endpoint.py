@@ -111,6 +111,7 @@ class Route:
 
     kind: Kind
     handler: Callable[[Any, wire.RequestId], Any]  # control: -> result | Reply; background: -> Job
+    frees_resources: bool = False  # background only: never refused for lack of a slot (see `background`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,15 +120,16 @@ class _Mark:
 
     role: Kind | str  # a Kind for a request, "notification", or "fallback"
     method: str | None
+    frees_resources: bool = False
 
 
 _MARK = "__endpoint_mark__"
 _Handler = TypeVar("_Handler", bound=Callable[..., Any])
 
 
-def _marker(role: Kind | str, method: str | None) -> Callable[[_Handler], _Handler]:
+def _marker(role: Kind | str, method: str | None, frees_resources: bool = False) -> Callable[[_Handler], _Handler]:
     def mark(handler: _Handler) -> _Handler:
-        setattr(handler, _MARK, _Mark(role, method))
+        setattr(handler, _MARK, _Mark(role, method, frees_resources))
         return handler
 
     return mark
@@ -138,9 +140,13 @@ def control(method: str) -> Callable[[_Handler], _Handler]:
     return _marker(Kind.CONTROL, method)
 
 
-def background(method: str) -> Callable[[_Handler], _Handler]:
-    """Mark `(params, request_id) -> Job` as the admission of background `method` (S1)."""
-    return _marker(Kind.BACKGROUND, method)
+def background(method: str, *, frees_resources: bool = False) -> Callable[[_Handler], _Handler]:
+    """Mark `(params, request_id) -> Job` as the admission of background `method` (S1).
+
+    `frees_resources`: the request releases what other requests hold (`mcp/disconnect`), so it
+    is admitted even when every `max_background` slot is taken: refusing it would keep them taken.
+    """
+    return _marker(Kind.BACKGROUND, method, frees_resources)
 
 
 def notification(method: str) -> Callable[[_Handler], _Handler]:
@@ -205,7 +211,7 @@ class MethodTable:
             table[mark.method] = handler
         else:
             assert isinstance(mark.role, Kind)
-            table[mark.method] = Route(mark.role, handler)
+            table[mark.method] = Route(mark.role, handler, mark.frees_resources)
 
 
 class Responder:
@@ -285,7 +291,7 @@ class BackgroundJobs(Responder):
         if self.outbound.over_hard_limit:
             self._send_error(request.id, OutputBacklog(self.outbound.queued_bytes))
             return
-        if len(self._tasks) >= self.max_background:
+        if len(self._tasks) >= self.max_background and not route.frees_resources:
             self._send_error(request.id, ConnectionBusy(self.max_background))
             return
         try:

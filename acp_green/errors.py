@@ -211,6 +211,19 @@ class McpServerExited(InternalError):
     reason = "mcp_server_exited"
 
 
+class McpServerFlooding(InternalError):
+    """The MCP server sent more junk (messages that cannot be served) than a link takes; it was stopped."""
+
+    reason = "mcp_server_flooding"
+
+
+class McpServerBacklog(RpcError):
+    """The MCP server does not read its stdin: a request would queue past the link's byte bound."""
+
+    code = SERVER_BUSY
+    reason = "mcp_backlog"
+
+
 class McpUnavailable(Exception):
     """Agent code asked for an MCP server the session does not have, or it could not start."""
 

@@ -114,14 +114,20 @@ class LineFramer:
                 self._pos = newline + 1
                 if partial:
                     length = self._partial_len + newline - pos
-                    data = b"".join(partial) + chunk[pos:newline + 1] if length <= limit else b""
+                    if length <= limit:  # one join: no intermediate copy of a long line
+                        partial.append(chunk[pos:newline + 1])
+                        data = b"".join(partial)
+                    else:
+                        data = b""
                     partial.clear()
                     self._partial_len = 0
                 else:
                     length = newline - pos
                     data = chunk[pos:newline + 1]
                 if length <= limit:
-                    yield Line(data)
+                    line, data = Line(data), b""  # the consumer holds the only reference: it can let go
+                    yield line
+                    del line
                     continue
                 yield Line(b"", too_long=True)
                 if not self._skip_long_lines:

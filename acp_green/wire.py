@@ -166,18 +166,27 @@ _PARSE_WORDS = {
 }
 
 
-def decode(line: bytes) -> Message:
+def decode(line: bytes | bytearray) -> Message:
     """Turn one line (without its newline) into a message, or raise ParseError/InvalidMessage.
 
     Raises UnrepresentableNumber for a request or notification whose params hold a number
     Python cannot carry; a response holding one becomes an error response for its waiter.
+    A bytearray is consumed: emptied once its text is taken, so a long line is not held in
+    memory three times (bytes, text, decoded value) while it is parsed.
     """
+    if isinstance(line, bytearray) and _too_deep(line):
+        raise ParseError(f"Parse error: nesting deeper than {MAX_NESTING} levels of arrays and objects")
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}") from None
+    checked: bytes = b""  # a bytearray's depth was checked above
+    if isinstance(line, bytearray):
+        line.clear()
+    else:
+        checked = line
     seen = _unrepresentable_seen
-    value = _decode_text(text, line)
+    value = _decode_text(text, checked)
     if isinstance(value, list):
         raise InvalidMessage("Batch requests are not supported")
     if not isinstance(value, dict):
@@ -213,7 +222,7 @@ _ONLY_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 _BRACKET_STEP = bytes.maketrans(b"[]{}", b"\x01\xff\x01\xff")  # +1 / -1 as signed bytes
 
 
-def _too_deep(data: bytes) -> bool:
+def _too_deep(data: bytes | bytearray) -> bool:
     """True if the JSON text nests arrays and objects deeper than MAX_NESTING.
 
     Cheap first: a text cannot nest deeper than its length or its count of opening brackets,

@@ -1,6 +1,7 @@
 """MCP for acp_green: MCP's JSON-RPC spoken by the runtime itself, and MCP-over-ACP bridges.
 
 - `process`: a stdio child process run the gevent way;
+- `escapees`: finding a child's descendants that left its process group, by an environment mark;
 - `peer`: the JSON-RPC core every MCP link shares (ids, pending calls, envelopes, strict decoding);
 - `jsonrpc`: our client end of MCP's JSON-RPC to such a process;
 - `httplink`, `sse`: the same to a streamable-HTTP server;
@@ -8,7 +9,8 @@
 - `client`: the MCP client session agent code uses (`turn.mcp(name)`);
 - `bridge`: inbound bridges (the peer connects to servers we provide);
 - `registry`: the bridges of one ACP connection and the `mcp/*` routes;
-- `session`: the MCP servers of one session.
+- `session`: the MCP servers of one session;
+- `starting`: the places for servers that are starting, shared by the sessions in turn.
 
 
 Importing the package imports none of them: an agent that only declares tools, or never uses

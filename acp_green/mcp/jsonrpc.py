@@ -4,6 +4,12 @@ Requests are written at once, in call order, through the process's single writer
 for the answer is separate, so a relay can write at admission and wait in the background
 (S7). Cancelling sends `notifications/cancelled` with our id and forgets the call, so a late
 reply is dropped. Each line the child writes is one message for `McpPeer.receive`.
+
+A child that stops reading its stdin: once `StdioProcess.max_stdin_bytes` wait for it, a new
+request is refused at once (`McpServerBacklog`, -32000 `mcp_backlog`: the caller learns why
+and can retry), and a notification or a response to the server is dropped and counted
+(`dropped_messages`; nobody waits for it, so refusing it would reach no one, and closing the
+link would punish a server that is only slow). A server that floods junk is killed (`_flooded`).
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import McpServerExited
+from ..errors import McpServerBacklog, McpServerExited, McpServerFlooding
 from .peer import McpPeer, NotificationHandler, RequestHandler
 from .process import StdioProcess
 
@@ -36,20 +42,39 @@ class JsonRpcLink(McpPeer):
         """Start the server process; raises OSError if it cannot be started."""
         super().__init__(name, on_request, on_notification)
         self._on_exit = on_exit
-        self.process = StdioProcess(argv, self.receive, name=name, env=env, cwd=cwd, on_exit=self._exited)
+        self.dropped_messages = 0
+        self.process = StdioProcess(argv, self.receive, name=name, env=env, cwd=cwd, on_exit=self._exited,
+                                    on_too_long=self.discard)
 
     @property
     def pid(self) -> int:
         return self.process.pid
 
     def _send_request(self, request_id: int, method: str, params: Any, data: bytes) -> None:
-        if not self.process.send(data):
-            raise self.closed_error or McpServerExited(self.process.describe_exit())
+        process = self.process
+        if not process.has_room(len(data)):
+            raise McpServerBacklog(
+                f"MCP server {self.name!r} is not reading its input: {process.queued_bytes} bytes wait for it "
+                f"(at most {process.max_stdin_bytes}); {method} was refused",
+                data={"queuedBytes": process.queued_bytes, "limit": process.max_stdin_bytes})
+        if not process.send(data):
+            raise self.closed_error or McpServerExited(process.describe_exit())
 
     def _send(self, data: bytes, what: str) -> None:
-        if not self.process.send(data):
+        process = self.process
+        if not process.has_room(len(data)):
+            self.dropped_messages += 1
+            if self.dropped_messages == 1:
+                log.warning("MCP %s: the server is not reading its input (%d bytes wait for it, at most %d); "
+                            "%s dropped, and further messages that do not fit are only counted",
+                            self.name, process.queued_bytes, process.max_stdin_bytes, what)
+            return
+        if not process.send(data):
             log.debug("MCP %s: %s not written: the server is gone", self.name, what)
 
+    def _flooded(self, error: McpServerFlooding) -> None:
+        super()._flooded(error)
+        self.process.kill()  # never waits: we are in its reader
     def _exited(self, process: StdioProcess) -> None:
         self.fail(McpServerExited(process.describe_exit()))
         if self._on_exit is not None:
@@ -59,3 +84,5 @@ class JsonRpcLink(McpPeer):
         """Fail what is pending, stop the process and reap it."""
         self.fail(error or McpServerExited(f"MCP server {self.name!r} was stopped"))
         self.process.close()
+        if self.dropped_messages:
+            log.warning("MCP %s: %d messages were dropped because the server did not read them", self.name, self.dropped_messages)

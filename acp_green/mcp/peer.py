@@ -13,6 +13,12 @@ valid id) is answered as ACP would answer it (-32600 for a bad shape or an id al
 -32602 for an unrepresentable number); anything else is logged and dropped, the first
 LOGGED_INVALID of each link at WARNING and the rest only counted (`invalid_messages`), so a
 server writing garbage without end cannot flood the agent's stderr.
+
+Junk is what no correct server sends: a message that cannot be served, a line the transport
+could not frame (`discard`), and a reply to an id nobody waits for beyond one per request we
+ever sent (a late reply to a cancelled call is normal; more replies than requests is not).
+Every kind is logged through the same bound, and after MAX_JUNK of them the link is given up
+(`McpServerFlooding`, `_flooded`): what the server sends after that is not even decoded.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ from typing import Any
 
 from .. import wire
 from ..cancel import CancelToken
-from ..errors import InvalidRequest, McpError, MethodNotFound, RpcError
+from ..errors import InvalidRequest, McpError, McpServerFlooding, MethodNotFound, RpcError
 from ..outgoing import OutgoingRequests, PendingRequest
 
 log = logging.getLogger(__name__)
@@ -33,6 +39,8 @@ NotificationHandler = Callable[[wire.Notification], None]
 
 #: How many unreadable messages of one link are logged; later ones are only counted.
 LOGGED_INVALID = 10
+#: How many junk messages (see above) a link takes before it is closed as flooding.
+MAX_JUNK = 1000
 
 
 class McpPeer:
@@ -45,7 +53,10 @@ class McpPeer:
         self._on_request = on_request or self._refuse_request
         self._on_notification = on_notification or self._log_notification
         self._serving: set[wire.IdKey | None] = set()  # ids of the server's requests we have not answered
-        self.invalid_messages = 0
+        self.invalid_messages = 0  # junk of every kind, logged up to LOGGED_INVALID
+        self.requests_sent = 0
+        self.unawaited_replies = 0
+        self.flooded = False
 
     # -- the transport a link supplies ------------------------------------------------------
     def _send_request(self, request_id: int, method: str, params: Any, data: bytes) -> None:
@@ -101,13 +112,16 @@ class McpPeer:
     def _write_request(self, request_id: int, method: str, params: Any) -> None:
         # Encoded here, in the caller: a value JSON cannot carry raises before anything is sent.
         self._send_request(request_id, method, params, wire.encode_request(request_id, method, params))
+        self.requests_sent += 1
 
     def _write_cancel(self, request_id: int, reason: str) -> None:
         self._send(cancel_notification(request_id, reason), "notifications/cancelled")
 
     # -- receiving --------------------------------------------------------------------------
-    def receive(self, data: bytes) -> None:
+    def receive(self, data: bytes | bytearray) -> None:
         """One message from the server (a line, an event's data, a body), strictly decoded and handled."""
+        if self.flooded:
+            return
         try:
             message = wire.decode(data)
         except wire.UnrepresentableNumber as exc:
@@ -143,7 +157,11 @@ class McpPeer:
         else:
             answered = self._calls.resolve(response.id, response.result)
         if answered is None:
-            log.debug("MCP %s: dropping a reply to id %s that nobody waits for", self.name, wire.id_text(response.id))
+            self.unawaited_replies += 1
+            if self.unawaited_replies > self.requests_sent:
+                self._count_invalid(InvalidRequest(f"a reply to id {wire.id_text(response.id)}, which nobody waits for"), "ignored")
+            else:
+                log.debug("MCP %s: dropping a reply to id %s that nobody waits for", self.name, wire.id_text(response.id))
 
     def _refuse(self, request_id: wire.RequestId, error: RpcError) -> None:
         """Answer a request of the server's that cannot be served, without touching its in-flight id."""
@@ -153,12 +171,29 @@ class McpPeer:
     def _dropped(self, error: RpcError) -> None:
         self._count_invalid(error, "ignored")
 
+    def discard(self, reason: str) -> None:
+        """Something the transport dropped before it was a message (a line over the limit): junk too."""
+        self._count_invalid(InvalidRequest(reason), "skipped")
+
     def _count_invalid(self, error: RpcError, outcome: str) -> None:
         self.invalid_messages += 1
         if self.invalid_messages <= LOGGED_INVALID:
             log.warning("MCP %s: the server sent a message that cannot be served; %s: %s", self.name, outcome, error.message)
             if self.invalid_messages == LOGGED_INVALID:
                 log.warning("MCP %s: further messages that cannot be served are counted, not logged", self.name)
+        if self.invalid_messages >= MAX_JUNK and not self.flooded:
+            self.flooded = True
+            flood = McpServerFlooding(
+                f"MCP server {self.name!r} was stopped: it sent {MAX_JUNK} messages that cannot be served "
+                f"(the last: {error.message})", data={"limit": MAX_JUNK})
+            log.warning("%s", flood.message)
+            self._flooded(flood)
+
+    def _flooded(self, error: McpServerFlooding) -> None:
+        """The server sent MAX_JUNK messages of junk: fail what waits; a link stops its transport too.
+
+        Called from the reading side: must not wait for the transport to finish."""
+        self.fail(error)
 
     def _refuse_request(self, request: wire.Request) -> None:
         """A server's own request when nobody relays them: answer ping, refuse the rest."""

@@ -6,7 +6,13 @@ drained, never an unread pipe (the SDK's servers log every request there and blo
 its own session and process group (`start_new_session=True`, never `preexec_fn`); one writer
 greenlet per child stdin (a shared FileObject writer is not reentrant). Its stdout is framed by
 `transport.LineReader`, the framer of the agent's own stdin: bounded memory, an over-long line
-skipped.
+skipped. The reader yields between lines (`fairness.FairShare`, the budget streams share per
+hub iteration), not only when the pipe is empty: a child that writes without pause would
+otherwise keep the hub from polling, and the agent's own stdin with it.
+
+What waits for the child's stdin is counted in bytes (`queued_bytes`); a link asks `has_room`
+before it queues, so a child that stops reading cannot grow the agent's memory past
+`max_stdin_bytes` (one message is always accepted when nothing is queued).
 """
 
 from __future__ import annotations
@@ -17,18 +23,26 @@ import signal
 from collections import deque
 from collections.abc import Callable, Sequence
 
+import gevent
 from gevent import subprocess
 from gevent.event import Event
 from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 from gevent.queue import Queue
 
+from ..fairness import share
 from ..transport import LineReader, read_chunks
+from . import escapees
 
 log = logging.getLogger(__name__)
 
 #: Longest line accepted from a child by default (newline excluded); a longer one is skipped as garbage.
 MAX_LINE_BYTES = 64 << 20
+#: A line at least this long is handed to the link as a bytearray the decoder empties once it
+#: has its text, so the line's bytes do not stay alive while its value is built.
+LONG_LINE = 1 << 20
+#: Most bytes queued for a child's stdin by default (see `has_room`).
+MAX_STDIN_BYTES = 16 << 20
 #: How much of the child's stderr is kept for error messages.
 STDERR_TAIL = 4096
 _STOP = object()
@@ -49,13 +63,15 @@ class StdioProcess:
     def __init__(
         self,
         argv: Sequence[str],
-        on_line: Callable[[bytes], None],
+        on_line: Callable[[bytes | bytearray], None],
         *,
         on_exit: Callable[["StdioProcess"], None] | None = None,
+        on_too_long: Callable[[str], None] | None = None,
         name: str = "mcp",
         env: dict[str, str] | None = None,
         cwd: str | None = None,
         max_line_bytes: int = MAX_LINE_BYTES,
+        max_stdin_bytes: int = MAX_STDIN_BYTES,
     ) -> None:
         """Start the child; raises OSError (e.g. FileNotFoundError) if it cannot be started."""
         self.name = name
@@ -63,16 +79,19 @@ class StdioProcess:
         self.argv = list(argv)
         self._on_line = on_line
         self._on_exit = on_exit
+        self._on_too_long = on_too_long
+        self.max_stdin_bytes = max_stdin_bytes
+        self.queued_bytes = 0  # queued for stdin and not yet written
         self._stderr_tail: deque[bytes] = deque()
         self._stderr_size = 0
         self.exited = Event()  # set once stdout reached EOF and the process was reaped
         self.returncode: int | None = None
         self._outgoing: Queue = Queue()
         self._closing = False
-        full_env = None
-        if env:
-            full_env = dict(os.environ)
-            full_env.update(env)
+        self.mark = escapees.new_mark()
+        full_env = dict(os.environ)
+        full_env.update(env or {})
+        full_env[escapees.MARK_VARIABLE] = self.mark  # inherited by every descendant: see escapees.py
         with _LAUNCHING:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -105,8 +124,13 @@ class StdioProcess:
         False if the child is gone."""
         if self._closing or self.exited.is_set():
             return False
+        self.queued_bytes += len(data)
         self._outgoing.put(data)
         return True
+
+    def has_room(self, size: int) -> bool:
+        """Whether `size` more bytes may be queued for stdin: within `max_stdin_bytes`, or nothing queued."""
+        return self.queued_bytes == 0 or self.queued_bytes + size <= self.max_stdin_bytes
 
     def _write_loop(self) -> None:
         try:
@@ -116,6 +140,7 @@ class StdioProcess:
                     break
                 self._stdin.write(data)
                 self._stdin.flush()
+                self.queued_bytes -= len(data)
         except OSError as exc:  # broken pipe: the child went away; the reader sees EOF
             log.info("MCP server %s stdin closed: %s", self.name, exc)
         finally:
@@ -128,20 +153,36 @@ class StdioProcess:
     def _read_loop(self) -> None:
         # Reads the descriptor itself: nothing else may read self._stdout (its buffer would eat bytes).
         reader = LineReader(self._stdout.fileno(), self.max_line_bytes)
+        fair = share()
         try:
             for line in reader.lines():
                 if line.too_long:
-                    log.warning("MCP server %s wrote a line over %d bytes; skipped", self.name, self.max_line_bytes)
-                    continue
-                self._deliver(line.data)
+                    self._too_long()
+                elif len(line.data) < LONG_LINE:
+                    self._deliver(line.data)
+                else:  # handed over as a bytearray the decoder empties: see wire.decode
+                    data, line.data = bytearray(line.data), b""
+                    self._deliver(data)
+                    del data
+                fair.yield_if_due()
         except OSError as exc:
             log.info("reading MCP server %s failed: %s", self.name, exc)
         finally:
             reader.close()  # before _reap closes the descriptor under the reader's io watcher
             self._reap()
 
-    def _deliver(self, line: bytes) -> None:
-        if not line.strip():
+    def _too_long(self) -> None:
+        reason = f"a line over {self.max_line_bytes} bytes"
+        if self._on_too_long is None:
+            log.warning("MCP server %s wrote %s; skipped", self.name, reason)
+            return
+        try:
+            self._on_too_long(reason)  # the link counts it with the rest of the junk, its logging bounded
+        except Exception:
+            log.exception("handling an over-long line from MCP server %s failed", self.name)
+
+    def _deliver(self, line: bytes | bytearray) -> None:
+        if not line or line.isspace():  # never strip(): it would copy a long bytearray
             return
         try:
             self._on_line(line)
@@ -169,6 +210,7 @@ class StdioProcess:
             self._signal_group(signal.SIGKILL)
             self.returncode = self.proc.wait()
         self._signal_group(signal.SIGKILL)  # grandchildren that kept running
+        escapees.kill_marked(self.mark)  # and those that left the group (setsid)
         for stream in (self.proc.stdout,):
             try:
                 stream.close()
@@ -195,20 +237,42 @@ class StdioProcess:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def close(self, grace: float = 1.0) -> None:
-        """Stop the child and reap it: EOF first (MCP servers exit on it), then SIGTERM, then SIGKILL."""
+    def _gone_within(self, seconds: float) -> bool:
+        """Whether the child exited (or its stdout ended) within `seconds`."""
+        gevent.wait([self.exited, self.proc.result], timeout=seconds, count=1)
+        return self.exited.is_set() or self.proc.poll() is not None
+
+    def kill(self) -> None:
+        """Stop the child at once, without waiting (a misbehaving server gets no grace): the
+        reader then sees EOF and reaps it."""
         if not self._closing:
             self._closing = True
             self._outgoing.put(_STOP)
-        if not self.exited.wait(grace):
+        self._signal_group(signal.SIGKILL)
+
+    def close(self, grace: float = 1.0) -> None:
+        """Stop the child and reap it: EOF first (MCP servers exit on it), then SIGTERM, then SIGKILL.
+
+        Each step waits for the child itself, not for EOF on its stdout: a descendant that left
+        its group (setsid) may hold that open. Once the child is gone such descendants are killed
+        by their mark, and a pipe still held after that is given up on: our ends are closed and
+        the child reaped here, so closing takes at most about 2 x grace + 1 s."""
+        if not self._closing:
+            self._closing = True
+            self._outgoing.put(_STOP)
+        if not self._gone_within(grace):
             self._signal_group(signal.SIGTERM)
-            if not self.exited.wait(grace):
+            if not self._gone_within(grace):
                 self._signal_group(signal.SIGKILL)
-                self.exited.wait(5)
-        if not self.exited.is_set():  # the reader is stuck: reap here
+        if not self.exited.is_set():
+            escapees.kill_marked(self.mark)  # whatever still holds its stdout left the group
+        if not self.exited.wait(1.0):  # the reader is stuck: reap here
             self._signal_group(signal.SIGKILL)
             self._reader.kill(block=False)
-            self.returncode = self.proc.wait()
+            try:
+                self.returncode = self.proc.wait(timeout=1.0)
+            except subprocess.TimeoutExpired:
+                log.warning("MCP server %s (pid %d) could not be reaped", self.name, self.pid)
             self.exited.set()
         self._drain.join(timeout=1)
         if not self._drain.dead:

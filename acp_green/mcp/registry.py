@@ -161,7 +161,8 @@ class McpRegistry:
             return
         self._open_bridge(connection_id).admit_notification(inner_method, inner)
 
-    @background("mcp/disconnect")
+    # Never refused connection_busy: it frees the slots of the relays stuck on its server.
+    @background("mcp/disconnect", frees_resources=True)
     def admit_disconnect(self, params: Any, _id: wire.RequestId) -> Job:
         connection_id = Params(params, "mcp/disconnect", required=True).required("connectionId", str)
         bridge = self._open_bridge(connection_id)

@@ -21,13 +21,13 @@ from typing import TYPE_CHECKING, Any
 import gevent
 from gevent.event import AsyncResult
 from gevent.greenlet import Greenlet
-from gevent.lock import Semaphore
 
 from ..cancel import CancelToken
 from ..errors import ClientError, McpServerExited, McpUnavailable, RpcError, TurnCancelled, one_line
 from .bridge import ProvidedServer
 from .client import AcpChannel, LoopbackChannel, McpClientSession, StdioChannel
 from .jsonrpc import JsonRpcLink
+from .starting import FairPlaces
 
 if TYPE_CHECKING:
     from .httplink import HttpLink
@@ -39,18 +39,21 @@ START_TIMEOUT = 30.0
 #: How many stdio servers may be starting (launched, `initialize` not yet answered) at once in
 #: this process. Starting is CPU-heavy (a server on the official SDK imports for ~0.5 s of CPU):
 #: dozens at once on a few cores starve the agent itself and its control answers come late.
+#: The places go to the sessions in turn (`starting.FairPlaces`): one session's queue of
+#: servers never holds back another session's.
 STARTING_AT_ONCE = max(2, os.cpu_count() or 2)
 #: A server slow to initialize gives its starting place back after this long, so one that
 #: never answers delays the servers queued behind it by this much, not by START_TIMEOUT.
 STAGGER = 2.0
-_starting = Semaphore(STARTING_AT_ONCE)
+_starting = FairPlaces(STARTING_AT_ONCE)
 
 
 class _StartingPlace:
-    """One of the STARTING_AT_ONCE places, given back on release() or after STAGGER seconds."""
+    """One of the STARTING_AT_ONCE places, taken in `owner`'s turn, given back on release() or
+    after STAGGER seconds."""
 
-    def __init__(self) -> None:
-        _starting.acquire()
+    def __init__(self, owner: str) -> None:
+        _starting.acquire(owner)
         self._held = True
         self._expiry = gevent.spawn_later(STAGGER, self.release)
 
@@ -82,7 +85,7 @@ class _StdioServer:
         self._starter.start()
 
     def _start(self) -> None:
-        place = _StartingPlace()
+        place = _StartingPlace(self.session_id)
         try:
             self.ready.set(self._launch_and_initialize())
         except McpUnavailable as exc:

@@ -27,6 +27,7 @@ class SessionMcpServers(Mapping[str, "SessionMcp"]):
         self._call_client = call_client
         self._notify_client = notify_client
         self._running: dict[str, SessionMcp] = {}
+        self._closers: dict[str, Callable[[], None]] = {}  # the closer each running set put in its session's resources
 
     def __getitem__(self, session_id: str) -> SessionMcp:
         return self._running[session_id]
@@ -45,8 +46,15 @@ class SessionMcpServers(Mapping[str, "SessionMcp"]):
 
     def redeclared(self, session: Session) -> None:
         """The client declared the session's servers anew (load, resume): stop what the old
-        declaration started, in the background, and start the new stdio servers."""
-        previous = self._running.pop(session.session_id, None)
+        declaration started, in the background, and start the new stdio servers.
+
+        The old set's closer leaves the session's resources: replaced, not accumulated, so the
+        old set is closed once, here, and the session's end closes only the set in force."""
+        session_id = session.session_id
+        previous = self._running.pop(session_id, None)
+        closer = self._closers.pop(session_id, None)
+        if closer is not None and closer in session.resources:
+            session.resources.remove(closer)
         if previous is not None:
             self.registry.close_in_background(previous.close)
         self.start_declared(session)
@@ -73,10 +81,12 @@ class SessionMcpServers(Mapping[str, "SessionMcp"]):
             def close(found: SessionMcp = found) -> None:
                 if self._running.get(session_id) is found:
                     del self._running[session_id]
+                    self._closers.pop(session_id, None)
                 # Reaping its processes can take a second: never in the receive loop (S10).
                 self.registry.close_in_background(found.close)
 
             session.resources.append(close)
+            self._closers[session_id] = close
             found.start()
         return found
 

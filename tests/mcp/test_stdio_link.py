@@ -6,6 +6,7 @@ lines of Python written for the test.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -161,7 +162,8 @@ def test_close_asks_a_server_that_ignores_eof_to_terminate_before_killing_it(tmp
 
 
 def test_close_stops_the_stderr_drain_when_a_detached_grandchild_holds_stderr(tmp_path):
-    """The drain greenlet never outlives close(), even if something else keeps the pipe open."""
+    """The drain greenlet never outlives close(), even if something else keeps the pipe open; the
+    detached grandchild itself is killed by its environment mark (mcp/escapees.py)."""
     process, messages = _stdio_process(tmp_path, '''
         import json, subprocess, sys
         keeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True,
@@ -174,9 +176,10 @@ def test_close_stops_the_stderr_drain_when_a_detached_grandchild_holds_stderr(tm
         process.close(grace=5.0)
         assert process.exited.is_set() and process.returncode == 0
         wait_until(lambda: process._drain.dead, timeout=10, what="the stderr drain to stop")
+        assert wait_gone(keeper, timeout=10)
     finally:
-        os.kill(keeper, signal.SIGKILL)
-        wait_gone(keeper)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(keeper, signal.SIGKILL)
 
 
 BRIDGED = textwrap.dedent('''

@@ -197,12 +197,12 @@ def test_a_declared_stdio_server_without_a_command_is_unavailable_with_why():
 
 
 def test_a_starting_place_is_given_back_once_however_often_released():
-    before = mcp_session._starting.counter
-    place = mcp_session._StartingPlace()
-    assert mcp_session._starting.counter == before - 1
+    before = mcp_session._starting.free
+    place = mcp_session._StartingPlace("s1")
+    assert mcp_session._starting.free == before - 1
     place.release()
     place.release()
-    assert mcp_session._starting.counter == before
+    assert mcp_session._starting.free == before
 
 
 def test_at_least_two_servers_start_at_once_even_on_one_core(monkeypatch):

@@ -12,7 +12,8 @@ from acp_green import Agent, Turn
 
 class SleepingAgent(Agent):
     """`sleep`: says "sleeping", then `time.sleep(3)` (blocking unless patched), then "awake".
-    `wait`: says "waiting" and waits for cancellation. Anything else ends at once."""
+    `spin`: a busy loop of 1.5 s. `wait`: says "waiting" and waits for cancellation. Anything
+    else ends at once."""
 
     name = "sleeping"
 
@@ -21,6 +22,11 @@ class SleepingAgent(Agent):
             turn.say("sleeping")
             time.sleep(3)
             turn.say("awake")
+            return "end_turn"
+        if turn.text == "spin":  # CPU work: holds the loop even when patched
+            deadline = time.perf_counter() + 1.5
+            while time.perf_counter() < deadline:
+                pass
             return "end_turn"
         if turn.text == "wait":
             turn.say("waiting")

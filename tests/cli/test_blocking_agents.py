@@ -52,6 +52,19 @@ def test_without_patching_a_block_is_reported_naming_the_agents_function(launch)
     assert "time.sleep(3)" in warning  # the stack shows the blocking line
 
 
+def test_cpu_work_holds_a_patched_loop_too_and_is_reported(launch):
+    """Patching cannot make a busy loop yield: the WARNING (logged from the watchdog's real
+    thread through the patched logging locks) names `prompt` and suggests the threadpool."""
+    agent = start(launch)
+    sid = agent.new_session()
+    assert agent.prompt(sid, "spin").result() == {"stopReason": "end_turn"}
+    agent.close()
+    stderr = agent.stderr_text()
+    assert stderr.count(BLOCKED) == 1, stderr
+    first_line = stderr[stderr.index(BLOCKED):].splitlines()[0]
+    assert "blocked: prompt (" in first_line and "threadpool" in first_line, first_line
+
+
 def test_block_warning_zero_turns_the_check_off(launch):
     agent = start(launch, "--no-monkey-patch", "--block-warning", "0")
     sid = agent.new_session()

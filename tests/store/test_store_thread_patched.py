@@ -89,3 +89,40 @@ def test_the_stderr_sink_thread_blocks_alone_under_patching():
     report = json.loads(done.stdout)
     assert report["flushed"] is False  # the pipe really is stuck
     assert report["ticks"] >= 10, report
+
+
+PATCHED_BUSY_RETRY = """
+import json, sqlite3, sys
+from gevent import monkey
+monkey.patch_all()
+sys.path.insert(0, sys.argv[2])
+import gevent
+from gevent._hub_local import get_hub_if_exists
+from acp_green.store import statedb
+from acp_green.store.sqlite import SqliteStore
+from acp_green.store.session_record import SessionRecord
+
+statedb.BUSY_TIMEOUT_MS = 50
+hubs = []
+def trace(sql):  # on the store thread: did a patched sleep start a hub of its own there?
+    hubs.append(get_hub_if_exists() is not None)
+
+store = SqliteStore(sys.argv[1], trace=trace)
+locker = sqlite3.connect(sys.argv[1], timeout=0, isolation_level=None)
+locker.execute("BEGIN EXCLUSIVE")
+store.save_session(SessionRecord("s", "/tmp"))
+gevent.sleep(0.4)  # the store thread meets the lock and retries, sleeping between attempts
+locker.execute("ROLLBACK")
+store.sync()
+store.close()
+print(json.dumps({"degraded": store.degraded, "hub_on_store_thread": any(hubs), "statements": len(hubs)}))
+"""
+
+
+def test_the_store_threads_busy_retry_sleeps_without_a_hub_of_its_own(tmp_path):
+    done = subprocess.run([sys.executable, "-c", PATCHED_BUSY_RETRY, str(tmp_path / "state.db"), str(REPO)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert not report["degraded"] and report["statements"] > 0, report
+    assert not report["hub_on_store_thread"], report

@@ -60,7 +60,7 @@ class BlockWatch:
         self._hub_thread = hub.thread_ident
         self._last_tick: float | None = None  # None until the loop first turns: start-up is not watched
         self._reported_tick: float | None = None
-        self._last_warning = -REPEAT_EVERY
+        self._last_warning: float | None = None
         self._timer = hub.loop.timer(self.period, self.period, ref=False)  # never keeps the loop alive
         self._timer.start(self._tick)
         hub.loop.run_callback(self._tick)  # armed from the loop's first turn, not a period later
@@ -90,12 +90,12 @@ class BlockWatch:
                 self._reported_tick = last
                 try:
                     self._block_seen(held)
-                except Exception:  # ok: the watchdog must never end the process; say so once
+                except Exception:  # ok: the watchdog must never end the process
                     log.debug("the block watchdog failed to report a block", exc_info=True)
 
     def _block_seen(self, held: float) -> None:
         now = perf_counter()
-        if now - self._last_warning < REPEAT_EVERY:
+        if self._last_warning is not None and now - self._last_warning < REPEAT_EVERY:
             self.suppressed += 1
             return
         frame = sys._current_frames().get(self._hub_thread)
@@ -119,7 +119,7 @@ def block_report(frame: FrameType, held: float, threshold: float, suppressed: in
     remedy = ("run CPU-heavy work in gevent.get_hub().threadpool" if is_patched() else
               "this process is not monkey-patched, so sleeps, sockets and subprocesses block: `acp-green serve` "
               "patches unless given --no-monkey-patch")
-    return (f"the event loop is blocked: {here}{inner} has held it for {held:.2f}s (over {threshold:g}s), so every "
+    return (f"the event loop is blocked: {here}{inner} has held it for {held:.2f}s so far (over {threshold:g}s), so every "
             f"session, cancels included, waits until it returns; {remedy}.{earlier}\nStack (innermost last):\n{stack}")
 
 

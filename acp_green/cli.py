@@ -112,13 +112,10 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     """
     if monkey_patch:
         monkey_patch_now()
-    import logging
-
     from . import logsetup
     from .server import ServeOptions, serve_stdio
     from .transport import OutputLimits
 
-    log = logging.getLogger(__name__)
     logsetup.configure(log_level)
     provided = parse_provide_mcp(provide_mcp)
     if agent_spec:

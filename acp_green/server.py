@@ -252,8 +252,8 @@ def serve_stdio(agent: Agent, options: ServeOptions | None = None, *, log_level:
     logsetup.configure(log_level)  # (again): the handler now writes through the sink
     if refused:
         log.info("serving without gevent monkey-patching (blocking calls will hold every session): %s; call "
-                    "gevent.monkey.patch_all() before any other import, or serve with `acp-green serve --agent`",
-                    "; ".join(refused))
+                 "gevent.monkey.patch_all() before any other import, or serve with `acp-green serve --agent`",
+                 "; ".join(refused))
     watch = blockwatch.start(options.block_warning)
     try:
         return Server(agent, options, owns_process=True).serve(read_fd, write_fd)

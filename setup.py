@@ -16,6 +16,8 @@ TEST_REQUIRES = [
     "mypy==2.4.1",
     # A third-party asyncio ACP client, driven against `acp-green serve` in the interop tests.
     "acp-client>=0.1.0",
+    # The official OpenAI client, sync and blocking, served patched (tests/e2e/test_openai_sdk_agent.py).
+    "openai==3.51.0",
     # The fresh-install test builds its offline wheelhouse from this environment, so the build
     # backend pyproject.toml names must be installed here (70.1 is the first that needs no `wheel`).
     "setuptools>=70.1",

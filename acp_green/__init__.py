@@ -1,7 +1,7 @@
 """acp_green: a gevent runtime for Agent Client Protocol agents over stdio.
 
 Importing the package is cheap and imports neither gevent nor the stdlib modules that
-`--monkey-patch` must patch first; the public names load on first use.
+`acp-green serve` must patch first (its default); the public names load on first use.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The `acp-green` command line.
 
 Its module top level imports only click and light standard modules (no logging, socket, gevent
-or the rest of the package): `serve --monkey-patch` patches in the command body, after click has
-parsed the command line and before anything it patches is imported.
+or the rest of the package): `serve` patches (unless --no-monkey-patch) in the command body, after
+click has parsed the command line and before anything it patches is imported.
 """
 
 from __future__ import annotations
@@ -87,8 +87,13 @@ def cli() -> None:
 @click.option("--ephemeral", is_flag=True, help="Keep everything in memory; write nothing to disk.")
 @click.option("--provide-mcp", "provide_mcp", multiple=True, metavar="NAME=COMMAND",
               help="Provide a stdio MCP server over ACP (mcp/connect); repeatable; COMMAND is split like a shell would.")
-@click.option("--monkey-patch", is_flag=True,
-              help="Apply gevent monkey-patching (off by default) before the agent and the rest of acp_green are imported, for agents that call blocking libraries.")
+@click.option("--monkey-patch/--no-monkey-patch", default=True, show_default=True,
+              help="gevent monkey-patching, before the agent and the rest of acp_green are imported: the agent's "
+                   "blocking calls (time.sleep, sockets, requests, httpx, LLM SDKs, subprocess) then yield instead of "
+                   "freezing every session. --no-monkey-patch: only for agents written for gevent throughout.")
+@click.option("--block-warning", type=click.FloatRange(min=0), default=0.5, show_default=True, metavar="SECONDS",
+              help="Warn on stderr, naming the function and its stack, when code holds the event loop this long "
+                   "(every session waits meanwhile); 0 turns the check off.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="WARNING", show_default=True,
               help="Log threshold; logs go to stderr, never stdout.")
 @click.option("--flush-stall-timeout", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
@@ -96,7 +101,7 @@ def cli() -> None:
                    "nothing for this long (30 s at most in all; at once if it closed its end).")
 def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, idle_timeout: float,
           max_line_bytes: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
-          log_level: str, max_mcp_servers: int, flush_stall_timeout: float) -> None:
+          block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float) -> None:
     """Run an ACP agent on stdin/stdout (the main job: point your editor at this).
 
     \b
@@ -107,13 +112,10 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     """
     if monkey_patch:
         monkey_patch_now()
-    import logging
-
     from . import logsetup
     from .server import ServeOptions, serve_stdio
     from .transport import OutputLimits
 
-    log = logging.getLogger(__name__)
     logsetup.configure(log_level)
     provided = parse_provide_mcp(provide_mcp)
     if agent_spec:
@@ -137,22 +139,21 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
         state_dir=state_dir,
         ephemeral=ephemeral,
         output=OutputLimits(flush_stall_timeout=flush_stall_timeout),
+        block_warning=block_warning,
     )
-    if monkey_patch:
-        log.info("gevent monkey-patching is on (--monkey-patch)")
     if os.isatty(0):  # someone typed `acp-green serve` at a prompt: say why nothing happens
         click.echo(TTY_HINT, err=True)
     # Usage errors above go straight to stderr; from here on nothing may block on fd 2.
-    sys.exit(serve_stdio(agent, options, log_level=log_level))
+    sys.exit(serve_stdio(agent, options, log_level=log_level, monkey_patch=monkey_patch))
 
 
 def monkey_patch_now() -> None:
-    """gevent's `patch_all()`, for `serve --monkey-patch` only: the command line has been parsed
-    and nothing it patches has been imported yet (click's own `threading` import is inert here:
-    one thread, no lock of ours made yet)."""
-    from gevent import monkey
+    """gevent's `patch_all()`, for `serve` only (unless --no-monkey-patch): the command line has
+    been parsed and nothing it patches has been imported yet (click's own `threading` import is
+    inert here: one thread, no lock of ours made yet)."""
+    from .patching import patch_process
 
-    monkey.patch_all()  # ok: only for `serve --monkey-patch`, before the rest of the package is imported
+    patch_process()
 
 
 @cli.command("editor-config", context_settings={"ignore_unknown_options": True})

@@ -51,6 +51,8 @@ class ServeOptions:
     provide_mcp: tuple[tuple[str, tuple[str, ...]], ...] = ()
     state_dir: str | None = None  # None: $XDG_STATE_HOME/acp-green, else ~/.local/state/acp-green
     ephemeral: bool = False  # keep sessions and usage in memory only
+    #: Seconds the event loop may be held before a WARNING names what holds it; 0: never (blockwatch.py).
+    block_warning: float = 0.5
 
 
 class Server:
@@ -227,21 +229,50 @@ def serve(agent: Agent, read_fd: int, write_fd: int, options: ServeOptions | Non
 STDERR_EXIT_FLUSH = 2.0
 
 
-def serve_stdio(agent: Agent, options: ServeOptions | None = None, *, log_level: str = "WARNING") -> int:
+def serve_stdio(agent: Agent, options: ServeOptions | None = None, *, log_level: str = "WARNING",
+                monkey_patch: bool = True) -> int:
     """Serve `agent` on this process's stdin/stdout exactly as `acp-green serve` does; the exit code.
 
     Claims fds 0/1 for the wire (stray prints go to stderr) and routes stderr through the sink
     that never blocks the hub; from the call on, nothing may block on fd 2.
-    """
-    from . import logsetup, stderrsink, transport
 
+    `monkey_patch`: unless the process is patched already, patch it here, first thing, but only
+    when nothing patching comes too late for is in use: not when `ssl` was imported (any HTTPS
+    client library imports it) or another thread runs. Then it serves unpatched (said at INFO; a
+    block then gets the watchdog's WARNING, options.block_warning): to patch, call
+    `gevent.monkey.patch_all()` at the very top of the script, before its other imports, or serve
+    with `acp-green serve --agent`, which patches before importing the agent.
+    """
+    refused = _patch_if_safe() if monkey_patch else []
+    from . import blockwatch, logsetup, stderrsink, transport
+
+    options = options or ServeOptions()
     read_fd, write_fd = transport.claim_stdio()
     sink = stderrsink.install()
     logsetup.configure(log_level)  # (again): the handler now writes through the sink
+    if refused:
+        log.info("serving without gevent monkey-patching (blocking calls will hold every session): %s; call "
+                 "gevent.monkey.patch_all() before any other import, or serve with `acp-green serve --agent`",
+                 "; ".join(refused))
+    watch = blockwatch.start(options.block_warning)
     try:
         return Server(agent, options, owns_process=True).serve(read_fd, write_fd)
     except Exception:
         log.critical("acp-green serve failed", exc_info=True)
         return 1
     finally:
+        if watch is not None:
+            watch.stop()
         sink.flush(timeout=STDERR_EXIT_FLUSH)  # bounded: a stderr nobody reads cannot hold the exit
+
+
+def _patch_if_safe() -> list[str]:
+    """Patch the process unless it is patched already or patching now is unsafe; why not, if not."""
+    from .patching import is_patched, patch_process, reasons_not_to_patch
+
+    if is_patched():
+        return []
+    reasons = reasons_not_to_patch()
+    if not reasons:
+        patch_process()
+    return reasons

@@ -53,11 +53,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# The real thread and queue even under --monkey-patch, which would turn them into greenlets.
+# The real thread, queue, lock and sleep even when monkey-patched (the default of `serve`), which
+# would turn them into greenlet primitives.
 _start_new_thread = get_original("_thread", "start_new_thread")
 _SimpleQueue = get_original("queue", "SimpleQueue")
 _Empty = get_original("queue", "Empty")
 _Lock = get_original("threading", "Lock")
+_sleep = get_original("time", "sleep")  # the store thread's own pause; patched, it would start a hub there
 
 OPEN_TIMEOUT = 60.0  # migrations wait for other processes' write locks
 READ_TIMEOUT = 60.0
@@ -171,7 +173,7 @@ class StoreThread:
                         self._fall_back(conn, exc)
                         break
                     log.info("state database busy; retrying a batch of %d operations", len(work))
-                    time.sleep(0.05 * (attempt + 1))
+                    _sleep(0.05 * (attempt + 1))
                 except sqlite3.Error as exc:
                     self._fall_back(conn, exc)
                     break

@@ -1,5 +1,6 @@
-"""Monkey-patching: `--monkey-patch` is decided from the parsed command line, so only
-`serve --monkey-patch` patches, never a command that merely carries those words as arguments."""
+"""Monkey-patching is decided from the parsed command line: `serve` patches unless given
+--no-monkey-patch (--monkey-patch, the default, is still accepted), and no other command patches,
+not even one that carries those words as arguments."""
 
 from __future__ import annotations
 
@@ -38,10 +39,21 @@ def test_serve_with_the_flag_patches_its_process(tmp_path):
     assert patched
 
 
-def test_serve_without_the_flag_does_not_patch(tmp_path):
+def test_serve_patches_its_process_by_default(tmp_path):
     done, patched = run_entry(tmp_path, "serve", "--ephemeral")
     assert done.returncode == 0, done.stderr
+    assert patched
+
+
+def test_serve_with_no_monkey_patch_does_not_patch(tmp_path):
+    done, patched = run_entry(tmp_path, "serve", "--ephemeral", "--no-monkey-patch")
+    assert done.returncode == 0, done.stderr
     assert not patched
+
+
+def test_another_command_does_not_patch(tmp_path):
+    done, patched = run_entry(tmp_path, "usage", "--state-dir", str(tmp_path / "none"), "--json")
+    assert not patched, done.stderr
 
 
 def test_probing_a_patched_serve_does_not_patch_the_probe(tmp_path):
@@ -53,11 +65,12 @@ def test_probing_a_patched_serve_does_not_patch_the_probe(tmp_path):
     assert not patched
 
 
-def test_the_flag_as_the_value_of_another_option_does_not_patch(tmp_path):
-    """`serve --agent --monkey-patch`: click reads "--monkey-patch" as the agent spec (refused)."""
-    done, patched = run_entry(tmp_path, "serve", "--agent", "--monkey-patch")
+def test_the_opt_out_as_the_value_of_another_option_is_no_opt_out(tmp_path):
+    """`serve --agent --no-monkey-patch`: click reads "--no-monkey-patch" as the agent spec
+    (refused), so serve patched as by default before it loaded the agent."""
+    done, patched = run_entry(tmp_path, "serve", "--agent", "--no-monkey-patch")
     assert done.returncode == 2 and "expected MODULE:ATTR" in done.stderr
-    assert not patched
+    assert patched
 
 
 @pytest.mark.parametrize("module", ["acp_green.cli", "acp_green.__main__"])

@@ -30,18 +30,24 @@ def test_only_jsonrpc_reaches_stdout_from_a_noisy_agent(launch):
     assert "a log line" in stderr
 
 
-def test_no_monkey_patching_unless_asked(launch):
-    """The package never patches by itself; --monkey-patch patches before anything else is imported."""
-    plain = launch("--agent", "tests.agents:PatchReportAgent")
+def test_serve_patches_unless_told_not_to(launch):
+    """`serve` patches before the agent is imported (--monkey-patch, the default, is accepted);
+    --no-monkey-patch leaves the process unpatched."""
+    plain = launch("--agent", "tests.agents:PatchReportAgent", "--no-monkey-patch")
     plain.initialize()
     sid = plain.new_session()
     plain.prompt(sid, "?").result()
-    patched = launch("--agent", "tests.agents:PatchReportAgent", "--monkey-patch")
+    patched = launch("--agent", "tests.agents:PatchReportAgent")
     patched.initialize()
     sid2 = patched.new_session()
     patched.prompt(sid2, "?").result()
+    explicit = launch("--agent", "tests.agents:PatchReportAgent", "--monkey-patch")
+    explicit.initialize()
+    sid3 = explicit.new_session()
+    explicit.prompt(sid3, "?").result()
     assert chunk_texts(plain.updates(sid)) == ["socket patched: False"]
     assert chunk_texts(patched.updates(sid2)) == ["socket patched: True"]
+    assert chunk_texts(explicit.updates(sid3)) == ["socket patched: True"]
 
 
 def test_importing_the_package_imports_no_gevent():
@@ -56,13 +62,14 @@ def test_serve_help_documents_every_option():
     result = CliRunner().invoke(cli, ["serve", "--help"])
     assert result.exit_code == 0
     for option in ("--agent", "--max-background", "--shutdown-grace", "--idle-timeout", "--max-line-bytes",
-                   "--state-dir", "--ephemeral", "--monkey-patch", "--log-level"):
+                   "--state-dir", "--ephemeral", "--monkey-patch", "--no-monkey-patch", "--block-warning", "--log-level"):
         assert option in result.output
 
 
 def test_bad_agent_spec_is_a_clear_usage_error():
     """A wrong --agent fails before serving, naming the problem."""
-    result = CliRunner().invoke(cli, ["serve", "--agent", "no_such_module_xyz:Agent"])
+    # --no-monkey-patch: the command runs in this (test) process, which must stay unpatched.
+    result = CliRunner().invoke(cli, ["serve", "--no-monkey-patch", "--agent", "no_such_module_xyz:Agent"])
     assert result.exit_code == 2 and "cannot import" in result.output
-    result = CliRunner().invoke(cli, ["serve", "--agent", "json"])
+    result = CliRunner().invoke(cli, ["serve", "--no-monkey-patch", "--agent", "json"])
     assert result.exit_code == 2 and "MODULE:ATTR" in result.output

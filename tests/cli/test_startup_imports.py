@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
+import pytest
+
 from acp_green.store.statedb import db_path
 from tests.helpers import TESTS
 
@@ -26,22 +28,28 @@ NOT_BEFORE_INITIALIZE = (
 )
 
 
-def loaded_too_early(modules: list[str]) -> list[str]:
-    return [m for m in modules if any(m == name or m.startswith(name + ".") for name in NOT_BEFORE_INITIALIZE)]
+#: What monkey-patching itself imports (the default of `serve`): the patched `subprocess` is gevent's.
+PATCHING_IMPORTS = ("gevent.subprocess",)
 
 
-def test_initialize_is_answered_before_the_store_mcp_and_http_are_imported(launch, tmp_path):
+def loaded_too_early(modules: list[str], allowed: tuple[str, ...] = ()) -> list[str]:
+    return [m for m in modules if m not in allowed
+            and any(m == name or m.startswith(name + ".") for name in NOT_BEFORE_INITIALIZE)]
+
+
+@pytest.mark.parametrize("patching", [(), ("--no-monkey-patch",)], ids=["patched", "unpatched"])
+def test_initialize_is_answered_before_the_store_mcp_and_http_are_imported(launch, tmp_path, patching):
     """The modules loaded when the `initialize` answer is written include no store, no MCP
     process/JSON-RPC/HTTP client, no rig or bench; afterwards the store opens by itself, and
     session/new and session/list work against the state database."""
     state = tmp_path / "state"
     listing = tmp_path / "modules.txt"
-    agent = launch(command=[sys.executable, str(WRAPPER), str(listing), "serve", "--state-dir", str(state)])
+    agent = launch(command=[sys.executable, str(WRAPPER), str(listing), "serve", "--state-dir", str(state), *patching])
     result = agent.initialize()
     assert result["protocolVersion"] == 1
     modules = listing.read_text(encoding="utf-8").split()
     assert "acp_green.server" in modules and "acp_green.protocol.connection" in modules  # the list is real
-    assert loaded_too_early(modules) == []
+    assert loaded_too_early(modules, () if patching else PATCHING_IMPORTS) == []
     # The store opened in the background, with no request asking for it.
     agent.wait_for(lambda: os.path.exists(db_path(str(state))), what="the state database to be created")
     sid = agent.new_session()

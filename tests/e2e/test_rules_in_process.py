@@ -476,7 +476,7 @@ def test_S9_max_background_option_of_the_cli_reaches_serve_options(monkeypatch):
     monkeypatch.setattr(logsetup, "configure", lambda *args, **kwargs: None)
     # Serving would route this worker's sys.stderr through a sink: not for a test process.
     monkeypatch.setattr(stderrsink, "install", lambda *args, **kwargs: SimpleNamespace(flush=lambda timeout: True))
-    result = CliRunner().invoke(cli, ["serve", "--ephemeral", "--max-background", "3"])
+    result = CliRunner().invoke(cli, ["serve", "--no-monkey-patch", "--ephemeral", "--max-background", "3"])  # this process stays unpatched
     assert result.exit_code == 0, result.output
     assert [options.max_background for options in seen] == [3]
 

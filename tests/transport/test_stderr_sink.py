@@ -39,12 +39,12 @@ def pipe_fill(pid: int) -> int:
         os.close(fd)
 
 
-@pytest.mark.parametrize("patching", [(), ("--monkey-patch",)], ids=["plain", "monkey-patched"])
+@pytest.mark.parametrize("patching", [("--no-monkey-patch",), ()], ids=["plain", "monkey-patched"])
 def test_agent_whose_stderr_is_never_read_answers_everything_and_exits(launch, patching):
     """Stderr: with a stderr pipe nobody reads, hundreds of failing turns — each
     logging a traceback, printing, warning and letting the hub report a dead greenlet — and
-    malformed notifications are all answered; then EOF ends the process with exit 0. Under
-    --monkey-patch too: the sink's thread must stay a real thread."""
+    malformed notifications are all answered; then EOF ends the process with exit 0. Patched
+    (the default) too: the sink's thread must stay a real thread."""
     agent = launch(command=[sys.executable, "-c", UNREAD_STDERR_LAUNCHER, "--ephemeral", "--log-level", "DEBUG",
                             "--agent", "tests.agents:StderrFloodAgent", *patching])
     agent.initialize()

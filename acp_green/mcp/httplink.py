@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -60,6 +61,12 @@ def _client_module() -> Any:
     import geventhttpclient  # lazy: see the module docstring
 
     return geventhttpclient
+
+
+def _guard_module() -> Any:
+    from . import httpguard  # lazy, as geventhttpclient which it imports
+
+    return httpguard
 
 
 class _Refused(Exception):
@@ -103,9 +110,7 @@ class HttpLink(McpPeer):
         self.url = url
         self._path = parsed.request_uri or "/"
         self._headers = dict(headers or {})
-        self._client = ghc.HTTPClient.from_url(
-            parsed, concurrency=MAX_STREAMS, connection_timeout=connect_timeout, network_timeout=None,
-        )
+        self._client = _guard_module().guarded_client(parsed, concurrency=MAX_STREAMS, connect_timeout=connect_timeout)
         self._max = max_message_bytes
         self._streams: dict[wire.IdKey | None, Greenlet] = {}
         self._helpers: set[Greenlet] = set()
@@ -188,7 +193,7 @@ class HttpLink(McpPeer):
             return
         try:
             with gevent.Timeout(NOTIFY_TIMEOUT):
-                response = self._client.request("POST", self._path, body=body, headers=self._request_headers())
+                response = _guard_module().send(self._client, "POST", self._path, body=body, headers=self._request_headers())
                 with response:
                     status = response.status_code
                     response.read(_READ_BLOCK)  # a 202 has no body; anything else is not kept
@@ -214,6 +219,8 @@ class HttpLink(McpPeer):
             self._fail_one(request_id, McpConnectFailed(f"MCP server {self.name!r} refused {method}: {exc}"))
         except RpcError as exc:
             self._fail_one(request_id, exc)
+        except _guard_module().HeadRefused as exc:
+            self._fail_one(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent a response to {method} that is refused: {exc}"))
         except OSError as exc:
             self._fail_one(request_id, _connection_error(self.name, self.url, method, exc))
         except SseTooLarge as exc:
@@ -232,7 +239,7 @@ class HttpLink(McpPeer):
     def _post_and_read(self, request_id: int, method: str, body: bytes) -> None:
         sent_session = None if method == "initialize" else self.session_id
         headers = self._request_headers(with_session=method != "initialize")
-        response = self._client.request("POST", self._path, body=body, headers=headers)
+        response = _guard_module().send(self._client, "POST", self._path, body=body, headers=headers)
         with response:
             status = response.status_code
             if status == 404 and sent_session is not None:
@@ -309,7 +316,7 @@ class HttpLink(McpPeer):
     def _delete_session(self) -> None:
         try:
             with gevent.Timeout(NOTIFY_TIMEOUT):
-                response = self._client.request("DELETE", self._path, headers=self._request_headers())
+                response = _guard_module().send(self._client, "DELETE", self._path, headers=self._request_headers())
                 with response:
                     response.read(_READ_BLOCK)
         except (gevent.Timeout, OSError, RuntimeError, _client_module().HTTPParseError) as exc:
@@ -377,6 +384,8 @@ def _read_body(response: Any, limit: int) -> bytes:
 
 def _connection_error(name: str, url: str, method: str, exc: OSError) -> RpcError:
     """A socket error as the request's failure: no connection at all, or an answer broken off."""
+    if isinstance(exc, ssl.SSLError):  # the handshake: no TLS there, a certificate refused, no answer in time
+        return McpConnectFailed(f"cannot connect to MCP server {name!r} at {url}: TLS failed: {one_line(exc.strerror or str(exc))}")
     if isinstance(exc, (ConnectionRefusedError, socket.gaierror, socket.timeout)) or exc.errno in _CONNECT_ERRNOS:
         return McpConnectFailed(f"cannot connect to MCP server {name!r} at {url}: {one_line(exc.strerror or str(exc))}")
     return McpServerExited(f"MCP server {name!r} broke off its answer to {method}: {one_line(exc.strerror or str(exc))}")

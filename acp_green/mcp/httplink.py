@@ -35,6 +35,7 @@ from .. import wire
 from ..cancel import CancelToken
 from ..errors import INTERNAL_ERROR, McpConnectFailed, McpError, McpServerExited, RpcError, one_line
 from ..outgoing import PendingRequest
+from ..redact import redact_url, scrub, secrets_of
 from ..transport import LineFramer
 from .peer import McpPeer, NotificationHandler, RequestHandler, cancel_notification
 from .sse import MAX_EVENT_BYTES, SseParser, SseTooLarge
@@ -105,9 +106,11 @@ class HttpLink(McpPeer):
         ghc = _client_module()
         parsed = ghc.URL(url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ValueError(f"not an http(s) URL: {url!r}")
+            raise ValueError(f"not an http(s) URL: {redact_url(url)!r}")
         super().__init__(name, on_request, on_notification)
         self.url = url
+        self.shown_url = redact_url(url)  # the URL as any message shows it: no userinfo, no secret parameters
+        self._secrets = secrets_of(url, headers or {})
         self._path = parsed.request_uri or "/"
         self._headers = dict(headers or {})
         self._client = _guard_module().guarded_client(parsed, concurrency=MAX_STREAMS, connect_timeout=connect_timeout)
@@ -222,7 +225,7 @@ class HttpLink(McpPeer):
         except _guard_module().HeadRefused as exc:
             self._fail_one(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent a response to {method} that is refused: {exc}"))
         except OSError as exc:
-            self._fail_one(request_id, _connection_error(self.name, self.url, method, exc))
+            self._fail_one(request_id, _connection_error(self.name, self.shown_url, method, exc))
         except SseTooLarge as exc:
             self._fail_one(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent an answer to {method} that is too large: {exc}"))
         except Exception as exc:  # the HTTP client's parse errors, a pool closed under us
@@ -245,7 +248,7 @@ class HttpLink(McpPeer):
             if status == 404 and sent_session is not None:
                 raise _SessionExpired(sent_session)
             if not 200 <= status < 300:
-                raise _Refused(f"HTTP {status} {response.status_message or ''}".rstrip() + _excerpt(response))
+                raise _Refused(scrub(f"HTTP {status} {response.status_message or ''}".rstrip() + _excerpt(response), self._secrets))
             if method == "initialize":
                 session_id = response.get("mcp-session-id")
                 self.session_id = session_id if isinstance(session_id, str) and session_id else None

@@ -33,6 +33,7 @@ from gevent.lock import Semaphore
 
 from .. import wire
 from ..cancel import CancelToken
+from ..fairness import share
 from ..errors import INTERNAL_ERROR, McpConnectFailed, McpError, McpServerExited, RpcError, one_line
 from ..outgoing import PendingRequest
 from ..redact import redact_url, scrub, secrets_of
@@ -52,6 +53,8 @@ MAX_STREAMS = 32
 ANSWERED_STREAM_GRACE = 1.0
 #: The largest JSON body or SSE event accepted from the server.
 MAX_MESSAGE_BYTES = MAX_EVENT_BYTES
+#: Messages that cannot be served (not JSON, not JSON-RPC) one server may send; one more closes the link.
+MAX_INVALID_MESSAGES = 1000
 _READ_BLOCK = 64 * 1024
 _ACCEPT = "application/json, text/event-stream"
 #: Errors that mean no connection could be made at all (the server refuses or is not there).
@@ -78,6 +81,10 @@ class _StreamClosed(gevent.GreenletExit, OSError):
     """Kills a request's greenlet. A socket error to geventhttpclient, which then gives the
     connection's pool slot back even mid-send (a plain GreenletExit there loses the slot for good);
     a kill to gevent, so a greenlet killed before it ran is not reported as a failure."""
+
+
+class _Flooded(Exception):
+    """The server sent more than MAX_INVALID_MESSAGES messages that cannot be served."""
 
 
 class _SessionExpired(Exception):
@@ -124,6 +131,7 @@ class HttpLink(McpPeer):
         self._initialize_ids: set[int] = set()
         self._reinitializing = Semaphore()
         self._closed = False
+        self._closer: Greenlet | None = None
 
     @property
     def open_streams(self) -> int:
@@ -222,6 +230,10 @@ class HttpLink(McpPeer):
             self._fail_one(request_id, McpConnectFailed(f"MCP server {self.name!r} refused {method}: {exc}"))
         except RpcError as exc:
             self._fail_one(request_id, exc)
+        except _Flooded as exc:
+            error = McpServerExited(f"MCP server {self.name!r} was disconnected: {exc}")
+            self._fail_one(request_id, error)
+            self._closer = gevent.spawn(self.close, error)  # not here: close() ends this very greenlet's stream
         except _guard_module().HeadRefused as exc:
             self._fail_one(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent a response to {method} that is refused: {exc}"))
         except OSError as exc:
@@ -262,6 +274,7 @@ class HttpLink(McpPeer):
 
     def _read_events(self, response: Any) -> None:
         parser = SseParser(self._max)
+        fair = share()
         # A line may carry a whole event's data after "data: ": allow for the field name.
         for line in LineFramer(_body_blocks(response), self._max + 64, skip_long_lines=False).lines():
             if line.too_long:
@@ -269,6 +282,12 @@ class HttpLink(McpPeer):
             event = parser.feed_line(line.data)
             if event is not None and event.event == "message" and event.data:
                 self.receive(event.data)
+            fair.yield_if_due()  # a stream of tiny events cannot hold the hub between two polls for I/O
+
+    def _count_invalid(self, error: RpcError, outcome: str) -> None:
+        super()._count_invalid(error, outcome)
+        if self.invalid_messages > MAX_INVALID_MESSAGES:
+            raise _Flooded(f"it sent more than {MAX_INVALID_MESSAGES} messages that cannot be served")
 
     def _fail_one(self, request_id: int, error: RpcError) -> None:
         self._calls.reject(request_id, error)  # nobody waits any more (answered, cancelled): nothing happens

@@ -8,12 +8,15 @@ as MODE says, until killed:
 - `many-headers N`: a 200 with N small headers.
 - `silent`: accepts and never sends a byte (an https:// URL on it never completes a handshake).
 - `garbage`: sends bytes that are not TLS (nor HTTP) and keeps the connection open.
-- `sse-junk`: a 200 event stream of events whose data is not JSON, without end.
-- `tls-slow SECONDS CERT KEY`: a real TLS server that waits SECONDS before its handshake.
+- `sse-junk`: answers initialize and notifications as an MCP server would, then any other
+  request with a 200 event stream of events whose data is not JSON, without end.
+- `tls-slow SECONDS CERT KEY`: a real TLS server that waits SECONDS before its handshake, then
+  answers initialize and notifications, and the next request with the text "over tls".
 """
 
 from __future__ import annotations
 
+import json
 import socket
 import ssl
 import sys
@@ -22,13 +25,40 @@ import time
 
 
 def read_request(conn: socket.socket) -> bytes:
+    """One request's head and body (by its Content-Length); b"" when the connection ends first."""
     data = b""
     while b"\r\n\r\n" not in data:
         block = conn.recv(65536)
         if not block:
             return b""
         data += block
-    return data
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        block = conn.recv(65536)
+        if not block:
+            return b""
+        body += block
+    return head + b"\r\n\r\n" + body
+
+
+def answer_like_a_server(conn: socket.socket, request: bytes) -> bool:
+    """Answer initialize and notifications as an MCP server would; False for any other request."""
+    body = request.partition(b"\r\n\r\n")[2]
+    message = json.loads(body) if body else {}
+    if message.get("method") == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}}, "serverInfo": {"name": "hostile", "version": "1"}}
+        answer = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+        conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(answer), answer))
+        return True
+    if "id" not in message:  # a notification, or an answer
+        conn.sendall(b"HTTP/1.1 202 Accepted\r\nContent-Length: 0\r\n\r\n")
+        return True
+    return False
 
 
 def serve(conn: socket.socket, mode: str, args: list[str]) -> None:
@@ -42,10 +72,18 @@ def serve(conn: socket.socket, mode: str, args: list[str]) -> None:
             time.sleep(float(args[0]))
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             context.load_cert_chain(args[1], args[2])
-            tls = context.wrap_socket(conn, server_side=True)
-            read_request(tls)
+            conn = context.wrap_socket(conn, server_side=True)
+            request = read_request(conn)
+            while answer_like_a_server(conn, request):
+                request = read_request(conn)
+            call_id = json.loads(request.partition(b"\r\n\r\n")[2])["id"]
+            answer = json.dumps({"jsonrpc": "2.0", "id": call_id, "result": {"content": [{"type": "text", "text": "over tls"}]}}).encode()
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (len(answer), answer))
             time.sleep(3600)
-        read_request(conn)
+        request = read_request(conn)
+        if mode == "sse-junk":
+            while answer_like_a_server(conn, request):
+                request = read_request(conn)
         if mode == "continue":
             block = b"HTTP/1.1 100 Continue\r\n\r\n" * 512
             while True:

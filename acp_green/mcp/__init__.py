@@ -3,7 +3,7 @@
 - `process`: a stdio child process run the gevent way;
 - `peer`: the JSON-RPC core every MCP link shares (ids, pending calls, envelopes, strict decoding);
 - `jsonrpc`: our client end of MCP's JSON-RPC to such a process;
-- `httplink`, `sse`: the same to a streamable-HTTP server;
+- `httplink`, `sse`: the same to a streamable-HTTP server; `httpguard`: the bounds on its response heads, and TLS that yields;
 - `tools`: an in-process MCP tool server written against acp_green's API;
 - `client`: the MCP client session agent code uses (`turn.mcp(name)`);
 - `bridge`: inbound bridges (the peer connects to servers we provide);

@@ -170,7 +170,7 @@ def guarded_client(url: Any, *, concurrency: int, connect_timeout: float) -> Any
         url, concurrency=concurrency, connection_timeout=connect_timeout, network_timeout=None,
         headers_type=BoundedHeaders, ssl_context_factory=_cooperative_tls_context,
     )
-    pool = client._connection_pool
+    pool: Any = client._connection_pool
     # The client builds its pool itself; the guarded classes only add methods (and one table).
     pool.__class__ = _GuardedTlsPool if isinstance(pool, SSLConnectionPool) else _GuardedPool
     pool._current = {}

@@ -66,8 +66,8 @@ def test_the_link_is_closed_one_message_past_the_bound(monkeypatch):
 
 def test_a_junk_flood_leaves_the_hub_free_between_events(monkeypatch):
     """With the bound out of the way, a server in another process floods junk events: a greenlet
-    sleeping 1 ms at a time wakes hundreds of times a second meanwhile (the reader parks between
-    polls for I/O once its share of a hub iteration is spent)."""
+    sleeping 1 ms at a time wakes dozens of times a second at least meanwhile, as the reader parks
+    between polls for I/O once its share of a hub iteration is spent (without that: twice in 2 s)."""
     monkeypatch.setattr(httplink, "MAX_INVALID_MESSAGES", 10**12)
     with flood_server("", JUNK, 4096, 1 << 40) as (port, _server):
         link = HttpLink(f"http://127.0.0.1:{port}/mcp", name="junk", connect_timeout=5)
@@ -80,8 +80,8 @@ def test_a_junk_flood_leaves_the_hub_free_between_events(monkeypatch):
                 gevent.sleep(0.001)
                 wakes += 1
             flooded = link.invalid_messages
-            assert flooded > 20_000, f"only {flooded} events were read: the flood was not under way"
-            assert wakes > 300, f"a 1 ms timer ran only {wakes} times in 2 s of flood"
+            assert flooded > 5_000, f"only {flooded} events were read: the flood was not under way"
+            assert wakes > 50, f"a 1 ms timer ran only {wakes} times in 2 s of flood"
             link.cancel(call, "done")
         finally:
             link.close()

@@ -12,6 +12,7 @@ import pytest
 
 from acp_green.redact import HIDDEN, redact_argv, redact_headers, redact_url, scrub, secrets_of
 from tests.mcp.hostile_http_helpers import tool_text, tool_update
+from tests.mcp.test_http_hostile import scripted  # noqa: F401 - the fixture
 
 SECRETS = ["s3cretUserPw", "ApiKeyValue123", "AccessTok456", "HeaderBearer789", "CookieVal321",
            "ArgToken111", "ArgApiKey222", "ArgPassword333"]
@@ -80,3 +81,28 @@ def test_redact_headers_and_scrub():
         {"Authorization": HIDDEN, "Accept": "a", "X-Api-Key": HIDDEN, "Cookie": HIDDEN}
     secrets = secrets_of("http://bob:hunter22@h/?token=abcd1234", {"Authorization": "Bearer zzzz"})
     assert scrub("denied for hunter22 with abcd1234 and Bearer zzzz", secrets) == f"denied for {HIDDEN} with {HIDDEN} and {HIDDEN}"
+
+
+def test_an_error_page_that_echoes_the_credentials_is_scrubbed_from_the_calls_error(scripted):
+    """A server refuses with 401 and a body that repeats the URL's password, its api_key and the
+    Authorization header: the call's error quotes the page without any of them."""
+    from acp_green.errors import McpConnectFailed
+    from acp_green.mcp.httplink import HttpLink
+    from tests.mcp.test_http_hostile import reply
+
+    def script(sock: socket.socket, _body: object) -> None:
+        page = f"denied: user bob:{SECRETS[0]} key {SECRETS[1]} header Bearer {SECRETS[3]}".encode()
+        reply(sock, "401 Unauthorized", {"Content-Type": "text/plain"}, page)
+
+    server = scripted(script)
+    url = server.url.replace("http://", f"http://bob:{SECRETS[0]}@") + f"?api_key={SECRETS[1]}"
+    link = HttpLink(url, name="web", headers={"Authorization": f"Bearer {SECRETS[3]}"}, connect_timeout=5)
+    try:
+        with pytest.raises(McpConnectFailed, match="401") as refused:
+            link.request("tools/list", {}, timeout=30)
+        message = refused.value.message
+        assert "denied: user" in message, message
+        for secret in SECRETS[:4]:
+            assert secret not in message, message
+    finally:
+        link.close()

@@ -48,14 +48,22 @@ def _answer(body: dict[str, Any]) -> bytes:
 
 
 @pytest.mark.parametrize("extra", [0, 1])
-def test_interim_responses_up_to_the_bound_are_skipped_and_one_more_is_refused(scripted, extra):
-    """MAX_INTERIM_RESPONSES interim responses before the answer (which comes a moment later) are
-    skipped and the connection serves the next request; one more fails the call as refused, and
-    its connection is closed."""
+def test_interim_responses_up_to_the_bound_are_skipped_and_one_more_is_refused(scripted, monkeypatch, extra):
+    """MAX_INTERIM_RESPONSES interim responses before the answer are skipped, the answer's body
+    (sent a moment after its head) is read, and the connection serves the next request; one more
+    interim response fails the call as refused, its connection is closed and its slot in the pool
+    comes back (with one slot, the next request is answered)."""
+    from acp_green.mcp import httplink
+
+    monkeypatch.setattr(httplink, "MAX_STREAMS", 1)
+
     def script(sock: socket.socket, body: dict[str, Any]) -> None:
-        sock.sendall(b"HTTP/1.1 102 Processing\r\n\r\n" * (httpguard.MAX_INTERIM_RESPONSES + extra))
+        answer = _answer(body)
+        refused = extra if len(server.requests) == 1 else 0
+        sock.sendall(b"HTTP/1.1 102 Processing\r\n\r\n" * (httpguard.MAX_INTERIM_RESPONSES + refused)
+                     + b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(answer))
         gevent.sleep(0.05)
-        reply(sock, "200 OK", {"Content-Type": "application/json"}, _answer(body))
+        sock.sendall(answer)
 
     server = scripted(script)
     link = HttpLink(server.url, name="interim", connect_timeout=5)
@@ -65,6 +73,7 @@ def test_interim_responses_up_to_the_bound_are_skipped_and_one_more_is_refused(s
                 link.request("tools/list", {}, timeout=30)
             gevent.sleep(0.1)
             assert server.closed == 1, "the refused response's connection was kept"
+            assert link.request("tools/list", {}, timeout=10) == {"ok": True}
         else:
             assert link.request("tools/list", {}, timeout=30) == {"ok": True}
             assert link.request("tools/list", {}, timeout=30) == {"ok": True}

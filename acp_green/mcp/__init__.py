@@ -4,7 +4,7 @@
 - `escapees`: finding a child's descendants that left its process group, by an environment mark;
 - `peer`: the JSON-RPC core every MCP link shares (ids, pending calls, envelopes, strict decoding);
 - `jsonrpc`: our client end of MCP's JSON-RPC to such a process;
-- `httplink`, `sse`: the same to a streamable-HTTP server;
+- `httplink`, `sse`: the same to a streamable-HTTP server; `httpguard`: the bounds on its response heads, and TLS that yields;
 - `tools`: an in-process MCP tool server written against acp_green's API;
 - `client`: the MCP client session agent code uses (`turn.mcp(name)`);
 - `bridge`: inbound bridges (the peer connects to servers we provide);

@@ -23,6 +23,7 @@ from __future__ import annotations
 import errno
 import logging
 import socket
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -32,8 +33,10 @@ from gevent.lock import Semaphore
 
 from .. import wire
 from ..cancel import CancelToken
+from ..fairness import share
 from ..errors import INTERNAL_ERROR, McpConnectFailed, McpError, McpServerExited, RpcError, one_line
 from ..outgoing import PendingRequest
+from ..redact import redact_url, scrub, secrets_of
 from ..transport import LineFramer
 from .peer import McpPeer, NotificationHandler, RequestHandler, cancel_notification
 from .sse import MAX_EVENT_BYTES, SseParser, SseTooLarge
@@ -60,6 +63,12 @@ def _client_module() -> Any:
     import geventhttpclient  # lazy: see the module docstring
 
     return geventhttpclient
+
+
+def _guard_module() -> Any:
+    from . import httpguard  # lazy, as geventhttpclient which it imports
+
+    return httpguard
 
 
 class _Refused(Exception):
@@ -98,14 +107,14 @@ class HttpLink(McpPeer):
         ghc = _client_module()
         parsed = ghc.URL(url)
         if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ValueError(f"not an http(s) URL: {url!r}")
+            raise ValueError(f"not an http(s) URL: {redact_url(url)!r}")
         super().__init__(name, on_request, on_notification)
         self.url = url
+        self.shown_url = redact_url(url)  # the URL as any message shows it: no userinfo, no secret parameters
+        self._secrets = secrets_of(url, headers or {})
         self._path = parsed.request_uri or "/"
         self._headers = dict(headers or {})
-        self._client = ghc.HTTPClient.from_url(
-            parsed, concurrency=MAX_STREAMS, connection_timeout=connect_timeout, network_timeout=None,
-        )
+        self._client = _guard_module().guarded_client(parsed, concurrency=MAX_STREAMS, connect_timeout=connect_timeout)
         self._max = max_message_bytes
         self._streams: dict[wire.IdKey | None, Greenlet] = {}
         self._helpers: set[Greenlet] = set()
@@ -116,6 +125,7 @@ class HttpLink(McpPeer):
         self._initialize_ids: set[int] = set()
         self._reinitializing = Semaphore()
         self._closed = False
+        self._closer: Greenlet | None = None
 
     @property
     def open_streams(self) -> int:
@@ -188,7 +198,7 @@ class HttpLink(McpPeer):
             return
         try:
             with gevent.Timeout(NOTIFY_TIMEOUT):
-                response = self._client.request("POST", self._path, body=body, headers=self._request_headers())
+                response = _guard_module().send(self._client, "POST", self._path, body=body, headers=self._request_headers())
                 with response:
                     status = response.status_code
                     response.read(_READ_BLOCK)  # a 202 has no body; anything else is not kept
@@ -214,8 +224,10 @@ class HttpLink(McpPeer):
             self._fail_one(request_id, McpConnectFailed(f"MCP server {self.name!r} refused {method}: {exc}"))
         except RpcError as exc:
             self._fail_one(request_id, exc)
+        except _guard_module().HeadRefused as exc:
+            self._fail_one(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent a response to {method} that is refused: {exc}"))
         except OSError as exc:
-            self._fail_one(request_id, _connection_error(self.name, self.url, method, exc))
+            self._fail_one(request_id, _connection_error(self.name, self.shown_url, method, exc))
         except SseTooLarge as exc:
             self._fail_one(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent an answer to {method} that is too large: {exc}"))
         except Exception as exc:  # the HTTP client's parse errors, a pool closed under us
@@ -232,13 +244,13 @@ class HttpLink(McpPeer):
     def _post_and_read(self, request_id: int, method: str, body: bytes) -> None:
         sent_session = None if method == "initialize" else self.session_id
         headers = self._request_headers(with_session=method != "initialize")
-        response = self._client.request("POST", self._path, body=body, headers=headers)
+        response = _guard_module().send(self._client, "POST", self._path, body=body, headers=headers)
         with response:
             status = response.status_code
             if status == 404 and sent_session is not None:
                 raise _SessionExpired(sent_session)
             if not 200 <= status < 300:
-                raise _Refused(f"HTTP {status} {response.status_message or ''}".rstrip() + _excerpt(response))
+                raise _Refused(scrub(f"HTTP {status} {response.status_message or ''}".rstrip() + _excerpt(response), self._secrets))
             if method == "initialize":
                 session_id = response.get("mcp-session-id")
                 self.session_id = session_id if isinstance(session_id, str) and session_id else None
@@ -252,6 +264,7 @@ class HttpLink(McpPeer):
 
     def _read_events(self, response: Any) -> None:
         parser = SseParser(self._max)
+        fair = share()
         # A line may carry a whole event's data after "data: ": allow for the field name.
         for line in LineFramer(_body_blocks(response), self._max + 64, skip_long_lines=False).lines():
             if line.too_long:
@@ -259,6 +272,7 @@ class HttpLink(McpPeer):
             event = parser.feed_line(line.data)
             if event is not None and event.event == "message" and event.data:
                 self.receive(event.data)
+            fair.yield_if_due()  # a stream of tiny events cannot hold the hub between two polls for I/O
 
     def _fail_one(self, request_id: int, error: RpcError) -> None:
         self._calls.reject(request_id, error)  # nobody waits any more (answered, cancelled): nothing happens
@@ -309,7 +323,7 @@ class HttpLink(McpPeer):
     def _delete_session(self) -> None:
         try:
             with gevent.Timeout(NOTIFY_TIMEOUT):
-                response = self._client.request("DELETE", self._path, headers=self._request_headers())
+                response = _guard_module().send(self._client, "DELETE", self._path, headers=self._request_headers())
                 with response:
                     response.read(_READ_BLOCK)
         except (gevent.Timeout, OSError, RuntimeError, _client_module().HTTPParseError) as exc:
@@ -377,6 +391,8 @@ def _read_body(response: Any, limit: int) -> bytes:
 
 def _connection_error(name: str, url: str, method: str, exc: OSError) -> RpcError:
     """A socket error as the request's failure: no connection at all, or an answer broken off."""
+    if isinstance(exc, ssl.SSLError):  # the handshake: no TLS there, a certificate refused, no answer in time
+        return McpConnectFailed(f"cannot connect to MCP server {name!r} at {url}: TLS failed: {one_line(exc.strerror or str(exc))}")
     if isinstance(exc, (ConnectionRefusedError, socket.gaierror, socket.timeout)) or exc.errno in _CONNECT_ERRNOS:
         return McpConnectFailed(f"cannot connect to MCP server {name!r} at {url}: {one_line(exc.strerror or str(exc))}")
     return McpServerExited(f"MCP server {name!r} broke off its answer to {method}: {one_line(exc.strerror or str(exc))}")

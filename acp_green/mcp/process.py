@@ -31,6 +31,7 @@ from gevent.lock import Semaphore
 from gevent.queue import Queue
 
 from ..fairness import share
+from ..redact import redact_argv
 from ..transport import LineReader, read_chunks
 from . import escapees
 
@@ -110,7 +111,7 @@ class StdioProcess:
         self._writer = self._spawn(self._write_loop, "writer")
         self._reader = self._spawn(self._read_loop, "reader")
         self._drain = self._spawn(self._drain_stderr, "stderr")
-        log.info("started MCP server %s (pid %d): %s", name, self.pid, " ".join(self.argv))
+        log.info("started MCP server %s (pid %d): %s", name, self.pid, " ".join(redact_argv(self.argv)))
 
     def _spawn(self, target: Callable[[], None], role: str) -> Greenlet:
         greenlet = Greenlet(target)

@@ -136,7 +136,7 @@ class Server:
                     # request, even garbage, still queues a reply: a client that writes without
                     # reading could grow our memory without bound. Read on once it reads.
                     log.warning("output backlog at twice its hard limit: input paused until the client reads")
-                    endpoint.outbound.wait_below_high_water()
+                    endpoint.outbound.wait_below_high_water(self._stop)  # a stop ends the pause
                 gevent.sleep(0)  # a buffered burst must not starve the greenlets it admitted
         except OSError as exc:
             reason = f"input failed: {exc}"

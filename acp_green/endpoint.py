@@ -176,6 +176,8 @@ class MethodTable:
         self.routes: dict[str, Route] = dict(routes or {})
         self.fallback = fallback
         self.notifications: dict[str, Callable[[Any], None]] = dict(notifications or {})
+        #: Asked before a known method's request runs: an error refuses it (ACP: not initialized).
+        self.gate: Callable[[str], RpcError | None] | None = None
 
     def add_feature(self, feature: object) -> None:
         """Register every method of `feature` marked @control, @background, @notification or @fallback.
@@ -413,6 +415,10 @@ class Endpoint(MethodTable, BackgroundJobs):
         try:
             try:
                 message = wire.decode(line)
+            except wire.MalformedResponse as exc:
+                if not self.client.fail_malformed(exc.response_id, exc.message):
+                    self._send_error(None, exc)  # nobody waits for it: said as for any unreadable message
+                return
             except wire.InvalidMessage as exc:
                 self._send_error(exc.request_id, exc)
                 return
@@ -477,6 +483,10 @@ class Endpoint(MethodTable, BackgroundJobs):
             return
         if wire.id_key(request.id) in self._tasks:
             self._send_error(request.id, InvalidRequest(f"Request id {wire.id_text(request.id)} is already in flight"))
+            return
+        refusal = self.gate(request.method) if self.gate is not None else None
+        if refusal is not None:
+            self._send_error(request.id, refusal)
             return
         if route.kind is Kind.CONTROL:
             self._run_control(request, route)

@@ -61,6 +61,15 @@ class LineTooLong(InvalidRequest):
     reason = "line_too_long"
 
 
+class NotInitialized(InvalidRequest):
+    """A request other than `initialize` before `initialize` succeeded (ACP's lifecycle order)."""
+
+    reason = "not_initialized"
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"{method} before initialize: call initialize first")
+
+
 class MethodNotFound(RpcError):
     code = METHOD_NOT_FOUND
 

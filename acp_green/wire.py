@@ -59,6 +59,18 @@ class InvalidMessage(InvalidRequest):
         self.request_id = request_id
 
 
+class MalformedResponse(InvalidMessage):
+    """A response-shaped message (an id, no method) that is not a valid response.
+
+    `response_id` is the id it carries: one of *our* requests, whose waiter it must release.
+    `request_id` stays None, so whoever answers it at all answers with id null.
+    """
+
+    def __init__(self, message: str, response_id: RequestId) -> None:
+        super().__init__(message)
+        self.response_id = response_id
+
+
 def is_valid_id(value: Any) -> bool:
     """Ids are integers, strings or null; a bool is not an int here (True == 1 in Python)."""
     return id_key(value) is not None
@@ -370,9 +382,13 @@ def classify(value: dict[str, Any]) -> Message:
         raise InvalidMessage("Not a request, notification or response")
     has_result = "result" in value
     error = value.get("error")
-    if has_result == (error is not None) or (error is not None and not isinstance(error, dict)):
-        # Its id is in the peer's space of *our* requests: echoing it would answer a request of theirs.
-        raise InvalidMessage("A response carries exactly one of result and error")
+    # Its id is in the peer's space of *our* requests: echoing it would answer a request of theirs.
+    if has_result and error is not None:
+        raise MalformedResponse("A response carries exactly one of result and error (this one has both)", request_id)
+    if not has_result and error is None:
+        raise MalformedResponse("A response carries exactly one of result and error (this one has neither)", request_id)
+    if error is not None and not isinstance(error, dict):
+        raise MalformedResponse(f"A response's error must be an object, not {describe(error)}", request_id)
     return Response(request_id, value.get("result"), error)
 
 

@@ -29,6 +29,7 @@ from .errors import (
     InvalidParams,
     InvalidRequest,
     MethodNotFound,
+    OutOfMemory,
     OutputBacklog,
     ParseError,
     RequestCancelled,
@@ -38,7 +39,7 @@ from .errors import (
     one_line,
 )
 from .client_requests import ClientRequests
-from .transport import Outbound
+from .transport import Outbound, request_id_of
 
 log = logging.getLogger(__name__)
 
@@ -432,7 +433,7 @@ class Endpoint(MethodTable, BackgroundJobs):
                 self._line_key = wire.id_key(message.id)
             self.handle(message)
         except (Exception, gevent.Timeout) as exc:  # a Timeout here is one the line's handling raised
-            self._last_resort(message, exc)
+            self._last_resort(message, exc, line)
         finally:
             self._line_key = None
 
@@ -447,12 +448,15 @@ class Endpoint(MethodTable, BackgroundJobs):
         else:
             log.warning("ignoring a %s notification: %s", wire.excerpt(source.method), exc.message)
 
-    def _last_resort(self, message: wire.Message | None, exc: BaseException) -> None:
+    def _last_resort(self, message: wire.Message | None, exc: BaseException, line: bytes = b"") -> None:
         """Answer a line whose handling failed unexpectedly, at most once and only if unanswered."""
         try:
             log.error("handling a line failed (%s); answered by the last-resort guard", _kind(message), exc_info=exc)
             detail = one_line(f"{type(exc).__name__}: {exc}", 200)
-            if message is None:
+            if message is None and isinstance(exc, MemoryError):
+                self.reject_line(OutOfMemory("The line could not be decoded within the memory available; it was dropped"),
+                                 request_id_of(line))
+            elif message is None:
                 self._send_error(None, ParseError(f"Parse error: the line could not be decoded ({detail})"))
             elif isinstance(message, wire.Request) and not self._line_answered:
                 task = self._tasks.get(wire.id_key(message.id))
@@ -516,9 +520,13 @@ class Endpoint(MethodTable, BackgroundJobs):
             return
         self._answer(request.id, Outcome(result=result))
 
-    def reject_line(self, error: RpcError) -> None:
-        """Answer input that never became a message (a line over the size limit)."""
-        self._send_error(None, error)
+    def reject_line(self, error: RpcError, request_id: wire.RequestId = None) -> None:
+        """Answer input that never became a message (a line over the size limit, or one that did
+        not fit in memory), with the id of its request when the reader recovered it and no
+        request of that id is in flight (its answer is that request's), else with id null."""
+        if request_id is not None and wire.id_key(request_id) in self._tasks:
+            request_id = None
+        self._send_error(request_id, error)
 
     def refuse_unread(self, line: bytes) -> None:
         """Shutdown: answer a line that was read but never dispatched; nothing of it runs.

@@ -104,6 +104,12 @@ class InternalError(RpcError):
     code = INTERNAL_ERROR
 
 
+class OutOfMemory(InternalError):
+    """An input line the agent could not hold in memory: dropped, and the reader goes on."""
+
+    reason = "out_of_memory"
+
+
 class SessionBusy(RpcError):
     code = SERVER_BUSY
     reason = "session_busy"

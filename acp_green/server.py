@@ -25,7 +25,7 @@ from . import heap, protocol
 from .agent import Agent
 from .context import ConnectionContext
 from .endpoint import Endpoint
-from .errors import LineTooLong
+from .errors import LineTooLong, OutOfMemory
 from .sessions import SessionRegistry
 from .store.opening import OpeningStore
 from .transport import LineReader, OutputLimits, Outbound
@@ -126,6 +126,8 @@ class Server:
                     break
                 if line.too_long:
                     endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
+                elif line.out_of_memory:
+                    endpoint.reject_line(OutOfMemory("The line did not fit in the memory available and was dropped"), line.request_id)
                 else:
                     endpoint.handle_line(line.data)
                 if not start_up_done:

@@ -201,6 +201,8 @@ class Server:
         for line in line_reader.unread_lines():
             if line.too_long:
                 endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
+            elif line.out_of_memory:
+                endpoint.reject_line(OutOfMemory("The lines read before shutdown did not fit in memory and were dropped"), line.request_id)
             else:
                 endpoint.refuse_unread(line.data)
         evictor.kill(block=False)

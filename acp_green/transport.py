@@ -197,10 +197,10 @@ class LineFramer:
     def _out_of_memory(self, head: bytes) -> Line:
         """Forget the line being assembled, which did not fit in memory; the marker that says so."""
         request_id = request_id_of(head)
-        size = self._partial_len
+        size = max(self._partial_len, len(head))
         self._partial.clear()
         self._partial_len = 0
-        log.error("an input line of more than %d bytes did not fit in memory and was dropped", size)
+        log.error("input of at least %d bytes did not fit in memory and was dropped", size)
         return Line(b"", out_of_memory=True, request_id=request_id)
 
     def _skip_to_newline(self) -> bool:
@@ -219,7 +219,14 @@ class LineFramer:
 
         A partial last line is not included: the rest of it was never read.
         """
-        pending = b"".join([*self._partial, self._chunk[self._pos:]])
+        if not self._partial and self._pos >= len(self._chunk):
+            return []
+        try:
+            pending = _assemble([*self._partial, self._chunk[self._pos:]])
+        except MemoryError:
+            head = self._partial[0] if self._partial else self._chunk[self._pos:]
+            self._chunk, self._pos = b"", 0
+            return [self._out_of_memory(head)]
         self._partial.clear()
         self._partial_len = 0
         self._chunk, self._pos = b"", 0

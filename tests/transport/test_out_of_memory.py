@@ -95,3 +95,14 @@ def test_a_backlog_too_big_to_join_is_written_piece_by_piece_in_order(monkeypatc
         assert bytes(pipe.received).endswith(b"c\nd\n") and failures == []
     finally:
         pipe.close()
+
+
+def test_lines_read_but_not_handed_out_that_do_not_fit_in_memory_at_shutdown_are_one_marker(monkeypatch: Any) -> None:
+    """At shutdown the unread lines are joined once; when that fails they are reported as one
+    out_of_memory marker (answered by the server) instead of ending the shutdown with a MemoryError."""
+    framer = _framer([b'{"jsonrpc":"2.0","id":5,"method":"a"}\n{"jsonrpc":"2.0","id":6,"method":"b"}\n'])
+    lines = framer.lines()
+    assert next(lines).data.startswith(b'{"jsonrpc":"2.0","id":5')
+    monkeypatch.setattr(transport, "_assemble", lambda parts: (_ for _ in ()).throw(MemoryError()))
+    assert framer.unread_lines() == [Line(b"", out_of_memory=True, request_id=6)]
+    assert framer.unread_lines() == []

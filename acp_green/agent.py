@@ -599,11 +599,12 @@ class TurnRequests(TurnOutput):
         if limit is not None:
             params["limit"] = limit
         result = self.request("fs/read_text_file", params)
-        if result is None:
-            return ""
-        content = result.get("content", "") if isinstance(result, dict) else None
+        # `null` or `{}` is not an empty file: the client said nothing about the file at all.
+        if not isinstance(result, dict) or "content" not in result:
+            raise ClientError("fs/read_text_file", {"message": f"malformed result: the client's answer has no content ({wire.describe(result)} without a 'content' string)"})
+        content = result["content"]
         if not isinstance(content, str):
-            raise ClientError("fs/read_text_file", {"message": f"malformed result: {wire.describe(result)} without a string 'content'"})
+            raise ClientError("fs/read_text_file", {"message": f"malformed result: the client's answer has no content ('content' is {wire.describe(content)}, not a string)"})
         return content
 
     def write_text_file(self, path: str, content: str) -> None:

@@ -105,7 +105,8 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     """Run an ACP agent on stdin/stdout (the main job: point your editor at this).
 
     \b
-    Signals: SIGTERM, SIGINT and SIGHUP shut down cleanly (running prompts answer
+    Signals: SIGTERM, SIGINT, SIGHUP and every other catchable signal that would kill
+    the process (SIGUSR1, SIGALRM, ...) shut down cleanly (running prompts answer
     "cancelled", usage is recorded, MCP servers are stopped, exit 0). SIGQUIT writes the
     stack of every thread and greenlet to stderr and keeps running.
     Stderr never stalls the agent: what an unread stderr cannot take is dropped and counted.

@@ -11,7 +11,7 @@ from typing import Any
 
 from . import wire
 from .cancel import CancelToken
-from .errors import ClientError, RpcError, TurnCancelled
+from .errors import INVALID_REQUEST, ClientError, RpcError, TurnCancelled
 from .outgoing import OutgoingRequests
 from .transport import Outbound
 
@@ -59,6 +59,16 @@ class ClientRequests:
             answered = self._requests.resolve(response.id, response.result)
         if answered is None:
             log.warning("ignoring a response to id %s, which the agent is not waiting for", wire.id_text(response.id))
+
+    def fail_malformed(self, request_id: wire.RequestId, problem: str) -> bool:
+        """A malformed answer to one of our requests: its waiter raises ClientError naming the
+        problem, and the answer itself is never answered (JSON-RPC answers no response); logged
+        once here. False when nobody waits for that id."""
+        answered = self._requests.reject(request_id, {"code": INVALID_REQUEST, "message": f"malformed answer: {problem}"})
+        if answered is None:
+            return False
+        log.warning("the client's answer to %s #%s is malformed (%s): the request fails", answered.method, wire.id_text(request_id), problem)
+        return True
 
     def close(self, error: RpcError) -> None:
         """No answers can come any more: fail every waiter."""

@@ -68,6 +68,10 @@ class SlashCommands(Sequence[Command]):
 DEMO_COMMANDS = SlashCommands()
 
 
+#: The largest SIZE `/stream N SIZE` builds: every chunk is one string in memory.
+MAX_STREAM_CHUNK = 1 << 20
+
+
 class PacingCommands:
     """The demo's commands that pace a turn: a stream of chunks, a cancellable sleep, a wait for the cancel."""
 
@@ -79,6 +83,10 @@ class PacingCommands:
             size = int(parts[1]) if len(parts) > 1 else 64
         except (IndexError, ValueError):
             turn.say("usage: /stream N [SIZE]")
+            return "end_turn"
+        if size > MAX_STREAM_CHUNK:
+            # Each chunk is one string: 300 MB of it stalled the hub and tripled RSS.
+            turn.say(f"usage: /stream N [SIZE]: SIZE is at most {MAX_STREAM_CHUNK} bytes a chunk (asked for {size})")
             return "end_turn"
         for i in range(count):
             if turn.cancelled:

@@ -29,6 +29,7 @@ from .errors import (
     InvalidParams,
     InvalidRequest,
     MethodNotFound,
+    OutOfMemory,
     OutputBacklog,
     ParseError,
     RequestCancelled,
@@ -38,7 +39,7 @@ from .errors import (
     one_line,
 )
 from .client_requests import ClientRequests
-from .transport import Outbound
+from .transport import Outbound, request_id_of
 
 log = logging.getLogger(__name__)
 
@@ -182,6 +183,8 @@ class MethodTable:
         self.routes: dict[str, Route] = dict(routes or {})
         self.fallback = fallback
         self.notifications: dict[str, Callable[[Any], None]] = dict(notifications or {})
+        #: Asked before a known method's request runs: an error refuses it (ACP: not initialized).
+        self.gate: Callable[[str], RpcError | None] | None = None
 
     def add_feature(self, feature: object) -> None:
         """Register every method of `feature` marked @control, @background, @notification or @fallback.
@@ -423,6 +426,10 @@ class Endpoint(MethodTable, BackgroundJobs):
         try:
             try:
                 message = wire.decode(line)
+            except wire.MalformedResponse as exc:
+                if not self.client.fail_malformed(exc.response_id, exc.message):
+                    self._send_error(None, exc)  # nobody waits for it: said as for any unreadable message
+                return
             except wire.InvalidMessage as exc:
                 self._send_error(exc.request_id, exc)
                 return
@@ -436,7 +443,7 @@ class Endpoint(MethodTable, BackgroundJobs):
                 self._line_key = wire.id_key(message.id)
             self.handle(message)
         except (Exception, gevent.Timeout) as exc:  # a Timeout here is one the line's handling raised
-            self._last_resort(message, exc)
+            self._last_resort(message, exc, line)
         finally:
             self._line_key = None
 
@@ -451,12 +458,15 @@ class Endpoint(MethodTable, BackgroundJobs):
         else:
             log.warning("ignoring a %s notification: %s", wire.excerpt(source.method), exc.message)
 
-    def _last_resort(self, message: wire.Message | None, exc: BaseException) -> None:
+    def _last_resort(self, message: wire.Message | None, exc: BaseException, line: bytes = b"") -> None:
         """Answer a line whose handling failed unexpectedly, at most once and only if unanswered."""
         try:
             log.error("handling a line failed (%s); answered by the last-resort guard", _kind(message), exc_info=exc)
             detail = one_line(f"{type(exc).__name__}: {exc}", 200)
-            if message is None:
+            if message is None and isinstance(exc, MemoryError):
+                self.reject_line(OutOfMemory("The line could not be decoded within the memory available; it was dropped"),
+                                 request_id_of(line))
+            elif message is None:
                 self._send_error(None, ParseError(f"Parse error: the line could not be decoded ({detail})"))
             elif isinstance(message, wire.Request) and not self._line_answered:
                 task = self._tasks.get(wire.id_key(message.id))
@@ -488,6 +498,10 @@ class Endpoint(MethodTable, BackgroundJobs):
         if wire.id_key(request.id) in self._tasks:
             self._send_error(request.id, InvalidRequest(f"Request id {wire.id_text(request.id)} is already in flight"))
             return
+        refusal = self.gate(request.method) if self.gate is not None else None
+        if refusal is not None:
+            self._send_error(request.id, refusal)
+            return
         if route.kind is Kind.CONTROL:
             self._run_control(request, route)
         else:
@@ -516,9 +530,13 @@ class Endpoint(MethodTable, BackgroundJobs):
             return
         self._answer(request.id, Outcome(result=result))
 
-    def reject_line(self, error: RpcError) -> None:
-        """Answer input that never became a message (a line over the size limit)."""
-        self._send_error(None, error)
+    def reject_line(self, error: RpcError, request_id: wire.RequestId = None) -> None:
+        """Answer input that never became a message (a line over the size limit, or one that did
+        not fit in memory), with the id of its request when the reader recovered it and no
+        request of that id is in flight (its answer is that request's), else with id null."""
+        if request_id is not None and wire.id_key(request_id) in self._tasks:
+            request_id = None
+        self._send_error(request_id, error)
 
     def refuse_unread(self, line: bytes) -> None:
         """Shutdown: answer a line that was read but never dispatched; nothing of it runs.

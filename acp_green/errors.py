@@ -61,6 +61,15 @@ class LineTooLong(InvalidRequest):
     reason = "line_too_long"
 
 
+class NotInitialized(InvalidRequest):
+    """A request other than `initialize` before `initialize` succeeded (ACP's lifecycle order)."""
+
+    reason = "not_initialized"
+
+    def __init__(self, method: str) -> None:
+        super().__init__(f"{method} before initialize: call initialize first")
+
+
 class MethodNotFound(RpcError):
     code = METHOD_NOT_FOUND
 
@@ -72,15 +81,33 @@ class InvalidParams(RpcError):
     code = INVALID_PARAMS
 
 
+#: Characters of a client's value an error message or its `data` repeats at most.
+ECHO_LIMIT = 256
+
+
+def echoed(value: Any, limit: int = ECHO_LIMIT) -> Any:
+    """A client's value as an error repeats it: a string cut to `limit` characters ("…" last)."""
+    if isinstance(value, str) and len(value) > limit:
+        return value[: limit - 1] + "…"
+    return value
+
+
 class UnknownSession(InvalidParams):
     reason = "unknown_session"
 
     def __init__(self, session_id: Any) -> None:
-        super().__init__(f"Unknown session: {session_id!r}", data={"sessionId": session_id})
+        shown = echoed(session_id)
+        super().__init__(f"Unknown session: {shown!r}", data={"sessionId": shown})
 
 
 class InternalError(RpcError):
     code = INTERNAL_ERROR
+
+
+class OutOfMemory(InternalError):
+    """An input line the agent could not hold in memory: dropped, and the reader goes on."""
+
+    reason = "out_of_memory"
 
 
 class SessionBusy(RpcError):
@@ -89,8 +116,8 @@ class SessionBusy(RpcError):
 
     def __init__(self, session_id: str) -> None:
         super().__init__(
-            f"Session busy: {session_id} is already running a prompt; wait for its response",
-            data={"sessionId": session_id},
+            f"Session busy: {echoed(session_id)} is already running a prompt; wait for its response",
+            data={"sessionId": echoed(session_id)},
         )
 
 
@@ -173,7 +200,8 @@ class UnknownMcpServer(InvalidParams):
     reason = "unknown_mcp_server"
 
     def __init__(self, server_id: Any) -> None:
-        super().__init__(f"mcp/connect: no MCP server with serverId {server_id!r} is provided here", data={"serverId": server_id})
+        shown = echoed(server_id)
+        super().__init__(f"mcp/connect: no MCP server with serverId {shown!r} is provided here", data={"serverId": shown})
 
 
 class UnknownMcpConnection(InvalidParams):
@@ -184,8 +212,8 @@ class UnknownMcpConnection(InvalidParams):
     def __init__(self, connection_id: Any, state: str = "unknown") -> None:
         words = {"unknown": "is unknown", "closed": "is closed", "connecting": "is not connected yet"}
         super().__init__(
-            f"MCP connection {connection_id!r} {words.get(state, state)}",
-            data={"connectionId": connection_id, "state": state},
+            f"MCP connection {echoed(connection_id)!r} {words.get(state, state)}",
+            data={"connectionId": echoed(connection_id), "state": state},
         )
 
 

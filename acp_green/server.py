@@ -4,7 +4,8 @@ Shutdown (S13): stop admitting, answer -32800 to every request read but not yet 
 cancel every active prompt so its normal completion path runs, give background work
 `shutdown_grace` seconds, kill and join what is left, free session resources (child
 processes), flush the store, then flush the writer while the client reads (bounded).
-SIGTERM, SIGINT and SIGHUP all take that path; SIGQUIT dumps every stack and serves on.
+SIGTERM, SIGINT, SIGHUP and every other catchable signal whose default would end the process
+(`stop_signals`) take that path; SIGQUIT dumps every stack and serves on.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from . import heap, protocol
 from .agent import Agent
 from .context import ConnectionContext
 from .endpoint import Endpoint
-from .errors import LineTooLong
+from .errors import LineTooLong, OutOfMemory
 from .sessions import SessionRegistry
 from .store.opening import OpeningStore
 from .transport import LineReader, OutputLimits, Outbound
@@ -128,6 +129,8 @@ class Server:
                     break
                 if line.too_long:
                     endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
+                elif line.out_of_memory:
+                    endpoint.reject_line(OutOfMemory("The line did not fit in the memory available and was dropped"), line.request_id)
                 else:
                     endpoint.handle_line(line.data)
                 if not start_up_done:
@@ -138,7 +141,7 @@ class Server:
                     # request, even garbage, still queues a reply: a client that writes without
                     # reading could grow our memory without bound. Read on once it reads.
                     log.warning("output backlog at twice its hard limit: input paused until the client reads")
-                    endpoint.outbound.wait_below_high_water()
+                    endpoint.outbound.wait_below_high_water(self._stop)  # a stop ends the pause
                 gevent.sleep(0)  # a buffered burst must not starve the greenlets it admitted
         except OSError as exc:
             reason = f"input failed: {exc}"
@@ -169,13 +172,10 @@ class Server:
     def _install_signal_handlers(self) -> list:
         if not self.options.handle_signals or threading.current_thread() is not threading.main_thread():
             return []
-        return [
-            gevent.signal_handler(signal.SIGTERM, self.request_stop, "SIGTERM"),
-            gevent.signal_handler(signal.SIGINT, self.request_stop, "SIGINT"),
-            # The editor's terminal closed: the same orderly end as SIGTERM, not the default kill.
-            gevent.signal_handler(signal.SIGHUP, self.request_stop, "SIGHUP"),
-            gevent.signal_handler(signal.SIGQUIT, self.dump_stacks),
-        ]
+        handlers = [gevent.signal_handler(signal.SIGQUIT, self.dump_stacks)]
+        for signum in stop_signals():
+            handlers.append(gevent.signal_handler(signum, self.request_stop, signal_name(signum)))
+        return handlers
 
     def dump_stacks(self) -> None:
         """Write the stack of every thread and greenlet to stderr; serving goes on (SIGQUIT).
@@ -203,6 +203,8 @@ class Server:
         for line in line_reader.unread_lines():
             if line.too_long:
                 endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
+            elif line.out_of_memory:
+                endpoint.reject_line(OutOfMemory("The lines read before shutdown did not fit in memory and were dropped"), line.request_id)
             else:
                 endpoint.refuse_unread(line.data)
         evictor.kill(block=False)
@@ -212,6 +214,37 @@ class Server:
             log.warning("%d background requests were aborted at the end of the grace", killed)
         if not outbound.close():
             log.warning("output not fully flushed (client not reading or gone)")
+
+
+#: Signals whose default action would end the process and that `serve` leaves alone, with why:
+#: SIGPIPE and SIGXFSZ are ignored by Python itself (a write fails with EPIPE or EFBIG instead);
+#: SIGILL, SIGABRT, SIGBUS, SIGFPE and SIGSEGV are faults of the process itself, delivered while
+#: C code runs that a Python handler could never return into (faulthandler's business); SIGKILL
+#: and SIGSTOP cannot be caught. SIGQUIT dumps the stacks and serving goes on.
+LEFT_ALONE = frozenset(getattr(signal, name) for name in (
+    "SIGPIPE", "SIGXFSZ", "SIGILL", "SIGABRT", "SIGBUS", "SIGFPE", "SIGSEGV", "SIGKILL", "SIGSTOP", "SIGQUIT",
+) if hasattr(signal, name))
+
+# Default action "terminate" or "core" (signal(7)); the rest (CHLD, CONT, STOP family, URG, WINCH) are harmless.
+_TERMINATING = ("SIGHUP", "SIGINT", "SIGTERM", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGVTALRM", "SIGPROF", "SIGXCPU",
+                "SIGPWR", "SIGIO", "SIGPOLL", "SIGSYS", "SIGTRAP", "SIGSTKFLT", "SIGEMT", "SIGLOST", "SIGINFO")
+
+
+def stop_signals() -> list[int]:
+    """Every catchable signal whose default action would end the process without a shutdown:
+    each takes the orderly stop of SIGTERM instead (real-time signals included)."""
+    found = {getattr(signal, name) for name in _TERMINATING if hasattr(signal, name)}
+    if hasattr(signal, "SIGRTMIN"):
+        found.update(range(signal.SIGRTMIN, signal.SIGRTMAX + 1))
+    return sorted(int(s) for s in found - LEFT_ALONE)
+
+
+def signal_name(signum: int) -> str:
+    """SIGUSR1, or SIGRTMIN+3 for a real-time signal without a name of its own."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"SIGRTMIN+{signum - signal.SIGRTMIN}"
 
 
 def _open_store(options: ServeOptions) -> Store:

@@ -11,9 +11,10 @@ import errno
 import fcntl
 import logging
 import os
+import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 import gevent
@@ -76,10 +77,41 @@ def read_chunks(fd: int, size: int = 64 * 1024) -> Iterator[bytes]:
 
 @dataclass(slots=True)
 class Line:
-    """One framed input line, or a marker that the line was too long and skipped."""
+    """One framed input line, or a marker that the line was skipped: too long, or out of memory.
+
+    `request_id` is the id of a skipped request when its first bytes gave it away cheaply
+    (`request_id_of`), else None.
+    """
 
     data: bytes
     too_long: bool = False
+    out_of_memory: bool = False
+    request_id: int | str | None = None
+
+
+# The id of a request written as SDKs write one: `{"jsonrpc":"2.0","id":…,"method":…` at the
+# very start of the line, so the id is the top-level one and the message a request.
+_REQUEST_HEAD = re.compile(
+    rb'\A\s*\{\s*(?:"jsonrpc"\s*:\s*"2\.0"\s*,\s*)?"id"\s*:\s*(-?(?:0|[1-9][0-9]{0,15})|"[^"\\]{0,200}")\s*,\s*"method"\s*:')
+
+
+def request_id_of(head: bytes) -> int | str | None:
+    """The id of the request a line starts with, read from its first bytes only; None if unsure."""
+    match = _REQUEST_HEAD.match(head[:1024])
+    if match is None:
+        return None
+    raw = match.group(1)
+    if raw.startswith(b'"'):
+        try:
+            return raw[1:-1].decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    return int(raw)
+
+
+def _assemble(parts: Iterable[bytes]) -> bytes:
+    """Pieces joined: the allocation a huge line or backlog can fail (MemoryError)."""
+    return b"".join(parts)
 
 
 class LineFramer:
@@ -114,11 +146,12 @@ class LineFramer:
                 self._pos = newline + 1
                 if partial:
                     length = self._partial_len + newline - pos
-                    if length <= limit:  # one join: no intermediate copy of a long line
-                        partial.append(chunk[pos:newline + 1])
-                        data = b"".join(partial)
-                    else:
-                        data = b""
+                    try:
+                        data = _assemble([*partial, chunk[pos:newline + 1]]) if length <= limit else b""
+                    except MemoryError:
+                        # Dropped, and the reader goes on: the line is answered, the next one read.
+                        yield self._out_of_memory(partial[0])
+                        continue
                     partial.clear()
                     self._partial_len = 0
                 else:
@@ -152,12 +185,25 @@ class LineFramer:
             chunk = self._read()
             if not chunk:
                 if partial:
-                    data = b"".join(partial)
+                    try:
+                        data = _assemble(partial)
+                    except MemoryError:
+                        yield self._out_of_memory(partial[0])
+                        return
                     partial.clear()
                     self._partial_len = 0
                     yield Line(data)  # final line without a newline before EOF
                 return
             self._chunk = chunk
+
+    def _out_of_memory(self, head: bytes) -> Line:
+        """Forget the line being assembled, which did not fit in memory; the marker that says so."""
+        request_id = request_id_of(head)
+        size = max(self._partial_len, len(head))
+        self._partial.clear()
+        self._partial_len = 0
+        log.error("input of at least %d bytes did not fit in memory and was dropped", size)
+        return Line(b"", out_of_memory=True, request_id=request_id)
 
     def _skip_to_newline(self) -> bool:
         """Read and drop bytes up to the next newline; keep what follows. False at EOF."""
@@ -175,7 +221,14 @@ class LineFramer:
 
         A partial last line is not included: the rest of it was never read.
         """
-        pending = b"".join([*self._partial, self._chunk[self._pos:]])
+        if not self._partial and self._pos >= len(self._chunk):
+            return []
+        try:
+            pending = _assemble([*self._partial, self._chunk[self._pos:]])
+        except MemoryError:
+            head = self._partial[0] if self._partial else self._chunk[self._pos:]
+            self._chunk, self._pos = b"", 0
+            return [self._out_of_memory(head)]
         self._partial.clear()
         self._partial_len = 0
         self._chunk, self._pos = b"", 0
@@ -302,11 +355,15 @@ class Outbound:
                     self._wake.wait()
                     continue
                 chunks = self._chunks
-                if len(chunks) == 1:
+                data = None
+                if len(chunks) > 1:
+                    try:
+                        data = _assemble(chunks)
+                        chunks.clear()
+                    except MemoryError:  # no room for one copy of the backlog: write it piece by piece
+                        data = None
+                if data is None:
                     data = chunks.popleft()
-                else:
-                    data = b"".join(chunks)
-                    chunks.clear()
                 self._write_all(data)
         except OSError as exc:
             self.failed = True

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import select
 import struct
 import termios
 import time
@@ -123,11 +124,28 @@ def unread_bytes(fd: int) -> int:
     return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0]
 
 
+def pipe_is_full(fd: int) -> bool:
+    """True when the pipe `fd` reads from has no room for a write that needs a new page: its
+    writer is blocked, or will be at its next write. Linux only.
+
+    Asked of the kernel, not guessed from a byte count: a pipe holds up to 16 pages, but a page
+    written in pieces (or partly read) holds less than 4096 bytes, so a full pipe may hold far
+    less than its capacity. A second write end of the same pipe (/proc/self/fd) is polled for
+    POLLOUT, which Linux reports exactly while a page slot is free.
+    """
+    probe = os.open(f"/proc/self/fd/{fd}", os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        poller = select.poll()
+        poller.register(probe, select.POLLOUT)
+        return not poller.poll(0)
+    finally:
+        os.close(probe)
+
+
 def wait_pipe_full(fd: int, timeout: float = 30.0) -> None:
-    """Wait until the pipe `fd` reads from is full to within one atomic write (PIPE_BUF): its writer
-    is blocked, or about to be. Linux only (F_GETPIPE_SZ)."""
-    capacity = fcntl.fcntl(fd, 1032)  # F_GETPIPE_SZ
-    wait_until(lambda: unread_bytes(fd) > capacity - 4096, timeout, f"the pipe ({capacity} bytes) to fill")
+    """Wait until the pipe `fd` reads from is full (`pipe_is_full`): its writer is blocked, or
+    about to be. Linux only."""
+    wait_until(lambda: pipe_is_full(fd), timeout, "the pipe to fill")
 
 
 # -- the invariant check at teardown --------------------------------------------------------------

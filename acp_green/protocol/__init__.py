@@ -111,6 +111,7 @@ def attach(
     prompt_service = PromptService(agent, access, prompts, session_mcp, endpoint.outbound, client.call, settings, client.send)
     for feature in (connection, session_methods, prompt_service, mcp):
         endpoint.add_feature(feature)
+    endpoint.gate = connection.refusal_before_initialize
     return AcpProtocol(endpoint, sessions, store, mcp, session_mcp, connection, session_methods, prompt_service, prompts)
 
 

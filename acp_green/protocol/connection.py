@@ -12,7 +12,7 @@ from ..agent import Agent, ExtensionCall
 from ..cancel import CancelToken
 from ..context import PROTOCOL_VERSION, ConnectionContext
 from ..endpoint import Endpoint, Job, Kind, Route, control, fallback
-from ..errors import MethodNotFound
+from ..errors import MethodNotFound, NotInitialized, RpcError
 from ..mcp.registry import McpRegistry
 from ..params import Params
 from ..sessions import SessionRegistry
@@ -20,6 +20,10 @@ from ..stats import STATS_METHOD, runtime_stats
 
 if TYPE_CHECKING:
     from ..store.base import Store
+
+
+#: The schema's ProtocolVersion is a uint16.
+MAX_PROTOCOL_VERSION = 65535
 
 
 class ExtensionJob(Job):
@@ -54,6 +58,8 @@ class ConnectionMethods:
     def initialize(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         checked = Params(params, "initialize")
         requested = checked.required("protocolVersion", int)
+        if not 0 <= requested <= MAX_PROTOCOL_VERSION:
+            raise checked.refuse("protocolVersion", f"field 'protocolVersion' must be an integer from 0 to {MAX_PROTOCOL_VERSION} (uint16)")
         capabilities = checked.optional("clientCapabilities", dict, {})
         client_info = checked.optional("clientInfo", dict)
         version = requested if requested == PROTOCOL_VERSION else PROTOCOL_VERSION
@@ -69,6 +75,13 @@ class ConnectionMethods:
             "agentInfo": info,
             "_meta": {"acpGreen": {"runtimeVersion": __version__, "providedMcpServers": self.mcp.announce()}},
         }
+
+    def refusal_before_initialize(self, method: str) -> RpcError | None:
+        """The endpoint's gate: until `initialize` succeeded, every other request is refused
+        (-32600 `not_initialized`); ACP clients must initialize first."""
+        if method == "initialize" or self.context.snapshot.initialized:
+            return None
+        return NotInitialized(wire.excerpt(method))
 
     @control("authenticate")
     def authenticate(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:

@@ -46,15 +46,23 @@ def accepted_kinds(agent: Agent) -> frozenset[str]:
     return frozenset(kind for kind, accepted in declared.items() if accepted)
 
 
+#: Content blocks one prompt may hold. Admission runs in the receive loop, so its work must stay
+#: small whatever the client sends: 10,000 blocks are checked in a few milliseconds.
+MAX_PROMPT_BLOCKS = 10_000
+
+
 def prompt_blocks(params: Params, accepted: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     """The prompt's content blocks, with the fields the runtime reads checked.
 
-    An image, audio or resource block is refused unless its kind is in `accepted` (the agent's
-    `promptCapabilities`): a client must not send one, and the agent could not read it.
+    More than MAX_PROMPT_BLOCKS blocks are refused before any is looked at. An image, audio or
+    resource block is refused unless its kind is in `accepted` (the agent's `promptCapabilities`):
+    a client must not send one, and the agent could not read it.
     """
     from ..blocks import DECLARED_KINDS, block_problem  # the block types: loaded with the first prompt
 
     prompt = params.required("prompt", list)
+    if len(prompt) > MAX_PROMPT_BLOCKS:
+        raise params.refuse("prompt", f"field 'prompt' holds {len(prompt)} content blocks; at most {MAX_PROMPT_BLOCKS} are accepted")
     for index, block in enumerate(prompt):
         if not isinstance(block, dict) or not isinstance(block.get("type"), str):
             raise params.refuse("prompt", f"prompt[{index}] must be an object with a 'type'")

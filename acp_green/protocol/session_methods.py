@@ -33,6 +33,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 LIST_PAGE_SIZE = 50
+#: Encoded bytes of sessions one `session/list` page holds at most (at least one session is
+#: always listed, so the cursor moves on); the cursor continues with the rest.
+LIST_PAGE_BYTES = 1 << 20
 
 
 def declared_mcp_servers(params: Params, *, required: bool, limit: int) -> list[dict[str, Any]]:
@@ -63,6 +66,7 @@ class SessionMethods:
         self.outbound = outbound
         self.max_mcp_servers = max_mcp_servers
         self.list_page_size = LIST_PAGE_SIZE
+        self.list_page_bytes = LIST_PAGE_BYTES
 
     @control("session/new")
     def session_new(self, params: Any, _id: wire.RequestId) -> Reply:
@@ -149,9 +153,17 @@ class SessionMethods:
         self.access.require_auth()
         after = decode_cursor(cursor) if cursor is not None else None
         page = self.store.list_sessions(cwd, after, self.list_page_size + 1)
-        result: dict[str, Any] = {"sessions": [session_info_wire(r) for r in page[: self.list_page_size]]}
-        if len(page) > self.list_page_size:
-            last = page[self.list_page_size - 1]
+        infos: list[dict[str, Any]] = []
+        budget = self.list_page_bytes
+        for record in page[: self.list_page_size]:
+            info = session_info_wire(record)
+            budget -= len(wire.encode_json(info)) + 1
+            if budget < 0 and infos:
+                break  # over the byte budget: this one starts the next page
+            infos.append(info)
+        result: dict[str, Any] = {"sessions": infos}
+        if len(page) > len(infos):
+            last = page[len(infos) - 1]
             result["nextCursor"] = encode_cursor(last.updated_at, last.session_id)
         return result
 

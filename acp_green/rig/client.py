@@ -367,6 +367,28 @@ class AcpClient:
                 pass
 
 
+def default_signal_dispositions() -> Callable[[], None]:
+    """The launched agent's pre-exec step: give it default signal dispositions and an empty mask.
+
+    An ignored signal and the signal mask survive exec: a rig run under `nohup` (SIGHUP
+    ignored), or from a shell that ignores SIGINT for background jobs, would otherwise launch
+    agents that ignore them too, and the probe would judge their SIGHUP handling wrongly.
+    The ignored set is read here, before the fork; the child only resets.
+    """
+    ignored = [s for s in signal.valid_signals()
+               if s not in (signal.SIGKILL, signal.SIGSTOP) and signal.getsignal(s) == signal.SIG_IGN]
+
+    def reset() -> None:
+        for signum in ignored:
+            try:
+                signal.signal(signum, signal.SIG_DFL)
+            except (OSError, ValueError):  # ValueError: launched from a thread other than the main one
+                pass
+        signal.pthread_sigmask(signal.SIG_SETMASK, ())
+
+    return reset
+
+
 class AgentProcess(AcpClient):
     """An ACP agent command launched as a subprocess over real pipes, in its own session."""
 
@@ -382,6 +404,7 @@ class AgentProcess(AcpClient):
             env=env,
             cwd=cwd,
             start_new_session=True,
+            preexec_fn=default_signal_dispositions(),
         )
         self.pid = self.proc.pid
         self.tracker = reaper.Tracker(self.pid)

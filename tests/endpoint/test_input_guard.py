@@ -207,18 +207,21 @@ def fake_endpoint(control) -> tuple[Endpoint, FakeOutbound]:
     return Endpoint(outbound, {"boom": Route(Kind.CONTROL, control)}), outbound
 
 
-def test_guard_answers_a_line_whose_decoding_failed_unexpectedly(monkeypatch):
-    """Hostile input: anything escaping decode (MemoryError, a bug) is -32700 id null; the next line is handled."""
+@pytest.mark.parametrize(("raised", "answer"), [(RuntimeError("a bug"), (None, -32700)), (MemoryError(), (1, -32603))])
+def test_guard_answers_a_line_whose_decoding_failed_unexpectedly(monkeypatch, raised, answer):
+    """Hostile input: anything escaping decode (a bug) is -32700 id null; running out of memory
+    is -32603 `out_of_memory`, with the request's id when the line's head gives it; the next
+    line is handled."""
     endpoint, outbound = fake_endpoint(lambda params, _id: {"ok": True})
 
     def exhausted(data):
-        raise MemoryError()
+        raise raised
 
     with monkeypatch.context() as patch:
         patch.setattr(wire, "decode", exhausted)
         endpoint.handle_line(b'{"jsonrpc":"2.0","id":1,"method":"boom"}')
     endpoint.handle_line(b'{"jsonrpc":"2.0","id":2,"method":"boom"}')
-    assert [(m["id"], m.get("error", {}).get("code")) for m in outbound.lines] == [(None, -32700), (2, None)]
+    assert [(m["id"], m.get("error", {}).get("code")) for m in outbound.lines] == [answer, (2, None)]
 
 
 def test_guard_answers_a_request_nobody_answered_with_its_id(monkeypatch):

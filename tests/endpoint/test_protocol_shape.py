@@ -141,6 +141,8 @@ def _connection() -> tuple[Endpoint, Recorder]:
     endpoint = Endpoint(out)  # type: ignore[arg-type]
     store = MemoryStore()
     protocol.attach(endpoint, DemoAgent(), ConnectionContext(), SessionRegistry(store, 1800.0), store)
+    # Initialized, as every ACP client does first: other requests are refused before it.
+    endpoint.handle_line(b'{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":1}}')
     return endpoint, out
 
 

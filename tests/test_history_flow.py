@@ -51,13 +51,17 @@ def message_runs(updates: list[dict[str, Any]]) -> list[tuple[str, str, list[str
 
 
 def replay_of(client: Any, session_id: str) -> tuple[list[dict[str, Any]], Any]:
-    """session/load: the updates between its request and its response, and its result."""
+    """session/load: the session's updates between its request and its response, and its result.
+
+    Only this session's: the post-response updates of an earlier load (commands, title) may
+    still be arriving after its result was read."""
     before = len(client.received())
     pending = client.request("session/load", load_params(session_id))
     result = pending.result()
     arrived = client.received()[before:]
     response_at = next(i for i, m in enumerate(arrived) if "method" not in m and m.get("id") == pending.id)
-    replay = [m["params"]["update"] for m in arrived[:response_at] if m.get("method") == "session/update"]
+    replay = [m["params"]["update"] for m in arrived[:response_at]
+              if m.get("method") == "session/update" and m["params"]["sessionId"] == session_id]
     return replay, result
 
 

@@ -20,7 +20,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .interface import Store
 from .session_record import SessionRecord
@@ -248,6 +248,10 @@ class MemoryStore:
 
     def wait_for_history_room(self, cancelled: CancelSignal | None = None) -> None:
         """Never waits: memory takes a piece the moment it is handed over."""
+
+    def health(self) -> dict[str, Any]:
+        """The store's counters for `_acp_green/stats` (see docs/RELIABILITY.md)."""
+        return {"storeInMemory": True, "storeDroppedTurns": self.dropped_turns}
 
     def sync(self) -> None:
         pass

@@ -53,6 +53,16 @@ def store_in_memory(agent) -> bool:
         gevent.sleep(0.05)
 
 
+def test_a_symlinked_lock_file_is_refused_like_any_state_file(tmp_path, caplog):
+    state = tmp_path / "state"
+    state.mkdir(mode=0o700)
+    (state / "state.lock").symlink_to(tmp_path / "elsewhere")
+    with caplog.at_level(logging.WARNING):
+        store = open_store(str(state))
+    assert isinstance(store, MemoryStore) and "symbolic link" in caplog.text
+    assert not (tmp_path / "elsewhere").exists()
+
+
 HOLDER = """
 import sys, time
 from acp_green.store.sqlite import SqliteStore

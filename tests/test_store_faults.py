@@ -270,3 +270,32 @@ def test_history_rows_a_killed_purge_left_behind_are_purged_at_the_next_start(tm
         wait_until(lambda: left() == 0, what="the orphaned rows to be purged")
     finally:
         store.close()
+
+
+def test_serve_on_a_full_filesystem_keeps_sessions_and_says_so_in_its_stats(launch, tmp_path):
+    """The reviewer's case under the real CLI: a 3 MB tmpfs fills up; a session created then is
+    kept waiting (`storeWaitingWrites` > 0, `storeRetries` > 0, not in memory for good); once
+    space is freed it is written, and the next agent on the directory lists it."""
+    mount = str(tmp_path / "full")
+    with tmpfs(mount, "3m"):
+        state = os.path.join(mount, "state")
+        agent = launch("--state-dir", state)
+        agent.initialize()
+        early = agent.new_session()
+        assert agent.prompt(early, "before").result() == {"stopReason": "end_turn"}
+        agent.call("session/list", {})
+        fill(os.path.join(mount, "filler"))
+        late = agent.new_session()
+        assert agent.prompt(late, "/stream 200 1000").result() == {"stopReason": "end_turn"}
+        stats = agent.wait_for(lambda: (lambda s: s if s["storeRetries"] > 0 else None)(agent.call("_acp_green/stats", {})),
+                               what="the store to meet the full filesystem")
+        assert stats["storeWaitingWrites"] > 0 and stats["storeInMemory"] is False and stats["storeFailedWrites"] == 0, stats
+        assert late in [s["sessionId"] for s in agent.call("session/list", {})["sessions"]]
+        os.remove(os.path.join(mount, "filler"))
+        agent.wait_for(lambda: agent.call("_acp_green/stats", {})["storeWaitingWrites"] == 0, what="the waiting writes to be written")
+        assert agent.close() == 0
+        assert b"cannot be written now" in bytes(agent.stderr) and b"is written again" in bytes(agent.stderr)
+        agent = launch("--state-dir", state)
+        agent.initialize()
+        assert {early, late} <= {s["sessionId"] for s in agent.call("session/list", {})["sessions"]}
+        assert agent.close() == 0

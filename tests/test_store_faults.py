@@ -299,3 +299,30 @@ def test_serve_on_a_full_filesystem_keeps_sessions_and_says_so_in_its_stats(laun
         agent.initialize()
         assert {early, late} <= {s["sessionId"] for s in agent.call("session/list", {})["sessions"]}
         assert agent.close() == 0
+
+
+def test_writes_waiting_for_the_disk_are_bounded_further_ones_dropped_counted_said_once(tmp_path, monkeypatch, caplog):
+    path = statedb.db_path(str(tmp_path / "state"))
+    disk = DiskFull(monkeypatch)
+    monkeypatch.setattr("acp_green.store.sqlite.WAITING_WRITES_LIMIT", 6)
+    store = SqliteStore(path)
+    try:
+        disk.full = True
+        write_a_session(store, "a")  # 4 writes: the begin_turn fails the batch
+        wait_until(lambda: store.retries >= 1, what="the store to meet the full disk")
+        store.load_session("a")  # a read: every write before it was handed over
+        assert store.waiting_writes == 4
+        store.save_session(SessionRecord("b", "/tmp"))
+        store.save_session(SessionRecord("c", "/tmp"))  # 6: at the limit, kept
+        store.load_session("a")  # a read: everything before it was handed over
+        assert store.waiting_writes == 6 and store.failed_writes == 0
+        for name in ("d", "e", "f"):
+            store.save_session(SessionRecord(name, "/tmp"))
+        store.load_session("a")
+        assert store.waiting_writes == 6 and store.failed_writes == 3
+        assert len([r for r in caplog.records if "already wait" in r.getMessage()]) == 1
+        disk.full = False
+        store.sync()
+        assert {r.session_id for r in store.list_sessions()} == {"a", "b", "c"}
+    finally:
+        store.close()

@@ -140,6 +140,7 @@ class StoreThread:
     _retry_at: float
     _retry_delay: float
     _outage: bool
+    _outage_full: bool
     _purging: list[str]
     _orphans_checked: bool
 
@@ -269,6 +270,7 @@ class StoreThread:
             log.info("state database busy; retrying in %.2fs (%d writes wait)", self._retry_delay, len(self._waiting))
         if not self._outage:
             self._outage = True
+            self._outage_full = False
             if not _is_busy(exc):
                 log.warning("state database %s cannot be written now (%s): keeping what waits in memory and retrying; "
                             "it is written once the disk works again", self.path, exc)
@@ -282,8 +284,10 @@ class StoreThread:
                 if len(self._waiting) >= WAITING_WRITES_LIMIT:
                     self.failed_writes += 1
                     self._release(op.held_bytes())
-                    log.error("%d writes already wait for %s: dropping a %s of session %s",
-                              len(self._waiting), self.path, op.label, ascii(op.for_session()))
+                    if not self._outage_full:  # said once per outage; the count goes on in failed_writes
+                        log.error("%d writes already wait for %s: dropping further writes until it takes them (%s of session %s first)",
+                                  len(self._waiting), self.path, op.label, ascii(op.for_session()))
+                        self._outage_full = True
                 else:
                     self._waiting.append(op)
                 results.append((None, None))
@@ -463,6 +467,7 @@ class SqliteStore(StoreThread):
         self._retry_at = 0.0
         self._retry_delay = 0.0
         self._outage = False  # the disk refuses writes now; they wait (store thread)
+        self._outage_full = False  # ...and WAITING_WRITES_LIMIT of them wait: further ones are dropped
         self._purging: list[str] = []  # deleted sessions whose history rows are still being purged
         self._orphans_checked = False  # purged history a killed process left behind, once at start
         opened = AsyncResult()

@@ -141,6 +141,7 @@ class StoreThread:
     _retry_delay: float
     _outage: bool
     _outage_full: bool
+    _outage_warned: bool
     _purging: list[str]
     _orphans_checked: bool
 
@@ -242,8 +243,8 @@ class StoreThread:
             results = self._transaction(conn, ops, any(isinstance(op, Write) for op in ops))
         except sqlite3.Error as exc:
             if is_unusable(exc):
-                self._fall_back(conn, exc)
-                return [self._call(op, self._memory) for op in work] if self._memory is not None else []
+                memory = self._fall_back(conn, exc)
+                return [self._call(op, memory) for op in work]
             self._failed_now(exc)
             return self._while_waiting(conn, work)
         self._waiting = []
@@ -253,8 +254,10 @@ class StoreThread:
         self._release(sum(op.held_bytes() for op in ops))
         if self._outage:
             self._outage = False
-            log.warning("state database %s is written again: the %d writes that waited are stored (%d failed attempts)",
-                        self.path, len(waiting), self.retries)
+            # WARNING when the outage was said at WARNING; a lock held elsewhere for a moment is INFO.
+            log.log(logging.WARNING if self._outage_warned else logging.INFO,
+                    "state database %s is written again: the %d writes that waited are stored (%d failed attempts)",
+                    self.path, len(waiting), self.retries)
         self._retry_delay = 0.0
         held, self._held_syncs = self._held_syncs, []
         for result in held:
@@ -271,7 +274,8 @@ class StoreThread:
         if not self._outage:
             self._outage = True
             self._outage_full = False
-            if not _is_busy(exc):
+            self._outage_warned = not _is_busy(exc)
+            if self._outage_warned:
                 log.warning("state database %s cannot be written now (%s): keeping what waits in memory and retrying; "
                             "it is written once the disk works again", self.path, exc)
 
@@ -395,7 +399,7 @@ class StoreThread:
             log.error("dropped a %s of session %s: %s: %s", op.label, ascii(op.for_session()), type(exc).__name__, exc)
         return exc
 
-    def _fall_back(self, conn: sqlite3.Connection, exc: BaseException) -> None:
+    def _fall_back(self, conn: sqlite3.Connection, exc: BaseException) -> MemoryStore:
         """Serve from memory from now on, starting from what the database still holds and the
         writes that waited."""
         memory = MemoryStore()
@@ -422,6 +426,7 @@ class StoreThread:
             "from now on; what happens next will not survive a restart",
             self.path, exc,
         )
+        return memory
 
 
 class SqliteStore(StoreThread):
@@ -467,6 +472,7 @@ class SqliteStore(StoreThread):
         self._retry_at = 0.0
         self._retry_delay = 0.0
         self._outage = False  # the disk refuses writes now; they wait (store thread)
+        self._outage_warned = False  # ...and it was said at WARNING (not a lock held elsewhere)
         self._outage_full = False  # ...and WAITING_WRITES_LIMIT of them wait: further ones are dropped
         self._purging: list[str] = []  # deleted sessions whose history rows are still being purged
         self._orphans_checked = False  # purged history a killed process left behind, once at start

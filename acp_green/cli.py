@@ -204,7 +204,9 @@ def _open_db(state_dir: str | None, write: bool = False) -> Any:
     """The state database for an inspection command (read-only unless `write`); a clean error
     when it cannot be read."""
     import contextlib
+    import sqlite3
 
+    from .store import statedb
     from .store.report import StateUnreadable, open_db, printable
 
     @contextlib.contextmanager
@@ -221,6 +223,9 @@ def _open_db(state_dir: str | None, write: bool = False) -> Any:
                 yield conn
         except StateUnreadable as exc:
             raise click.ClickException(str(exc)) from None
+        except sqlite3.DatabaseError as exc:
+            # Damage past the header is only met by the query that reaches it: one line, exit 1.
+            raise click.ClickException(f"cannot read {printable(statedb.db_path(resolved))}: {exc}") from None
 
     return opened()
 

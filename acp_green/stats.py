@@ -13,10 +13,13 @@ from .heap import greenlet_count
 STATS_METHOD = "_acp_green/stats"
 
 
-def runtime_stats(active_requests: int, live_sessions: int, queued_bytes: int, store_failed_writes: int = 0) -> dict[str, Any]:
+def runtime_stats(active_requests: int, live_sessions: int, queued_bytes: int, store_failed_writes: int = 0,
+                  store_health: dict[str, Any] | None = None) -> dict[str, Any]:
     """The answer to `_acp_green/stats`; `storeFailedWrites`: writes the store dropped (each
-    logged at ERROR) since it opened."""
+    logged at ERROR) since it opened; `store_health`: the store's own counters (`storeInMemory`,
+    `storeWaitingWrites`, `storeRetries`, `storeDroppedTurns`; docs/RELIABILITY.md)."""
     return {
+        **(store_health or {}),
         "greenlets": greenlet_count(),
         "gcFrozenObjects": gc.get_freeze_count(),
         "activeRequests": active_requests,

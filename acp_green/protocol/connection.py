@@ -118,7 +118,9 @@ class ConnectionMethods:
     def stats(self, call: ExtensionCall) -> dict[str, Any]:
         """`_acp_green/stats`: the runtime's own counters."""
         endpoint = self.endpoint
-        return runtime_stats(endpoint.active, len(self.sessions), endpoint.outbound.queued_bytes, self.store.failed_writes)
+        health = getattr(self.store, "health", None)
+        return runtime_stats(endpoint.active, len(self.sessions), endpoint.outbound.queued_bytes, self.store.failed_writes,
+                             health() if health is not None else None)
 
 
 def implements_logout(agent: Agent) -> bool:

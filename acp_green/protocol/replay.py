@@ -4,9 +4,13 @@ Admission (SessionMethods.session_load, in the receive loop) checks, registers a
 session and binds its current token (S2, S11). The job holds that reservation while it
 replays, so a prompt for the session gets session_busy (S8) and other sessions are answered as
 usual. Each replayed update takes the path a turn's updates take (fairness.PacedProducer), so
-back-pressure applies; the response is queued after the last replayed update (S5). A cancel
-(session/cancel, $/cancel_request for the load, shutdown) ends the replay early and the load
-answers as usual with what was replayed.
+back-pressure applies; the response is queued after the last replayed update (S5).
+
+ACP: the agent responds "when all the conversation entries have been streamed", so only a whole
+replay answers a result. Anything that ends it early answers an error, after what was replayed:
+`$/cancel_request` for the load, session/cancel and session/close of the session -32800; the
+connection closing (EOF, SIGTERM) -32800 "The agent is shutting down"; session/delete of the
+session unknown_session.
 
 Only a stored entry that is one JSON object with a string `sessionUpdate` is spliced into a
 line: history this runtime did not write (a damaged file, a hand edit) must never put a line
@@ -21,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from .. import wire
 from ..endpoint import Job, Outcome, Reply
+from ..errors import RequestCancelled, RpcError, UnknownSession
 from ..fairness import PacedProducer, UpdateChannel
 from ..sessions import Session, SessionRegistry
 from .updates import SessionUpdateEncoder
@@ -55,6 +60,7 @@ class ReplayJob(Job):
         self.answer = answer
         self.token = session.token
         self.replayed = 0  # updates sent so far
+        self.ended_by: RpcError | None = None  # why the replay was cut short, when the job was told
 
     def run(self) -> Reply:
         session_id = self.session.session_id
@@ -63,6 +69,7 @@ class ReplayJob(Job):
         cancelled = self.token.is_set
         after: Any = None
         skipped = 0
+        whole = False
         while not cancelled():
             page = self.store.history_page(session_id, after, PAGE_ENTRIES, PAGE_BYTES)
             for entry in page.entries:
@@ -73,12 +80,27 @@ class ReplayJob(Job):
                     continue
                 out.send(line(entry.update))
                 self.replayed += 1
-            if page.after is None:
-                break
-            after = page.after
+            else:
+                if page.after is None:
+                    whole = True
+                    break
+                after = page.after
+                continue
+            break
         if skipped:
             log.warning("replay of session %s skipped %d stored entries that are not session updates", ascii(session_id), skipped)
+        if not whole:
+            raise self.cut_short()
         return self.answer()
+
+    def cut_short(self) -> RpcError:
+        """The error a replay ended early answers (see above)."""
+        log.info("replay of session %s ended after %d updates, before its end", ascii(self.session.session_id), self.replayed)
+        if self.ended_by is not None:
+            return self.ended_by
+        if self.session.deleted:
+            return UnknownSession(self.session.session_id)
+        return RequestCancelled(f"The replay was cancelled after {self.replayed} updates (session/cancel or session/close)")
 
     def settle(self, outcome: Outcome) -> Outcome:
         """Release the reservation; a close or delete that waited for the replay now finishes."""
@@ -87,9 +109,13 @@ class ReplayJob(Job):
         return outcome
 
     def cancel(self) -> bool:
-        """End the replay early; the load still answers, with what was replayed."""
+        """$/cancel_request: end the replay early; the load answers -32800 after what was replayed."""
+        if self.ended_by is None:
+            self.ended_by = RequestCancelled()
         self.session.cancel_bound(self.token)
         return True
 
     def shutdown(self) -> None:
-        self.cancel()
+        if self.ended_by is None:
+            self.ended_by = RequestCancelled("The agent is shutting down")
+        self.session.cancel_bound(self.token)

@@ -11,6 +11,7 @@
 | `statedb.py` | the schema and every SQL statement |
 | `statedir.py` | the state directory: where it is, opening it, falling back to memory |
 | `private.py` | keeping the state directory and database files the user's own: 0700/0600, no symlinks |
+| `statelock.py` | one serving process per state directory (`state.lock`, an exclusive flock) |
 | `report.py` | what `acp-green sessions` and `acp-green usage` read and print |
 | `opening.py` | `OpeningStore`: the store while it opens in the background (writes wait in order, reads wait for it) |
 

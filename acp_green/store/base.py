@@ -20,7 +20,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .interface import Store
 from .session_record import SessionRecord
@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from ..cancel import CancelToken
 
 log = logging.getLogger(__name__)
+
+# The history a MemoryStore keeps, all sessions together (see MemoryStore). 256 MiB: hundreds
+# of long conversations, yet a bound well inside what a desktop gives one process.
+HISTORY_LIMIT_BYTES = 256 << 20
 
 # Version 2 writes no back-references, which later versions add by reference count: equal
 # records must give equal bytes to be shared.
@@ -48,11 +52,19 @@ class MemoryStore:
     saved), and it keeps every str exactly, lone surrogates included. `marshal` rather than
     `pickle`: a record holds only JSON-like values, marshal is built in (importing pickle cost
     ~2 ms on the hub while the store opens) and is faster both ways.
+
+
+    History is bounded: past `history_limit_bytes` of stored updates (all sessions together)
+    the oldest turns, of any session, are dropped whole, counted in `dropped_turns` and said
+    once at WARNING. The turn being written is never dropped; should it alone outgrow the bound,
+    its further pieces are refused (counted in `failed_writes`, the turn marked incomplete). A
+    replay reading a session while its oldest turn is dropped may skip entries: it reads
+    positions in a list that just got shorter.
     """
 
     SHARED_RESTS = 64  # distinct marshalled rests kept for sharing, the most recently used
 
-    def __init__(self) -> None:
+    def __init__(self, history_limit_bytes: int | None = None) -> None:
         self._sessions: dict[str, tuple[float, str, bytes]] = {}
         # Per session: its turns by id (in the order begun), and its pieces in stored order, each
         # (turn id, updates); consecutive pieces of one turn share one list.
@@ -62,6 +74,10 @@ class MemoryStore:
         self._usage_index: dict[str, int] = {}
         self._shared_rests: dict[bytes, bytes] = {}
         self.failed_writes = 0
+        self.history_limit_bytes = HISTORY_LIMIT_BYTES if history_limit_bytes is None else history_limit_bytes
+        self.history_bytes = 0  # stored updates, all sessions
+        self._ages: dict[tuple[str, str], None] = {}  # (session, turn), oldest begun first
+        self.dropped_turns = 0  # turns dropped whole to keep history under its bound
 
     def save_session(self, record: SessionRecord) -> None:
         try:
@@ -88,7 +104,9 @@ class MemoryStore:
 
     def delete_session(self, session_id: str) -> None:
         self._sessions.pop(session_id, None)
-        self._turns.pop(session_id, None)
+        for turn_id, turn in self._turns.pop(session_id, {}).items():
+            self._ages.pop((session_id, turn_id), None)
+            self.history_bytes -= turn.size
         self._history.pop(session_id, None)
 
     def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None) -> list[SessionRecord]:
@@ -109,6 +127,7 @@ class MemoryStore:
             self._refused("begin_turn", session_id, f"turn {turn_id!r} was already begun")
             return
         turns[turn_id] = _MemoryTurn(started_at)
+        self._ages[(session_id, turn_id)] = None
         self._add_pieces(session_id, turn_id, prompt)
 
     def append_history(self, session_id: str, turn_id: str, updates: list[bytes]) -> None:
@@ -120,11 +139,47 @@ class MemoryStore:
     def _add_pieces(self, session_id: str, turn_id: str, updates: list[bytes]) -> None:
         if not updates:
             return
+        size = sum(map(len, updates))
+        turn = self._turns[session_id][turn_id]
+        if self.history_bytes + size > self.history_limit_bytes:
+            self._make_room(size, (session_id, turn_id))
+            if self.history_bytes + size > self.history_limit_bytes:
+                # Only this turn is left to drop, and it is being written: refuse the piece.
+                if turn.complete:
+                    self._refused("append_history", session_id, f"turn {turn_id!r} alone is over the in-memory history "
+                                  f"bound of {self.history_limit_bytes} bytes; the turn is marked incomplete")
+                else:
+                    self.failed_writes += 1
+                turn.complete = False
+                return
+        turn.size += size
+        self.history_bytes += size
         pieces = self._history.setdefault(session_id, [])
         if pieces and pieces[-1][0] == turn_id:
             pieces[-1][1].extend(updates)
         else:
             pieces.append((turn_id, list(updates)))
+
+    def _make_room(self, size: int, writing: tuple[str, str]) -> None:
+        """Drop the oldest turns whole, never `writing`, until `size` more bytes fit."""
+        while self.history_bytes + size > self.history_limit_bytes:
+            oldest = next((key for key in self._ages if key != writing), None)
+            if oldest is None:
+                return
+            self._drop_turn(*oldest)
+
+    def _drop_turn(self, session_id: str, turn_id: str) -> None:
+        del self._ages[(session_id, turn_id)]
+        turn = self._turns[session_id].pop(turn_id)
+        self.history_bytes -= turn.size
+        pieces = self._history.get(session_id, [])
+        pieces[:] = [piece for piece in pieces if piece[0] != turn_id]
+        if self.dropped_turns == 0:
+            log.warning(
+                "in-memory history reached its bound of %d bytes: dropping the oldest turns whole from now on "
+                "(said once; counted as dropped turns)", self.history_limit_bytes,
+            )
+        self.dropped_turns += 1
 
     def end_turn(self, session_id: str, turn_id: str, outcome: TurnOutcome) -> None:
         turn = self._turns.get(session_id, {}).get(turn_id)
@@ -194,6 +249,10 @@ class MemoryStore:
     def wait_for_history_room(self, cancelled: CancelToken | None = None) -> None:
         """Never waits: memory takes a piece the moment it is handed over."""
 
+    def health(self) -> dict[str, Any]:
+        """The store's counters for `_acp_green/stats` (see docs/RELIABILITY.md)."""
+        return {"storeInMemory": True, "storeDroppedTurns": self.dropped_turns}
+
     def sync(self) -> None:
         pass
 
@@ -207,6 +266,7 @@ class _MemoryTurn:
     stop_reason: str | None = None
     error: str | None = None
     complete: bool = True
+    size: int = 0  # bytes of its stored updates
 
 
 def _record(session_id: str, stored: tuple[float, str, bytes]) -> SessionRecord:

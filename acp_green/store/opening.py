@@ -168,6 +168,11 @@ class OpeningStore:
     def failed_writes(self) -> int:
         return self.store.failed_writes if self.store is not None else 0
 
+    def health(self) -> dict[str, Any]:
+        """The open store's counters; none before it is open (never waits for it)."""
+        health = getattr(self.store, "health", None)
+        return health() if health is not None else {}
+
     def close(self) -> None:
         """Close the store; one never opened and never written to is left unopened."""
         if self.store is None and self._opening is None and not self._pending:
@@ -176,6 +181,6 @@ class OpeningStore:
 
     def __getattr__(self, name: str) -> Any:
         """Anything else a particular store offers (`degraded`, `path`...): from the open store."""
-        if name.startswith("__") or name in ("store", "_opener", "_opened", "_opening", "_pending"):
+        if name.startswith("__") or name in ("store", "_opener", "_opened", "_opening", "_pending", "health"):
             raise AttributeError(name)
         return getattr(self._ready(), name)

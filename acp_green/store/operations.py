@@ -127,8 +127,9 @@ class DeleteSession(Write):
     def for_session(self) -> str:
         return self.session_id
 
-    def on_disk(self, conn: sqlite3.Connection) -> None:
-        statedb.delete_session(conn, self.session_id)
+    def on_disk(self, conn: sqlite3.Connection) -> bool:
+        """True when history rows are left for the store thread to purge in steps."""
+        return statedb.delete_session(conn, self.session_id, max_history_rows=statedb.PURGE_ROWS)
 
     def in_memory(self, memory: MemoryStore) -> None:
         memory.delete_session(self.session_id)
@@ -342,3 +343,6 @@ class Close:
     """Commit what is queued before it, close the connection and end the thread."""
 
     __slots__ = ()
+
+    def held_bytes(self) -> int:
+        return 0

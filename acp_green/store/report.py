@@ -39,6 +39,8 @@ def open_db(state_dir: str, *, write: bool = False) -> Iterator[sqlite3.Connecti
             conn = statedb.connect_existing(path, write=write)
         except (OSError, sqlite3.Error, statedb.StateDbError) as exc:
             raise StateUnreadable(f"cannot open {path}: {exc}") from None
+        if conn is None and _holds_bytes_without_schema(path):
+            raise StateUnreadable(f"cannot open {path}: not a state database (it holds bytes but no schema: truncated or overwritten?)")
     if conn is None:
         yield None
         return
@@ -46,6 +48,21 @@ def open_db(state_dir: str, *, write: bool = False) -> Iterator[sqlite3.Connecti
         yield conn
     finally:
         conn.close()
+
+
+def _holds_bytes_without_schema(path: str) -> bool:
+    """A database file with content that SQLite reads as empty (a file cut to a few bytes).
+
+    `serve` creates the file empty and migrates it in its first transaction, so a state
+    database is either empty (nothing stored yet) or has a schema; without a -wal beside it
+    (whose frames may hold the schema of a database being created right now) anything else is
+    damage, not "nothing stored".
+    """
+    try:
+        size = os.path.getsize(path)
+    except OSError:
+        return False
+    return size > 0 and not os.path.lexists(path + "-wal")
 
 
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")

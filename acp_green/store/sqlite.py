@@ -13,6 +13,23 @@ cannot bind, a row too big: `statedb.is_record_error`) is not a disk failure: it
 ERROR and counted in `failed_writes` (a history piece also marks its turn incomplete), and the
 rest of its batch and every later write, of every session, still reach the disk.
 
+A failure the disk may recover from (full, I/O error, read-only, the write lock held by
+another process) does not give the database up: the batch rolls back, its writes wait in
+memory, in order, with every later write, and are retried with backoff (RETRY_FIRST doubling to
+RETRY_MAX) until a transaction takes them all; each failed attempt counts in `retries` and
+`waiting_writes` says how many wait (both in `_acp_green/stats`). Meanwhile reads are answered
+from what the disk holds, with the waiting session saves and deletes applied (a session
+created meanwhile is listed and loads); history and usage written meanwhile show once they are
+written, and a `sync` answers once they are. Only a database that is unusable for good (corrupt,
+not a database) is replaced by memory. At close, writes that still wait are retried for
+CLOSE_RETRY, then counted in `failed_writes` and said at ERROR.
+
+Reads never wait long: serving takes the write lock with a short busy timeout (a lock held
+elsewhere is a failure retried later, as above, and reads in WAL mode do not need it), a batch
+holds at most MAX_BATCH_BYTES of history, and a deleted session's history is purged in steps of
+statedb.PURGE_ROWS rows between batches (the session and its turns go at once, so nothing of it can be
+read meanwhile; rows left by a process killed mid-purge are found and purged at the next start).
+
 History waiting for the store thread is bounded: the bytes of history handed over and not yet
 committed (on the hub, in the queue, in the batch being written) never exceed
 `history_backlog_bytes` (unless one piece alone is larger and nothing else waits). Long before that, a turn that streams faster than the disk commits is
@@ -28,6 +45,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import sqlite3
 import time
 import uuid
@@ -38,7 +56,7 @@ import gevent
 from gevent.event import AsyncResult, Event
 from gevent.monkey import get_original
 
-from . import private, statedb
+from . import private, statedb, statelock
 from .base import MemoryStore
 from .operations import (
     AppendHistory, BeginTurn, Close, DeleteSession, EndTurn, History, ListSessions, ListTurns, LoadSession,
@@ -62,7 +80,16 @@ _Lock = get_original("threading", "Lock")
 _sleep = get_original("time", "sleep")  # the store thread's own pause; patched, it would start a hub there
 
 OPEN_TIMEOUT = 60.0  # migrations wait for other processes' write locks
-READ_TIMEOUT = 60.0
+# A read is answered within this or fails (StoreUnavailable): the receive loop never waits longer
+# on the store. Reads never wait on another process's lock (SERVE_BUSY_TIMEOUT_MS) nor behind a
+# long delete (PURGE_ROWS), so only a stalled disk reaches it.
+READ_TIMEOUT = 10.0
+SERVE_BUSY_TIMEOUT_MS = 100  # once open, a write lock held elsewhere is retried, not waited for
+RETRY_FIRST = 0.05  # seconds before the first retry of writes the disk could not take; doubles...
+RETRY_MAX = 2.0  # ...up to this
+CLOSE_RETRY = 5.0  # at close, writes that wait are retried this long, then given up (said at ERROR)
+WAITING_WRITES_LIMIT = 100_000  # writes kept for a disk that fails; further ones are dropped and counted
+MAX_BATCH_BYTES = 8 << 20  # history one transaction takes at most (unless one piece alone is larger)
 ROOM_POLL = 0.5  # seconds between checks of a producer waiting for room
 CLOSE_TIMEOUT = 10.0  # bounded exit (S13) even when another process holds the database
 MAX_BATCH = 1000
@@ -81,7 +108,7 @@ MAX_BATCH = 1000
 HANDOFF_BYTES = 1 << 20
 HISTORY_BACKLOG_BYTES = 64 << 20  # history handed to the store and not committed yet (see above)
 HISTORY_ROOM_BYTES = 8 << 20  # above this much uncommitted history a streaming turn waits (see above)
-BUSY_RETRIES = 12  # each attempt already waits statedb.BUSY_TIMEOUT_MS for the lock
+_HELD = object()  # a sync answered once the writes that wait are written
 
 
 class StoreUnavailable(Exception):
@@ -92,8 +119,9 @@ class StoreThread:
     """The store thread's side of `SqliteStore`: only the thread it starts runs these methods.
 
     It owns the connection, applies what is queued in batches (one transaction each), resolves
-    reads through the hub, gives back room to a waiting producer as history is committed, and
-    falls back to memory when the disk fails.
+    reads through the hub, gives back room to a waiting producer as history is committed, keeps
+    writes the disk cannot take now and retries them (see `SqliteStore`), purges a deleted
+    session's history in bounded steps, and falls back to memory when the database is unusable.
     """
 
     # Shared with the greenlet side; `SqliteStore.__init__` sets them before the thread starts.
@@ -108,6 +136,16 @@ class StoreThread:
     _memory: MemoryStore | None
     transactions: int
     failed_writes: int
+    retries: int
+    _waiting: list[Write]
+    _held_syncs: list[AsyncResult]
+    _retry_at: float
+    _retry_delay: float
+    _outage: bool
+    _outage_full: bool
+    _outage_warned: bool
+    _purging: list[str]
+    _orphans_checked: bool
 
     def _deliver(self, result: AsyncResult | None, value: Any = None, error: BaseException | None = None) -> None:
         if result is None:
@@ -118,10 +156,16 @@ class StoreThread:
             self._hub.loop.run_callback_threadsafe(result.set, value)
 
     def _thread_main(self, opened: AsyncResult, trace: Callable[[str], None] | None, page_limit: int | None, named_dir: bool) -> None:
+        lock_fd: int | None = None
         try:
             private.prepare(self.path, named=named_dir)
+            lock_fd = statelock.lock_state_dir(self.path)  # one serving process per state directory
             conn = statedb.connect(self.path, trace=trace, page_limit=page_limit)
+            # Opening waited for other processes' locks; serving never waits long on one (see SqliteStore).
+            conn.execute(f"PRAGMA busy_timeout = {SERVE_BUSY_TIMEOUT_MS}")
         except BaseException as exc:  # ok: every failure to open is reported; the thread then ends
+            if lock_fd is not None:
+                os.close(lock_fd)
             self._deliver(opened, error=exc)
             return
         self._deliver(opened)
@@ -133,51 +177,195 @@ class StoreThread:
                 conn.close()
             except sqlite3.Error:
                 log.exception("closing %s failed", self.path)
+            os.close(lock_fd)  # after the database: the next process finds everything committed
             # Only now: whoever waits in close() may reopen the database, or exit.
             self._deliver(closed)
+
+    def _idle_wait(self) -> float | None:
+        """How long the thread may wait for work: until the next retry, none when a purge step
+        is due, forever when nothing is pending."""
+        if self._memory is None and self._waiting:
+            return max(self._retry_at - time.monotonic(), 0.0)
+        if self._memory is None and (self._purging or not self._orphans_checked):
+            return 0.0
+        return None
 
     def _serve(self, conn: sqlite3.Connection) -> AsyncResult | None:
         """Apply queued work until close is asked; returns close's result, to answer once closed."""
         queue = self._queue
         while True:
-            batch = [queue.get()]
-            while len(batch) < MAX_BATCH and not isinstance(batch[-1][0], Close):
+            wait = self._idle_wait()
+            try:
+                batch = [queue.get(timeout=wait) if wait != 0.0 else queue.get_nowait()]
+            except _Empty:
+                batch = []
+            size = sum(op.held_bytes() for op, _ in batch)
+            while batch and len(batch) < MAX_BATCH and size < MAX_BATCH_BYTES and not isinstance(batch[-1][0], Close):
                 try:
                     batch.append(queue.get_nowait())
                 except _Empty:
                     break
-            closing = isinstance(batch[-1][0], Close)
+                size += batch[-1][0].held_bytes()
+            closing = bool(batch) and isinstance(batch[-1][0], Close)
             work = batch[:-1] if closing else batch
-            results = self._apply(conn, [op for op, _ in work]) if work else []
-            committed = sum(op.held_bytes() for op, _ in work)
-            if committed:
-                with self._backlog_lock:
-                    self.backlog_bytes -= committed
-                if self._room_wanted and self.backlog_bytes <= self.history_room_bytes:
-                    self._room_wanted = False
-                    self._hub.loop.run_callback_threadsafe(self._room.set)
-            for (_op, result), (value, error) in zip(work, results):
-                self._deliver(result, value, error)
+            if work or (self._waiting and time.monotonic() >= self._retry_at):
+                results = self._apply(conn, [op for op, _ in work])
+                for (_op, result), (value, error) in zip(work, results):
+                    if value is _HELD:
+                        self._held_syncs.append(result)
+                    else:
+                        self._deliver(result, value, error)
+            elif not closing:
+                self._purge_step(conn)
             if closing:
+                self._last_tries(conn)
                 return batch[-1][1]
 
+    def _release(self, committed: int) -> None:
+        """History bytes that left the backlog (committed, or given up): room for a waiting producer."""
+        if not committed:
+            return
+        with self._backlog_lock:
+            self.backlog_bytes -= committed
+        if self._room_wanted and self.backlog_bytes <= self.history_room_bytes:
+            self._room_wanted = False
+            self._hub.loop.run_callback_threadsafe(self._room.set)
+
     def _apply(self, conn: sqlite3.Connection, work: list[Operation]) -> list[tuple[Any, BaseException | None]]:
-        """Run `work` in order; writes in one transaction that commits before any answer leaves."""
-        if self._memory is None:
-            writes = any(isinstance(op, Write) for op in work)
-            for attempt in range(BUSY_RETRIES):
+        """Run the waiting writes then `work` in order, writes in one transaction that commits
+        before any answer leaves; when the disk cannot take them now, keep the writes waiting
+        and answer the reads from what the disk holds."""
+        if self._memory is not None:
+            return [self._call(op, self._memory) for op in work]
+        if self._waiting and time.monotonic() < self._retry_at:
+            return self._while_waiting(conn, work)
+        waiting = self._waiting
+        ops = waiting + work
+        try:
+            results = self._transaction(conn, ops, any(isinstance(op, Write) for op in ops))
+        except sqlite3.Error as exc:
+            if is_unusable(exc):
+                memory = self._fall_back(conn, exc)
+                return [self._call(op, memory) for op in work]
+            self._failed_now(exc)
+            return self._while_waiting(conn, work)
+        self._waiting = []
+        for op, (value, _error) in zip(ops, results):
+            if isinstance(op, DeleteSession) and value:
+                self._purging.append(op.session_id)  # its history goes in bounded steps, between batches
+        self._release(sum(op.held_bytes() for op in ops))
+        if self._outage:
+            self._outage = False
+            # WARNING when the outage was said at WARNING; a lock held elsewhere for a moment is INFO.
+            log.log(logging.WARNING if self._outage_warned else logging.INFO,
+                    "state database %s is written again: the %d writes that waited are stored (%d failed attempts)",
+                    self.path, len(waiting), self.retries)
+        self._retry_delay = 0.0
+        held, self._held_syncs = self._held_syncs, []
+        for result in held:
+            self._deliver(result)
+        return results[len(waiting):]
+
+    def _failed_now(self, exc: sqlite3.Error) -> None:
+        """A transient failure (full, busy, I/O): count it, say it, retry later with backoff."""
+        self.retries += 1
+        self._retry_delay = min(max(self._retry_delay * 2, RETRY_FIRST), RETRY_MAX)
+        self._retry_at = time.monotonic() + self._retry_delay
+        if _is_busy(exc):
+            log.info("state database busy; retrying in %.2fs (%d writes wait)", self._retry_delay, len(self._waiting))
+        if not self._outage:
+            self._outage = True
+            self._outage_full = False
+            self._outage_warned = not _is_busy(exc)
+            if self._outage_warned:
+                log.warning("state database %s cannot be written now (%s): keeping what waits in memory and retrying; "
+                            "it is written once the disk works again", self.path, exc)
+
+    def _while_waiting(self, conn: sqlite3.Connection, work: list[Operation]) -> list[tuple[Any, BaseException | None]]:
+        """Writes join the waiting ones; reads are answered from the disk, the waiting session
+        saves and deletes applied; a sync is answered once the waiting writes are written."""
+        results: list[tuple[Any, BaseException | None]] = []
+        for op in work:
+            if isinstance(op, Write):
+                if len(self._waiting) >= WAITING_WRITES_LIMIT:
+                    self.failed_writes += 1
+                    self._release(op.held_bytes())
+                    if not self._outage_full:  # said once per outage; the count goes on in failed_writes
+                        log.error("%d writes already wait for %s: dropping further writes until it takes them (%s of session %s first)",
+                                  len(self._waiting), self.path, op.label, ascii(op.for_session()))
+                        self._outage_full = True
+                else:
+                    self._waiting.append(op)
+                results.append((None, None))
+            elif isinstance(op, Sync):
+                results.append((_HELD, None))
+            else:
                 try:
-                    return self._transaction(conn, work, writes)
-                except sqlite3.OperationalError as exc:
-                    if not _is_busy(exc) or attempt == BUSY_RETRIES - 1:
-                        self._fall_back(conn, exc)
-                        break
-                    log.info("state database busy; retrying a batch of %d operations", len(work))
-                    _sleep(0.05 * (attempt + 1))
+                    results.append((self._read_past_waiting(conn, op), None))
                 except sqlite3.Error as exc:
-                    self._fall_back(conn, exc)
-                    break
-        return [self._call(op, self._memory) for op in work]
+                    results.append((None, StoreUnavailable(f"cannot read {self.path}: {exc}")))
+        return results
+
+    def _read_past_waiting(self, conn: sqlite3.Connection, op: Operation) -> Any:
+        if isinstance(op, LoadSession):
+            for write in reversed(self._waiting):
+                if isinstance(write, SaveSession) and write.record.session_id == op.session_id:
+                    return copy.deepcopy(write.record)
+                if isinstance(write, DeleteSession) and write.session_id == op.session_id:
+                    return None
+        if isinstance(op, ListSessions):
+            changes = [w for w in self._waiting if isinstance(w, (SaveSession, DeleteSession))]
+            limit = None if op.limit is None else op.limit + len(changes)
+            merged = MemoryStore()
+            for record in statedb.list_sessions(conn, op.cwd, op.after, limit):
+                merged.save_session(record)
+            for write in changes:
+                write.in_memory(merged)
+            return merged.list_sessions(op.cwd, op.after, op.limit)
+        return op.on_disk(conn)
+
+    def _purge_step(self, conn: sqlite3.Connection) -> None:
+        """One bounded step of deleting history whose session is gone (between batches, so reads
+        never wait behind the delete of a long history)."""
+        try:
+            if not self._purging:
+                self._orphans_checked = True
+                orphan = statedb.orphaned_history(conn)
+                if orphan is not None:
+                    self._purging.append(orphan)
+                    self._orphans_checked = False  # look again once this one is gone
+                return
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                more = statedb.purge_history(conn, self._purging[0], statedb.PURGE_ROWS)
+                conn.execute("COMMIT")
+            except BaseException:  # ok: roll back, then re-raise
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            if not more:
+                self._purging.pop(0)
+        except sqlite3.Error as exc:
+            # Rows of a deleted session are unreachable already; the next start purges them.
+            log.info("purging deleted history from %s failed (%s); the next start purges it", self.path, exc)
+            self._orphans_checked = True
+            self._purging.clear()
+
+    def _last_tries(self, conn: sqlite3.Connection) -> None:
+        """At close: try the waiting writes until CLOSE_RETRY; what still cannot be written is lost, said at ERROR."""
+        deadline = time.monotonic() + CLOSE_RETRY
+        while self._waiting and self._memory is None and time.monotonic() < deadline:
+            _sleep(max(min(self._retry_at - time.monotonic(), deadline - time.monotonic()), 0.0))
+            self._retry_at = 0.0
+            self._apply(conn, [])
+        if self._waiting and self._memory is None:
+            lost, self._waiting = self._waiting, []
+            self.failed_writes += len(lost)
+            self._release(sum(op.held_bytes() for op in lost))
+            log.error("closing %s with %d writes it could not take (the disk still fails): they are lost", self.path, len(lost))
+        held, self._held_syncs = self._held_syncs, []
+        for result in held:
+            self._deliver(result, error=StoreUnavailable(f"store {self.path} closed with writes it could not take"))
 
     def _transaction(self, conn: sqlite3.Connection, work: list[Operation], writes: bool) -> list[tuple[Any, BaseException | None]]:
         if writes:
@@ -214,8 +402,9 @@ class StoreThread:
             log.error("dropped a %s of session %s: %s: %s", op.label, ascii(op.for_session()), type(exc).__name__, exc)
         return exc
 
-    def _fall_back(self, conn: sqlite3.Connection, exc: BaseException) -> None:
-        """Serve from memory from now on, starting from what the database still holds."""
+    def _fall_back(self, conn: sqlite3.Connection, exc: BaseException) -> MemoryStore:
+        """Serve from memory from now on, starting from what the database still holds and the
+        writes that waited."""
         memory = MemoryStore()
         try:
             for record in statedb.list_sessions(conn):
@@ -225,13 +414,22 @@ class StoreThread:
                 memory.record_usage(usage)
         except sqlite3.Error as read_exc:
             log.warning("could not read back %s (%s); starting from an empty memory store", self.path, read_exc)
+        waiting, self._waiting = self._waiting, []
+        for op in waiting:
+            self._call(op, memory)
+        self._release(sum(op.held_bytes() for op in waiting))
         self._memory = memory
+        self._purging.clear()
         self._hub.loop.run_callback_threadsafe(self._room.set)  # from memory, nothing waits for the disk
+        held, self._held_syncs = self._held_syncs, []
+        for result in held:
+            self._deliver(result)
         log.warning(
             "state database %s is unusable (%s): keeping sessions, history and usage in memory "
             "from now on; what happens next will not survive a restart",
             self.path, exc,
         )
+        return memory
 
 
 class SqliteStore(StoreThread):
@@ -271,6 +469,16 @@ class SqliteStore(StoreThread):
         self._memory: MemoryStore | None = None  # set by the store thread when the disk fails
         self.transactions = 0  # committed write transactions, for tests and diagnostics
         self.failed_writes = 0  # writes dropped and logged at ERROR (written by the store thread)
+        self.retries = 0  # transactions the disk refused for now (full, busy, I/O) and retried
+        self._waiting: list[Write] = []  # writes the disk could not take yet, in order (store thread)
+        self._held_syncs: list[AsyncResult] = []
+        self._retry_at = 0.0
+        self._retry_delay = 0.0
+        self._outage = False  # the disk refuses writes now; they wait (store thread)
+        self._outage_warned = False  # ...and it was said at WARNING (not a lock held elsewhere)
+        self._outage_full = False  # ...and WAITING_WRITES_LIMIT of them wait: further ones are dropped
+        self._purging: list[str] = []  # deleted sessions whose history rows are still being purged
+        self._orphans_checked = False  # purged history a killed process left behind, once at start
         opened = AsyncResult()
         _start_new_thread(self._thread_main, (opened, trace, page_limit, named_dir))
         try:
@@ -281,8 +489,17 @@ class SqliteStore(StoreThread):
 
     @property
     def degraded(self) -> bool:
-        """True once the disk failed and the store serves from memory."""
+        """True once the database proved unusable and the store serves from memory for good."""
         return self._memory is not None
+
+    @property
+    def waiting_writes(self) -> int:
+        """Writes the disk could not take yet (full, busy, I/O error), kept and retried."""
+        return len(self._waiting)
+
+    def health(self) -> dict[str, Any]:
+        """The store's counters for `_acp_green/stats` (see docs/RELIABILITY.md)."""
+        return {"storeInMemory": self.degraded, "storeWaitingWrites": self.waiting_writes, "storeRetries": self.retries}
 
     # -- the greenlet side ---------------------------------------------------------------------
     def _write(self, op: Write) -> None:
@@ -357,7 +574,8 @@ class SqliteStore(StoreThread):
         committed: a streaming turn's back-pressure from the disk.
 
         Returns at once on the hub (which must never wait), once `cancelled` is set, and when
-        the store is closed or serves from memory.
+        the store is closed or serves from memory. While the disk refuses writes (full, locked
+        elsewhere) a streaming turn waits here until they are written again, or it is cancelled.
         """
         if self.backlog_bytes <= self.history_room_bytes or gevent.getcurrent() is self._hub:
             return
@@ -461,7 +679,17 @@ def _copy_history(conn: sqlite3.Connection, session_id: str, memory: MemoryStore
             memory.mark_incomplete(session_id, turn.turn_id)
 
 
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
+def is_unusable(exc: sqlite3.Error) -> bool:
+    """The database is unusable for good (corrupt, not a database); every other failure of the
+    disk (full, I/O, read-only, busy) may go away and is retried."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
+    text = str(exc)
+    return "malformed" in text or "not a database" in text
+
+
+def _is_busy(exc: sqlite3.Error) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:
         return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)

@@ -42,6 +42,7 @@ DB_NAME = "state.sqlite3"
 SCHEMA_VERSION = 3
 BUSY_TIMEOUT_MS = 5000
 PIECE_ROW_BYTES = 128 * 1024  # a stored piece is split into rows of at most this many bytes
+PURGE_ROWS = 32  # history rows the store thread deletes per step (a deleted session's, between batches)
 
 _SCHEMA_V1 = (
     """CREATE TABLE IF NOT EXISTS sessions (
@@ -322,12 +323,34 @@ def save_session(conn: sqlite3.Connection, record: SessionRecord) -> None:
     )
 
 
-def delete_session(conn: sqlite3.Connection, session_id: str) -> None:
-    """Forget a session and its history; its usage records stay in the ledger (S16)."""
+def delete_session(conn: sqlite3.Connection, session_id: str, max_history_rows: int | None = None) -> bool:
+    """Forget a session and its history; its usage records stay in the ledger (S16).
+
+    The session and its turns go at once, which makes its history unreadable (history is read
+    through its turn). With `max_history_rows`, at most that many history rows go now; True
+    when some are left for `purge_history`.
+    """
     key = _column(session_id)
     conn.execute("DELETE FROM sessions WHERE session_id = ?", (key,))
-    conn.execute("DELETE FROM history WHERE session_id = ?", (key,))
     conn.execute("DELETE FROM turns WHERE session_id = ?", (key,))
+    if max_history_rows is None:
+        conn.execute("DELETE FROM history WHERE session_id = ?", (key,))
+        return False
+    return purge_history(conn, session_id, max_history_rows)
+
+
+def purge_history(conn: sqlite3.Connection, session_id: str, max_rows: int) -> bool:
+    """Delete up to `max_rows` history rows of a session; True when more are left."""
+    key = _column(session_id)
+    if max_rows > 0:
+        conn.execute("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE session_id = ? ORDER BY id LIMIT ?)", (key, max_rows))
+    return conn.execute("SELECT 1 FROM history WHERE session_id = ? LIMIT 1", (key,)).fetchone() is not None
+
+
+def orphaned_history(conn: sqlite3.Connection) -> str | None:
+    """A session whose history rows outlived its turns (a process killed while purging them)."""
+    row = conn.execute("SELECT session_id FROM history WHERE turn NOT IN (SELECT id FROM turns) LIMIT 1").fetchone()
+    return _str(row[0]) if row is not None else None
 
 
 def _lines(text: str | bytes) -> list[bytes]:

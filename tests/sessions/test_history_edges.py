@@ -170,7 +170,8 @@ def test_two_loads_back_to_back_one_replays_the_other_is_busy_S8(inprocess, tmp_
 
 def test_session_delete_during_a_replay_ends_it_and_leaves_nothing_behind(inprocess, tmp_path):
     """session/delete while the session's replay waits for a client that stopped reading: the
-    replay ends early, the load still answers once (no error, no updates after it), the session
+    replay ends early, the load answers once, unknown_session (a partial replay is never a
+    success), with no updates after it, the session
     is gone (a prompt naming it is unknown_session) and nothing of it is stored again."""
     harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"))
     sid = stored_session(harness, 3000)
@@ -184,7 +185,7 @@ def test_session_delete_during_a_replay_ends_it_and_leaves_nothing_behind(inproc
     delete = client.request("session/delete", {"sessionId": sid})
     client.resume_reading()
     assert delete.result() == {}
-    assert "modes" in load.result()
+    assert load.error()["data"]["reason"] == "unknown_session"
     arrived = client.received()[mark:]
     load_at = next(i for i, m in enumerate(arrived) if "method" not in m and m.get("id") == load.id)
     assert len([m for m in arrived[:load_at] if m.get("method") == "session/update"]) < 3001
@@ -228,7 +229,7 @@ def test_a_replay_reads_the_store_a_bounded_page_at_a_time_S2(inprocess, tmp_pat
 def test_a_cancel_ends_a_replay_held_by_a_client_that_never_reads_S2_S10(inprocess, tmp_path):
     """S2 amended, S10: session/cancel ends a replay that waits at the high-water mark for a
     client that stopped reading, at once — the reservation is released while the client still
-    reads nothing; the load's answer is there when it reads again."""
+    reads nothing; the load's answer, -32800 (the replay is partial), is there when it reads again."""
     harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"))
     sid = stored_session(harness, 3000)
     client = harness.client
@@ -241,11 +242,11 @@ def test_a_cancel_ends_a_replay_held_by_a_client_that_never_reads_S2_S10(inproce
     client.cancel(sid)
     client.wait_for(lambda: not session.busy, what="the cancelled replay to release the session")
     client.resume_reading()
-    assert "modes" in load.result()
+    assert load.error()["code"] == -32800
 
 
 def test_session_close_during_a_replay_takes_effect_when_the_replay_ends(inprocess, tmp_path):
-    """session/close while the session replays: the replay is cancelled, the load answers, and
+    """session/close while the session replays: the replay is cancelled, the load answers -32800, and
     then the session leaves memory (as after a prompt); a later load brings it back."""
     harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"))
     sid = stored_session(harness, 3000)
@@ -257,7 +258,7 @@ def test_session_close_during_a_replay_takes_effect_when_the_replay_ends(inproce
     close = client.request("session/close", {"sessionId": sid})
     client.resume_reading()
     assert close.result() == {}
-    assert "modes" in load.result()
+    assert load.error()["code"] == -32800
     sessions = harness.server.sessions
     client.wait_for(lambda: not sessions.is_live(sid), what="the closed session to leave memory")
     replay, _result = replay_of(client, sid)

@@ -389,10 +389,18 @@ def test_a_schema_2_database_is_read_by_the_inspection_connection_without_conver
     conn.close()
 
 
-def test_a_store_that_falls_back_to_memory_keeps_turns_and_their_outcomes(tmp_path, caplog):
-    """When the disk fails, the memory store starts from what the database held: turns, outcomes,
-    incomplete marks and history, page by page; a running turn goes on in memory."""
-    store = SqliteStore(statedb.db_path(str(tmp_path / "state")), page_limit=40)
+def test_a_store_that_falls_back_to_memory_keeps_turns_and_their_outcomes(tmp_path, caplog, monkeypatch):
+    """When the database turns out corrupt, the memory store starts from what the database held:
+    turns, outcomes, incomplete marks and history, page by page; a running turn goes on in memory."""
+    store = SqliteStore(statedb.db_path(str(tmp_path / "state")))
+    real_append = statedb.append_history
+
+    def append_history(conn, session_id, turn_id, updates):
+        if len(updates) >= 200:
+            raise sqlite3.DatabaseError("database disk image is malformed")
+        real_append(conn, session_id, turn_id, updates)
+
+    monkeypatch.setattr(statedb, "append_history", append_history)
     try:
         store.save_session(SessionRecord("s", "/tmp", updated_at=1.0))
         store.begin_turn("s", "t1", 1.0, prompt("/fail"))
@@ -400,7 +408,7 @@ def test_a_store_that_falls_back_to_memory_keeps_turns_and_their_outcomes(tmp_pa
         store.begin_turn("s", "t2", 2.0, prompt("go"))
         store.sync()
         with caplog.at_level(logging.WARNING):
-            store.append_history("s", "t2", [chunk(n, "x" * 2000) for n in range(200)])  # fills the 40 pages
+            store.append_history("s", "t2", [chunk(n, "x" * 2000) for n in range(200)])  # "corrupt"
             store.sync()
         assert store.degraded
         store.append_history("s", "t2", [chunk(999)])

@@ -22,6 +22,7 @@ from acp_green.store.statedb import DB_NAME, db_path
 from acp_green.store.statedir import open_store
 from acp_green.store import MemoryStore
 from acp_green.usage import UsageRecord
+from tests.helpers import wait_until
 
 
 def _transactions(trace: list[str]) -> int:
@@ -112,9 +113,10 @@ def test_corrupt_database_falls_back_to_memory(tmp_path, caplog):
     assert _warned(caplog) and "not a database" in caplog.text
 
 
-def test_store_that_fills_up_at_runtime_keeps_serving_from_memory(tmp_path, caplog):
+def test_store_that_fills_up_at_runtime_keeps_what_waits_and_serves(tmp_path, caplog):
     """A disk that fills up later (SQLITE_FULL, made with PRAGMA max_page_count): the store warns,
-    keeps what the database held and everything after in memory, and loses nothing."""
+    does not give the database up (full may go away), keeps the writes waiting and retries them,
+    and answers reads from the disk with the waiting session saves applied."""
     store = open_store(str(tmp_path / "state"), page_limit=16)
     assert isinstance(store, SqliteStore)
     store.save_session(SessionRecord("small", "/tmp", updated_at=1.0))
@@ -126,10 +128,11 @@ def test_store_that_fills_up_at_runtime_keeps_serving_from_memory(tmp_path, capl
         store.append_turn("big", [json.dumps({"sessionUpdate": "agent_message_chunk", "text": "x" * 200_000}).encode()])
         store.record_usage(UsageRecord("big", "2", "end_turn", 0.0, 0.0, 1, 1))
         assert [r.session_id for r in store.list_sessions()] == ["big", "small"]
-    assert store.degraded and _warned(caplog) and "full" in caplog.text
-    assert len(store.history("big")) == 1
-    assert [u.session_id for u in store.usage()] == ["small", "big"]
+        wait_until(lambda: store.retries >= 2, what="the store to retry")
+    assert not store.degraded and store.waiting_writes == 3 and "full" in caplog.text
+    assert [u.session_id for u in store.usage()] == ["small"]  # usage shows once written
     store.close()
+    assert store.failed_writes == 3  # never written: counted at close
 
 
 @contextlib.contextmanager

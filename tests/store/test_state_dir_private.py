@@ -190,7 +190,8 @@ def test_a_database_with_another_hard_link_is_refused(tmp_path, caplog):
 
 
 def test_files_are_created_0600_whatever_the_umask(tmp_path):
-    """Under umask 0 the database and its -wal/-shm are still 0600; a 0644 database becomes 0600."""
+    """Under umask 0 the database, its -wal/-shm and the state directory's lock file are still
+    0600; a 0644 database becomes 0600."""
     state = tmp_path / "state"
     previous = os.umask(0)
     try:
@@ -200,7 +201,7 @@ def test_files_are_created_0600_whatever_the_umask(tmp_path):
         store.close()
     finally:
         os.umask(previous)
-    assert names == [DB, DB + "-shm", DB + "-wal"]
+    assert names == ["state.lock", DB, DB + "-shm", DB + "-wal"]
     assert set(modes.values()) == {0o600}, modes
     assert mode_of(state) == 0o700
     os.chmod(state / DB, 0o644)

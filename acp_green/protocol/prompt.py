@@ -195,6 +195,7 @@ class PromptLedger(Mapping[str, PromptJob]):
             job.record.end(outcome)
             if not session.deleted:
                 self.sessions.save(session)  # its updated time, for session/list
+                self.sessions.store_state(session)  # the agent's session.state, as the turn left it
         except Exception:
             log.exception("storing the history of a turn of %s failed", session_id)
         try:

@@ -14,6 +14,7 @@ is one SessionUpdate object's JSON. `history_page` reads it back in bounded page
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 import marshal
 import sys
@@ -58,6 +59,7 @@ class MemoryStore:
         # (turn id, updates); consecutive pieces of one turn share one list.
         self._turns: dict[str, dict[str, _MemoryTurn]] = {}
         self._history: dict[str, list[tuple[str, list[bytes]]]] = {}
+        self._state: dict[str, bytes] = {}  # the agent's session.state, as JSON
         self._usage: list[UsageRecord] = []
         self._usage_index: dict[str, int] = {}
         self._shared_rests: dict[bytes, bytes] = {}
@@ -90,6 +92,7 @@ class MemoryStore:
         self._sessions.pop(session_id, None)
         self._turns.pop(session_id, None)
         self._history.pop(session_id, None)
+        self._state.pop(session_id, None)
 
     def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None) -> list[SessionRecord]:
         """Most recently updated first (the same order and cursor as the SQLite store)."""
@@ -108,7 +111,7 @@ class MemoryStore:
         if turn_id in turns:
             self._refused("begin_turn", session_id, f"turn {turn_id!r} was already begun")
             return
-        turns[turn_id] = _MemoryTurn(started_at)
+        turns[turn_id] = _MemoryTurn(started_at, len(self._history.get(session_id, ())))
         self._add_pieces(session_id, turn_id, prompt)
 
     def append_history(self, session_id: str, turn_id: str, updates: list[bytes]) -> None:
@@ -147,6 +150,9 @@ class MemoryStore:
         """The same pages as the SQLite store (statedb.history_page), over this store's pieces."""
         pieces = self._history.get(session_id, ())
         piece, index = (after.piece, after.index) if after is not None else (0, 0)
+        if after is None and turn_id is not None:  # a turn's pieces start no earlier than it began
+            turn = self._turns.get(session_id, {}).get(turn_id)
+            piece = turn.first_piece if turn is not None else len(pieces)
         entries: list[HistoryEntry] = []
         size = 0
         while piece < len(pieces):
@@ -167,6 +173,22 @@ class MemoryStore:
             StoredTurn(turn_id, turn.started_at, turn.stop_reason, turn.error, turn.complete)
             for turn_id, turn in self._turns.get(session_id, {}).items()
         ]
+
+    def turn_page(self, session_id: str, start: int, limit: int, newest_first: bool = False) -> list[StoredTurn]:
+        """At most `limit` turns after the first `start`, oldest (or newest) first."""
+        turns = self._turns.get(session_id, {})
+        ids = reversed(turns) if newest_first else iter(turns)
+        return [
+            StoredTurn(turn_id, turn.started_at, turn.stop_reason, turn.error, turn.complete)
+            for turn_id in itertools.islice(ids, start, start + limit)
+            for turn in (turns[turn_id],)
+        ]
+
+    def save_state(self, session_id: str, state: bytes) -> None:
+        self._state[session_id] = bytes(state)
+
+    def load_state(self, session_id: str) -> bytes | None:
+        return self._state.get(session_id)
 
     def append_turn(self, session_id: str, entries: list[bytes], stop_reason: str | None = None) -> None:
         """A whole turn at once (begin, one piece, end)."""
@@ -204,6 +226,7 @@ class MemoryStore:
 @dataclass(slots=True)
 class _MemoryTurn:
     started_at: float
+    first_piece: int  # the session's piece count when the turn began: its pieces come no earlier
     stop_reason: str | None = None
     error: str | None = None
     complete: bool = True

@@ -23,6 +23,7 @@ from ..errors import InternalError, SessionBusy, one_line
 from ..params import Params
 from ..sessions import Session, SessionRegistry
 from ..settings import SessionSettings
+from ..conversation import Conversation
 from ..store.turns import FAILED, TurnOutcome
 from ..transport import Outbound
 from ..usage import RUNNING, UsageRecord
@@ -239,6 +240,10 @@ class PromptService:
         self.call_client = call_client
         self.send_client = send_client
 
+    def _history(self, session_id: str, running_turn: str, newest_first: bool, since_turn: int | None) -> Conversation:
+        """A turn's view of its session's stored turns, itself left out."""
+        return Conversation(self.ledger.store, session_id, newest_first=newest_first, since_turn=since_turn, skip_turn_id=running_turn)
+
     @background("session/prompt")
     def admit_prompt(self, params: Any, request_id: wire.RequestId) -> PromptJob:
         """In the receive loop: validate, reserve the session, bind its current token (S8, S11)."""
@@ -262,6 +267,8 @@ class PromptService:
             mcp=partial(self.session_mcp.client_session, session),
             send_client=self.send_client,
             settings=self.settings,
+            history=partial(self._history, session_id, record.turn_id),
+            save_state=self.access.sessions.save_state,
         )
         job = PromptJob(self.agent, self.ledger, session, request_id, turn, record, self.outbound)
         title = title_from_prompt(turn.text) if session.record.title is None else None

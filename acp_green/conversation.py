@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Union
 
-from .blocks import Block, OtherBlock, block_of
+from .blocks import Block, OtherBlock, ResourceLinkBlock, TextBlock, block_of
 from .store.turns import FAILED
 
 if TYPE_CHECKING:
@@ -99,15 +99,14 @@ class ConversationTurn:
 
     @property
     def prompt_text(self) -> str:
-        """The prompt's text blocks joined (resource links as their URI), as `Turn.text`."""
+        """The prompt's text blocks joined (resource links as their URI), as `Turn.text` reads it."""
         parts = []
         for block in self.prompt:
-            text = getattr(block, "text", None)
-            if isinstance(text, str):
-                parts.append(text)
-            elif isinstance(getattr(block, "uri", None), str):
-                parts.append(str(getattr(block, "uri")))
-        return "\n".join(parts)
+            if isinstance(block, TextBlock):
+                parts.append(block.text)
+            elif isinstance(block, ResourceLinkBlock):
+                parts.append(block.uri)
+        return "".join(parts)
 
     @property
     def messages(self) -> tuple[ConversationMessage, ...]:

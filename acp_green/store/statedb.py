@@ -458,8 +458,16 @@ def save_state(conn: sqlite3.Connection, session_id: str, state: bytes) -> None:
     """Replace the session's agent state (one JSON object, UTF-8; see sessions.encode_state)."""
     conn.execute(
         "INSERT INTO session_state (session_id, state) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET state = excluded.state",
-        (_column(session_id), state.decode("utf-8", "surrogatepass")),
+        (_column(session_id), _text_or_blob(state)),
     )
+
+
+def _text_or_blob(data: bytes) -> str | bytes:
+    """TEXT when `data` is valid UTF-8, else the bytes as a BLOB (a str with lone surrogates)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
 
 
 # -- reads -------------------------------------------------------------------------------------

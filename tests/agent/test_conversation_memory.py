@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.helpers import said
+from acp_green.store import statedb
+from tests.helpers import said, wait_until
 
 AGENT = ("--agent", "tests.memory_agents:MemoryAgent")
 
@@ -65,12 +66,25 @@ def test_the_conversation_reads_back_the_same_after_restarts_load_and_resume(lau
     assert third.close() == 0
 
 
+def stored_state(state_dir: str, session_id: str) -> Any:
+    """The session's state as another process reads it from the database now."""
+    conn = statedb.connect_existing(statedb.db_path(state_dir))
+    assert conn is not None
+    try:
+        data = statedb.load_state(conn, session_id)
+    finally:
+        conn.close()
+    return None if data is None else json.loads(data)
+
+
 def test_state_is_stored_at_turn_end_and_restored_after_a_restart(launch, tmp_path):
     state = str(tmp_path / "state")
     first = launch("--state-dir", state, *AGENT)
     first.initialize()
     sid = first.new_session()
     reply(first, sid, '/set name "Ada"')
+    # Stored as the turn ended, while the process runs on (not only when it exits).
+    wait_until(lambda: stored_state(state, sid) == {"name": "Ada"}, what="the state stored at the turn's end")
     reply(first, sid, '/set facts {"likes": ["tea", 1.5, null, true]}')
     assert first.close() == 0
     second = launch("--state-dir", state, *AGENT)

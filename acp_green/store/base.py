@@ -8,7 +8,11 @@ they see every write this process made before them.
 
 A turn's history is written while the turn runs: `begin_turn` (with the prompt as stored
 updates), any number of `append_history` pieces, then `end_turn` with its outcome. Each update
-is one SessionUpdate object's JSON. `history_page` reads it back in bounded pages.
+is one SessionUpdate object's JSON. `history_page` reads it back in bounded pages, `turn_page`
+the list of turns.
+
+A session's agent state (`session.state`, encoded by sessions.encode_state) is one JSON object
+per session (`save_state` replaces it, `load_state` reads it); deleting the session forgets it.
 """
 
 from __future__ import annotations

@@ -23,7 +23,6 @@ from ..errors import InternalError, SessionBusy, one_line
 from ..params import Params
 from ..sessions import Session, SessionRegistry
 from ..settings import SessionSettings
-from ..conversation import Conversation
 from ..store.turns import FAILED, TurnOutcome
 from ..transport import Outbound
 from ..usage import RUNNING, UsageRecord
@@ -33,6 +32,7 @@ from .turn_record import TurnRecord
 from .updates import SessionUpdateEncoder, encode_update, session_info, title_from_prompt
 
 if TYPE_CHECKING:
+    from ..conversation import Conversation
     from ..store.base import Store
 
 log = logging.getLogger(__name__)
@@ -242,6 +242,8 @@ class PromptService:
 
     def _history(self, session_id: str, running_turn: str, newest_first: bool, since_turn: int | None) -> Conversation:
         """A turn's view of its session's stored turns, itself left out."""
+        from ..conversation import Conversation  # with the typed blocks it builds: not before initialize
+
         return Conversation(self.ledger.store, session_id, newest_first=newest_first, since_turn=since_turn, skip_turn_id=running_turn)
 
     @background("session/prompt")

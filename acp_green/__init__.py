@@ -63,6 +63,14 @@ if TYPE_CHECKING:
         ClientError as ClientError,
         McpError as McpError,
         McpUnavailable as McpUnavailable,
+        StateNotStorable as StateNotStorable,
+    )
+    from .conversation import (
+        ConversationTurn as ConversationTurn,
+        ConversationMessage as ConversationMessage,
+        ConversationToolCall as ConversationToolCall,
+        ConversationPlan as ConversationPlan,
+        ConversationItem as ConversationItem,
     )
     from .terminals import (
         Terminal as Terminal,
@@ -121,6 +129,12 @@ _EXPORTS = {
     "ClientError": "acp_green.errors",
     "McpError": "acp_green.errors",
     "McpUnavailable": "acp_green.errors",
+    "StateNotStorable": "acp_green.errors",
+    "ConversationTurn": "acp_green.conversation",
+    "ConversationMessage": "acp_green.conversation",
+    "ConversationToolCall": "acp_green.conversation",
+    "ConversationPlan": "acp_green.conversation",
+    "ConversationItem": "acp_green.conversation",
     "Terminal": "acp_green.terminals",
     "TerminalReleased": "acp_green.terminals",
     "ExitStatus": "acp_green.terminals",

@@ -6,7 +6,7 @@ outbound queue and asks the client through the pending-request map it is given.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack, overload
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     # Prompt blocks, terminals and forms load when a turn first uses them, not at start-up
     # (their dataclasses are a noticeable share of the time to answer `initialize`).
     from .blocks import Block
+    from .conversation import ConversationTurn
     from .elicitation import Elicited
     from .terminals import Terminal, TurnTerminals
     from .mcp.client import McpClientSession, McpTools
@@ -647,8 +648,12 @@ class Turn(TurnRequests):
         mcp: Callable[[str, CancelToken], "McpClientSession"] | None = None,
         send_client: Callable[[str, Any], None] | None = None,
         settings: TurnSettings | None = None,
+        history: Callable[[bool, int | None], Iterator[ConversationTurn]] | None = None,
+        save_state: Callable[[Session], None] | None = None,
     ) -> None:
         self._session = session
+        self._history = history
+        self._save_state = save_state
         self.session_id = session.session_id
         self.session = SessionView.of(session)
         self.prompt = prompt
@@ -683,6 +688,29 @@ class Turn(TurnRequests):
         if self._settings is None:
             raise RuntimeError("this turn was built without session settings")
         return self._settings
+
+    # -- the stored conversation and state -----------------------------------------------------
+    def history(self, *, newest_first: bool = False, since_turn: int | None = None) -> Iterator[ConversationTurn]:
+        """The session's earlier turns as stored, oldest first (or `newest_first`), from turn
+        index `since_turn` on; the running turn is not among them.
+
+        An iterator that reads the store a page at a time (conversation.py): a long history is
+        never held at once, and the hub never waits on the disk. The same after `session/load`,
+        `session/resume`, an eviction or a restart: it is what replay sends the editor.
+        """
+        if self._history is None:
+            raise RuntimeError("this turn was built without access to the store")
+        return self._history(newest_first, since_turn)
+
+    def save_state(self) -> None:
+        """Store `session.state` now; StateNotStorable, naming the key, if a value cannot be.
+
+        The runtime stores it anyway when the turn ends (and on session/close), where an
+        unstorable value can only be logged; calling this gets the error in the agent's code.
+        """
+        if self._save_state is None:
+            raise RuntimeError("this turn was built without access to the store")
+        self._save_state(self._session)
 
     # -- MCP ---------------------------------------------------------------------------------
     def mcp(self, server: str) -> "McpTools":

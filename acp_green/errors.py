@@ -323,6 +323,17 @@ class CapabilityMissing(Exception):
     """The client did not advertise the capability an operation needs."""
 
 
+class StateNotStorable(ValueError):
+    """A `session.state` value cannot be stored: not JSON, or the state is over its size limit.
+
+    `key` names the offending entry (for the size limit: the largest one)."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"session.state[{key!r}] cannot be stored: {reason}")
+        self.key = key
+        self.reason = reason
+
+
 def error_for(exc: BaseException, doing: str = "a request") -> RpcError:
     """The JSON-RPC error answering a request whose handling raised `exc`: the one mapping, for
     ACP and MCP requests alike; `doing` names the work in the log.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 import uuid
@@ -12,7 +13,7 @@ import gevent
 
 from . import wire
 from .cancel import CancelToken
-from .errors import UnknownSession
+from .errors import StateNotStorable, UnknownSession
 from .store.interface import Store
 from .store.session_record import SessionRecord
 
@@ -51,6 +52,55 @@ class ToolCallIds:
         return len(self._seen)
 
 
+MAX_STATE_BYTES = 1 << 20  # a session's encoded state (all its keys together) is at most 1 MiB
+
+
+def encode_state(state: Any) -> bytes:
+    """`session.state` as the JSON the store keeps; StateNotStorable naming the key that cannot be.
+
+    Values must be JSON (dicts with str keys, lists, str, int, float other than NaN/inf, bool,
+    None); tuples are stored as lists. Each key is encoded on its own so the error names it.
+    """
+    if not isinstance(state, dict):
+        raise StateNotStorable("", f"session.state must be a dict, not {type(state).__name__}")
+    parts: list[bytes] = []
+    sizes: dict[str, int] = {}
+    for key, value in state.items():
+        if not isinstance(key, str):
+            raise StateNotStorable(repr(key), "keys must be str")
+        try:
+            encoded = _dumps(value)
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise StateNotStorable(key, f"not JSON-serialisable ({type(exc).__name__}: {exc})") from None
+        parts.append(_dumps(key) + b":" + encoded)
+        sizes[key] = len(encoded)
+    data = b"{" + b",".join(parts) + b"}"
+    if len(data) > MAX_STATE_BYTES:
+        largest = max(sizes, key=sizes.__getitem__)
+        raise StateNotStorable(largest, f"the state is {len(data)} bytes encoded, over the limit of {MAX_STATE_BYTES} "
+                                        f"(this key holds {sizes[largest]})")
+    return data
+
+
+def _dumps(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+def decode_state(session_id: str, data: bytes | None) -> dict[str, Any]:
+    """The stored state back as a dict; a damaged one is logged and starts empty."""
+    if data is None:
+        return {}
+    try:
+        state = json.loads(data.decode("utf-8", "surrogatepass"))
+    except ValueError as exc:
+        log.error("the stored state of session %s is not JSON (%s); starting with an empty state", ascii(session_id), exc)
+        return {}
+    if not isinstance(state, dict):
+        log.error("the stored state of session %s is not a JSON object; starting with an empty state", ascii(session_id))
+        return {}
+    return state
+
+
 class Session:
     """A live session handle: its record, its current token and its one prompt reservation."""
 
@@ -60,7 +110,8 @@ class Session:
         self.token = CancelToken()
         self.active_prompt: object | None = None
         self.last_active = time.monotonic()
-        self.state: dict[str, Any] = {}  # free for the agent's own per-session data
+        self.state: dict[str, Any] = {}  # the agent's own per-session data, stored (see SessionRegistry.store_state)
+        self.stored_state = b"{}"  # the state as last stored: an unchanged state is not written again
         self.resources: list[Callable[[], None]] = []  # closers run when the session ends
         self.closing = False  # session/close arrived while a prompt ran: drop it when that ends
         self.deleted = False  # session/delete: nothing more of it may reach the store
@@ -144,6 +195,10 @@ class SessionRegistry:
             if record is None:
                 raise UnknownSession(session_id)
             session = Session(record, self._dormant_mcp.pop(session_id, None))
+            stored = self._store.load_state(session_id)
+            session.state = decode_state(session_id, stored)
+            if stored is not None:
+                session.stored_state = stored
             self._live[session_id] = session
             log.debug("session %s revived from the store", session_id)
         session.touch()
@@ -195,6 +250,7 @@ class SessionRegistry:
             _off_hub(session.close_resources)
         elif session.closing and self._live.get(session.session_id) is session:
             self._live.pop(session.session_id, None)
+            self.store_state(session)
             _off_hub(session.close_resources)
 
     def is_live(self, session_id: str) -> bool:
@@ -208,10 +264,33 @@ class SessionRegistry:
         session.record.updated_at = time.time()
         self._store.save_session(session.record)
 
+    def save_state(self, session: Session) -> None:
+        """Store `session.state` now if it changed; StateNotStorable (nothing stored) if it cannot be."""
+        data = encode_state(session.state)
+        if data != session.stored_state and not session.deleted:
+            self._store.save_state(session.session_id, data)
+            session.stored_state = data
+
+    def store_state(self, session: Session) -> bool:
+        """`save_state` where no one can be told (a turn's end, a close, an eviction): an
+        unstorable state is logged at ERROR naming the key and the session, and the state stored
+        before stays; never raises. False if it was not stored."""
+        try:
+            self.save_state(session)
+        except StateNotStorable as exc:
+            log.error("session %s: the agent's state was not stored (the previous one is kept): %s", ascii(session.session_id), exc)
+            return False
+        except Exception:
+            log.exception("session %s: storing the agent's state failed", ascii(session.session_id))
+            return False
+        return True
+
     def drop(self, session_id: str) -> Session | None:
         """Forget a live session, freeing its resources; the store keeps its record."""
         session = self._live.pop(session_id, None)
         if session is not None:
+            if not session.deleted:
+                self.store_state(session)
             session.close_resources()
         return session
 

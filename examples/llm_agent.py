@@ -5,7 +5,8 @@ editor), or `acp-green serve --agent llm_agent:from_env` from this directory. En
 OPENAI_BASE_URL (the endpoint when --base-url is not given; default http://127.0.0.1:8080/v1),
 OPENAI_MODEL (default "default", which llama.cpp's server ignores), OPENAI_API_KEY (a bearer token).
 
-Every tool of the session's MCP servers is offered to the model; each call it makes is an ACP
+Each turn the model is given the session's earlier turns as stored (`turn.history()`), so a
+session loaded after a restart carries on where it was. Every tool of the session's MCP servers is offered to the model; each call it makes is an ACP
 tool call, asked for first unless the tool is annotated `readOnlyHint`. Token usage reaches the
 ledger when the endpoint reports it. A cancel closes the HTTP response at once.
 """
@@ -13,6 +14,7 @@ ledger when the endpoint reports it. A cancel closes the HTTP response at once.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -24,12 +26,17 @@ from typing import Any
 import gevent
 from geventhttpclient import HTTPClient, URL
 
-from acp_green import Agent, ClientError, McpUnavailable, RpcError, ServeOptions, ToolCallStatus, Turn, serve_stdio
+from acp_green import (
+    Agent, ClientError, ConversationMessage, ConversationToolCall, ConversationTurn, McpUnavailable, RpcError, ServeOptions,
+    ToolCallStatus, Turn, serve_stdio,
+)
 from acp_green.content import text as text_content
 
 log = logging.getLogger("llm_agent")
 DEFAULT_URL = "http://127.0.0.1:8080/v1"  # llama.cpp's server
 MAX_ROUNDS = 16  # model requests per turn; then the turn ends with max_turn_requests
+HISTORY_TURNS = 50  # the session's earlier turns the model is given (the newest)
+FINISHED = ("end_turn", "max_turn_requests")  # turns whose reply the model is given back
 ALLOW = [{"optionId": "allow", "name": "Allow", "kind": "allow_once"}, {"optionId": "reject", "name": "Reject", "kind": "reject_once"}]
 
 
@@ -62,40 +69,32 @@ class LlmAgent(Agent):
         self._http = HTTPClient.from_url(url, concurrency=64, connection_timeout=10, network_timeout=600)
 
     def prompt(self, turn: Turn) -> str:
-        history = turn.session.state.setdefault("messages", [])
-        start = len(history)
-        messages = history + [{"role": "user", "content": turn.text}]
+        messages = earlier_messages(turn) + [{"role": "user", "content": turn.text}]
         tools = self._tools(turn)
         totals = [0, 0]
-        try:
-            for _ in range(MAX_ROUNDS):
-                reply = self._complete(turn, messages, tools)
-                if reply.usage:  # per request; a turn's tool rounds add up
-                    totals = [totals[0] + reply.usage.get("prompt_tokens", 0), totals[1] + reply.usage.get("completion_tokens", 0)]
-                    turn.usage.report(input_tokens=totals[0], output_tokens=totals[1])
+        for _ in range(MAX_ROUNDS):
+            reply = self._complete(turn, messages, tools)
+            if reply.usage:  # per request; a turn's tool rounds add up
+                totals = [totals[0] + reply.usage.get("prompt_tokens", 0), totals[1] + reply.usage.get("completion_tokens", 0)]
+                turn.usage.report(input_tokens=totals[0], output_tokens=totals[1])
+            if turn.cancelled:
+                return "cancelled"
+            if reply.error:
+                turn.say(f"\n[the model endpoint failed: {reply.error}]")
+                return "end_turn"
+            calls = [reply.calls[i] for i in sorted(reply.calls)]
+            for call in calls:
+                call["id"] = call["id"] or f"call_{uuid.uuid4().hex[:12]}"  # some servers send none
+            messages.append({"role": "assistant", "content": reply.text or None, **({"tool_calls": [
+                {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+                for c in calls]} if calls else {})})
+            if not calls:
+                return "end_turn"
+            for call in calls:
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": self._run_tool(turn, tools, call)})
                 if turn.cancelled:
                     return "cancelled"
-                if reply.error:
-                    turn.say(f"\n[the model endpoint failed: {reply.error}]")
-                    return "end_turn"
-                calls = [reply.calls[i] for i in sorted(reply.calls)]
-                for call in calls:
-                    call["id"] = call["id"] or f"call_{uuid.uuid4().hex[:12]}"  # some servers send none
-                messages.append({"role": "assistant", "content": reply.text or None, **({"tool_calls": [
-                    {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
-                    for c in calls]} if calls else {})})
-                if not calls:
-                    history[:] = messages
-                    return "end_turn"
-                for call in calls:
-                    messages.append({"role": "tool", "tool_call_id": call["id"], "content": self._run_tool(turn, tools, call)})
-                    if turn.cancelled:
-                        return "cancelled"
-            history[:] = messages
-            return "max_turn_requests"
-        finally:
-            if len(history) == start:  # the turn did not finish: keep the user's words, not a half round
-                history.append(messages[start])
+        return "max_turn_requests"
 
     def _tools(self, turn: Turn) -> dict[str, tuple[str, dict[str, Any]]]:
         """Function name -> (MCP server, tool) for every tool of the session's MCP servers."""
@@ -195,6 +194,59 @@ class LlmAgent(Agent):
             return text
         finally:
             acp_call.update(status=status, content=[text_content(text)])
+
+
+def earlier_messages(turn: Turn) -> list[dict[str, Any]]:
+    """The model's messages for the session's earlier turns (the newest HISTORY_TURNS), rebuilt
+    from the stored conversation: the same after session/load, an eviction or a restart.
+
+    A turn that did not finish (cancelled, failed, interrupted) leaves the user's words, not
+    half a reply.
+    """
+    past = list(itertools.islice(turn.history(newest_first=True), HISTORY_TURNS))
+    messages: list[dict[str, Any]] = []
+    for earlier in reversed(past):
+        messages.append({"role": "user", "content": earlier.prompt_text})
+        if earlier.stop_reason in FINISHED:
+            messages.extend(replayed_messages(earlier))
+    return messages
+
+
+def replayed_messages(earlier: ConversationTurn) -> list[dict[str, Any]]:
+    """One finished turn's assistant messages, tool calls and tool results, in the order they came."""
+    messages: list[dict[str, Any]] = []
+    text, calls = "", list[ConversationToolCall]()
+
+    def round_ended() -> None:
+        nonlocal text, calls
+        if not text and not calls:
+            return
+        messages.append({"role": "assistant", "content": text or None, **({"tool_calls": [
+            {"id": call.tool_call_id, "type": "function", "function": {"name": function_name(call), "arguments": arguments(call)}}
+            for call in calls]} if calls else {})})
+        messages.extend({"role": "tool", "tool_call_id": call.tool_call_id, "content": call.text} for call in calls)
+        text, calls = "", []
+
+    for item in earlier.items:
+        if isinstance(item, ConversationToolCall):
+            calls.append(item)
+        elif isinstance(item, ConversationMessage) and item.kind == "message":
+            if calls:  # the model's next round
+                round_ended()
+            text += item.text
+    round_ended()
+    return messages
+
+
+def function_name(call: ConversationToolCall) -> str:
+    """The function the model called: the tool call's title is "<server>.<tool>" (see _run_tool)."""
+    server, _, tool = call.title.partition(".")
+    return re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}__{tool}")[:64]
+
+
+def arguments(call: ConversationToolCall) -> str:
+    """The call's arguments as the model wrote them (its raw input, or the text that was not JSON)."""
+    return call.raw_input if isinstance(call.raw_input, str) else json.dumps(call.raw_input)
 
 
 def _error_text(body: bytes) -> str:

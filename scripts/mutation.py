@@ -146,6 +146,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     ]),
     "paths": ("agent-api", "acp_green/paths.py", ["tests/agent/test_turn_client_facing.py"]),
     "blocks": ("agent-api", "acp_green/blocks.py", ["tests/agent/test_rich_prompts.py"]),
+    "conversation": ("agent-api", "acp_green/conversation.py", ["tests/agent/test_conversation_memory.py", "tests/store/test_conversation_pages.py"]),
     "settings": ("agent-api", "acp_green/settings.py", [
         "tests/agent/test_session_settings.py", "tests/sessions/test_session_methods.py",
     ]),

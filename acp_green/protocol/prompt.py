@@ -32,6 +32,7 @@ from .turn_record import TurnRecord
 from .updates import SessionUpdateEncoder, encode_update, session_info, title_from_prompt
 
 if TYPE_CHECKING:
+    from ..conversation import Conversation
     from ..store.base import Store
 
 log = logging.getLogger(__name__)
@@ -203,6 +204,7 @@ class PromptLedger(Mapping[str, PromptJob]):
             job.record.end(outcome)
             if not session.deleted:
                 self.sessions.save(session)  # its updated time, for session/list
+                self.sessions.store_state(session)  # the agent's session.state, as the turn left it
         except Exception:
             log.exception("storing the history of a turn of %s failed", session_id)
         try:
@@ -246,6 +248,12 @@ class PromptService:
         self.call_client = call_client
         self.send_client = send_client
 
+    def _history(self, session_id: str, running_turn: str, newest_first: bool, since_turn: int | None) -> Conversation:
+        """A turn's view of its session's stored turns, itself left out."""
+        from ..conversation import Conversation  # with the typed blocks it builds: not before initialize
+
+        return Conversation(self.ledger.store, session_id, newest_first=newest_first, since_turn=since_turn, skip_turn_id=running_turn)
+
     @background("session/prompt")
     def admit_prompt(self, params: Any, request_id: wire.RequestId) -> PromptJob:
         """In the receive loop: validate, reserve the session, bind its current token (S8, S11)."""
@@ -269,6 +277,8 @@ class PromptService:
             mcp=partial(self.session_mcp.client_session, session),
             send_client=self.send_client,
             settings=self.settings,
+            history=partial(self._history, session_id, record.turn_id),
+            save_state=self.access.sessions.save_state,
         )
         job = PromptJob(self.agent, self.ledger, session, request_id, turn, record, self.outbound)
         title = title_from_prompt(turn.text) if session.record.title is None else None

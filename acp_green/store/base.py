@@ -8,12 +8,17 @@ they see every write this process made before them.
 
 A turn's history is written while the turn runs: `begin_turn` (with the prompt as stored
 updates), any number of `append_history` pieces, then `end_turn` with its outcome. Each update
-is one SessionUpdate object's JSON. `history_page` reads it back in bounded pages.
+is one SessionUpdate object's JSON. `history_page` reads it back in bounded pages, `turn_page`
+the list of turns.
+
+A session's agent state (`session.state`, encoded by sessions.encode_state) is one JSON object
+per session (`save_state` replaces it, `load_state` reads it); deleting the session forgets it.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import logging
 import marshal
 import sys
@@ -70,6 +75,7 @@ class MemoryStore:
         # (turn id, updates); consecutive pieces of one turn share one list.
         self._turns: dict[str, dict[str, _MemoryTurn]] = {}
         self._history: dict[str, list[tuple[str, list[bytes]]]] = {}
+        self._state: dict[str, bytes] = {}  # the agent's session.state, as JSON
         self._usage: list[UsageRecord] = []
         self._usage_index: dict[str, int] = {}
         self._shared_rests: dict[bytes, bytes] = {}
@@ -108,6 +114,7 @@ class MemoryStore:
             self._ages.pop((session_id, turn_id), None)
             self.history_bytes -= turn.size
         self._history.pop(session_id, None)
+        self._state.pop(session_id, None)
 
     def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None) -> list[SessionRecord]:
         """Most recently updated first (the same order and cursor as the SQLite store)."""
@@ -126,7 +133,7 @@ class MemoryStore:
         if turn_id in turns:
             self._refused("begin_turn", session_id, f"turn {turn_id!r} was already begun")
             return
-        turns[turn_id] = _MemoryTurn(started_at)
+        turns[turn_id] = _MemoryTurn(started_at, len(self._history.get(session_id, ())))
         self._ages[(session_id, turn_id)] = None
         self._add_pieces(session_id, turn_id, prompt)
 
@@ -173,7 +180,10 @@ class MemoryStore:
         turn = self._turns[session_id].pop(turn_id)
         self.history_bytes -= turn.size
         pieces = self._history.get(session_id, [])
+        gone = [index for index, piece in enumerate(pieces) if piece[0] == turn_id]
         pieces[:] = [piece for piece in pieces if piece[0] != turn_id]
+        for other in self._turns[session_id].values():  # where each later turn's pieces now start
+            other.first_piece -= sum(1 for index in gone if index < other.first_piece)
         if self.dropped_turns == 0:
             log.warning(
                 "in-memory history reached its bound of %d bytes: dropping the oldest turns whole from now on "
@@ -202,6 +212,9 @@ class MemoryStore:
         """The same pages as the SQLite store (statedb.history_page), over this store's pieces."""
         pieces = self._history.get(session_id, ())
         piece, index = (after.piece, after.index) if after is not None else (0, 0)
+        if after is None and turn_id is not None:  # a turn's pieces start no earlier than it began
+            turn = self._turns.get(session_id, {}).get(turn_id)
+            piece = turn.first_piece if turn is not None else len(pieces)
         entries: list[HistoryEntry] = []
         size = 0
         while piece < len(pieces):
@@ -222,6 +235,22 @@ class MemoryStore:
             StoredTurn(turn_id, turn.started_at, turn.stop_reason, turn.error, turn.complete)
             for turn_id, turn in self._turns.get(session_id, {}).items()
         ]
+
+    def turn_page(self, session_id: str, start: int, limit: int, newest_first: bool = False) -> list[StoredTurn]:
+        """At most `limit` turns after the first `start`, oldest (or newest) first."""
+        turns = self._turns.get(session_id, {})
+        ids = reversed(turns) if newest_first else iter(turns)
+        return [
+            StoredTurn(turn_id, turn.started_at, turn.stop_reason, turn.error, turn.complete)
+            for turn_id in itertools.islice(ids, start, start + limit)
+            for turn in (turns[turn_id],)
+        ]
+
+    def save_state(self, session_id: str, state: bytes) -> None:
+        self._state[session_id] = bytes(state)
+
+    def load_state(self, session_id: str) -> bytes | None:
+        return self._state.get(session_id)
 
     def append_turn(self, session_id: str, entries: list[bytes], stop_reason: str | None = None) -> None:
         """A whole turn at once (begin, one piece, end)."""
@@ -263,6 +292,7 @@ class MemoryStore:
 @dataclass(slots=True)
 class _MemoryTurn:
     started_at: float
+    first_piece: int  # the session's piece count when the turn began: its pieces come no earlier
     stop_reason: str | None = None
     error: str | None = None
     complete: bool = True

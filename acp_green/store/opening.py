@@ -121,6 +121,12 @@ class OpeningStore:
         else:
             self._pending.append(("record_usage", (copy.copy(record),)))
 
+    def save_state(self, session_id: str, state: bytes) -> None:
+        if self.store is not None:
+            self.store.save_state(session_id, state)
+        else:
+            self._pending.append(("save_state", (session_id, bytes(state))))
+
     def append_turn(self, session_id: str, entries: list[bytes], stop_reason: str | None = None) -> None:
         if self.store is not None:
             self.store.append_turn(session_id, entries, stop_reason)
@@ -142,6 +148,12 @@ class OpeningStore:
 
     def history(self, session_id: str) -> list[bytes]:
         return self._ready().history(session_id)
+
+    def turn_page(self, session_id: str, start: int, limit: int, newest_first: bool = False) -> list[StoredTurn]:
+        return self._ready().turn_page(session_id, start, limit, newest_first)
+
+    def load_state(self, session_id: str) -> bytes | None:
+        return self._ready().load_state(session_id)
 
     def usage(self, session_id: str | None = None) -> list[UsageRecord]:
         return self._ready().usage(session_id)

@@ -249,6 +249,53 @@ class RecordUsage(Write):
         memory.record_usage(self.record)
 
 
+class SaveState(Write):
+    """Replace a session's agent state (JSON); a turn's end or a close makes it, at once (S16)."""
+
+    __slots__ = ("session_id", "state")
+
+    at_once: ClassVar[bool] = True
+    label: ClassVar[str] = "save_state"
+    session_id: str
+    state: bytes
+
+    def for_session(self) -> str:
+        return self.session_id
+
+    def on_disk(self, conn: sqlite3.Connection) -> None:
+        statedb.save_state(conn, self.session_id, self.state)
+
+    def in_memory(self, memory: MemoryStore) -> None:
+        memory.save_state(self.session_id, self.state)
+
+
+class LoadState(Read):
+    __slots__ = ("session_id",)
+
+    session_id: str
+
+    def on_disk(self, conn: sqlite3.Connection) -> bytes | None:
+        return statedb.load_state(conn, self.session_id)
+
+    def in_memory(self, memory: MemoryStore) -> bytes | None:
+        return memory.load_state(self.session_id)
+
+
+class ReadTurnPage(Read):
+    __slots__ = ("session_id", "start", "limit", "newest_first")
+
+    session_id: str
+    start: int
+    limit: int
+    newest_first: bool
+
+    def on_disk(self, conn: sqlite3.Connection) -> list[StoredTurn]:
+        return statedb.turn_page(conn, self.session_id, self.start, self.limit, self.newest_first)
+
+    def in_memory(self, memory: MemoryStore) -> list[StoredTurn]:
+        return memory.turn_page(self.session_id, self.start, self.limit, self.newest_first)
+
+
 class LoadSession(Read):
     __slots__ = ("session_id",)
 

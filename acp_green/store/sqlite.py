@@ -60,7 +60,8 @@ from . import private, statedb, statelock
 from .base import MemoryStore
 from .operations import (
     AppendHistory, BeginTurn, Close, DeleteSession, EndTurn, History, ListSessions, ListTurns, LoadSession,
-    MarkIncomplete, Operation, Read, ReadHistoryPage, RecordUsage, SaveSession, Sync, Usage, Write,
+    LoadState, MarkIncomplete, Operation, Read, ReadHistoryPage, ReadTurnPage, RecordUsage, SaveSession, SaveState, Sync,
+    Usage, Write,
 )
 from .session_record import SessionRecord
 from .turns import HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
@@ -410,6 +411,9 @@ class StoreThread:
             for record in statedb.list_sessions(conn):
                 memory.save_session(record)
                 _copy_history(conn, record.session_id, memory)
+                state = statedb.load_state(conn, record.session_id)
+                if state is not None:
+                    memory.save_state(record.session_id, state)
             for usage in statedb.usage(conn):
                 memory.record_usage(usage)
         except sqlite3.Error as read_exc:
@@ -623,6 +627,15 @@ class SqliteStore(StoreThread):
 
     def record_usage(self, record: UsageRecord) -> None:
         self._write(RecordUsage(record))
+
+    def save_state(self, session_id: str, state: bytes) -> None:
+        self._write(SaveState(session_id, bytes(state)))
+
+    def load_state(self, session_id: str) -> bytes | None:
+        return self._read(LoadState(session_id))
+
+    def turn_page(self, session_id: str, start: int, limit: int, newest_first: bool = False) -> list[StoredTurn]:
+        return self._read(ReadTurnPage(session_id, start, limit, newest_first))
 
     def load_session(self, session_id: str) -> SessionRecord | None:
         return self._read(LoadSession(session_id))

@@ -39,7 +39,9 @@ DB_NAME = "state.sqlite3"
 # older acp-green, which would misread such a BLOB, from opening the database at all.
 # 3: history is stored per piece (`history`) with one `turns` row per turn and its outcome; a
 # version-2 turn (one row holding a whole turn) is converted in place (`_migrate_history`).
-SCHEMA_VERSION = 3
+# 4: a `session_state` table holds each session's agent state (`session.state` as JSON), added
+# by `_migrate_state`; nothing else changes.
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_MS = 5000
 PIECE_ROW_BYTES = 128 * 1024  # a stored piece is split into rows of at most this many bytes
 PURGE_ROWS = 32  # history rows the store thread deletes per step (a deleted session's, between batches)
@@ -106,6 +108,13 @@ _SCHEMA_V3_HISTORY = (
         UNIQUE (turn, seq)
     )""",
     "CREATE INDEX history_by_session ON history (session_id, id)",
+)
+# Schema 4: the agent's `session.state` of a session, one JSON object per session.
+_SCHEMA_V4_STATE = (
+    """CREATE TABLE IF NOT EXISTS session_state (
+        session_id TEXT PRIMARY KEY,
+        state TEXT NOT NULL
+    )""",
 )
 MIGRATED_TURN_PREFIX = "v2-"  # the turn id a version-2 turn gets: the prefix and its old row id
 
@@ -234,6 +243,8 @@ def migrate(conn: sqlite3.Connection) -> None:
         # 1 -> 2 changes no table (see SCHEMA_VERSION); 2 -> 3 converts the history.
         if version < 3:
             _migrate_history(conn)
+        if version < 4:
+            _migrate_state(conn)
         if version < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -264,6 +275,12 @@ def _migrate_history(conn: sqlite3.Connection) -> None:
         if text:
             _insert_pieces(conn, session_key, turn, 0, _lines(text))
     conn.execute("DROP TABLE turns_v2")
+
+
+def _migrate_state(conn: sqlite3.Connection) -> None:
+    """3 -> 4: the table for each session's agent state; no session has any yet."""
+    for statement in _SCHEMA_V4_STATE:
+        conn.execute(statement)
 
 
 # -- str columns ---------------------------------------------------------------------------
@@ -333,6 +350,9 @@ def delete_session(conn: sqlite3.Connection, session_id: str, max_history_rows: 
     key = _column(session_id)
     conn.execute("DELETE FROM sessions WHERE session_id = ?", (key,))
     conn.execute("DELETE FROM turns WHERE session_id = ?", (key,))
+    # `acp-green sessions delete` may write to a version-3 database, which has no state table.
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'session_state'").fetchone():
+        conn.execute("DELETE FROM session_state WHERE session_id = ?", (key,))
     if max_history_rows is None:
         conn.execute("DELETE FROM history WHERE session_id = ?", (key,))
         return False
@@ -457,6 +477,22 @@ def record_usage(conn: sqlite3.Connection, record: UsageRecord) -> None:
     )
 
 
+def save_state(conn: sqlite3.Connection, session_id: str, state: bytes) -> None:
+    """Replace the session's agent state (one JSON object, UTF-8; see sessions.encode_state)."""
+    conn.execute(
+        "INSERT INTO session_state (session_id, state) VALUES (?, ?) ON CONFLICT (session_id) DO UPDATE SET state = excluded.state",
+        (_column(session_id), _text_or_blob(state)),
+    )
+
+
+def _text_or_blob(data: bytes) -> str | bytes:
+    """TEXT when `data` is valid UTF-8, else the bytes as a BLOB (a str with lone surrogates)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+
+
 # -- reads -------------------------------------------------------------------------------------
 _SESSION_COLUMNS = "session_id, cwd, additional_directories, title, mode_id, config, updated_at"
 
@@ -560,6 +596,28 @@ def turns(conn: sqlite3.Connection, session_id: str) -> list[StoredTurn]:
         for turn_id, started_at, stop_reason, error, complete in conn.execute(
             "SELECT turn_id, started_at, stop_reason, error, complete FROM turns WHERE session_id = ? ORDER BY id",
             (_column(session_id),),
+        )
+    ]
+
+
+def load_state(conn: sqlite3.Connection, session_id: str) -> bytes | None:
+    """The session's stored agent state (JSON), None if it has none."""
+    row = conn.execute("SELECT state FROM session_state WHERE session_id = ?", (_column(session_id),)).fetchone()
+    if row is None:
+        return None
+    state = row[0]
+    return state if isinstance(state, bytes) else state.encode("utf-8", "surrogatepass")
+
+
+def turn_page(conn: sqlite3.Connection, session_id: str, start: int, limit: int, newest_first: bool = False) -> list[StoredTurn]:
+    """At most `limit` of the session's turns, skipping the first `start` in the order asked
+    (oldest first, or newest first): the turn list a page at a time."""
+    order = "DESC" if newest_first else "ASC"
+    return [
+        StoredTurn(_str(turn_id), started_at, _str(stop_reason), _str(error), bool(complete))
+        for turn_id, started_at, stop_reason, error, complete in conn.execute(
+            f"SELECT turn_id, started_at, stop_reason, error, complete FROM turns WHERE session_id = ? ORDER BY id {order} LIMIT ? OFFSET ?",
+            (_column(session_id), limit, start),
         )
     ]
 

@@ -362,7 +362,7 @@ def test_a_schema_2_history_is_converted_in_place_to_turns_with_their_stop_reaso
         store.close()
     conn = sqlite3.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone() == (3,)
+        assert conn.execute("PRAGMA user_version").fetchone() == (statedb.SCHEMA_VERSION,)
         assert conn.execute("SELECT name FROM sqlite_master WHERE name = 'turns_v2'").fetchall() == []
         assert max(n for (n,) in conn.execute("SELECT length(entries) FROM history")) <= statedb.PIECE_ROW_BYTES
     finally:

@@ -60,6 +60,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/wire/test_strict_json.py", "tests/agent/test_turn_client_facing.py",
     ]),
     "stats": ("bytes", "acp_green/stats.py", ["tests/endpoint/test_protocol_shape.py", "tests/cli/test_heap.py"]),
+    "redact": ("bytes", "acp_green/redact.py", ["tests/mcp/test_redaction.py"]),
     # -- json-rpc: requests, responses, ids, admission -----------------------------------------
     "endpoint": ("json-rpc", "acp_green/endpoint.py", [
         "tests/endpoint/test_endpoint.py", "tests/endpoint/test_background_drain.py",
@@ -169,6 +170,10 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     ]),
     "logsetup": ("server", "acp_green/logsetup.py", [
         "tests/e2e/test_rules_in_process.py", "tests/transport/test_stderr_sink.py",
+    ]),
+    "blockwatch": ("server", "acp_green/blockwatch.py", ["tests/transport/test_blockwatch.py"]),
+    "patching": ("server", "acp_green/patching.py", [
+        "tests/cli/test_serve_stdio_patching.py", "tests/cli/test_entry_patching.py",
     ]),
     # -- command-line: parsing options, loading the agent, the demo agent ----------------------
     "cli": ("command-line", "acp_green/cli.py", [

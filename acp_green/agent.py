@@ -10,11 +10,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypedDict, Unpack, overload
 
-from . import content, fairness, paths, update_checks, wire
-from .cancel import CancelToken
+from . import content, paths, update_checks
+from .rpc import fairness, wire
+from .rpc.cancel import CancelToken
 from .context import ConnectionSnapshot
 from .errors import CapabilityMissing, ClientError, TurnCancelled
-from .fairness import UpdateChannel
+from .rpc.fairness import UpdateChannel
 from .sessions import Session
 from .update_checks import PlanEntry, ToolCallStatus, ToolKind
 from .usage import UsageCounters, utf8_size

@@ -113,9 +113,9 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     """
     if monkey_patch:
         monkey_patch_now()
-    from . import logsetup
+    from .process import logsetup
     from .server import ServeOptions, serve_stdio
-    from .transport import OutputLimits
+    from .rpc.transport import OutputLimits
 
     logsetup.configure(log_level)
     provided = parse_provide_mcp(provide_mcp)
@@ -152,7 +152,7 @@ def monkey_patch_now() -> None:
     """gevent's `patch_all()`, for `serve` only (unless --no-monkey-patch): the command line has
     been parsed and nothing it patches has been imported yet (click's own `threading` import is
     inert here: one thread, no lock of ours made yet)."""
-    from .patching import patch_process
+    from .process.patching import patch_process
 
     patch_process()
 
@@ -365,7 +365,7 @@ def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, s
     shown apart and never change the exit code. The agent runs with a fresh temporary
     XDG_STATE_HOME unless --keep-env.
     """
-    from .rig.probe import ProbeConfig, main
+    from .tools.rig.probe import ProbeConfig, main
 
     cfg = ProbeConfig(list(command), long_prompt=long_prompt, stream_prompt=stream_prompt,
                       timeout=timeout, sessions=sessions, authenticate=authenticate, keep_env=keep_env)
@@ -401,7 +401,7 @@ def chat(yes: bool, deny: bool, command: tuple[str, ...]) -> None:
     declined. Control characters and escape sequences the agent sends are shown
     as \\xNN, never sent to the terminal.
     """
-    from .rig.chat import main
+    from .tools.rig.chat import main
 
     if yes and deny:
         raise click.UsageError("--yes and --deny cannot be given together")
@@ -433,7 +433,7 @@ def soak(duration: float, agents: int, seed: int, sessions: int, sample_interval
     invariant or a resource that keeps growing. Default COMMAND: acp-green serve on a fresh
     state directory, DIR/state (emptied first).
     """
-    from .rig.soak import SoakConfig, fresh_state_command, main
+    from .tools.rig.soak import SoakConfig, fresh_state_command, main
 
     cfg = SoakConfig(list(command) or fresh_state_command(out_dir), agents=agents, duration=duration, seed=seed,
                      sessions=sessions, sample_interval=sample_interval, out_dir=out_dir, plot=not no_plot)
@@ -454,7 +454,7 @@ def soak(duration: float, agents: int, seed: int, sessions: int, sample_interval
 @click.option("--chart", "chart_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write a PNG chart (needs matplotlib: pip install 'acp-green[plot]').")
 @click.option("--install-peers", is_flag=True, help="Install the peers' SDKs into the cache directory first.")
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None, metavar="DIR", help="Where peers' SDKs are installed (default: .bench-cache in a source checkout, else ~/.cache/acp-green/bench).")
-@click.option("--peers-dir", type=click.Path(file_okay=False, exists=True), default=None, metavar="DIR", help="Where the peer agents' sources are (default: acp_green/bench/peer_agents, installed with the package).")
+@click.option("--peers-dir", type=click.Path(file_okay=False, exists=True), default=None, metavar="DIR", help="Where the peer agents' sources are (default: acp_green/tools/bench/peer_agents, installed with the package).")
 @click.option("--no-ceiling", is_flag=True, help="Skip measuring the bench client's own read rate.")
 @click.option("--read-pause", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
               help="Calibration only: sleep before each read, like a lazy client (inflates every latency).")
@@ -464,9 +464,9 @@ def bench(agents: tuple[str, ...], only: tuple[str, ...], workloads: tuple[str, 
     """Benchmark ACP agents side by side (workloads W1-W8): medians and spread as a table, JSON and a chart."""
     from pathlib import Path
 
-    from .bench.app import BenchSettings, run
-    from .bench.peers import default_cache_dir, default_peers_dir
-    from .bench.catalog import WORKLOADS
+    from .tools.bench.app import BenchSettings, run
+    from .tools.bench.peers import default_cache_dir, default_peers_dir
+    from .tools.bench.catalog import WORKLOADS
 
     settings = BenchSettings(
         agents=agents, only=only, workloads=workloads or tuple(WORKLOADS), repeat=repeat, scale=scale,

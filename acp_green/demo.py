@@ -7,7 +7,8 @@ import shlex
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, overload
 
-from . import content, wire
+from . import content
+from .rpc import wire
 from .agent import Agent, Command, ExtensionCall, Mode, SelectOption, Turn, text_content
 from .update_checks import PlanEntry
 from .errors import CapabilityMissing, ClientError, McpUnavailable, RpcError

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from . import wire
+from .rpc import wire
 from .context import ConnectionSnapshot
 from .errors import ClientError
 

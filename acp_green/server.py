@@ -22,14 +22,15 @@ import gevent
 from gevent.event import Event
 from gevent.greenlet import Greenlet
 
-from . import heap, protocol
+from .process import heap
+from . import protocol
 from .agent import Agent
 from .context import ConnectionContext
-from .endpoint import Endpoint
+from .rpc.endpoint import Endpoint
 from .errors import LineTooLong, OutOfMemory
 from .sessions import SessionRegistry
 from .store.opening import OpeningStore
-from .transport import LineReader, OutputLimits, Outbound
+from .rpc.transport import LineReader, OutputLimits, Outbound
 
 if TYPE_CHECKING:
     from .store.base import Store
@@ -277,7 +278,8 @@ def serve_stdio(agent: Agent, options: ServeOptions | None = None, *, log_level:
     with `acp-green serve --agent`, which patches before importing the agent.
     """
     refused = _patch_if_safe() if monkey_patch else []
-    from . import blockwatch, logsetup, stderrsink, transport
+    from .process import blockwatch, logsetup, stderrsink
+    from .rpc import transport
 
     options = options or ServeOptions()
     read_fd, write_fd = transport.claim_stdio()
@@ -301,7 +303,7 @@ def serve_stdio(agent: Agent, options: ServeOptions | None = None, *, log_level:
 
 def _patch_if_safe() -> list[str]:
     """Patch the process unless it is patched already or patching now is unsafe; why not, if not."""
-    from .patching import is_patched, patch_process, reasons_not_to_patch
+    from .process.patching import is_patched, patch_process, reasons_not_to_patch
 
     if is_patched():
         return []

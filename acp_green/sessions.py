@@ -11,8 +11,8 @@ from typing import Any
 
 import gevent
 
-from . import wire
-from .cancel import CancelToken
+from .rpc import wire
+from .rpc.cancel import CancelToken
 from .errors import StateNotStorable, UnknownSession
 from .store.interface import Store
 from .store.session_record import SessionRecord

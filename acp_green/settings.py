@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import wire
+from .rpc import wire
 from .agent import Agent, BooleanOption, ConfigOption
 from .context import ConnectionSnapshot
 from .sessions import Session, SessionRegistry

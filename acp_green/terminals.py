@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
-from . import content, wire
-from .cancel import CancelToken
+from . import content
+from .rpc import wire
+from .rpc.cancel import CancelToken
 from .errors import ClientError
 
 log = logging.getLogger(__name__)

@@ -21,7 +21,7 @@ import base64
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypedDict, get_args
 
-from . import wire
+from .rpc import wire
 
 ToolKind = Literal["read", "edit", "delete", "move", "search", "execute", "think", "fetch", "switch_mode", "other"]
 ToolCallStatus = Literal["pending", "in_progress", "completed", "failed"]

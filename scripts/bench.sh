@@ -25,6 +25,6 @@ if [ "$doc" = 1 ]; then
   for ext in json png txt; do
     if [ -f "bench-results/$stamp.$ext" ]; then cp "bench-results/$stamp.$ext" "docs/benchmarks/latest.$ext"; fi
   done
-  .venv/bin/python -m acp_green.bench.doc docs/benchmarks/latest.json docs/BENCHMARKS.md
+  .venv/bin/python -m acp_green.tools.bench.doc docs/benchmarks/latest.json docs/BENCHMARKS.md
   echo "wrote docs/BENCHMARKS.md from docs/benchmarks/latest.json" >&2
 fi

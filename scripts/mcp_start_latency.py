@@ -22,8 +22,8 @@ import time
 
 import gevent
 
-from acp_green.bench.stats import percentile
-from acp_green.rig.client import AgentProcess
+from acp_green.tools.bench.stats import percentile
+from acp_green.tools.rig.client import AgentProcess
 
 #: Answers `initialize` and `tools/call` (our requests put "id" before "method"); ignores the rest.
 def _sed_answer(method: str, result: str) -> str:

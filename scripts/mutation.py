@@ -42,41 +42,41 @@ TREE = STATE / "tree"
 # a note if it is nowhere.
 MODULES: dict[str, tuple[str, str, list[str]]] = {
     # -- bytes: framing, descriptors, the hub; errors and counters -----------------------------
-    "wire": ("bytes", "acp_green/wire.py", ["tests/wire/test_strict_json.py", "tests/wire/test_wire.py"]),
-    "transport": ("bytes", "acp_green/transport.py", [
+    "wire": ("bytes", "acp_green/rpc/wire.py", ["tests/wire/test_strict_json.py", "tests/wire/test_wire.py"]),
+    "transport": ("bytes", "acp_green/rpc/transport.py", [
         "tests/transport/test_outbound.py", "tests/transport/test_line_reader.py",
         "tests/e2e/test_rules_in_process.py", "tests/endpoint/test_input_guard.py",
     ]),
-    "stderrsink": ("bytes", "acp_green/stderrsink.py", ["tests/transport/test_stderr_sink.py"]),
-    "fairness": ("bytes", "acp_green/fairness.py", [
+    "stderrsink": ("bytes", "acp_green/process/stderrsink.py", ["tests/transport/test_stderr_sink.py"]),
+    "fairness": ("bytes", "acp_green/rpc/fairness.py", [
         "tests/transport/test_outbound.py", "tests/e2e/test_rules_in_process.py",
         "tests/sessions/test_history_flow.py",
     ]),
-    "heap": ("bytes", "acp_green/heap.py", ["tests/cli/test_heap.py"]),
+    "heap": ("bytes", "acp_green/process/heap.py", ["tests/cli/test_heap.py"]),
     "version": ("bytes", "acp_green/version.py", ["tests/package/test_public_names.py"]),
     "errors": ("bytes", "acp_green/errors.py", [
         "tests/endpoint/test_errors_map.py", "tests/endpoint/test_protocol_shape.py",
         "tests/endpoint/test_endpoint.py", "tests/endpoint/test_hostile_params.py", "tests/mcp/test_stdio_link.py",
         "tests/wire/test_strict_json.py", "tests/agent/test_turn_client_facing.py",
     ]),
-    "stats": ("bytes", "acp_green/stats.py", ["tests/endpoint/test_protocol_shape.py", "tests/cli/test_heap.py"]),
+    "stats": ("bytes", "acp_green/process/stats.py", ["tests/endpoint/test_protocol_shape.py", "tests/cli/test_heap.py"]),
     "redact": ("bytes", "acp_green/redact.py", ["tests/mcp/test_redaction.py"]),
     # -- json-rpc: requests, responses, ids, admission -----------------------------------------
-    "endpoint": ("json-rpc", "acp_green/endpoint.py", [
+    "endpoint": ("json-rpc", "acp_green/rpc/endpoint.py", [
         "tests/endpoint/test_endpoint.py", "tests/endpoint/test_background_drain.py",
         "tests/endpoint/test_method_table.py", "tests/endpoint/test_rules_unit.py",
         "tests/endpoint/test_input_guard.py", "tests/transport/test_shutdown_stop.py",
         "tests/e2e/test_rules_in_process.py",
     ]),
-    "params": ("json-rpc", "acp_green/params.py", [
+    "params": ("json-rpc", "acp_green/rpc/params.py", [
         "tests/endpoint/test_protocol_shape.py", "tests/endpoint/test_input_guard.py",
         "tests/endpoint/test_hostile_params.py",
     ]),
-    "outgoing": ("json-rpc", "acp_green/outgoing.py", [
+    "outgoing": ("json-rpc", "acp_green/rpc/outgoing.py", [
         "tests/endpoint/test_rpc_plumbing.py", "tests/e2e/test_nan_wait.py", "tests/endpoint/test_endpoint.py",
         "tests/mcp/test_stdio_link.py", "tests/agent/test_terminals.py",
     ]),
-    "client_requests": ("json-rpc", "acp_green/client_requests.py", [
+    "client_requests": ("json-rpc", "acp_green/rpc/client_requests.py", [
         "tests/endpoint/test_rpc_plumbing.py", "tests/endpoint/test_endpoint.py",
         "tests/endpoint/test_feature_registration.py", "tests/agent/test_turn_client_facing.py",
     ]),
@@ -85,7 +85,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/sessions/test_registry.py", "tests/endpoint/test_rules_unit.py",
         "tests/sessions/test_session_methods.py", "tests/agent/test_update_checks.py",
     ]),
-    "cancel": ("state", "acp_green/cancel.py", [
+    "cancel": ("state", "acp_green/rpc/cancel.py", [
         "tests/sessions/test_cancel_token.py", "tests/sessions/test_registry.py", "tests/e2e/test_nan_wait.py",
     ]),
     "usage": ("state", "acp_green/usage.py", [
@@ -168,11 +168,11 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/transport/test_shutdown_stop.py", "tests/e2e/test_rules_in_process.py",
         "tests/transport/test_shutdown_edges.py",
     ]),
-    "logsetup": ("server", "acp_green/logsetup.py", [
+    "logsetup": ("server", "acp_green/process/logsetup.py", [
         "tests/e2e/test_rules_in_process.py", "tests/transport/test_stderr_sink.py",
     ]),
-    "blockwatch": ("server", "acp_green/blockwatch.py", ["tests/transport/test_blockwatch.py"]),
-    "patching": ("server", "acp_green/patching.py", [
+    "blockwatch": ("server", "acp_green/process/blockwatch.py", ["tests/transport/test_blockwatch.py"]),
+    "patching": ("server", "acp_green/process/patching.py", [
         "tests/cli/test_serve_stdio_patching.py", "tests/cli/test_entry_patching.py",
     ]),
     # -- command-line: parsing options, loading the agent, the demo agent ----------------------
@@ -188,29 +188,29 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/agent/test_terminals.py",
     ]),
     # -- rig-verdicts: the rig's judgements of an agent ---------------------------------------------
-    "rig.probe": ("rig-verdicts", "acp_green/rig/probe.py", [
+    "rig.probe": ("rig-verdicts", "acp_green/tools/rig/probe.py", [
         "tests/tools/test_probe_busy_prompt.py", "tests/tools/test_probe_verdicts.py", "tests/tools/test_probe.py",
     ]),
-    "rig.soak": ("rig-verdicts", "acp_green/rig/soak.py", [
+    "rig.soak": ("rig-verdicts", "acp_green/tools/rig/soak.py", [
         "tests/tools/test_soak_samples.py", "tests/tools/test_soak.py", "tests/tools/test_soak_orphans.py",
     ]),
-    "rig.reaper": ("rig-verdicts", "acp_green/rig/reaper.py", [
+    "rig.reaper": ("rig-verdicts", "acp_green/tools/rig/reaper.py", [
         "tests/tools/test_reaper_launched.py", "tests/tools/test_probe_busy_prompt.py",
         "tests/tools/test_teardown_checks.py", "tests/tools/test_rig_fault_agents.py",
         "tests/tools/test_soak_orphans.py",
     ]),
-    "rig.invariants": ("rig-verdicts", "acp_green/rig/invariants.py", [
+    "rig.invariants": ("rig-verdicts", "acp_green/tools/rig/invariants.py", [
         "tests/tools/test_rig_invariants.py", "tests/tools/test_invariant_findings.py",
         "tests/tools/test_teardown_checks.py", "tests/tools/test_rig_fault_agents.py",
         "tests/endpoint/test_input_guard.py",
     ]),
-    "rig.chat_answers": ("rig-verdicts", "acp_green/rig/chat_answers.py", [
+    "rig.chat_answers": ("rig-verdicts", "acp_green/tools/rig/chat_answers.py", [
         "tests/tools/test_chat_answers.py", "tests/tools/test_chat_ask_eof.py",
     ]),
-    "rig.chat_ask": ("rig-verdicts", "acp_green/rig/chat_ask.py", [
+    "rig.chat_ask": ("rig-verdicts", "acp_green/tools/rig/chat_ask.py", [
         "tests/tools/test_chat_ask_eof.py", "tests/tools/test_chat_pipe.py",
     ]),
-    "rig.chat_files": ("rig-verdicts", "acp_green/rig/chat_files.py", ["tests/tools/test_chat_answers.py"]),
+    "rig.chat_files": ("rig-verdicts", "acp_green/tools/rig/chat_files.py", ["tests/tools/test_chat_answers.py"]),
 }
 GROUPS: list[str] = list(dict.fromkeys(group for group, _path, _tests in MODULES.values()))
 

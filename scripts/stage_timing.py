@@ -18,7 +18,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from acp_green import endpoint, settings, transport, wire
+from acp_green.rpc import endpoint, transport, wire
+from acp_green import settings
 from acp_green.protocol import access
 
 _totals: defaultdict[str, list[int]] = defaultdict(lambda: [0, 0])  # stage -> [nanoseconds, calls]

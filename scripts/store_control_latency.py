@@ -24,7 +24,7 @@ from typing import Any
 
 import gevent
 
-from acp_green.rig.client import AgentProcess
+from acp_green.tools.rig.client import AgentProcess
 from acp_green.store import statedb
 from acp_green.store.session_record import SessionRecord
 

@@ -22,9 +22,9 @@ import pytest
 from gevent.greenlet import Greenlet
 
 from acp_green.agent import Agent
-from acp_green.rig.client import AcpClient, AgentProcess, ClientPolicy
+from acp_green.tools.rig.client import AcpClient, AgentProcess, ClientPolicy
 from acp_green.server import ServeOptions, Server
-from acp_green.transport import OutputLimits
+from acp_green.rpc.transport import OutputLimits
 from tests.helpers import group_members, invariant_problems, stream_schema_problems, tolerated_invariants
 from tests.unit_harness import unit  # noqa: F401 - the unit layer's fixture, for every test module
 

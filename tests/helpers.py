@@ -19,10 +19,10 @@ import gevent
 import pytest
 from gevent.event import Event
 
-from acp_green.rig.client import Record
-from acp_green.rig.invariants import InvariantChecker
-from acp_green.rig.reaper import proc_info
-from acp_green.rig.schema import StreamChecker
+from acp_green.tools.rig.client import Record
+from acp_green.tools.rig.invariants import InvariantChecker
+from acp_green.tools.rig.reaper import proc_info
+from acp_green.tools.rig.schema import StreamChecker
 
 #: The tests directory and the repository root, for the files a test reads or runs by path
 #: (test modules sit one folder down, so their own __file__ is not where these are).
@@ -171,7 +171,7 @@ def tolerated_invariants(request: pytest.FixtureRequest) -> frozenset[str]:
 
 def invariant_problems(records: Sequence[Record], tolerated: frozenset[str] = frozenset(),
                        complete: bool | str = "read") -> list[str]:
-    """The rig's invariants (acp_green/rig/invariants.py) over one connection's records.
+    """The rig's invariants (acp_green/tools/rig/invariants.py) over one connection's records.
 
     `complete="read"`: every request sent before the last one answered must have been answered
     (the agent reads in order; a test may stop it before it read the rest).

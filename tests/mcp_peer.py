@@ -25,7 +25,7 @@ from gevent.event import AsyncResult, Event
 from gevent.queue import Queue
 from mcp.shared.message import SessionMessage
 
-from acp_green.rig.client import AcpClient
+from acp_green.tools.rig.client import AcpClient
 
 
 class _AsyncioThread:

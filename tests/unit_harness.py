@@ -17,17 +17,17 @@ from typing import Any
 import pytest
 from gevent.event import Event
 
-from acp_green import wire
+from acp_green.rpc import wire
 from acp_green import protocol
 from acp_green.agent import Agent
 from acp_green.context import ConnectionContext
 from acp_green.demo import DemoAgent
-from acp_green.endpoint import Endpoint
-from acp_green.rig.client import Record
-from acp_green.rig.schema import StreamChecker
+from acp_green.rpc.endpoint import Endpoint
+from acp_green.tools.rig.client import Record
+from acp_green.tools.rig.schema import StreamChecker
 from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore
-from acp_green.transport import OutputLimits
+from acp_green.rpc.transport import OutputLimits
 from tests.helpers import invariant_problems, tolerated_invariants, wait_until
 
 __all__ = ["Sink", "UnitConnection", "same_id", "unit"]

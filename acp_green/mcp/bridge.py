@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import gevent
 from gevent.greenlet import Greenlet
 
-from .. import wire
-from ..cancel import CancelToken
-from ..endpoint import Job, Outcome
+from ..rpc import wire
+from ..rpc.cancel import CancelToken
+from ..rpc.endpoint import Job, Outcome
 from ..errors import (
     InternalError,
     McpConnectFailed,
@@ -30,7 +30,7 @@ from ..errors import (
     error_for,
     one_line,
 )
-from ..outgoing import PendingRequest
+from ..rpc.outgoing import PendingRequest
 from .tools import ToolServer
 
 if TYPE_CHECKING:

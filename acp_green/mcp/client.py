@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ..version import __version__
-from ..cancel import CancelToken
+from ..rpc.cancel import CancelToken
 from ..errors import ClientError, McpError
 from .tools import PROTOCOL_VERSIONS, ToolServer
 

@@ -31,13 +31,13 @@ import gevent
 from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 
-from .. import wire
-from ..cancel import CancelToken
-from ..fairness import share
+from ..rpc import wire
+from ..rpc.cancel import CancelToken
+from ..rpc.fairness import share
 from ..errors import INTERNAL_ERROR, McpConnectFailed, McpError, McpServerExited, RpcError, one_line
-from ..outgoing import PendingRequest
+from ..rpc.outgoing import PendingRequest
 from ..redact import redact_url, scrub, secrets_of
-from ..transport import LineFramer
+from ..rpc.transport import LineFramer
 from .peer import McpPeer, NotificationHandler, RequestHandler, cancel_notification
 from .sse import MAX_EVENT_BYTES, SseParser, SseTooLarge
 

@@ -27,10 +27,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from .. import wire
-from ..cancel import CancelToken
+from ..rpc import wire
+from ..rpc.cancel import CancelToken
 from ..errors import InvalidRequest, McpError, McpServerFlooding, MethodNotFound, RpcError
-from ..outgoing import OutgoingRequests, PendingRequest
+from ..rpc.outgoing import OutgoingRequests, PendingRequest
 
 log = logging.getLogger(__name__)
 

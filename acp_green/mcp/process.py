@@ -30,9 +30,9 @@ from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 from gevent.queue import Queue
 
-from ..fairness import share
+from ..rpc.fairness import share
 from ..redact import redact_argv
-from ..transport import LineReader, read_chunks
+from ..rpc.transport import LineReader, read_chunks
 from . import escapees
 
 log = logging.getLogger(__name__)

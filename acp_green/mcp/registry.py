@@ -16,10 +16,10 @@ from typing import Any
 
 import gevent
 
-from .. import wire
-from ..endpoint import Job, Outcome, background, notification
+from ..rpc import wire
+from ..rpc.endpoint import Job, Outcome, background, notification
 from ..errors import MethodNotFound, UnknownMcpConnection, UnknownMcpServer
-from ..params import Params
+from ..rpc.params import Params
 from .bridge import CLOSED, CONNECTING, Bridge, InProcessBridge, ProvidedServer, StdioBridge
 from .tools import ToolServer
 

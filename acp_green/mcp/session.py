@@ -22,7 +22,7 @@ import gevent
 from gevent.event import AsyncResult
 from gevent.greenlet import Greenlet
 
-from ..cancel import CancelToken
+from ..rpc.cancel import CancelToken
 from ..errors import ClientError, McpServerExited, McpUnavailable, RpcError, TurnCancelled, one_line
 from .bridge import ProvidedServer
 from .client import AcpChannel, LoopbackChannel, McpClientSession, StdioChannel

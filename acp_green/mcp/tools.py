@@ -12,8 +12,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import wire
-from ..cancel import CancelToken
+from ..rpc import wire
+from ..rpc.cancel import CancelToken
 from ..errors import INVALID_PARAMS, METHOD_NOT_FOUND, McpError, TurnCancelled, one_line
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..agent import Agent
 from ..context import ConnectionContext
-from ..endpoint import Endpoint
+from ..rpc.endpoint import Endpoint
 from ..errors import RequestCancelled
 from ..mcp.registry import McpRegistry, provided_servers
 from ..sessions import SessionRegistry

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..agent import Agent
 from ..context import ConnectionContext
 from ..errors import AuthRequired
-from ..params import Params
+from ..rpc.params import Params
 from ..sessions import Session, SessionRegistry
 
 

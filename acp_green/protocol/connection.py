@@ -6,17 +6,17 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .. import wire
+from ..rpc import wire
 from ..version import __version__
 from ..agent import Agent, ExtensionCall
-from ..cancel import CancelToken
+from ..rpc.cancel import CancelToken
 from ..context import PROTOCOL_VERSION, ConnectionContext
-from ..endpoint import Endpoint, Job, Kind, Route, control, fallback
+from ..rpc.endpoint import Endpoint, Job, Kind, Route, control, fallback
 from ..errors import MethodNotFound, NotInitialized, RpcError
 from ..mcp.registry import McpRegistry
-from ..params import Params
+from ..rpc.params import Params
 from ..sessions import SessionRegistry
-from ..stats import STATS_METHOD, runtime_stats
+from ..process.stats import STATS_METHOD, runtime_stats
 
 if TYPE_CHECKING:
     from ..store.base import Store

@@ -16,15 +16,15 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .. import wire
+from ..rpc import wire
 from ..agent import STOP_REASONS, Agent, Turn
-from ..endpoint import Job, Outcome, background
+from ..rpc.endpoint import Job, Outcome, background
 from ..errors import InternalError, SessionBusy, one_line
-from ..params import Params
+from ..rpc.params import Params
 from ..sessions import Session, SessionRegistry
 from ..settings import SessionSettings
 from ..store.turns import FAILED, TurnOutcome
-from ..transport import Outbound
+from ..rpc.transport import Outbound
 from ..usage import RUNNING, UsageRecord
 from .access import SessionAccess
 from .session_mcp import SessionMcpServers

@@ -23,10 +23,10 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .. import wire
-from ..endpoint import Job, Outcome, Reply
+from ..rpc import wire
+from ..rpc.endpoint import Job, Outcome, Reply
 from ..errors import RequestCancelled, RpcError, UnknownSession
-from ..fairness import PacedProducer, UpdateChannel
+from ..rpc.fairness import PacedProducer, UpdateChannel
 from ..sessions import Session, SessionRegistry
 from .updates import SessionUpdateEncoder
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..mcp.registry import McpRegistry
-from ..cancel import CancelToken
+from ..rpc.cancel import CancelToken
 from ..sessions import Session
 
 if TYPE_CHECKING:

@@ -14,14 +14,14 @@ import logging
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from .. import wire
+from ..rpc import wire
 from ..agent import Agent, SessionView
-from ..endpoint import Reply, background, control, notification
+from ..rpc.endpoint import Reply, background, control, notification
 from ..errors import InvalidParams, RpcError, SessionBusy, TooManyMcpServers, UnknownSession
-from ..params import Params
+from ..rpc.params import Params
 from ..sessions import Session, SessionRegistry
 from ..settings import SessionSettings
-from ..transport import Outbound
+from ..rpc.transport import Outbound
 from .access import SessionAccess
 from .replay import ReplayJob
 from .session_mcp import SessionMcpServers

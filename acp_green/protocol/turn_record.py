@@ -26,8 +26,8 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from .. import wire
-from ..cancel import CancelToken
+from ..rpc import wire
+from ..rpc.cancel import CancelToken
 from ..errors import one_line
 from ..sessions import Session
 from ..store.turns import TurnOutcome

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any
 
-from .. import wire
+from ..rpc import wire
 from ..sessions import Session
 
 TITLE_LIMIT = 80

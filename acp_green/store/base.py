@@ -33,7 +33,7 @@ from .turns import HistoryEntry, HistoryPage, HistoryPosition, StoredTurn, TurnO
 from ..usage import UsageRecord
 
 if TYPE_CHECKING:
-    from ..cancel import CancelToken
+    from ..rpc.cancel import CancelToken
 
 log = logging.getLogger(__name__)
 

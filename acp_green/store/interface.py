@@ -13,7 +13,7 @@ from .turns import HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
 from ..usage import UsageRecord
 
 if TYPE_CHECKING:
-    from ..cancel import CancelToken
+    from ..rpc.cancel import CancelToken
 
 __all__ = ["HistoryPage", "HistoryPosition", "SessionRecord", "Store", "StoredTurn", "TurnOutcome", "UsageRecord"]
 

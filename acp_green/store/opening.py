@@ -20,7 +20,7 @@ import gevent
 from gevent.event import AsyncResult, Event
 
 if TYPE_CHECKING:
-    from ..cancel import CancelToken
+    from ..rpc.cancel import CancelToken
     from ..usage import UsageRecord
     from .base import Store
     from .session_record import SessionRecord

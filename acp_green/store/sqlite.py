@@ -68,7 +68,7 @@ from .turns import HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
 from ..usage import UsageRecord
 
 if TYPE_CHECKING:
-    from ..cancel import CancelToken
+    from ..rpc.cancel import CancelToken
 
 log = logging.getLogger(__name__)
 
@@ -116,12 +116,109 @@ class StoreUnavailable(Exception):
     """The store thread did not answer in time, or the store is closed."""
 
 
-class StoreThread:
+class WaitingWrites:
+    """The store thread's side of an outage: writes the disk cannot take now wait, in order, and are
+    retried with backoff; reads are answered past them; at close they get their last tries.
+
+    A base of `StoreThread`, run only by the store thread, like it."""
+
+    path: str
+    retries: int
+    failed_writes: int
+    _memory: MemoryStore | None
+    _waiting: list[Write]
+    _held_syncs: list[AsyncResult]
+    _retry_at: float
+    _retry_delay: float
+    _outage: bool
+    _outage_full: bool
+    _outage_warned: bool
+    # Defined by StoreThread: what a batch, a release of room and an answer to the hub are.
+    _apply: Callable[[sqlite3.Connection, list[Operation]], list[tuple[Any, BaseException | None]]]
+    _release: Callable[[int], None]
+    _deliver: Callable[..., None]
+
+    def _failed_now(self, exc: sqlite3.Error) -> None:
+        """A transient failure (full, busy, I/O): count it, say it, retry later with backoff."""
+        self.retries += 1
+        self._retry_delay = min(max(self._retry_delay * 2, RETRY_FIRST), RETRY_MAX)
+        self._retry_at = time.monotonic() + self._retry_delay
+        if _is_busy(exc):
+            log.info("state database busy; retrying in %.2fs (%d writes wait)", self._retry_delay, len(self._waiting))
+        if not self._outage:
+            self._outage = True
+            self._outage_full = False
+            self._outage_warned = not _is_busy(exc)
+            if self._outage_warned:
+                log.warning("state database %s cannot be written now (%s): keeping what waits in memory and retrying; "
+                            "it is written once the disk works again", self.path, exc)
+
+    def _while_waiting(self, conn: sqlite3.Connection, work: list[Operation]) -> list[tuple[Any, BaseException | None]]:
+        """Writes join the waiting ones; reads are answered from the disk, the waiting session
+        saves and deletes applied; a sync is answered once the waiting writes are written."""
+        results: list[tuple[Any, BaseException | None]] = []
+        for op in work:
+            if isinstance(op, Write):
+                if len(self._waiting) >= WAITING_WRITES_LIMIT:
+                    self.failed_writes += 1
+                    self._release(op.held_bytes())
+                    if not self._outage_full:  # said once per outage; the count goes on in failed_writes
+                        log.error("%d writes already wait for %s: dropping further writes until it takes them (%s of session %s first)",
+                                  len(self._waiting), self.path, op.label, ascii(op.for_session()))
+                        self._outage_full = True
+                else:
+                    self._waiting.append(op)
+                results.append((None, None))
+            elif isinstance(op, Sync):
+                results.append((_HELD, None))
+            else:
+                try:
+                    results.append((self._read_past_waiting(conn, op), None))
+                except sqlite3.Error as exc:
+                    results.append((None, StoreUnavailable(f"cannot read {self.path}: {exc}")))
+        return results
+
+    def _read_past_waiting(self, conn: sqlite3.Connection, op: Operation) -> Any:
+        if isinstance(op, LoadSession):
+            for write in reversed(self._waiting):
+                if isinstance(write, SaveSession) and write.record.session_id == op.session_id:
+                    return copy.deepcopy(write.record)
+                if isinstance(write, DeleteSession) and write.session_id == op.session_id:
+                    return None
+        if isinstance(op, ListSessions):
+            changes = [w for w in self._waiting if isinstance(w, (SaveSession, DeleteSession))]
+            limit = None if op.limit is None else op.limit + len(changes)
+            merged = MemoryStore()
+            for record in statedb.list_sessions(conn, op.cwd, op.after, limit):
+                merged.save_session(record)
+            for write in changes:
+                write.in_memory(merged)
+            return merged.list_sessions(op.cwd, op.after, op.limit)
+        return op.on_disk(conn)
+
+    def _last_tries(self, conn: sqlite3.Connection) -> None:
+        """At close: try the waiting writes until CLOSE_RETRY; what still cannot be written is lost, said at ERROR."""
+        deadline = time.monotonic() + CLOSE_RETRY
+        while self._waiting and self._memory is None and time.monotonic() < deadline:
+            _sleep(max(min(self._retry_at - time.monotonic(), deadline - time.monotonic()), 0.0))
+            self._retry_at = 0.0
+            self._apply(conn, [])
+        if self._waiting and self._memory is None:
+            lost, self._waiting = self._waiting, []
+            self.failed_writes += len(lost)
+            self._release(sum(op.held_bytes() for op in lost))
+            log.error("closing %s with %d writes it could not take (the disk still fails): they are lost", self.path, len(lost))
+        held, self._held_syncs = self._held_syncs, []
+        for result in held:
+            self._deliver(result, error=StoreUnavailable(f"store {self.path} closed with writes it could not take"))
+
+
+class StoreThread(WaitingWrites):
     """The store thread's side of `SqliteStore`: only the thread it starts runs these methods.
 
     It owns the connection, applies what is queued in batches (one transaction each), resolves
     reads through the hub, gives back room to a waiting producer as history is committed, keeps
-    writes the disk cannot take now and retries them (see `SqliteStore`), purges a deleted
+    writes the disk cannot take now and retries them (its base, `WaitingWrites`), purges a deleted
     session's history in bounded steps, and falls back to memory when the database is unusable.
     """
 
@@ -267,64 +364,6 @@ class StoreThread:
             self._deliver(result)
         return results[len(waiting):]
 
-    def _failed_now(self, exc: sqlite3.Error) -> None:
-        """A transient failure (full, busy, I/O): count it, say it, retry later with backoff."""
-        self.retries += 1
-        self._retry_delay = min(max(self._retry_delay * 2, RETRY_FIRST), RETRY_MAX)
-        self._retry_at = time.monotonic() + self._retry_delay
-        if _is_busy(exc):
-            log.info("state database busy; retrying in %.2fs (%d writes wait)", self._retry_delay, len(self._waiting))
-        if not self._outage:
-            self._outage = True
-            self._outage_full = False
-            self._outage_warned = not _is_busy(exc)
-            if self._outage_warned:
-                log.warning("state database %s cannot be written now (%s): keeping what waits in memory and retrying; "
-                            "it is written once the disk works again", self.path, exc)
-
-    def _while_waiting(self, conn: sqlite3.Connection, work: list[Operation]) -> list[tuple[Any, BaseException | None]]:
-        """Writes join the waiting ones; reads are answered from the disk, the waiting session
-        saves and deletes applied; a sync is answered once the waiting writes are written."""
-        results: list[tuple[Any, BaseException | None]] = []
-        for op in work:
-            if isinstance(op, Write):
-                if len(self._waiting) >= WAITING_WRITES_LIMIT:
-                    self.failed_writes += 1
-                    self._release(op.held_bytes())
-                    if not self._outage_full:  # said once per outage; the count goes on in failed_writes
-                        log.error("%d writes already wait for %s: dropping further writes until it takes them (%s of session %s first)",
-                                  len(self._waiting), self.path, op.label, ascii(op.for_session()))
-                        self._outage_full = True
-                else:
-                    self._waiting.append(op)
-                results.append((None, None))
-            elif isinstance(op, Sync):
-                results.append((_HELD, None))
-            else:
-                try:
-                    results.append((self._read_past_waiting(conn, op), None))
-                except sqlite3.Error as exc:
-                    results.append((None, StoreUnavailable(f"cannot read {self.path}: {exc}")))
-        return results
-
-    def _read_past_waiting(self, conn: sqlite3.Connection, op: Operation) -> Any:
-        if isinstance(op, LoadSession):
-            for write in reversed(self._waiting):
-                if isinstance(write, SaveSession) and write.record.session_id == op.session_id:
-                    return copy.deepcopy(write.record)
-                if isinstance(write, DeleteSession) and write.session_id == op.session_id:
-                    return None
-        if isinstance(op, ListSessions):
-            changes = [w for w in self._waiting if isinstance(w, (SaveSession, DeleteSession))]
-            limit = None if op.limit is None else op.limit + len(changes)
-            merged = MemoryStore()
-            for record in statedb.list_sessions(conn, op.cwd, op.after, limit):
-                merged.save_session(record)
-            for write in changes:
-                write.in_memory(merged)
-            return merged.list_sessions(op.cwd, op.after, op.limit)
-        return op.on_disk(conn)
-
     def _purge_step(self, conn: sqlite3.Connection) -> None:
         """One bounded step of deleting history whose session is gone (between batches, so reads
         never wait behind the delete of a long history)."""
@@ -351,22 +390,6 @@ class StoreThread:
             log.info("purging deleted history from %s failed (%s); the next start purges it", self.path, exc)
             self._orphans_checked = True
             self._purging.clear()
-
-    def _last_tries(self, conn: sqlite3.Connection) -> None:
-        """At close: try the waiting writes until CLOSE_RETRY; what still cannot be written is lost, said at ERROR."""
-        deadline = time.monotonic() + CLOSE_RETRY
-        while self._waiting and self._memory is None and time.monotonic() < deadline:
-            _sleep(max(min(self._retry_at - time.monotonic(), deadline - time.monotonic()), 0.0))
-            self._retry_at = 0.0
-            self._apply(conn, [])
-        if self._waiting and self._memory is None:
-            lost, self._waiting = self._waiting, []
-            self.failed_writes += len(lost)
-            self._release(sum(op.held_bytes() for op in lost))
-            log.error("closing %s with %d writes it could not take (the disk still fails): they are lost", self.path, len(lost))
-        held, self._held_syncs = self._held_syncs, []
-        for result in held:
-            self._deliver(result, error=StoreUnavailable(f"store {self.path} closed with writes it could not take"))
 
     def _transaction(self, conn: sqlite3.Connection, work: list[Operation], writes: bool) -> list[tuple[Any, BaseException | None]]:
         if writes:

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from acp_green import content
 from acp_green.agent import text_content
 from acp_green.elicitation import form_params
-from acp_green.rig.client import ClientPolicy
-from acp_green.rig.schema import default_schema
+from acp_green.tools.rig.client import ClientPolicy
+from acp_green.tools.rig.schema import default_schema
 from tests.helpers import said
 from tests.agent.test_terminals import both_sides_valid, position, requests_of, response_to, start, tool_updates
 

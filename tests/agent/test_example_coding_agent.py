@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_green.rig.client import AcpClient, ClientPolicy
+from acp_green.tools.rig.client import AcpClient, ClientPolicy
 from tests.helpers import REPO, said
 
 EXAMPLE = str(REPO / "examples" / "coding_agent.py")

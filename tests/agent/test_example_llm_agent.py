@@ -18,7 +18,7 @@ from gevent import subprocess
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_green.rig.client import ClientPolicy
+from acp_green.tools.rig.client import ClientPolicy
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import REPO, TESTS, said
 from tests.mcp_helpers import stdio_entry

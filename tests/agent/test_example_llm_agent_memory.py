@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import sys
 
-from acp_green.rig.client import ClientPolicy
+from acp_green.tools.rig.client import ClientPolicy
 from tests.agent.test_example_llm_agent import ENV, LLM_AGENT, LLM_TOOLS, endpoint  # noqa: F401 (a fixture)
 from tests.mcp_helpers import stdio_entry
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_green.rig.client import RpcErrorResponse
+from acp_green.tools.rig.client import RpcErrorResponse
 from tests.helpers import said
 
 AGENT = "--agent"

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from acp_green.blocks import blocks_of
 from acp_green.errors import InvalidParams
-from acp_green.params import Params
+from acp_green.rpc.params import Params
 from acp_green.protocol.prompt import prompt_blocks
-from acp_green.rig.client import RpcErrorResponse
+from acp_green.tools.rig.client import RpcErrorResponse
 from tests.helpers import said
 
 READER = ("--agent", "tests.surface_agents:ReadsEveryBlockAgent")

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from acp_green.rig.client import RpcErrorResponse
+from acp_green.tools.rig.client import RpcErrorResponse
 from tests.helpers import said
 
 SETTINGS = ("--agent", "tests.surface_agents:SettingsAgent")

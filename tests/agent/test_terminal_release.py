@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from acp_green.cancel import CancelToken
+from acp_green.rpc.cancel import CancelToken
 from acp_green.terminals import TerminalReleased, TurnTerminals
 
 

@@ -12,10 +12,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_green.rig.client import AcpClient, ClientPolicy
-from acp_green.rig.invariants import InvariantChecker
-from acp_green.rig.schema import StreamChecker
-from acp_green.rig.terminals import tail_at_char_boundary
+from acp_green.tools.rig.client import AcpClient, ClientPolicy
+from acp_green.tools.rig.invariants import InvariantChecker
+from acp_green.tools.rig.schema import StreamChecker
+from acp_green.tools.rig.terminals import tail_at_char_boundary
 from acp_green.terminals import create_params
 from tests.helpers import said
 
@@ -215,7 +215,7 @@ def test_sigterm_during_a_terminal_releases_it_before_the_cancelled_response(lau
 def test_the_rig_flags_a_request_for_a_session_after_its_prompts_response():
     """S5 in the rig: a terminal/release for a session after its prompt's response is
     `no_update_after_response` (so every test's teardown checks it)."""
-    from acp_green.rig.client import Record
+    from acp_green.tools.rig.client import Record
 
     def rec(direction: str, message: dict[str, Any]) -> Record:
         return Record(0.0, direction, b"", message)
@@ -252,7 +252,7 @@ def test_rig_terminal_output_is_cut_from_the_beginning_at_a_character_boundary(t
 def test_terminal_create_params_refuse_what_the_schema_refuses(args: Any, limit: Any):
     """Terminals: what `create_params` accepts is a valid CreateTerminalRequest;
     one string as args, non-string args, a negative, boolean or too large limit is refused."""
-    from acp_green.rig.schema import default_schema
+    from acp_green.tools.rig.schema import default_schema
 
     try:
         params = create_params("s", "cmd", args, output_byte_limit=limit, env={"A": "1"}, cwd="/tmp")
@@ -267,7 +267,7 @@ def test_terminal_create_params_refuse_what_the_schema_refuses(args: Any, limit:
 
 def test_rig_host_reaps_its_commands_at_close():
     """The rig's terminals never outlive it: `close` kills a command still running."""
-    from acp_green.rig.terminals import TerminalHost
+    from acp_green.tools.rig.terminals import TerminalHost
 
     answers: list[Any] = []
     host = TerminalHost()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from acp_green.agent import Agent, Turn
-from acp_green.rig.client import AcpClient, ClientPolicy
+from acp_green.tools.rig.client import AcpClient, ClientPolicy
 from tests.unit_harness import UnitConnection
 
 CWD = "/work/project"

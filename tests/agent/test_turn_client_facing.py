@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from acp_green import paths
 from acp_green.demo import DemoAgent
 from acp_green.errors import ClientError, client_reason
-from acp_green.rig.client import AcpClient, ClientPolicy
+from acp_green.tools.rig.client import AcpClient, ClientPolicy
 from tests.helpers import said, wait_until
 from tests.unit_harness import UnitConnection
 

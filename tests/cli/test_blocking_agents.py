@@ -7,7 +7,7 @@ from __future__ import annotations
 from tests.helpers import said
 
 SLEEPING = "tests.blocking_agents:SleepingAgent"
-BLOCKED = "acp_green.blockwatch: the event loop is blocked"
+BLOCKED = "acp_green.process.blockwatch: the event loop is blocked"
 
 
 def start(launch, *args: str):

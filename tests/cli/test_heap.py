@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import gc
 
-from acp_green import heap
+from acp_green.process import heap
 
 
 def test_after_the_first_message_serve_freezes_start_up_and_still_counts_every_greenlet(launch):

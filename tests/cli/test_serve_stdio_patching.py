@@ -75,7 +75,7 @@ from gevent import events, monkey
 seen = []
 events.subscribers.append(lambda event: seen.append(type(event).__name__))
 real = metadata.entry_points
-from acp_green.patching import patch_process, reasons_not_to_patch
+from acp_green.process.patching import patch_process, reasons_not_to_patch
 safe = reasons_not_to_patch() == []
 patch_process()
 print(json.dumps({"safe": safe, "patched": monkey.is_module_patched("socket"), "events": seen,

@@ -23,7 +23,7 @@ NOT_BEFORE_INITIALIZE = (
     "acp_green.store.base", "acp_green.store.report", "acp_green.store.operations",
     "acp_green.mcp.process", "acp_green.mcp.jsonrpc", "acp_green.mcp.client", "acp_green.mcp.session",
     "acp_green.mcp.httplink", "geventhttpclient", "gevent.subprocess", "mcp",
-    "acp_green.rig", "acp_green.bench", "acp_green.blocks", "acp_green.terminals",
+    "acp_green.tools.rig", "acp_green.tools.bench", "acp_green.blocks", "acp_green.terminals",
     "acp_green.elicitation", "secrets",
 )
 

@@ -1,5 +1,6 @@
 """docs/ARCHITECTURE.md stays true: each layer of its table imports only the layers below it, every
-module of the runtime is in the table, and every `module.Name.attr` it cites exists."""
+module of the package (the tools included) is in the table, the runtime never imports the tools,
+and every `module.Name.attr` it cites exists."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tests.helpers import REPO
 ROOT = REPO
 DOC = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
 PACKAGE = ROOT / "acp_green"
-OUTSIDE_THE_RUNTIME = ("rig", "bench", "schema")  # tools around the runtime, and the demo agent
+OUTSIDE_THE_RUNTIME = ("schema",)  # data, not modules; the tools have a layer of their own
 OUTSIDE_MODULES = {"acp_green", "acp_green.demo"}
 
 
@@ -92,6 +93,15 @@ def test_every_runtime_module_is_in_the_layer_table():
     assert not missing, missing
 
 
+def test_the_runtime_never_imports_the_tools():
+    """Only the command line starts a tool; nothing else of the package reaches into tools/."""
+    entry = {"acp_green.cli", "acp_green.__main__"}
+    reaching = [f"{module} imports {target}" for module, path in _runtime_modules().items()
+                if module not in entry and not module.startswith("acp_green.tools")
+                for target in _imports(module, path) if target.startswith("acp_green.tools")]
+    assert not reaching, reaching
+
+
 def test_each_layer_imports_only_the_layers_below_it():
     """The table's promise: a module imports its own layer and those under it, never one above."""
     upward = []
@@ -106,7 +116,7 @@ def test_each_layer_imports_only_the_layers_below_it():
 
 def test_every_dotted_name_the_document_cites_exists():
     modules = {m.name: m for m in pkgutil.walk_packages(acp_green.__path__, "acp_green.")}
-    loaded = {name: importlib.import_module(name) for name in modules if not name.startswith(("acp_green.rig", "acp_green.bench"))}
+    loaded = {name: importlib.import_module(name) for name in modules if not name.startswith(("acp_green.tools.rig", "acp_green.tools.bench"))}
     classes = {name: obj for module in loaded.values() for name, obj in vars(module).items() if isinstance(obj, type)}
     instance_attributes = {"Turn.closed", "session.token", "Pool.spawn"}  # set in __init__, or gevent's
 

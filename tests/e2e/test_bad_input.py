@@ -14,8 +14,8 @@ import json
 import pytest
 import time
 
-from acp_green.rig.client import AgentProcess, Record
-from acp_green.rig.schema import StreamChecker
+from acp_green.tools.rig.client import AgentProcess, Record
+from acp_green.tools.rig.schema import StreamChecker
 from tests.helpers import chunk_texts, process_gone
 
 SERVE = ("--ephemeral",)

@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_green import wire
+from acp_green.rpc import wire
 from acp_green.demo import DemoAgent
-from acp_green.rig.client import Record
+from acp_green.tools.rig.client import Record
 
 # -- fragments of JSON text --------------------------------------------------------------------------
 # Valid JSON that must be answered normally (by id, or -32602 for a number Python cannot carry).

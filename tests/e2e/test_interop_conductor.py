@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from acp_green.rig.client import AcpClient, ClientPolicy
+from acp_green.tools.rig.client import AcpClient, ClientPolicy
 from tests.helpers import TESTS, said
 from tests.mcp_peer import SdkServerOverAcp
 from tests.mcp_servers.client_hosted import make_server

@@ -24,7 +24,7 @@ def test_a_nan_wait_is_refused_and_the_hub_runs_on_S10():
     """
     program = textwrap.dedent("""
         import gevent
-        from acp_green.cancel import CancelToken
+        from acp_green.rpc.cancel import CancelToken
         ticks = []
         gevent.spawn(ticks.append, 1)
         try:
@@ -62,7 +62,7 @@ def test_a_request_waited_for_nan_seconds_is_refused_and_forgotten_S10():
     hub, and the request leaves the table, so a late reply finds nothing. In a child process."""
     program = textwrap.dedent("""
         import gevent
-        from acp_green.outgoing import OutgoingRequests
+        from acp_green.rpc.outgoing import OutgoingRequests
         sent = []
         requests = OutgoingRequests(lambda *a: sent.append(a), lambda *a: None, lambda m, e: RuntimeError(e))
         ticks = []

@@ -12,10 +12,10 @@ import gevent
 import pytest
 from click.testing import CliRunner
 
-from acp_green import wire
+from acp_green.rpc import wire
 from acp_green.demo import DemoAgent
-from acp_green.rig.client import ClientPolicy, Record
-from acp_green.transport import OutputLimits
+from acp_green.tools.rig.client import ClientPolicy, Record
+from acp_green.rpc.transport import OutputLimits
 from tests.agents import (
     ExtensionSwallowsKillAgent,
     FailingSessionStartAgent,
@@ -459,7 +459,9 @@ def test_S9_max_background_option_of_the_cli_reaches_serve_options(monkeypatch):
     the Server is replaced by one that records its options)."""
     from types import SimpleNamespace
 
-    from acp_green import logsetup, server, stderrsink, transport
+    from acp_green.process import logsetup, stderrsink
+    from acp_green import server
+    from acp_green.rpc import transport
     from acp_green.cli import cli
 
     seen: list[Any] = []

@@ -7,7 +7,7 @@ import signal
 
 import pytest
 
-from acp_green.rig.client import AgentProcess
+from acp_green.tools.rig.client import AgentProcess
 from tests.helpers import chunk_texts, said, wait_pipe_full
 
 
@@ -196,7 +196,7 @@ def test_idle_agent_exits_at_once_on_eof_S13(launch):
 def test_receive_loop_keeps_serving_while_prompts_run_S1(launch):
     """S1: while one prompt waits on the client and another streams, the connection still answers
     control requests, runs other background requests, and routes the client's answer back."""
-    from acp_green.rig.client import ClientPolicy
+    from acp_green.tools.rig.client import ClientPolicy
 
     agent = launch(policy=ClientPolicy(permission="hold"))
     sids = open_session(agent, 3)

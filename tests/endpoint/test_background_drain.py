@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from acp_green import wire
-from acp_green.endpoint import Endpoint, Job, Kind, Route
+from acp_green.rpc import wire
+from acp_green.rpc.endpoint import Endpoint, Job, Kind, Route
 from tests.endpoint.test_protocol_shape import Recorder
 
 

@@ -17,10 +17,10 @@ import gevent
 import pytest
 from gevent.event import Event
 
-from acp_green import wire
-from acp_green.endpoint import Endpoint, Job, Kind, Outcome, Reply, Route
+from acp_green.rpc import wire
+from acp_green.rpc.endpoint import Endpoint, Job, Kind, Outcome, Reply, Route
 from acp_green.errors import ClientError, InvalidParams, RequestCancelled, TurnCancelled
-from acp_green.transport import OutputLimits
+from acp_green.rpc.transport import OutputLimits
 from tests.helpers import wait_until
 
 CANCELLED, INTERNAL, BUSY, INVALID_REQUEST, INVALID_PARAMS, NOT_FOUND = -32800, -32603, -32000, -32600, -32602, -32601
@@ -268,13 +268,13 @@ def test_unknown_method_and_bad_cancel_params_and_unknown_notifications(endpoint
     endpoint.handle_line(_line(1, method))
     error = out.answer(1)["error"]
     assert error == {"code": NOT_FOUND, "message": "Method not found: " + method[:199] + "…"}
-    caplog.set_level("WARNING", logger="acp_green.endpoint")
+    caplog.set_level("WARNING", logger="acp_green.rpc.endpoint")
     for params in ([], {"requestId": 1.5}, {}):
         endpoint.handle_line(json.dumps({"jsonrpc": "2.0", "method": "$/cancel_request", "params": params}).encode())
     endpoint.handle_line(b'{"jsonrpc": "2.0", "method": "unknown/note"}')
     assert len(out.messages) == 1, "notifications are never answered"
     # A malformed $/cancel_request is the client's mistake (a warning), never a handler failure.
-    warnings = [r.getMessage() for r in caplog.records if r.name == "acp_green.endpoint"]
+    warnings = [r.getMessage() for r in caplog.records if r.name == "acp_green.rpc.endpoint"]
     assert warnings == ["bad $/cancel_request notification: $/cancel_request needs a requestId"] * 3
 
 
@@ -318,7 +318,7 @@ def test_client_requests_resolve_by_id_fail_on_error_and_after_close(endpoint_an
 
 
 def test_client_request_with_a_set_token_is_refused_and_cancel_releases_the_wait(endpoint_and_out):
-    from acp_green.cancel import CancelToken
+    from acp_green.rpc.cancel import CancelToken
 
     endpoint, out = endpoint_and_out({})
     done = CancelToken()

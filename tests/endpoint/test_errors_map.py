@@ -10,7 +10,7 @@ import pytest
 from gevent import GreenletExit
 
 from acp_green import errors
-from acp_green.endpoint import outcome_of
+from acp_green.rpc.endpoint import outcome_of
 from acp_green.errors import (
     AuthRequired,
     ClientError,
@@ -79,7 +79,7 @@ def test_what_is_not_an_error_of_ours_answers_in_one_line(exc, code, message):
 
 def test_the_endpoint_answers_through_the_one_mapping(monkeypatch):
     seen = []
-    monkeypatch.setattr("acp_green.endpoint.error_for", lambda exc, doing: seen.append(exc) or RequestCancelled("mapped"))
+    monkeypatch.setattr("acp_green.rpc.endpoint.error_for", lambda exc, doing: seen.append(exc) or RequestCancelled("mapped"))
     raised = KeyError("k")
     assert outcome_of(raised, "a test").error.message == "mapped" and seen == [raised]
     assert outcome_of(TurnCancelled(), "a test").cancelled and outcome_of(GreenletExit(), "a test").killed

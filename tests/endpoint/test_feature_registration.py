@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from acp_green import wire
-from acp_green.endpoint import Endpoint, Kind, Route, control, fallback
+from acp_green.rpc import wire
+from acp_green.rpc.endpoint import Endpoint, Kind, Route, control, fallback
 from tests.endpoint.test_protocol_shape import Recorder
 from tests.endpoint.test_rpc_plumbing import mcp_link  # noqa: F401  (a fixture)
 
@@ -89,7 +89,7 @@ def test_a_wait_without_cancel_on_timeout_is_forgotten_quietly():
     request; the default tells the peer (one cancel) and forgets it too."""
     import gevent
 
-    from acp_green.outgoing import OutgoingRequests
+    from acp_green.rpc.outgoing import OutgoingRequests
 
     cancels: list[int] = []
     requests = OutgoingRequests(lambda *a: None, lambda request_id, reason: cancels.append(request_id), lambda m, e: RuntimeError())
@@ -113,7 +113,7 @@ def test_mcp_link_timeout_without_a_token_tells_the_server_nothing(mcp_link):
     (the echo after it proves every earlier message has been seen)."""
     import gevent
 
-    from acp_green.cancel import CancelToken
+    from acp_green.rpc.cancel import CancelToken
 
     quiet = mcp_link.start_request("hang", {})
     try:

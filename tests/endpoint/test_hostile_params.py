@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_green import wire
+from acp_green.rpc import wire
 from tests.helpers import wait_until
 from tests.unit_harness import UnitConnection
 

@@ -10,11 +10,11 @@ import pytest
 from gevent import GreenletExit
 from gevent.greenlet import Greenlet
 
-from acp_green import endpoint as endpoint_module, wire
+from acp_green.rpc import endpoint as endpoint_module, wire
 from acp_green.protocol.session_methods import encode_cursor
 from acp_green.demo import DemoAgent
-from acp_green.endpoint import Endpoint, Kind, Route
-from acp_green.rig.client import ClientPolicy, Record
+from acp_green.rpc.endpoint import Endpoint, Kind, Route
+from acp_green.tools.rig.client import ClientPolicy, Record
 from acp_green.usage import RUNNING
 from tests.agents import AsksTheClientAgent, PlantsUnencodableAgent, SpeedOptionAgent
 from tests.helpers import chunk_texts

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from acp_green import wire
-from acp_green.endpoint import Endpoint, control, notification
+from acp_green.rpc import wire
+from acp_green.rpc.endpoint import Endpoint, control, notification
 from tests.endpoint.test_protocol_shape import Recorder
 
 

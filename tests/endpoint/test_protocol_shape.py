@@ -21,12 +21,12 @@ from hypothesis import strategies as st
 from acp_green import protocol
 from acp_green.context import ConnectionContext
 from acp_green.demo import DemoAgent
-from acp_green.endpoint import Endpoint, Job, Kind, Outcome, Route, background, control, notification
+from acp_green.rpc.endpoint import Endpoint, Job, Kind, Outcome, Route, background, control, notification
 from acp_green.errors import ClientError, InvalidParams, TurnCancelled
-from acp_green.params import Params
+from acp_green.rpc.params import Params
 from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore
-from acp_green.transport import OutputLimits
+from acp_green.rpc.transport import OutputLimits
 from tests.helpers import wait_until
 
 CANCELLED, INTERNAL, INVALID_PARAMS = -32800, -32603, -32602

@@ -18,13 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_green import wire
-from acp_green.client_requests import ClientRequests
+from acp_green.rpc import wire
+from acp_green.rpc.client_requests import ClientRequests
 from acp_green.errors import ClientError, McpError, RequestCancelled, TurnCancelled
 from acp_green.mcp.jsonrpc import JsonRpcLink
 from acp_green.mcp.process import StdioProcess
-from acp_green.outgoing import OutgoingRequests
-from acp_green.cancel import CancelToken
+from acp_green.rpc.outgoing import OutgoingRequests
+from acp_green.rpc.cancel import CancelToken
 from tests.helpers import wait_until
 
 # Every kind of JSON scalar an id field could hold, with the values Python confuses (1, 1.0,

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from acp_green.errors import McpConnectFailed, McpServerExited
 from acp_green.mcp.client import McpClientSession
 from acp_green.mcp.httplink import HttpLink
-from acp_green.cancel import CancelToken
+from acp_green.rpc.cancel import CancelToken
 from tests.helpers import said, wait_until
 from tests.mcp_http_peer import HttpMcpServer, established_to
 

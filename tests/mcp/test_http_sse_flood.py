@@ -1,5 +1,5 @@
 """An HTTP MCP server flooding an event stream with events that cannot be served: the reader
-yields to the hub between events (acp_green/fairness.py), the core logs the first ten and counts
+yields to the hub between events (acp_green/rpc/fairness.py), the core logs the first ten and counts
 the rest, and at the core's MAX_JUNK the link is closed with a clear error."""
 
 from __future__ import annotations

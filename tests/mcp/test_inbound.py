@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from acp_green.rig.client import ClientPolicy
+from acp_green.tools.rig.client import ClientPolicy
 from tests.helpers import process_gone, wait_gone
 from tests.mcp_helpers import RECORDER, SDK_TOOLS, call_tool, connect, initialize, provide, text_of, wait_file_lines
 from tests.mcp_peer import SdkClientOverAcp

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_green.errors import InvalidParams, TooManyMcpServers
-from acp_green.params import Params
+from acp_green.rpc.params import Params
 from acp_green.protocol.session_methods import declared_mcp_servers
-from acp_green.rig.reaper import descendants, kill_all
+from acp_green.tools.rig.reaper import descendants, kill_all
 from tests.helpers import process_gone, wait_gone
 from tests.mcp_helpers import RECORDER, stdio_entry
 

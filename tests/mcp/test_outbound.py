@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from acp_green.rig.client import ClientPolicy
+from acp_green.tools.rig.client import ClientPolicy
 from tests.helpers import said, wait_gone
 from tests.mcp_helpers import SDK_TOOLS, stdio_entry
 from tests.mcp_peer import SdkServerOverAcp

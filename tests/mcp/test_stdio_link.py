@@ -16,7 +16,7 @@ import textwrap
 import gevent
 import pytest
 
-from acp_green.cancel import CancelToken
+from acp_green.rpc.cancel import CancelToken
 from acp_green.errors import ClientError, McpError, McpServerExited, RequestCancelled, TurnCancelled
 from acp_green.mcp.bridge import ProvidedServer, StdioBridge
 from acp_green.mcp.jsonrpc import JsonRpcLink

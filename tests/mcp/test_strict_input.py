@@ -15,7 +15,7 @@ import gevent
 import pytest
 from gevent.server import StreamServer
 
-from acp_green import wire
+from acp_green.rpc import wire
 from acp_green.errors import McpError
 from acp_green.mcp import peer as peer_module
 from acp_green.mcp.httplink import HttpLink

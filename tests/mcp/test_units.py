@@ -11,7 +11,7 @@ import click
 import gevent
 import pytest
 
-from acp_green.cancel import CancelToken
+from acp_green.rpc.cancel import CancelToken
 from acp_green.cli import parse_provide_mcp
 from acp_green.demo import DemoAgent
 from acp_green.errors import McpError, McpUnavailable, TurnCancelled, UnknownMcpConnection
@@ -21,7 +21,7 @@ from acp_green.mcp.bridge import ProvidedServer
 from acp_green.mcp.registry import McpRegistry, provided_servers
 from acp_green.mcp.session import SessionMcp
 from acp_green.mcp.tools import PROTOCOL_VERSIONS, ToolCall, tool_result
-from acp_green.rig.schema import default_schema
+from acp_green.tools.rig.schema import default_schema
 from tests.helpers import wait_gone
 from tests.mcp_helpers import SDK_TOOLS, stdio_entry
 

@@ -50,7 +50,7 @@ def _imports(module: str, path: Path, modules: dict[str, Path], statements: list
                 source = ".".join(base + ([statement.module] if statement.module else []))
             else:
                 source = statement.module or ""
-            for alias in statement.names:  # `from . import wire` imports the module acp_green.wire
+            for alias in statement.names:  # `from . import wire` imports the module acp_green.rpc.wire
                 targets.add(f"{source}.{alias.name}" if f"{source}.{alias.name}" in modules else source)
     return {target for target in targets if target in modules and target != module}
 

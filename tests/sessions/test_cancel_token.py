@@ -1,4 +1,4 @@
-"""The one cancellation token (acp_green/cancel.py): one name for "is it set", NaN refused, bottom layer."""
+"""The one cancellation token (acp_green/rpc/cancel.py): one name for "is it set", NaN refused, bottom layer."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import sys
 
 import gevent
 
-from acp_green import outgoing
-from acp_green.cancel import CancelToken
+from acp_green.rpc import outgoing
+from acp_green.rpc.cancel import CancelToken
 
 
 def test_is_set_is_the_one_name_for_a_set_token():
@@ -37,9 +37,9 @@ def test_the_session_and_the_pending_table_use_the_token_from_cancel_py():
 
 def test_cancel_py_imports_nothing_above_the_bottom_layer():
     code = (
-        "import sys, acp_green.cancel; "
+        "import sys, acp_green.rpc.cancel; "
         # The package itself loads acp_green.version (its __version__), a constant of the bottom layer.
-        "print(sorted(m for m in sys.modules if m.startswith('acp_green.') and m not in ('acp_green.cancel', 'acp_green.version')))"
+        "print(sorted(m for m in sys.modules if m.startswith('acp_green.') and m not in ('acp_green.rpc.cancel', 'acp_green.version')))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert loaded == "[]", f"importing acp_green.cancel loaded {loaded}"
+    assert loaded == "[]", f"importing acp_green.rpc.cancel loaded {loaded}"

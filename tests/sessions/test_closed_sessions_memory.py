@@ -21,7 +21,7 @@ import pytest
 
 from acp_green.demo import DemoAgent
 from acp_green.mcp.session import SessionMcp
-from acp_green.cancel import CancelToken
+from acp_green.rpc.cancel import CancelToken
 from acp_green.sessions import Session
 from tests.helpers import wait_until
 

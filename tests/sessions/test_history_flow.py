@@ -18,7 +18,7 @@ from acp_green.demo import DemoAgent
 from acp_green.protocol import replay, turn_record
 from acp_green.protocol.turn_record import MESSAGE_BREAKS, MESSAGE_CHUNKS, TurnRecord
 from acp_green.protocol.updates import SessionUpdateEncoder
-from acp_green.rig.schema import default_schema
+from acp_green.tools.rig.schema import default_schema
 from acp_green.sessions import Session
 from acp_green.store.session_record import SessionRecord
 from acp_green.store.turns import TurnOutcome

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_green import sessions as sessions_module
-from acp_green.cancel import CancelToken
+from acp_green.rpc.cancel import CancelToken
 from acp_green.errors import UnknownSession
 from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore

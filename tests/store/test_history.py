@@ -18,7 +18,7 @@ from acp_green.store.base import MemoryStore
 from acp_green.store.session_record import SessionRecord
 from acp_green.store.sqlite import SqliteStore
 from acp_green.store.turns import HistoryEntry, StoredTurn, TurnOutcome
-from acp_green.cancel import CancelToken
+from acp_green.rpc.cancel import CancelToken
 from tests.helpers import wait_until
 
 

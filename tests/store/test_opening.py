@@ -5,7 +5,7 @@ from __future__ import annotations
 import gevent
 from gevent.event import Event
 
-from acp_green.cancel import CancelToken
+from acp_green.rpc.cancel import CancelToken
 from acp_green.store import MemoryStore
 from acp_green.store.opening import OpeningStore
 from acp_green.store.session_record import SessionRecord

@@ -52,7 +52,7 @@ from gevent import monkey
 monkey.patch_all()
 sys.path.insert(0, sys.argv[1])
 import gevent
-from acp_green.stderrsink import StderrSink
+from acp_green.process.stderrsink import StderrSink
 
 read_end, write_end = os.pipe()  # nobody reads it: the sink's thread blocks in write(2)
 fcntl.fcntl(write_end, 1031, 4096)  # F_SETPIPE_SZ: one page

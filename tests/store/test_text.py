@@ -16,7 +16,7 @@ from gevent import subprocess
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_green import wire
+from acp_green.rpc import wire
 from acp_green.demo import DemoAgent
 from acp_green.store.session_record import SessionRecord
 from acp_green.store import MemoryStore, statedb

@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_green.bench.scan import Scanner
-from acp_green.bench.stats import percentile, summarize
-from acp_green.bench.workloads import Sizes
+from acp_green.tools.bench.scan import Scanner
+from acp_green.tools.bench.stats import percentile, summarize
+from acp_green.tools.bench.workloads import Sizes
 
 WORKLOAD_METRICS = {
     "W1": {"chunks_per_s", "seconds", "valid", "agent_cpu_us_per_chunk", "agent_cpu_share", "client_cpu_share"},
@@ -157,8 +157,8 @@ def test_w7_tells_pings_sent_before_the_first_update_from_those_during_the_repla
     """A ping sent before the first replayed update was read counts as before it even when its
     answer came after the load's; one sent later counts as during the replay only if answered
     before the load; unanswered pings count nowhere."""
-    from acp_green.bench.acp_only import split_pings
-    from acp_green.bench.conn import Call
+    from acp_green.tools.bench.acp_only import split_pings
+    from acp_green.tools.bench.conn import Call
 
     def call(ident: int, chunks: int, pos: int | None) -> Call:
         return Call(ident, "session/set_mode", 0.0, chunks_at_send=chunks, answered_pos=pos or 0,

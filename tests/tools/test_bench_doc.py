@@ -7,9 +7,9 @@ import random
 import re
 from typing import Any
 
-from acp_green.bench import doc
-from acp_green.bench.report import ROWS, fmt, table
-from acp_green.bench.workloads import Sizes
+from acp_green.tools.bench import doc
+from acp_green.tools.bench.report import ROWS, fmt, table
+from acp_green.tools.bench.workloads import Sizes
 
 AGENTS = ("acp-green", "python-sdk", "ts-sdk", "bare-loop")
 NUMBER = re.compile(r"\d[\d,.]*\d|\d")

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from acp_green.bench.app import BenchSettings, choose_agents
+from acp_green.tools.bench.app import BenchSettings, choose_agents
 from acp_green.cli import serve
 from tests.helpers import REPO
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_green.rig import chat_files
-from acp_green.rig.chat_answers import Choice, Invalid, field_value, permission_choices, pick
+from acp_green.tools.rig import chat_files
+from acp_green.tools.rig.chat_answers import Choice, Invalid, field_value, permission_choices, pick
 
 KINDS = ("allow_once", "allow_always", "reject_once", "reject_always")
 options = st.lists(

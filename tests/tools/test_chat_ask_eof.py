@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from acp_green.rig.chat_ask import NOT_APPROVED, Approval, Asker, LineSource
-from acp_green.rig.chat_render import Screen
+from acp_green.tools.rig.chat_ask import NOT_APPROVED, Approval, Asker, LineSource
+from acp_green.tools.rig.chat_render import Screen
 
 OPTIONS = [
     {"optionId": "allow", "name": "Allow once", "kind": "allow_once"},

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from acp_green.rig.chat_files import MAX_READ_BYTES
+from acp_green.tools.rig.chat_files import MAX_READ_BYTES
 from tests.chat_terminal import Terminal
 from tests.helpers import REPO
 
@@ -220,8 +220,8 @@ def test_the_screen_lets_through_only_chats_own_styles(capsys, monkeypatch):
     """The last guard: a line that skipped harmless() still cannot move the cursor, set a title or ring."""
     import click
 
-    from acp_green.rig.chat_render import Screen
-    from acp_green.rig.chat_text import harmless
+    from acp_green.tools.rig.chat_render import Screen
+    from acp_green.tools.rig.chat_text import harmless
 
     monkeypatch.setattr(click.utils, "should_strip_ansi", lambda stream=None, color=None: False)  # as on a terminal
     Screen(spinner=False).line(click.style("[tool]", fg="red") + " \x1b]0;t\x07\x1b[2J\x9b1A\ttab")

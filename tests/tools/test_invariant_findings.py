@@ -3,8 +3,8 @@ flood of broken lines cannot grow a soak's memory or its report; every line is s
 
 from __future__ import annotations
 
-from acp_green.rig.client import Record
-from acp_green.rig.invariants import InvariantChecker
+from acp_green.tools.rig.client import Record
+from acp_green.tools.rig.invariants import InvariantChecker
 
 
 def test_violations_are_kept_up_to_the_bound_and_the_checker_goes_on():

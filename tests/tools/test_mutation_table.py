@@ -11,7 +11,7 @@ from pathlib import Path
 from tests.helpers import REPO as ROOT
 #: Not mutated: the benchmarks; the command's entry point (one call); the rig's machinery beyond
 #: its verdicts (driving agents, rendering chat, plots), which the verdicts' own tests exercise.
-NOT_MUTATED_UNDER = ("acp_green/bench/", "acp_green/rig/")
+NOT_MUTATED_UNDER = ("acp_green/tools/bench/", "acp_green/tools/rig/")
 NOT_MUTATED = {"acp_green/__main__.py"}
 RIG_VERDICTS = {"probe", "soak", "reaper", "invariants", "chat_answers", "chat_ask", "chat_files"}
 
@@ -33,7 +33,7 @@ def test_every_runtime_module_and_each_rig_verdict_module_is_mutated():
     runtime = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "acp_green").rglob("*.py"))
     missing = [path for path in runtime if not path.startswith(NOT_MUTATED_UNDER) and path not in NOT_MUTATED
                and not covered(path, targets)]
-    missing += [f"acp_green/rig/{name}.py" for name in sorted(RIG_VERDICTS) if f"acp_green/rig/{name}.py" not in targets]
+    missing += [f"acp_green/tools/rig/{name}.py" for name in sorted(RIG_VERDICTS) if f"acp_green/tools/rig/{name}.py" not in targets]
     assert missing == [], f"add these to MODULES in scripts/mutation.py: {missing}"
     assert all((ROOT / path).exists() for path in targets), [p for p in targets if not (ROOT / p).exists()]
 

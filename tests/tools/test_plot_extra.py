@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from acp_green.bench.chart import write_chart
-from acp_green.rig import soak
-from acp_green.rig.plot import MISSING, PlotUnavailable
+from acp_green.tools.bench.chart import write_chart
+from acp_green.tools.rig import soak
+from acp_green.tools.rig.plot import MISSING, PlotUnavailable
 from tests.helpers import REPO
 
 ROOT = str(REPO)

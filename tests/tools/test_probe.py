@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from acp_green.rig.probe import FAIL, PASS, SKIP, ProbeConfig, run_probe
+from acp_green.tools.rig.probe import FAIL, PASS, SKIP, ProbeConfig, run_probe
 from tests.helpers import TESTS
 from tests.node_peers import needs_node, require_node_package
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from acp_green.rig.probe import FAIL, PASS, ProbeConfig, run_probe
+from acp_green.tools.rig.probe import FAIL, PASS, ProbeConfig, run_probe
 from tests.helpers import TESTS
 
 STUB = [sys.executable, str(TESTS / "probe_stubs" / "stub_agent.py")]

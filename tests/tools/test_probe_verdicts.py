@@ -11,10 +11,10 @@ import sys
 from click.testing import CliRunner
 
 from acp_green.cli import cli
-from acp_green.rig import probe as probe_module
-from acp_green.rig.client import Record
-from acp_green.rig.invariants import InvariantChecker, Violation
-from acp_green.rig.probe import FAIL, PASS, SKIP, WARN, ProbeConfig, ProbeReport, distinct, run_probe
+from acp_green.tools.rig import probe as probe_module
+from acp_green.tools.rig.client import Record
+from acp_green.tools.rig.invariants import InvariantChecker, Violation
+from acp_green.tools.rig.probe import FAIL, PASS, SKIP, WARN, ProbeConfig, ProbeReport, distinct, run_probe
 from tests.helpers import TESTS
 
 STUB = [sys.executable, str(TESTS / "probe_stubs" / "stub_agent.py")]

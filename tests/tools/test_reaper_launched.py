@@ -13,8 +13,8 @@ import sys
 
 from gevent import subprocess as gsubprocess
 
-from acp_green.rig import reaper
-from acp_green.rig.reaper import Tracker
+from acp_green.tools.rig import reaper
+from acp_green.tools.rig.reaper import Tracker
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from acp_green.rig import scenario as s
-from acp_green.rig.reaper import all_processes
+from acp_green.tools.rig import scenario as s
+from acp_green.tools.rig.reaper import all_processes
 from tests.helpers import TESTS, process_gone, wait_until
 
 FAULT_AGENT = [sys.executable, str(TESTS / "peer_agents" / "fault_agent.py")]

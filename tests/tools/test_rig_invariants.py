@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from acp_green.rig.client import Record
-from acp_green.rig.invariants import InvariantChecker
+from acp_green.tools.rig.client import Record
+from acp_green.tools.rig.invariants import InvariantChecker
 
 SID = "s1"
 

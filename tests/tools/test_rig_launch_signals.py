@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from acp_green.rig.client import AgentProcess
+from acp_green.tools.rig.client import AgentProcess
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 

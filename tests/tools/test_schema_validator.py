@@ -1,4 +1,4 @@
-"""Tests of the ACP schema validator in acp_green.rig.schema."""
+"""Tests of the ACP schema validator in acp_green.tools.rig.schema."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_green.rig.schema import AcpSchema, SchemaViolation, StreamChecker, default_schema, message_kind
+from acp_green.tools.rig.schema import AcpSchema, SchemaViolation, StreamChecker, default_schema, message_kind
 
 SESSION = "sess-1"
 

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from acp_green.cli import cli
-from acp_green.rig import soak as soak_module
-from acp_green.rig.soak import THRESHOLDS, WINDOW, SoakConfig, Sample, growth, plan, run_soak
+from acp_green.tools.rig import soak as soak_module
+from acp_green.tools.rig.soak import THRESHOLDS, WINDOW, SoakConfig, Sample, growth, plan, run_soak
 from tests.helpers import REPO, TESTS
 
 SERVE = [sys.executable, "-m", "acp_green", "serve", "--ephemeral"]

@@ -11,9 +11,9 @@ import sys
 import pytest
 from gevent import subprocess as gsubprocess
 
-from acp_green.rig import scenario as s
-from acp_green.rig.reaper import RUN_MARK, Tracker, proc_info
-from acp_green.rig.soak import SoakConfig, run_soak
+from acp_green.tools.rig import scenario as s
+from acp_green.tools.rig.reaper import RUN_MARK, Tracker, proc_info
+from acp_green.tools.rig.soak import SoakConfig, run_soak
 from tests.helpers import TESTS, process_gone, wait_until
 
 FAULT_AGENT = [sys.executable, str(TESTS / "peer_agents" / "fault_agent.py")]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 
-from acp_green.rig.soak import MIN_HALF_SAMPLES, SoakConfig, format_summary, run_soak, second_half, Sample
+from acp_green.tools.rig.soak import MIN_HALF_SAMPLES, SoakConfig, format_summary, run_soak, second_half, Sample
 
 SERVE = [sys.executable, "-m", "acp_green", "serve", "--ephemeral"]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from acp_green.rig.client import Record
+from acp_green.tools.rig.client import Record
 from tests.helpers import invariant_problems, tolerated_invariants
 
 

@@ -1,4 +1,4 @@
-"""The block watchdog (acp_green/blockwatch.py) in this process: what holds the hub is named,
+"""The block watchdog (acp_green/process/blockwatch.py) in this process: what holds the hub is named,
 once per block, and warnings are rate-limited with a count of the ones left out."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import time
 import gevent
 import pytest
 
-from acp_green import blockwatch
+from acp_green.process import blockwatch
 from tests.helpers import wait_until
 
 THRESHOLD = 0.1
@@ -25,7 +25,7 @@ def watch():
 
 
 def warnings_of(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "acp_green.blockwatch" and r.levelno == logging.WARNING]
+    return [r.getMessage() for r in caplog.records if r.name == "acp_green.process.blockwatch" and r.levelno == logging.WARNING]
 
 
 def waits_in_a_library() -> None:
@@ -33,7 +33,7 @@ def waits_in_a_library() -> None:
 
 
 def test_a_block_inside_a_library_names_the_caller_and_where_it_waits(watch, caplog):
-    caplog.set_level(logging.WARNING, "acp_green.blockwatch")
+    caplog.set_level(logging.WARNING, "acp_green.process.blockwatch")
     waits_in_a_library()
     wait_until(lambda: warnings_of(caplog), 5, "the warning")
     first_line = warnings_of(caplog)[0].splitlines()[0]
@@ -42,7 +42,7 @@ def test_a_block_inside_a_library_names_the_caller_and_where_it_waits(watch, cap
 
 
 def test_one_long_block_is_one_warning(watch, caplog):
-    caplog.set_level(logging.WARNING, "acp_green.blockwatch")
+    caplog.set_level(logging.WARNING, "acp_green.process.blockwatch")
     time.sleep(1.0)  # ten thresholds
     gevent.sleep(0.3)
     assert len(warnings_of(caplog)) == 1
@@ -50,7 +50,7 @@ def test_one_long_block_is_one_warning(watch, caplog):
 
 
 def test_blocks_after_a_warning_are_counted_then_told(watch, caplog, monkeypatch):
-    caplog.set_level(logging.WARNING, "acp_green.blockwatch")
+    caplog.set_level(logging.WARNING, "acp_green.process.blockwatch")
     monkeypatch.setattr(blockwatch, "REPEAT_EVERY", 1.5)
     time.sleep(0.4)
     gevent.sleep(0.05)  # the loop turns: the next block is a new one
@@ -64,7 +64,7 @@ def test_blocks_after_a_warning_are_counted_then_told(watch, caplog, monkeypatch
 
 
 def test_an_idle_loop_is_not_a_block(watch, caplog):
-    caplog.set_level(logging.WARNING, "acp_green.blockwatch")
+    caplog.set_level(logging.WARNING, "acp_green.process.blockwatch")
     gevent.sleep(0.6)
     assert warnings_of(caplog) == []
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_green.transport import Line, LineFramer, LineReader, read_chunks
+from acp_green.rpc.transport import Line, LineFramer, LineReader, read_chunks
 
 MAX = 1024
 

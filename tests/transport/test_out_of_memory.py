@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from acp_green import transport
-from acp_green.transport import Line, LineFramer, request_id_of
+from acp_green.rpc import transport
+from acp_green.rpc.transport import Line, LineFramer, request_id_of
 
 
 def _framer(chunks: list[bytes]) -> LineFramer:
@@ -57,7 +57,7 @@ def test_the_request_id_is_read_from_the_head_only_when_certain(head: bytes, exp
 
 def test_a_line_that_does_not_fit_in_memory_while_decoding_is_answered_with_its_id(unit: Any, monkeypatch: Any) -> None:
     """The same when the decoder runs out of memory: -32603 `out_of_memory` with the request's id."""
-    from acp_green import wire
+    from acp_green.rpc import wire
 
     conn = unit()
     conn.initialize()

@@ -19,7 +19,7 @@ from gevent.event import Event
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_green.transport import Outbound, OutputLimits
+from acp_green.rpc.transport import Outbound, OutputLimits
 from tests.helpers import wait_until
 
 F_SETPIPE_SZ = 1031

@@ -7,7 +7,7 @@ from typing import Any
 import gevent
 
 from acp_green.demo import DemoAgent
-from acp_green.transport import OutputLimits
+from acp_green.rpc.transport import OutputLimits
 
 
 def test_request_stop_ends_the_input_pause_without_waiting_out_the_grace(inprocess: Any) -> None:

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from gevent.event import Event
 
 from acp_green.cli import cli
-from acp_green.transport import Outbound, OutputLimits
+from acp_green.rpc.transport import Outbound, OutputLimits
 from tests.agents import SessionSetupHeldAgent
 from tests.helpers import wait_gone
 from tests.mcp_helpers import SDK_TOOLS, stdio_entry

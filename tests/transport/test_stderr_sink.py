@@ -10,8 +10,8 @@ import termios
 
 import pytest
 
-from acp_green.stderrsink import SinkTextStream, StderrSink
-from acp_green.transport import read_chunks
+from acp_green.process.stderrsink import SinkTextStream, StderrSink
+from acp_green.rpc.transport import read_chunks
 
 # Runs `acp-green serve ARGS` with fd 2 on a fresh pipe whose read end the agent itself keeps
 # open (at fd 9) and never reads: the pipe fills, and a blocking write to it never returns.

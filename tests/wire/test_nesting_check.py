@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from acp_green import wire
+from acp_green.rpc import wire
 
 # Strings full of what could fool a string scanner: brackets, quotes, backslash runs, escapes.
 TRICKY_TEXT = st.text(alphabet=st.sampled_from(['[', ']', '{', '}', '"', '\\', 'a', 'é', '😀', '\n']), max_size=8)

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from acp_green import wire
+from acp_green.rpc import wire
 from acp_green.errors import INVALID_PARAMS, INVALID_REQUEST, PARSE_ERROR, ParseError, RpcError
 
 

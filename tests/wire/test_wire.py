@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from acp_green import wire
+from acp_green.rpc import wire
 from acp_green.errors import INVALID_REQUEST, PARSE_ERROR, ParseError
 
 

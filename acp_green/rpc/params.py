@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from .errors import InvalidParams
+from ..errors import InvalidParams
 
 TypeSpec = type | tuple[type, ...]
 

@@ -18,8 +18,8 @@ import gevent
 from gevent import subprocess
 from gevent.greenlet import Greenlet
 
-from ..errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_CANCELLED
-from ..transport import read_chunks
+from ...errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_CANCELLED
+from ...rpc.transport import read_chunks
 
 #: Output kept when the agent sets no outputByteLimit: a runaway command cannot fill the rig's memory.
 DEFAULT_OUTPUT_LIMIT = 1 << 20

@@ -23,21 +23,7 @@ from gevent.greenlet import Greenlet
 from gevent import GreenletExit
 
 from . import wire
-from .errors import (
-    ConnectionBusy,
-    InternalError,
-    InvalidParams,
-    InvalidRequest,
-    MethodNotFound,
-    OutOfMemory,
-    OutputBacklog,
-    ParseError,
-    RequestCancelled,
-    RpcError,
-    TurnCancelled,
-    error_for,
-    one_line,
-)
+from ..errors import ConnectionBusy, InternalError, InvalidParams, InvalidRequest, MethodNotFound, OutOfMemory, OutputBacklog, ParseError, RequestCancelled, RpcError, TurnCancelled, error_for, one_line
 from .client_requests import ClientRequests
 from .transport import Outbound, request_id_of
 

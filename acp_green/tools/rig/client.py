@@ -25,9 +25,9 @@ from gevent.lock import Semaphore
 
 from . import reaper
 
-from ..errors import METHOD_NOT_FOUND, REQUEST_CANCELLED, RESOURCE_NOT_FOUND
-from ..transport import read_chunks
-from ..wire import IdKey, id_key, is_valid_id
+from ...errors import METHOD_NOT_FOUND, REQUEST_CANCELLED, RESOURCE_NOT_FOUND
+from ...rpc.transport import read_chunks
+from ...rpc.wire import IdKey, id_key, is_valid_id
 from .terminals import TerminalHost
 
 PROTOCOL_VERSION = 1

@@ -23,7 +23,7 @@ import click
 import gevent
 from gevent import subprocess
 
-from ..errors import NOT_APPROVED
+from ...errors import NOT_APPROVED
 from . import chat_files
 from .chat_ask import Approval, Asker, LineSource
 from .chat_render import Renderer, Screen, diff_lines

@@ -11,7 +11,7 @@ from typing import Any
 
 from . import wire
 from .cancel import CancelToken
-from .errors import INVALID_REQUEST, ClientError, RpcError, TurnCancelled
+from ..errors import INVALID_REQUEST, ClientError, RpcError, TurnCancelled
 from .outgoing import OutgoingRequests
 from .transport import Outbound
 

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..wire import IdKey, id_key, is_valid_id
+from ...rpc.wire import IdKey, id_key, is_valid_id
 from .client import Record
 from .schema import StreamChecker, message_kind
 

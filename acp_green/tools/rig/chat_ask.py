@@ -23,8 +23,8 @@ from gevent.event import AsyncResult
 from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 
-from .. import errors
-from ..wire import IdKey, id_key, is_valid_id
+from ... import errors
+from ...rpc.wire import IdKey, id_key, is_valid_id
 from .chat_answers import Choice, Invalid, describe_choices, field_value, permission_choices, pick
 from .chat_render import Renderer, Screen, content_lines
 from .chat_text import harmless

@@ -17,7 +17,7 @@ import stat
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND
+from ...errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND
 
 #: Most bytes one read takes from a file (the lines skipped to reach `line` count too).
 MAX_READ_BYTES = 8 * 1024 * 1024

@@ -19,7 +19,7 @@ from typing import Any, Union
 
 import ujson
 
-from .errors import InvalidParams, InvalidRequest, ParseError
+from ..errors import InvalidParams, InvalidRequest, ParseError
 
 RequestId = Union[int, str, None]
 

@@ -13,7 +13,7 @@ from jsonschema.exceptions import ValidationError, best_match
 from referencing import Registry
 from referencing.jsonschema import DRAFT202012
 
-from ..wire import IdKey, id_key, is_valid_id
+from ...rpc.wire import IdKey, id_key, is_valid_id
 
 __all__ = [
     "AcpSchema",

@@ -1,6 +1,6 @@
 """A trivial writer for the client-ceiling check: pre-built chunk lines to stdout, as fast as it can.
 
-usage: python -m acp_green.bench.blaster LINES SESSIONS SIZE [WRITE_BYTES]
+usage: python -m acp_green.tools.bench.blaster LINES SESSIONS SIZE [WRITE_BYTES]
 WRITE_BYTES caps each write (0, the default: as much as the pipe takes); 8192 writes like a
 buffered Python stdout, so the reader is woken for every 8 KiB. The lines look like acp_green's `agent_message_chunk` updates, round-robin over SESSIONS
 session ids, and end with one prompt response (id 1). Nothing is built while writing.

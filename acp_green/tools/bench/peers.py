@@ -1,4 +1,4 @@
-"""Which agents the bench runs: acp_green itself and the peers in acp_green/bench/peer_agents/.
+"""Which agents the bench runs: acp_green itself and the peers in acp_green/tools/bench/peer_agents/.
 
 Peers' dependencies go into a scratch cache directory (a venv for the Python SDK, a
 node_modules for the TypeScript SDK) only when asked; a peer whose runtime is missing is
@@ -22,7 +22,7 @@ PY_SDK = "agent-client-protocol==0.12.1"
 MCP_SDK = "mcp==2.3.0"  # W8's MCP server and client, when the bench's own Python lacks it
 TS_SDK_NAME = "@agentclientprotocol/sdk"
 TS_SDK_VERSION = "2.4.0"
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 @dataclass(frozen=True)

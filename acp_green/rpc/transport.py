@@ -1,6 +1,6 @@
 """The stdio transport: owns the wire descriptors, one reader and one writer.
 
-Everything else only calls `send`. The outbound path is one FIFO: a response
+Everything else only calls `Outbound.put`. The outbound path is one FIFO: a response
 never overtakes the updates queued before it. The queue counts bytes so producers can be
 held back at a high-water mark and new work refused above a hard limit.
 """

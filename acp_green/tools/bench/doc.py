@@ -1,6 +1,6 @@
 """docs/BENCHMARKS.md from one results file: every measured figure in the text comes from it.
 
-usage: python -m acp_green.bench.doc RESULTS.json [OUT.md]   (default: stdout)
+usage: python -m acp_green.tools.bench.doc RESULTS.json [OUT.md]   (default: stdout)
 
 Each figure is quoted through `Figures`, which formats a value read from the report (or a
 ratio of two such values) and remembers where it came from, so a test can check that the
@@ -111,7 +111,7 @@ def render(report: dict[str, Any]) -> str:
         "the official ACP SDKs, side by side, and reports medians and spread as a table, as JSON and as a PNG "
         "chart. Benchmarks are not tests: the suite only checks that the bench's output is well formed, never a "
         "timing. This page is generated from one results file (`docs/benchmarks/latest.json`) by "
-        "`python -m acp_green.bench.doc`: every figure below comes from that file.\n")
+        "`python -m acp_green.tools.bench.doc`: every figure below comes from that file.\n")
     add("## Running it\n")
     add("```sh\n"
         "scripts/bench.sh                 # installs what it needs, runs every workload, writes bench-results/<stamp>.{json,png,txt}\n"

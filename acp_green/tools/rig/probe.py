@@ -25,7 +25,7 @@ from typing import Any
 
 import gevent
 
-from ..errors import AUTH_REQUIRED, METHOD_NOT_FOUND, SERVER_BUSY
+from ...errors import AUTH_REQUIRED, METHOD_NOT_FOUND, SERVER_BUSY
 from .client import ClientPolicy, Pending
 from .invariants import ADVISORIES, INVARIANTS, Violation
 from .run import CheckedAgent, RunResult

@@ -19,7 +19,7 @@ from gevent.event import AsyncResult
 
 from . import wire
 from .cancel import CancelToken
-from .errors import RequestCancelled, TurnCancelled
+from ..errors import RequestCancelled, TurnCancelled
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from weakref import WeakSet
 
 from greenlet import greenlet
 
-from .fairness import share
+from ..rpc.fairness import share
 
 _SCAN_SLICE = 2048  # objects looked at between two chances for the hub to poll
 _frozen_greenlets: WeakSet[greenlet] | None = None  # the live greenlets the freeze moved out of gc's view

@@ -23,7 +23,7 @@ class Ceiling:
 
 def measure_ceiling(lines: int = 400_000, sessions: int = 1, write_bytes: int = 0, size: int = 64) -> Ceiling:
     """Read LINES pre-built chunk lines from a process that only writes, timing first byte to EOF."""
-    command = [sys.executable, "-m", "acp_green.bench.blaster", str(lines), str(sessions), str(size), str(write_bytes)]
+    command = [sys.executable, "-m", "acp_green.tools.bench.blaster", str(lines), str(sessions), str(size), str(write_bytes)]
     with AgentConn(command, keep_limit=1 << 30) as conn:
         conn.write(b"go\n")
         first = 0.0

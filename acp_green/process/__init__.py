@@ -1,0 +1,1 @@
+"""What the agent process owns beside the connection: its stderr, its logging, its counters, its heap."""

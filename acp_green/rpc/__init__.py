@@ -1,0 +1,1 @@
+"""The connection core: bytes on the descriptors, JSON-RPC framing, dispatch and the requests we send."""

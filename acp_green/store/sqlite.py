@@ -223,7 +223,6 @@ class StoreThread(WaitingWrites):
     """
 
     # Shared with the greenlet side; `SqliteStore.__init__` sets them before the thread starts.
-    path: str
     _hub: Any
     _queue: Any
     _backlog_lock: Any
@@ -231,17 +230,7 @@ class StoreThread(WaitingWrites):
     history_room_bytes: int
     _room: Event
     _room_wanted: bool
-    _memory: MemoryStore | None
     transactions: int
-    failed_writes: int
-    retries: int
-    _waiting: list[Write]
-    _held_syncs: list[AsyncResult]
-    _retry_at: float
-    _retry_delay: float
-    _outage: bool
-    _outage_full: bool
-    _outage_warned: bool
     _purging: list[str]
     _orphans_checked: bool
 

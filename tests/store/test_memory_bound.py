@@ -9,7 +9,7 @@ from acp_green.demo import DemoAgent
 from acp_green.store import base
 from acp_green.store.base import MemoryStore
 from acp_green.store.turns import TurnOutcome
-from tests.test_history_flow import replay_of
+from tests.sessions.test_history_flow import replay_of
 
 UPDATE = b'{"sessionUpdate":"agent_message_chunk","content":{"type":"text","text":"' + b"x" * 50 + b'"}}'
 

@@ -12,7 +12,7 @@ import gevent
 
 from acp_green.demo import DemoAgent
 from acp_green.protocol import replay
-from tests.test_history_flow import load_params, stored_session
+from tests.sessions.test_history_flow import load_params, stored_session
 
 CHUNKS = 3000  # ~450 KB stored: more than the output backlog and the pipe hold together
 

@@ -238,3 +238,16 @@ def unfinished_tool_calls(records: Iterable[Record]) -> list[str]:
                 if status not in FINAL_TOOL_STATUSES:
                     problems.append(f"tool call {call} of {session} was {status!r} when its prompt was answered {message}")
     return problems
+
+
+def record_peak_backlog(monkeypatch: Any, outbound: Any) -> list[int]:
+    """Watch an Outbound's queued bytes: the returned one-item list holds the highest seen after any put."""
+    peak = [0]
+    original = outbound.put
+
+    def put(data: bytes) -> None:
+        original(data)
+        peak[0] = max(peak[0], outbound.queued_bytes)
+
+    monkeypatch.setattr(outbound, "put", put)
+    return peak

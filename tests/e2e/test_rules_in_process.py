@@ -26,7 +26,7 @@ from tests.agents import (
     PromptSwallowsKillAgent,
     SnapshotAcrossPauseAgent,
 )
-from tests.helpers import said
+from tests.helpers import record_peak_backlog, said
 
 
 def start(inprocess, agent=None, policy=None, **options):
@@ -375,14 +375,7 @@ def test_cancelled_turn_still_waits_on_the_backlog_S10(inprocess, monkeypatch):
     client = harness.client
     sid = client.new_session()
     outbound = harness.server.protocol.endpoint.outbound
-    peak = [0]
-    original = outbound.put
-
-    def put(data: bytes) -> None:
-        original(data)
-        peak[0] = max(peak[0], outbound.queued_bytes)
-
-    monkeypatch.setattr(outbound, "put", put)
+    peak = record_peak_backlog(monkeypatch, outbound)
     pending = client.prompt(sid, "flood later")
     client.cancel(sid)
     assert pending.result() == {"stopReason": "cancelled"}

@@ -23,7 +23,7 @@ from acp_green.sessions import Session
 from acp_green.store.session_record import SessionRecord
 from acp_green.store.turns import TurnOutcome
 from tests.agents import FloodsAfterCancelAgent, MessageRunsAgent
-from tests.helpers import chunk_texts
+from tests.helpers import chunk_texts, record_peak_backlog
 
 MESSAGE_KINDS = ("user_message_chunk", "agent_message_chunk", "agent_thought_chunk")
 
@@ -422,14 +422,7 @@ def test_a_replay_keeps_to_the_output_high_water_mark_S10(inprocess, tmp_path, m
     sid = stored_session(harness, 3000)  # ~450 KB of replay
     client = harness.client
     outbound = harness.server.protocol.endpoint.outbound
-    peak = [0]
-    original = outbound.put
-
-    def put(data: bytes) -> None:
-        original(data)
-        peak[0] = max(peak[0], outbound.queued_bytes)
-
-    monkeypatch.setattr(outbound, "put", put)
+    peak = record_peak_backlog(monkeypatch, outbound)
     client.pause_reading()
     load = client.request("session/load", load_params(sid))
     # Held: the writer drains what the pipe takes and the replay waits (for the low-water mark).

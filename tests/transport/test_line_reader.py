@@ -132,20 +132,8 @@ def test_the_framer_over_any_chunking_is_a_plain_split_in_both_modes(stream, lim
 
 
 # -- LineReader on a real pipe: the exact limit, unread lines, reads to EOF -----------------------
-@pytest.fixture
-def pipe() -> Iterator[tuple[int, int]]:
-    """A plain pipe: (read end, write end), each closed at teardown."""
-    read_end, write_end = os.pipe()
-    yield read_end, write_end
-    for fd in (read_end, write_end):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
-def test_a_line_of_exactly_the_limit_is_kept_and_one_byte_more_is_too_long(pipe):
-    read_end, write_end = pipe
+def test_a_line_of_exactly_the_limit_is_kept_and_one_byte_more_is_too_long(os_pipe):
+    read_end, write_end = os_pipe
     os.write(write_end, b"a" * 16 + b"\n" + b"b" * 17 + b"\n" + b"c" * 5 + b"\n" + b"d" * 16)
     os.close(write_end)
     reader = LineReader(read_end, 16)
@@ -154,8 +142,8 @@ def test_a_line_of_exactly_the_limit_is_kept_and_one_byte_more_is_too_long(pipe)
     assert lines == [Line(b"a" * 16 + b"\n"), Line(b"", too_long=True), Line(b"c" * 5 + b"\n"), Line(b"d" * 16)]
 
 
-def test_unread_lines_are_the_complete_lines_left_in_the_buffer(pipe):
-    read_end, write_end = pipe
+def test_unread_lines_are_the_complete_lines_left_in_the_buffer(os_pipe):
+    read_end, write_end = os_pipe
     os.write(write_end, b"one\n" + b"x" * 20 + b"\nthree\npart")
     reader = LineReader(read_end, 16)
     lines = reader.lines()
@@ -166,15 +154,15 @@ def test_unread_lines_are_the_complete_lines_left_in_the_buffer(pipe):
     reader.close()
 
 
-def test_read_chunks_reads_to_eof(pipe):
-    read_end, write_end = pipe
+def test_read_chunks_reads_to_eof(os_pipe):
+    read_end, write_end = os_pipe
     os.write(write_end, b"abc")
     os.close(write_end)
     assert b"".join(read_chunks(read_end, 2)) == b"abc"
 
 
-def test_an_empty_line_left_in_the_buffer_is_still_an_unread_line(pipe):
-    read_end, write_end = pipe
+def test_an_empty_line_left_in_the_buffer_is_still_an_unread_line(os_pipe):
+    read_end, write_end = os_pipe
     os.write(write_end, b"a\n\npart")
     reader = LineReader(read_end, 16)
     lines = reader.lines()
@@ -183,9 +171,9 @@ def test_an_empty_line_left_in_the_buffer_is_still_an_unread_line(pipe):
     reader.close()
 
 
-def test_a_line_over_the_limit_that_spans_two_reads_is_too_long(pipe):
+def test_a_line_over_the_limit_that_spans_two_reads_is_too_long(os_pipe):
     """The limit counts the part read earlier too: 10 bytes, then 10 more and the newline."""
-    read_end, write_end = pipe
+    read_end, write_end = os_pipe
     reader = LineReader(read_end, 16)
     got: list[Line] = []
 

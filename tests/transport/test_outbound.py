@@ -238,18 +238,6 @@ def test_a_write_error_fails_the_output_once_and_empties_the_queue(pipe):
 LIMITS = OutputLimits(high_water=100, low_water=40, hard_limit=1000, flush_stall_timeout=5.0, flush_total_timeout=10.0)
 
 
-@pytest.fixture
-def os_pipe() -> Iterator[tuple[int, int]]:
-    """A plain pipe of the default size: (read end, write end), each closed at teardown."""
-    read_end, write_end = os.pipe()
-    yield read_end, write_end
-    for fd in (read_end, write_end):
-        try:
-            os.close(fd)
-        except OSError:
-            pass
-
-
 def _read_exactly(fd: int, size: int) -> bytes:
     os.set_blocking(fd, False)
     data = b""

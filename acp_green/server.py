@@ -77,6 +77,7 @@ class Server:
         self.stop_reason: str | None = None
         self._reading = False
         self._reader: Greenlet | None = None
+        self._settler: Greenlet | None = None  # the start-up heap freeze (owns_process only)
 
     def request_stop(self, reason: str) -> None:
         """Begin shutdown; safe from any greenlet and from hub callbacks."""
@@ -158,7 +159,8 @@ class Server:
         if isinstance(self.store, OpeningStore):
             self.store.open_soon()
         if self._owns_process:
-            gevent.spawn(self._settle_heap).name = "acp-settle-heap"
+            self._settler = gevent.spawn(self._settle_heap)
+            self._settler.name = "acp-settle-heap"
 
     def _settle_heap(self) -> None:
         if isinstance(self.store, OpeningStore):
@@ -209,6 +211,9 @@ class Server:
             else:
                 endpoint.refuse_unread(line.data)
         evictor.kill(block=False)
+        if self._settler is not None:
+            # Start-up work only: a freeze not begun by now (still waiting for the store) is moot.
+            self._settler.kill(block=True, timeout=1)
         outbound.release_producers()
         killed = acp.shut_down(self.options.shutdown_grace)
         if killed:

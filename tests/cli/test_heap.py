@@ -76,28 +76,30 @@ def test_an_agent_served_in_process_leaves_the_host_heap_alone(inprocess):
     assert gc.get_freeze_count() == was_frozen
 
 
-def test_the_freeze_lets_the_hub_run_while_it_picks_out_the_frozen_greenlets():
-    """Only `gc.get_objects()` runs in one go; the greenlets are picked out of its list a slice
-    at a time between yields, so a request arriving meanwhile (a replay may have begun) is not
-    held behind the whole walk."""
+def test_the_freeze_never_lets_another_greenlet_run_while_it_holds_every_object():
+    """`gc.get_objects()` holds a reference to every object of the process: the freeze uses
+    its list and drops it without a switch in between. Kept across yields (picked a slice at a
+    time), it made `acp-green serve` die with SIGSEGV now and then when the walk overlapped
+    the shutdown: an object it still held had been freed meanwhile."""
     import gevent
 
-    left_when_it_ran: list[int] = []
-    other = gevent.spawn(lambda: left_when_it_ran.append(len(heap._unscanned)))
+    ran_during: list[bool] = []
+    freezing = [False]
+    other = gevent.spawn(lambda: ran_during.append(freezing[0]))
     try:
+        freezing[0] = True
         heap.freeze_start_up_objects()
+        freezing[0] = False
         other.join(timeout=5)
-        assert left_when_it_ran and left_when_it_ran[0] > 0, left_when_it_ran  # ran before the walk ended
-        assert not heap._unscanned
+        assert ran_during == [False]  # it ran, and only after the freeze
+        assert heap.greenlet_count() >= 3  # the hub, this greenlet and `other`
     finally:
         other.kill()
-        gc.unfreeze()
-        heap._frozen_greenlets = None
+        _reset_freeze()
 
 
 def _reset_freeze() -> None:
     gc.unfreeze()
-    heap._unscanned.clear()
     heap._frozen_greenlets = None
 
 
@@ -124,26 +126,20 @@ def test_a_frozen_greenlet_that_ends_and_is_released_is_no_longer_counted():
         _reset_freeze()
 
 
-def test_the_count_asked_while_the_freeze_is_still_picking_out_greenlets_is_exact():
-    """`_acp_green/stats` may be asked between two slices of the walk: the count is that of
-    every greenlet all the same, none missed and none counted twice."""
+def test_the_count_asked_right_after_the_freeze_is_exact():
+    """`_acp_green/stats` asked once the freeze is done counts every greenlet, none missed
+    (frozen, so invisible to gc.get_objects()) and none counted twice."""
     import gevent
 
     gc.collect()  # greenlets left unreachable by earlier tests must not leave the count meanwhile
     before = heap.greenlet_count()
-    seen: list[tuple[int, int]] = []
-
-    def ask() -> None:
-        seen.append((len(heap._unscanned), heap.greenlet_count()))
-
+    seen: list[int] = []
     freezer = gevent.spawn(heap.freeze_start_up_objects)
-    asker = gevent.spawn(ask)
+    asker = gevent.spawn(lambda: seen.append(heap.greenlet_count()))
     try:
         freezer.join(timeout=30)
         asker.join(timeout=30)
-        assert seen and seen[0][0] > 0, seen  # asked mid-walk
-        assert seen[0][1] == before + 2  # the asker and the freezer themselves
-        assert not heap._unscanned
+        assert seen == [before + 2]  # the asker and the freezer themselves
     finally:
         asker.kill()
         freezer.kill()
@@ -172,32 +168,4 @@ def test_greenlets_made_after_the_freeze_are_counted_once_after_a_stack_dump():
         gevent.sleep(0)  # the hub's callback that notified its links held it until now
         assert heap.greenlet_count() == before - 1
     finally:
-        _reset_freeze()
-
-
-def test_a_stack_dump_during_the_freeze_ends_its_walk_with_every_greenlet_counted_once():
-    """The dump re-freezes and counts everything itself: the walk the start-up freeze had left
-    is dropped (its list no longer holds every start-up object alive) and nothing is counted twice."""
-    import gevent
-
-    gc.collect()  # greenlets left unreachable by earlier tests must not leave the count meanwhile
-    before = heap.greenlet_count()
-    seen: list[int] = []
-
-    def dump() -> None:
-        seen.append(len(heap._unscanned))
-        with heap.all_objects_visible():
-            pass
-        seen.append(len(heap._unscanned))
-
-    freezer = gevent.spawn(heap.freeze_start_up_objects)
-    dumper = gevent.spawn(dump)
-    try:
-        freezer.join(timeout=30)
-        dumper.join(timeout=30)
-        assert len(seen) == 2 and seen[0] > 0 and seen[1] == 0, seen
-        assert heap.greenlet_count() == before + 2  # the dumper and the freezer, ended, still referenced here
-    finally:
-        dumper.kill()
-        freezer.kill()
         _reset_freeze()

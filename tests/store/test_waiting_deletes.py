@@ -33,3 +33,23 @@ def test_a_waiting_delete_hides_the_session_from_reads_during_an_outage(tmp_path
         assert store.load_session("on-disk") is None and store.list_sessions() == []
     finally:
         store.close()
+
+
+def test_a_page_of_sessions_stays_full_when_waiting_deletes_remove_some_of_it(tmp_path, monkeypatch):
+    path = statedb.db_path(str(tmp_path / "state"))
+    disk = DiskFull(monkeypatch)
+    store = SqliteStore(path)
+    try:
+        for index, session_id in enumerate(("a", "b", "c", "d")):
+            store.save_session(SessionRecord(session_id, "/tmp", updated_at=float(index + 1)))
+        store.sync()
+        disk.full = True
+        write_a_session(store, "waiting")
+        wait_until(lambda: store.retries >= 1, what="the store to meet the full disk")
+        store.delete_session("waiting")
+        store.delete_session("d")
+        store.delete_session("c")
+        assert [r.session_id for r in store.list_sessions(limit=2)] == ["b", "a"]
+    finally:
+        disk.full = False
+        store.close()

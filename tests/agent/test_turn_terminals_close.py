@@ -24,7 +24,7 @@ class RecordingClient:
         self.sent.append((method, params["terminalId"]))
 
 
-def test_a_closed_turn_releases_its_terminals_and_starts_no_more():
+def test_a_closed_turn_releases_its_terminals_and_starts_no_more() -> None:
     client = RecordingClient()
     terminals = TurnTerminals("sess-1", CancelToken(), client.call, client.send)
     terminals.create("make")

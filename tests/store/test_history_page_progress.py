@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -14,7 +15,7 @@ from acp_green.store.turns import HistoryEntry
 
 
 @pytest.mark.parametrize("kind", ["memory", "sqlite"])
-def test_an_update_larger_than_a_page_still_makes_a_page_of_its_own(kind: str, tmp_path) -> None:
+def test_an_update_larger_than_a_page_still_makes_a_page_of_its_own(kind: str, tmp_path: Path) -> None:
     store = MemoryStore() if kind == "memory" else SqliteStore(statedb.db_path(str(tmp_path / "state")))
     try:
         big, small = json.dumps({"x": "y" * 200}).encode(), b'{"x":1}'

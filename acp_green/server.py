@@ -279,7 +279,7 @@ def serve_stdio(agent: Agent, options: ServeOptions | None = None, *, log_level:
     when nothing patching comes too late for is in use: not when `ssl` was imported (any HTTPS
     client library imports it) or another thread runs. Then it serves unpatched (said at INFO; a
     block then gets the watchdog's WARNING, options.block_warning): to patch, call
-    `gevent.monkey.patch_all()` at the very top of the script, before its other imports, or serve
+    gevent's `patch_all()` at the very top of the script, before its other imports, or serve
     with `acp-green serve --agent`, which patches before importing the agent.
     """
     refused = _patch_if_safe() if monkey_patch else []
@@ -292,7 +292,7 @@ def serve_stdio(agent: Agent, options: ServeOptions | None = None, *, log_level:
     logsetup.configure(log_level)  # (again): the handler now writes through the sink
     if refused:
         log.info("serving without gevent monkey-patching (blocking calls will hold every session): %s; call "
-                 "gevent.monkey.patch_all() before any other import, or serve with `acp-green serve --agent`",
+                 "gevent.monkey.patch_all() before any other import, or serve with `acp-green serve --agent`",  # ok: advice text
                  "; ".join(refused))
     watch = blockwatch.start(options.block_warning)
     try:

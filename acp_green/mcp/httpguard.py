@@ -182,7 +182,7 @@ def send(client: Any, method: str, path: str, **options: Any) -> Any:
     pool = client._connection_pool
     try:
         response = client.request(method, path, **options)
-    except BaseException:
+    except BaseException:  # ok: re-raised at once, a kill included; only the pool's bookkeeping runs first
         pool.abandon_head()
         raise
     pool.head_read(response)

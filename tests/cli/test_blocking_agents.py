@@ -1,6 +1,9 @@
 """Agents with plain blocking code (tests/blocking_agents.py) through the real `acp-green serve`:
 patched by default, the connection stays live around a `time.sleep(3)`; with --no-monkey-patch
-the block is not silent, a WARNING names the agent's function."""
+the block is not silent, a WARNING names the agent's function.
+
+S2 and S10: under the default patching, control requests (and another session's cancel) are read and answered while a prompt blocks.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """An HTTP MCP server's response head is bounded (acp_green/mcp/httpguard.py): endless interim
 (1xx) responses, a huge header, a flood of headers fail the call at once with a clear error and
-close the connection, and the agent answers control requests meanwhile."""
+close the connection, and the agent answers control requests meanwhile.
+
+S10: control stays answered while an HTTP MCP server sends endless or huge heads.
+"""
 
 from __future__ import annotations
 

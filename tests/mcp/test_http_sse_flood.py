@@ -1,6 +1,9 @@
 """An HTTP MCP server flooding an event stream with events that cannot be served: the reader
 yields to the hub between events (acp_green/rpc/fairness.py), the core logs the first ten and counts
-the rest, and at the core's MAX_JUNK the link is closed with a clear error."""
+the rest, and at the core's MAX_JUNK the link is closed with a clear error.
+
+S10: control stays answered while an event stream floods.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """TLS handshakes with HTTP MCP servers wait cooperatively (gevent's SSLContext, bounded by the
 connect timeout): servers that accept TCP and never speak TLS, or speak something else, fail their
 calls clearly, all in parallel, and a slow but real TLS server is reached, while control requests
-are answered all along."""
+are answered all along.
+
+S10: control stays answered while TLS handshakes wait.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """A `--provide-mcp` stdio server that stops reading its stdin: what waits for it is bounded in
 bytes (`StdioProcess.max_stdin_bytes`), requests beyond are refused -32000 `mcp_backlog`,
 notifications dropped and counted; and `mcp/disconnect` is admitted even when every background
-slot is held by a relay stuck on that server."""
+slot is held by a relay stuck on that server.
+
+S7 and S9: a bridge whose server stops reading is bounded, and mcp/disconnect (which frees resources) is admitted even with all 32 background slots taken: the one exception to S9's limit.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """A stdio MCP server that writes without pause: the agent keeps answering control requests
 (the link's reader yields between lines), every kind of junk is logged within one bound, and a
 server that floods junk past `peer.MAX_JUNK` is stopped with a clear error. The servers are real
-processes: `yes`, and tests/mcp_servers/flooder.py."""
+processes: `yes`, and tests/mcp_servers/flooder.py.
+
+S10: control requests and cancels stay answered while an MCP server floods (the reader yields).
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """A `session/load` whose replay is cut short never answers a success (ACP: the agent responds
 once *all* the conversation entries have been streamed): $/cancel_request, session/cancel and
 session/close -32800; EOF and SIGTERM -32800 "shutting down"; session/delete unknown_session.
-A whole replay, even one cancelled right after its last entry, answers its result."""
+A whole replay, even one cancelled right after its last entry, answers its result.
+
+S2 and S13: a load admitted in order is answered once, with an error when its replay is cut short (shutdown included), never a success.
+"""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """A store failure the disk may recover from (full, I/O error, the write lock held elsewhere) never
 turns persistence off: what could not be written waits, is retried with backoff and is written
 once the disk works again; only a database unusable for good (corrupt, not a database) is
-replaced by memory. Reads never wait on another process's lock nor behind a long delete."""
+replaced by memory. Reads never wait on another process's lock nor behind a long delete.
+
+S10 and S16: control never waits behind the store's writes, and what waits through a disk failure (usage records included) is written once the disk works.
+"""
 
 from __future__ import annotations
 

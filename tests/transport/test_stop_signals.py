@@ -1,4 +1,7 @@
-"""Every catchable signal that would end the process takes the orderly stop of SIGTERM."""
+"""Every catchable signal that would end the process takes the orderly stop of SIGTERM.
+
+S13: every terminating signal runs the orderly stop: the running prompt answered, MCP children reaped.
+"""
 
 from __future__ import annotations
 

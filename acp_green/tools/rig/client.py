@@ -381,7 +381,7 @@ def default_signal_dispositions() -> Callable[[], None]:
     def reset() -> None:
         for signum in ignored:
             try:
-                signal.signal(signum, signal.SIG_DFL)
+                signal.signal(signum, signal.SIG_DFL)  # ok: in the forked child before exec, no hub there
             except (OSError, ValueError):  # ValueError: launched from a thread other than the main one
                 pass
         signal.pthread_sigmask(signal.SIG_SETMASK, ())

@@ -143,6 +143,7 @@ class AcpClient:
         self.hold: dict[Any, dict[str, Any]] = {}
         self.held_elicitations: dict[IdKey | None, dict[str, Any]] = {}
         self.terminal_host = TerminalHost()
+        self.lost_answers = 0  # answers the agent could no longer read (its input was closed)
         self._reader = Greenlet(self._read_loop)
         self._reader.start()
 
@@ -352,10 +353,22 @@ class AcpClient:
             self.terminal_host.cancel(request_id, self.respond_error)
 
     def respond(self, request_id: Any, result: Any) -> None:
-        self.send({"jsonrpc": "2.0", "id": request_id, "result": result})
+        self._send_answer({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     def respond_error(self, request_id: Any, error: dict[str, Any]) -> None:
-        self.send({"jsonrpc": "2.0", "id": request_id, "error": error})
+        self._send_answer({"jsonrpc": "2.0", "id": request_id, "error": error})
+
+    def _send_answer(self, message: dict[str, Any]) -> None:
+        """Answer one of the agent's requests; an agent that closed its input loses the answer.
+
+        Answers are written from the reader greenlet (and from terminal waits): a broken pipe
+        must not end the reading, because what the agent writes as it shuts down (the prompt's
+        `cancelled`, in the same chunk as a `terminal/release`) is still to be read.
+        """
+        try:
+            self.send(message)
+        except (BrokenPipeError, ConnectionResetError):
+            self.lost_answers += 1
 
     def stop(self) -> None:
         self.terminal_host.close()

@@ -47,6 +47,7 @@ SESSION_UPDATE_KINDS = frozenset({
     "user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan",
     "plan_update", "plan_removed", "available_commands_update", "current_mode_update", "config_option_update",
     "session_info_update", "usage_update", "notice", "compaction_update", "compaction_summary_chunk",
+    "session_message", "session_message_chunk", "subagent_update",
 })
 MESSAGE_CHUNKS = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
 

@@ -48,6 +48,15 @@ def open_enum(name: str) -> set[str]:
     return {choice["const"] for choice in definitions[name]["anyOf"] if "const" in choice}
 
 
+def test_send_knows_every_session_update_kind_of_the_stable_and_unstable_schemas() -> None:
+    """`send` refuses a kind neither vendored schema names, and no kind either names."""
+    kinds: set[str] = set()
+    for name in ("schema.json", "schema.unstable.json"):
+        definitions = json.loads((SCHEMA.parent / name).read_text())["$defs"]
+        kinds |= {branch["properties"]["sessionUpdate"]["const"] for branch in definitions["SessionUpdate"]["oneOf"]}
+    assert update_checks.SESSION_UPDATE_KINDS == kinds
+
+
 @pytest.mark.parametrize("alias, name", [(update_checks.NoticeSeverity, "NoticeSeverity"),
                                          (update_checks.CompactionStatus, "CompactionStatus")])
 def test_the_open_enums_name_the_schemas_values(alias: Any, name: str) -> None:

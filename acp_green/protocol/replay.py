@@ -15,6 +15,10 @@ session unknown_session.
 Only a stored entry that is one JSON object with a string `sessionUpdate` is spliced into a
 line: history this runtime did not write (a damaged file, a hand edit) must never put a line
 on the wire the client cannot parse. Others are skipped and counted, said once per replay.
+
+A stored `notice` or compaction update is replayed only to a client that advertised it
+(context.CAPABILITY_UPDATES): the loading client may not be the one it was sent to. For any
+other client it is left out, as it was never sent live to such a client either.
 """
 
 from __future__ import annotations
@@ -39,25 +43,28 @@ PAGE_BYTES = 256 << 10
 log = logging.getLogger(__name__)
 
 
-def is_update(update_json: bytes) -> bool:
-    """True if stored bytes are one JSON object with a string `sessionUpdate` (see above)."""
+def update_kind(update_json: bytes) -> str | None:
+    """The `sessionUpdate` of stored bytes that are one JSON object with a string one; else None (see above)."""
     try:
         update = wire.loads(update_json)
     except ValueError:
-        return False
-    return type(update) is dict and type(update.get("sessionUpdate")) is str
+        return None
+    kind = update.get("sessionUpdate") if type(update) is dict else None
+    return kind if type(kind) is str else None
+
 
 
 class ReplayJob(Job):
     """One `session/load` after admission: its session reserved, its token bound."""
 
     def __init__(self, store: Store, sessions: SessionRegistry, session: Session, channel: UpdateChannel,
-                 answer: Callable[[], Reply]) -> None:
+                 answer: Callable[[], Reply], accepts: Callable[[str], bool] = lambda kind: True) -> None:
         self.store = store
         self.sessions = sessions
         self.session = session
         self.channel = channel
         self.answer = answer
+        self.accepts = accepts  # whether the loading client may be sent an update of a kind
         self.token = session.token
         self.replayed = 0  # updates sent so far
         self.ended_by: RpcError | None = None  # why the replay was cut short, when the job was told
@@ -75,8 +82,11 @@ class ReplayJob(Job):
             for entry in page.entries:
                 if cancelled():
                     break
-                if not is_update(entry.update):
+                kind = update_kind(entry.update)
+                if kind is None:
                     skipped += 1
+                    continue
+                if not self.accepts(kind):
                     continue
                 out.send(line(entry.update))
                 self.replayed += 1

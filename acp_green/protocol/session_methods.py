@@ -131,7 +131,8 @@ class SessionMethods:
         """In the receive loop: check, register and reserve the session (S2); the job replays the
         stored conversation as session/update, then answers."""
         session = self._reopen(params, "session/load", mcp_required=True)
-        job = ReplayJob(self.store, self.sessions, session, self.outbound, partial(self.reopened_reply, session))
+        job = ReplayJob(self.store, self.sessions, session, self.outbound, partial(self.reopened_reply, session),
+                        self.access.context.snapshot.accepts_update)
         session.reserve(job)  # nothing after the reopen can fail: the reservation is always released (S14)
         return job
 

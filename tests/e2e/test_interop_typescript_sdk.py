@@ -39,3 +39,32 @@ def test_typescript_sdk_client_drives_acp_green_serve(tmp_path):
     assert report["cancel"] == {"stopReason": "cancelled"}
     assert report["after"] == {"stopReason": "end_turn", "text": "still here"}
     assert report["exit"] == {"code": 0, "signal": None}
+
+
+@needs_node
+def test_typescript_sdk_client_accepts_notices_compaction_and_tool_names(tmp_path):
+    """The SDK 2.4.0 client advertises `session.notices` and `session.compaction`: the notice, the
+    compaction's updates and summary chunks, and the tool calls' `name` reach its handler, each
+    parsed by the SDK's own schema (an update it refuses never does, and it complains on stderr)."""
+    require_node_package("@agentclientprotocol", "sdk")
+    done = subprocess.run(
+        ["node", os.path.join(NODE_DIR, "interop_notices.mjs"), str(tmp_path), "--",
+         sys.executable, "-m", "acp_green", "serve", "--ephemeral", "--agent", "tests.surface_agents:NoticesAgent"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["complaints"] == []
+    assert report["notices"] == [{"sessionUpdate": "notice", "severity": "warning", "title": "Context is almost full",
+                                  "description": "details here"}]
+    text = {"type": "text", "text": "Summarised the chat"}
+    assert report["compaction"] == [
+        {"sessionUpdate": "compaction_update", "compactionId": "c-1", "status": "in_progress"},
+        {"sessionUpdate": "compaction_summary_chunk", "compactionId": "c-1", "content": {"type": "text", "text": "Summarised "}},
+        {"sessionUpdate": "compaction_summary_chunk", "compactionId": "c-1", "content": {"type": "text", "text": "the chat"}},
+        {"sessionUpdate": "compaction_update", "compactionId": "c-1", "status": "completed", "summary": [text]},
+    ]
+    assert report["tools"] == [["tool_call", "read_file"], ["tool_call_update", "read_file_v2"]]
+    assert report["said"] == ["sent=True", "sent=[True, True, True, True]", "named"]
+    assert all(report[p] == "end_turn" for p in ("/notice warning Context is almost full", "/compact c-1", "/named"))
+    assert report["exit"] == {"code": 0, "signal": None}

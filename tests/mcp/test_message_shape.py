@@ -273,8 +273,13 @@ def _registry() -> McpRegistry:
     return McpRegistry([], call_client=lambda *a, **k: None, notify_client=lambda *a: None)
 
 
+#: Strings half the time, so that most examples get past some fields and fail on one.
+FIELD = st.text(max_size=10) | JSON
+INNER = st.none() | st.dictionaries(st.text(max_size=8), JSON, max_size=3) | JSON
+
+
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(server_id=JSON, request_id=JSON, method=JSON, inner=JSON)
+@given(server_id=FIELD, request_id=FIELD, method=FIELD, inner=INNER)
 def test_a_client_notification_with_any_server_or_request_id_is_taken_or_refused_as_params(
         server_id: Any, request_id: Any, method: Any, inner: Any) -> None:
     """The message shape's notification boundary: serverId and requestId must be strings (and the
@@ -291,6 +296,26 @@ def test_a_client_notification_with_any_server_or_request_id_is_taken_or_refused
         with pytest.raises(InvalidParams):
             registry.on_message_notification(params)
     assert registry.client_shape.active == {("srv", "r-1")}
+
+
+def test_an_outer_error_reaches_agent_code_as_an_mcp_error_with_the_clients_code() -> None:
+    """A binding failure the client answers (-33001: no such server registered) is what agent
+    code's call_tool raises: an McpError keeping the client's code and words, not a ClientError
+    (which would be the agent's own -32603 if it escaped)."""
+    from acp_green.errors import ClientError
+    from acp_green.mcp.acp_message import ServerIdChannel
+    from acp_green.mcp.client import McpClientSession
+
+    def refuse(method: str, params: Any, **_: Any) -> Any:
+        raise ClientError(method, {"code": -33001, "message": "MCP server registration unavailable", "data": {"serverId": "srv"}})
+
+    shape = ClientShape()
+    session = McpClientSession("proj", ServerIdChannel(refuse, "srv", shape))
+    session.initialize()
+    with pytest.raises(McpError) as raised:
+        session.call_tool("echo", {})
+    assert (raised.value.code, raised.value.message) == (-33001, "MCP server registration unavailable")
+    assert shape.active == set()  # the request is no longer in flight
 
 
 def test_the_outcome_schema_agrees_with_inner_outcome_on_examples() -> None:

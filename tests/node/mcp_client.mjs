@@ -77,7 +77,7 @@ const report = await app.connectWith(tapped, async (ctx) => {
   out.second = { stopReason: (await prompt('/mcp proj echo {"text": "again"}')).stopReason, said: said(sid, mark) };
   out.missing = { stopReason: (await prompt("/mcp proj missing")).stopReason, update: toolUpdates(sid).at(-1) };
   const waiting = prompt("/mcp proj hold");
-  await held;
+  await Promise.race([held, waiting]); // a call that never reaches the handler must not hang the script
   await ctx.notify(methods.agent.session.cancel, { sessionId: sid });
   out.cancel = { stopReason: (await waiting).stopReason };
   return out;

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..errors import ClientError, McpError, one_line
+from ..rpc.cancel import CancelToken
 from ..version import __version__
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class ServerIdChannel:
         self.server_id = server_id
         self._shape = shape
 
-    def request(self, method: str, params: Any, token: Any = None, timeout: float | None = None) -> Any:
+    def request(self, method: str, params: Any, token: CancelToken | None = None, timeout: float | None = None) -> Any:
         request_id = f"acp-green-{next(_request_ids)}"
         route = (self.server_id, request_id)
         message = {"serverId": self.server_id, "requestId": request_id, "method": method, "params": with_request_meta(params)}

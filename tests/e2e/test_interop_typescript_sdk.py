@@ -1,6 +1,7 @@
 """Interop: a Node script on the official TypeScript SDK (@agentclientprotocol/sdk, pinned in
 tests/node/package-lock.json) drives `acp-green serve`: initialize, session, a streamed prompt,
-a permission round trip with an fs write, and a cancel."""
+a permission round trip with an fs write, and a cancel; and, on the SDK's `/unstable` entrypoint,
+an MCP server the client provides over the newest MCP-over-ACP shape (tests/node/mcp_client.mjs)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import sys
 import pytest
 
 from tests.helpers import TESTS
+from tests.mcp_helpers import connect_shape_schema, mcp_problems, message_shape_schema
 from tests.node_peers import needs_node, require_node_package
 
 pytestmark = pytest.mark.slow  # a third-party peer: the official TypeScript SDK on node as the client
@@ -68,3 +70,40 @@ def test_typescript_sdk_client_accepts_notices_compaction_and_tool_names(tmp_pat
     assert report["said"] == ["sent=True", "sent=[True, True, True, True]", "named"]
     assert all(report[p] == "end_turn" for p in ("/notice warning Context is almost full", "/compact c-1", "/named"))
     assert report["exit"] == {"code": 0, "signal": None}
+
+
+@needs_node
+def test_typescript_sdk_client_serves_an_mcp_server_over_the_newest_mcp_over_acp_shape(tmp_path):
+    """MCP-over-ACP in the newest shape, end to end: the SDK 2.4.0 client (`/unstable`,
+    McpOverAcpProvider) declares a `type: "acp"` server; `acp-green serve` probes mcp/connect once,
+    gets -32601, and calls the tool with mcp/message by serverId + requestId; an inner error fails
+    the tool call with the server's words; a cancelled turn sends $/cancel_request for the outer
+    request. Every mcp/message the agent sent validates against the sdk-2.4.0 unstable schema."""
+    require_node_package("@agentclientprotocol", "sdk")
+    done = subprocess.run(
+        ["node", os.path.join(NODE_DIR, "mcp_client.mjs"), str(tmp_path), "--",
+         sys.executable, "-m", "acp_green", "serve", "--ephemeral"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["mcpCapabilities"]["acp"] is True
+    assert report["first"] == {"stopReason": "end_turn", "said": "client says over the new shape"}
+    assert report["second"] == {"stopReason": "end_turn", "said": "client says again"}
+    assert report["missing"]["update"]["status"] == "failed"
+    assert "Unknown tool: missing" in report["missing"]["update"]["content"][0]["content"]["text"]
+    assert report["cancel"] == {"stopReason": "cancelled"}
+    assert [(c["method"], c["name"], c["protocolVersion"]) for c in report["calls"]] == [
+        ("tools/call", name, "2026-07-28") for name in ("echo", "echo", "missing", "hold")]
+    assert report["exit"] == {"code": 0, "signal": None}
+    sent = [m for m in report["fromAgent"] if str(m.get("method", "")).startswith("mcp/")]
+    [probe] = [m for m in sent if m["method"] == "mcp/connect"]
+    [refusal] = [m for m in report["toAgent"] if m.get("id") == probe["id"] and "method" not in m]
+    assert refusal["error"]["code"] == -32601 and mcp_problems(probe, connect_shape_schema()) == []
+    messages = [m for m in sent if m["method"] == "mcp/message"]
+    assert len(messages) == 4 and {m["params"]["serverId"] for m in messages} == {report["serverId"]}
+    assert len({m["params"]["requestId"] for m in messages}) == 4
+    for message in messages:
+        assert mcp_problems(message, message_shape_schema()) == [], message
+    cancels = [m for m in report["fromAgent"] if m.get("method") == "$/cancel_request"]
+    assert [c["params"]["requestId"] for c in cancels] == [messages[-1]["id"]]

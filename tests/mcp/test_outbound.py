@@ -8,7 +8,7 @@ import pytest
 
 from acp_green.tools.rig.client import ClientPolicy
 from tests.helpers import said, wait_gone
-from tests.mcp_helpers import SDK_TOOLS, stdio_entry
+from tests.mcp_helpers import SDK_TOOLS, connect_shape_schema, mcp_problems, stdio_entry
 from tests.mcp_peer import SdkServerOverAcp
 from tests.mcp_servers.client_hosted import make_server
 
@@ -43,6 +43,11 @@ def test_turn_calls_a_client_provided_acp_server_S7(launch, hosted):
     # The connection is kept for the session: a second call reuses it.
     assert agent.prompt(session_id, '/mcp proj echo {"text": "again"}').result() == {"stopReason": "end_turn"}
     assert len(hosted.connections) == 1
+    # The client answered mcp/connect: the connect shape, every message valid under the older schema.
+    sent = [r.message for r in agent.records if r.direction == "in" and r.message and str(r.message.get("method", "")).startswith("mcp/")]
+    assert {m["method"] for m in sent} == {"mcp/connect", "mcp/message"}
+    for message in sent:
+        assert mcp_problems(message, connect_shape_schema()) == [], message
 
 
 def test_client_mcp_message_requests_on_an_outbound_connection_are_dispatched_S1(launch, hosted):

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import acp_green
+
 from tests.helpers import wait_until
 
 __all__ = ["INIT_PARAMS", "RECORDER", "SDK_TOOLS"]
@@ -79,23 +81,19 @@ def wait_file_lines(path: str, predicate: Any, timeout: float = 30.0) -> list[st
 
 
 # -- the two MCP-over-ACP shapes and the schemas each is checked against -------------------------
-def _shared_schemas() -> Path:
-    """The shared ACP schema copies (beside the checkout in CI, two levels up in a worktree)."""
-    repo = HERE.parent
-    for base in (repo.parent / "shared", repo.parent.parent / "shared"):
-        if (base / "acp-schema" / "sdk-2.4.0").is_dir():
-            return base / "acp-schema"
-    raise AssertionError(f"no shared/acp-schema/sdk-2.4.0 beside {repo}: the MCP shape tests read the schemas there")
+def _vendored_schemas() -> Path:
+    """The ACP schema copies the package ships (acp_green/schema/README.md says where each is from)."""
+    return Path(acp_green.__file__).parent / "schema"
 
 
 def message_shape_schema() -> Path:
     """The unstable schema of the newest official SDK (2.4.0): `mcp/message` by serverId + requestId."""
-    return _shared_schemas() / "sdk-2.4.0" / "v1" / "schema.unstable.json"
+    return _vendored_schemas() / "schema.unstable.json"
 
 
 def connect_shape_schema() -> Path:
     """The older unstable schema: mcp/connect, mcp/message on a connectionId, mcp/disconnect."""
-    return _shared_schemas() / "schema.unstable.json"
+    return _vendored_schemas() / "v1-older" / "schema.unstable.json"
 
 
 _VALIDATORS: dict[tuple[Path, str], Any] = {}

@@ -73,3 +73,11 @@ def test_bad_agent_spec_is_a_clear_usage_error():
     assert result.exit_code == 2 and "cannot import" in result.output
     result = CliRunner().invoke(cli, ["serve", "--no-monkey-patch", "--agent", "json"])
     assert result.exit_code == 2 and "MODULE:ATTR" in result.output
+
+
+def test_serve_help_documents_stable_only():
+    """`acp-green serve --help` names --stable-only and what it hides."""
+    text = " ".join(CliRunner().invoke(cli, ["serve", "--help"], catch_exceptions=False).output.split())
+    assert "--stable-only" in text
+    for hidden in ("session/fork", "session/archive", "session/unarchive", "session/set_title", "session/status", "mcp/connect"):
+        assert hidden in text, hidden

@@ -119,8 +119,7 @@ class MemoryStore:
 
     def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None,
                       archived: bool | None = None) -> list[SessionRecord]:
-        """Most recently updated first (the same order and cursor as the SQLite store); `archived`
-        True or False keeps only the sessions in that archive state, None keeps both."""
+        """Most recently updated first (the SQLite store's order and cursor); `archived`: as statedb.list_sessions."""
         keys = [
             (stored[0], session_id)
             for session_id, stored in self._sessions.items()
@@ -204,21 +203,7 @@ class MemoryStore:
         turn.ended = True
 
     def fork_history(self, source_id: str, fork_id: str) -> None:
-        """Copy every turn of `source_id` that has ended, with its history, to `fork_id` (see statedb.fork_history)."""
-        source = self._turns.get(source_id, {})
-        ended = {turn_id for turn_id, turn in source.items() if turn.ended}
-        for turn_id in source:
-            if turn_id not in ended:
-                continue
-            turn = source[turn_id]
-            self.begin_turn(fork_id, turn_id, turn.started_at, [])
-            for piece_turn, updates in list(self._history.get(source_id, ())):
-                if piece_turn == turn_id:
-                    self._add_pieces(fork_id, turn_id, list(updates))
-            copied = self._turns[fork_id].get(turn_id)
-            if copied is not None:
-                copied.stop_reason, copied.error, copied.ended = turn.stop_reason, turn.error, True
-                copied.complete = copied.complete and turn.complete
+        _fork_in_memory(self, source_id, fork_id)
 
     def mark_incomplete(self, session_id: str, turn_id: str) -> None:
         """Some of the turn's history was not stored."""
@@ -309,6 +294,22 @@ class MemoryStore:
 
     def close(self) -> None:
         pass
+
+
+def _fork_in_memory(memory: MemoryStore, source_id: str, fork_id: str) -> None:
+    """Copy every turn of `source_id` that has ended, with its history, to `fork_id` (as statedb.fork_history)."""
+    source = memory._turns.get(source_id, {})
+    for turn_id, turn in list(source.items()):
+        if not turn.ended:
+            continue
+        memory.begin_turn(fork_id, turn_id, turn.started_at, [])
+        for piece_turn, updates in list(memory._history.get(source_id, ())):
+            if piece_turn == turn_id:
+                memory._add_pieces(fork_id, turn_id, list(updates))
+        copied = memory._turns[fork_id].get(turn_id)
+        if copied is not None:
+            copied.stop_reason, copied.error, copied.ended = turn.stop_reason, turn.error, True
+            copied.complete = copied.complete and turn.complete
 
 
 @dataclass(slots=True)

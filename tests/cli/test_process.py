@@ -81,3 +81,17 @@ def test_serve_help_documents_stable_only():
     assert "--stable-only" in text
     for hidden in ("session/fork", "session/archive", "session/unarchive", "session/set_title", "session/status", "mcp/connect"):
         assert hidden in text, hidden
+
+
+def test_serve_stable_only_reaches_the_protocol(launch):
+    """`serve --stable-only` over real pipes: the unstable capabilities are not advertised and
+    session/fork answers -32601; without it, fork is advertised and answers."""
+    stable = launch("--ephemeral", "--stable-only")
+    capabilities = stable.initialize()["agentCapabilities"]
+    assert "fork" not in capabilities["sessionCapabilities"] and "acp" not in capabilities["mcpCapabilities"]
+    sid = stable.new_session()
+    assert stable.request("session/fork", {"sessionId": sid, "cwd": "/tmp"}).error()["code"] == -32601
+    full = launch("--ephemeral")
+    assert full.initialize()["agentCapabilities"]["sessionCapabilities"]["fork"] == {}
+    sid = full.new_session()
+    assert full.call("session/fork", {"sessionId": sid, "cwd": "/tmp"})["sessionId"] != sid

@@ -41,6 +41,9 @@ class CountingAgent(Agent):
             self.release.wait(10)
         return None
 
+    def session_started(self, session: SessionView, snapshot: ConnectionSnapshot) -> None:
+        session.state["started_on"] = session.cwd
+
     def on_fork(self, source: SessionView, fork: SessionView, snapshot: ConnectionSnapshot) -> None:
         if source.state.get("private"):
             raise ForkRefused("this session is private")
@@ -158,6 +161,18 @@ def test_fork_of_a_prompting_session_holds_its_finished_turns_only(inprocess, tm
     assert _replayed(client, fork) == ["first #1 forked=False", "next #2 forked=True"]
     assert _replayed(client, source) == ["first #1 forked=False", "hold #2 forked=False"]
     assert _sdk_problems(client) == []
+
+
+def test_a_fork_gets_the_state_as_it_is_now_when_no_prompt_runs(inprocess, tmp_path):
+    """An idle source's state changed outside any turn (here by `session_started`) is stored
+    first, so the fork's copy has it; the hook's change is in the fork alone."""
+    harness = _start(inprocess, tmp_path)
+    client = harness.client
+    source = client.new_session("/w")
+    fork = client.call("session/fork", {"sessionId": source, "cwd": "/tmp"})["sessionId"]
+    sessions = harness.server.sessions
+    assert sessions.live(fork).state == {"started_on": "/w", "forked": True}
+    assert sessions.live(source).state == {"started_on": "/w"}
 
 
 def test_an_agent_may_refuse_a_fork(inprocess, tmp_path):

@@ -125,6 +125,7 @@ def test_fork_holds_the_history_and_state_and_leaves_the_source_alone(inprocess,
     result = client.call("session/fork", {"sessionId": source, "cwd": "/var", "mcpServers": []})
     fork = result["sessionId"]
     assert fork != source and agent.forks == [(source, fork)]
+    assert client.call("session/status", {"sessionId": fork}) == {"status": "open"}  # live, as after session/new
     sdk_unstable_schema.check_response("session/fork", result)
     listed = _listed(client)
     assert listed[fork]["cwd"] == "/var" and listed[source]["cwd"] == "/tmp"

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from acp_green.cli import cli
 from acp_green.store import statedb
 from acp_green.store.base import MemoryStore
+from acp_green.store.opening import OpeningStore
 from acp_green.store.session_record import SessionRecord
 from acp_green.store.sqlite import SqliteStore
 from acp_green.store.turns import TurnOutcome
@@ -131,3 +132,18 @@ def test_sessions_list_and_show_mark_archived_sessions_and_forks(state):
     assert "archived: True" in shown and "forkedFrom" not in shown
     assert not os.path.exists(statedb.db_path(state) + "-wal")  # read-only: nothing written
 
+
+
+def test_a_fork_made_before_the_store_opens_is_copied_in_call_order():
+    """OpeningStore: a fork handed over before the store is open copies what was written before
+    it, once the store opens; what the source writes after it stays the source's."""
+    opened = MemoryStore()
+    store = OpeningStore(lambda: opened)
+    store.save_session(SessionRecord("src", "/w"))
+    store.append_turn("src", [_update("before")], "end_turn")
+    store.save_session(SessionRecord("fork", "/w", forked_from="src"))
+    store.fork_history("src", "fork")
+    store.append_turn("src", [_update("after")], "end_turn")
+    assert store.store is None  # nothing was read yet: all of it waited
+    assert store.history("fork") == [_update("before")]
+    assert store.history("src") == [_update("before"), _update("after")]

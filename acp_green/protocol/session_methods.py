@@ -153,11 +153,7 @@ class SessionMethods:
         checked = Params(params, "session/list")
         cwd = checked.optional_absolute_path("cwd")
         cursor = checked.optional("cursor", str)
-        archive_filter = checked.optional("archived", str)
-        if archive_filter not in ARCHIVE_FILTERS and not self.stable_only:
-            raise checked.refuse("archived", f"unsupported archive filter {wire.excerpt(archive_filter)!r}: "
-                                             "'exclude', 'include' or 'only'")
-        archived = None if self.stable_only else ARCHIVE_FILTERS[archive_filter]
+        archived = None if self.stable_only else self._archive_filter(checked)
         self.access.require_auth()
         after = decode_cursor(cursor) if cursor is not None else None
         page = self.store.list_sessions(cwd, after, self.list_page_size + 1, archived)
@@ -174,6 +170,14 @@ class SessionMethods:
             last = page[len(infos) - 1]
             result["nextCursor"] = encode_cursor(last.updated_at, last.session_id)
         return result
+
+    @staticmethod
+    def _archive_filter(checked: Params) -> bool | None:
+        """The archive state session/list keeps (None: both); -32602 for a filter it does not support."""
+        value = checked.optional("archived", str)
+        if value not in ARCHIVE_FILTERS:
+            raise checked.refuse("archived", f"unsupported archive filter {wire.excerpt(value)!r}: 'exclude', 'include' or 'only'")
+        return ARCHIVE_FILTERS[value]
 
     @control("session/delete")
     def session_delete(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:

@@ -252,6 +252,13 @@ class Agent:
     def config_changed(self, session: SessionView, config_id: str, value: Any, snapshot: ConnectionSnapshot) -> None:
         """The client set option `config_id` to `value` (a bool for a BooleanOption); as `mode_changed`."""
 
+    def on_fork(self, source: SessionView, fork: SessionView, snapshot: ConnectionSnapshot) -> None:
+        """A client forks `source` into the new session `fork` (`session/fork`); runs in receive order,
+        before anything of the fork is stored. `fork.state` is already a copy of the source's state
+        (as last stored), which this hook may change; the source is not to be changed here. Raise
+        `errors.ForkRefused` to refuse the fork (-32602 `fork_refused`); any other exception answers
+        -32603. `session_started` is not called for a fork."""
+
     def prompt(self, turn: "Turn") -> str | None:
         """Run one turn; return a stop reason (None means "end_turn")."""
         raise NotImplementedError

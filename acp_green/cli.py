@@ -85,6 +85,11 @@ def cli() -> None:
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Where sessions and the usage ledger are kept (default $XDG_STATE_HOME/acp-green or ~/.local/state/acp-green).")
 @click.option("--ephemeral", is_flag=True, help="Keep everything in memory; write nothing to disk.")
+@click.option("--stable-only", is_flag=True,
+              help="Speak ACP's stable schema only, for clients that want no unstable surface: session/fork, "
+                   "session/archive, session/unarchive, session/set_title, session/status and MCP-over-ACP (mcp/connect, "
+                   "mcp/message, mcp/disconnect) answer -32601 and are not advertised; session/list then reports no "
+                   "archive state and lists archived sessions too.")
 @click.option("--provide-mcp", "provide_mcp", multiple=True, metavar="NAME=COMMAND",
               help="Provide a stdio MCP server over ACP (mcp/connect); repeatable; COMMAND is split like a shell would.")
 @click.option("--monkey-patch/--no-monkey-patch", default=True, show_default=True,
@@ -101,7 +106,7 @@ def cli() -> None:
                    "nothing for this long (30 s at most in all; at once if it closed its end).")
 def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, idle_timeout: float,
           max_line_bytes: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
-          block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float) -> None:
+          block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float, stable_only: bool) -> None:
     """Run an ACP agent on stdin/stdout (the main job: point your editor at this).
 
     \b
@@ -139,6 +144,7 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
         provide_mcp=provided,
         state_dir=state_dir,
         ephemeral=ephemeral,
+        stable_only=stable_only,
         output=OutputLimits(flush_stall_timeout=flush_stall_timeout),
         block_warning=block_warning,
     )
@@ -246,9 +252,9 @@ def sessions() -> None:
 @click.option("--cwd", default=None, help="Only sessions whose working directory is this.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None:
-    """Stored sessions, most recently active first."""
+    """Stored sessions, most recently active first; archived ones and forks are marked."""
     from .store import statedb
-    from .store.report import printable, session_dict
+    from .store.report import printable, session_dict, session_marks
 
     with _open_db(state_dir) as conn:
         records = statedb.list_sessions(conn, cwd) if conn is not None else []
@@ -257,7 +263,8 @@ def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None
         _echo_json([{**session_dict(r), "turns": counts[r.session_id]} for r in records])
         return
     for record in records:
-        click.echo(printable(f"{record.session_id}  {counts[record.session_id]:>4} turns  {record.cwd}  {record.title or ''}".rstrip()))
+        line = f"{record.session_id}  {counts[record.session_id]:>4} turns  {record.cwd}  {record.title or ''}  {session_marks(record)}"
+        click.echo(printable(line.rstrip()))
 
 
 @sessions.command("show")
@@ -279,8 +286,9 @@ def sessions_show(state_dir: str | None, session_id: str, as_json: bool, full: b
             _echo_json(export_sessions(conn, [session_id])[0])
             return
         session = session_dict(record)
-        for key in ("sessionId", "cwd", "title", "modeId", "config", "additionalDirectories"):
-            click.echo(printable(f"{key}: {session[key]}"))
+        for key in ("sessionId", "cwd", "title", "modeId", "config", "additionalDirectories", "archived", "forkedFrom"):
+            if key != "forkedFrom" or session[key] is not None:
+                click.echo(printable(f"{key}: {session[key]}"))
         click.echo("")
         for fragment in render_turns(conn, session_id, full=full):
             click.echo(printable(fragment), nl=False)

@@ -100,6 +100,15 @@ class UnknownSession(InvalidParams):
         super().__init__(f"Unknown session: {shown!r}", data={"sessionId": shown})
 
 
+class ForkRefused(InvalidParams):
+    """Raised by an agent's `Agent.on_fork` to refuse a `session/fork` (-32602 `fork_refused`)."""
+
+    reason = "fork_refused"
+
+    def __init__(self, message: str = "This session cannot be forked") -> None:
+        super().__init__(message)
+
+
 class InternalError(RpcError):
     code = INTERNAL_ERROR
 

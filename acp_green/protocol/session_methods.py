@@ -36,6 +36,8 @@ LIST_PAGE_SIZE = 50
 #: Encoded bytes of sessions one `session/list` page holds at most (at least one session is
 #: always listed, so the cursor moves on); the cursor continues with the rest.
 LIST_PAGE_BYTES = 1 << 20
+#: session/list's `archived` filter (unstable ACP): which archive state each value keeps (None: both).
+ARCHIVE_FILTERS: dict[str | None, bool | None] = {None: False, "exclude": False, "include": None, "only": True}
 
 
 def declared_mcp_servers(params: Params, *, required: bool, limit: int) -> list[dict[str, Any]]:
@@ -56,8 +58,9 @@ class SessionMethods:
 
     def __init__(self, agent: Agent, access: SessionAccess, sessions: SessionRegistry, store: Store,
                  session_mcp: SessionMcpServers, outbound: Outbound, settings: SessionSettings,
-                 max_mcp_servers: int = 64) -> None:
+                 max_mcp_servers: int = 64, stable_only: bool = False) -> None:
         self.agent = agent
+        self.stable_only = stable_only  # no archive state: every session listed, no `archived` reported
         self.settings = settings
         self.access = access
         self.sessions = sessions
@@ -151,13 +154,14 @@ class SessionMethods:
         checked = Params(params, "session/list")
         cwd = checked.optional_absolute_path("cwd")
         cursor = checked.optional("cursor", str)
+        archived = None if self.stable_only else self._archive_filter(checked)
         self.access.require_auth()
         after = decode_cursor(cursor) if cursor is not None else None
-        page = self.store.list_sessions(cwd, after, self.list_page_size + 1)
+        page = self.store.list_sessions(cwd, after, self.list_page_size + 1, archived)
         infos: list[dict[str, Any]] = []
         budget = self.list_page_bytes
         for record in page[: self.list_page_size]:
-            info = session_info_wire(record)
+            info = session_info_wire(record, with_archived=not self.stable_only)
             budget -= len(wire.encode_json(info)) + 1
             if budget < 0 and infos:
                 break  # over the byte budget: this one starts the next page
@@ -167,6 +171,14 @@ class SessionMethods:
             last = page[len(infos) - 1]
             result["nextCursor"] = encode_cursor(last.updated_at, last.session_id)
         return result
+
+    @staticmethod
+    def _archive_filter(checked: Params) -> bool | None:
+        """The archive state session/list keeps (None: both); -32602 for a filter it does not support."""
+        value = checked.optional("archived", str)
+        if value not in ARCHIVE_FILTERS:
+            raise checked.refuse("archived", f"unsupported archive filter {wire.excerpt(value)!r}: 'exclude', 'include' or 'only'")
+        return ARCHIVE_FILTERS[value]
 
     @control("session/delete")
     def session_delete(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
@@ -229,13 +241,15 @@ class SessionMethods:
         self.sessions.get(session_id).cancel()
 
 
-def session_info_wire(record: Any) -> dict[str, Any]:
-    """A stored session as ACP's SessionInfo."""
+def session_info_wire(record: Any, *, with_archived: bool = False) -> dict[str, Any]:
+    """A stored session as ACP's SessionInfo; `archived` on every one when the archive capability is advertised."""
     info: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "updatedAt": iso_time(record.updated_at)}
     if record.additional_directories:
         info["additionalDirectories"] = list(record.additional_directories)
     if record.title is not None:
         info["title"] = record.title
+    if with_archived:
+        info["archived"] = record.archived
     return info
 
 

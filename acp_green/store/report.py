@@ -92,7 +92,17 @@ def session_dict(record: SessionRecord) -> dict[str, Any]:
         "modeId": record.mode_id,
         "config": dict(record.config),
         "updatedAt": record.updated_at,
+        "archived": record.archived,
+        "forkedFrom": record.forked_from,
     }
+
+
+def session_marks(record: SessionRecord) -> str:
+    """What `sessions list` adds to a session's line: `[archived]`, `[forked from ID]`."""
+    marks = ["[archived]"] if record.archived else []
+    if record.forked_from is not None:
+        marks.append(f"[forked from {record.forked_from}]")
+    return " ".join(marks)
 
 
 def turn_dict(turn: StoredTurn) -> dict[str, Any]:

@@ -57,7 +57,7 @@ def test_session_delete_mid_replay_answers_unknown_session(inprocess, tmp_path):
     delete = harness.client.request("session/delete", {"sessionId": sid})
     harness.client.resume_reading()
     assert delete.result() == {}
-    assert load.error()["data"] == {"reason": "unknown_session", "sessionId": sid}
+    assert load.error()["code"] == -32002 and load.error()["data"] == {"reason": "unknown_session", "sessionId": sid}
 
 
 def test_eof_mid_replay_answers_shutting_down(inprocess, tmp_path):

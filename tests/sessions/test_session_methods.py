@@ -66,12 +66,12 @@ def test_session_resume_does_not_replay(inprocess, tmp_path):
     assert client.prompt(sid, "again").result() == {"stopReason": "end_turn"}
 
 
-def test_session_load_unknown_is_invalid_params(inprocess, tmp_path):
-    """Loading or resuming a session that was never stored: -32602 unknown_session."""
+def test_session_load_unknown_is_resource_not_found(inprocess, tmp_path):
+    """Loading, resuming or closing a session that was never stored: -32002 unknown_session (DESIGN §6)."""
     client = _start(inprocess, tmp_path).client
-    for method in ("session/load", "session/resume"):
+    for method in ("session/load", "session/resume", "session/close"):
         error = client.request(method, {"sessionId": "sess_nope", "cwd": "/tmp", "mcpServers": []}).error()
-        assert error["code"] == -32602 and error["data"]["reason"] == "unknown_session"
+        assert error["code"] == -32002 and error["data"] == {"reason": "unknown_session", "sessionId": "sess_nope"}, (method, error)
 
 
 def test_session_list_pages_and_filters_by_cwd(inprocess, tmp_path):

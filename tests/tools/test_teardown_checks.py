@@ -50,6 +50,22 @@ def test_an_update_after_the_prompts_response_fails_the_teardown_check():
     assert [p.split(":")[0] for p in invariant_problems(records)] == ["no_update_after_response"]
 
 
+@pytest.mark.parametrize("method", ["session/load", "session/resume"])
+def test_an_update_after_a_load_or_resume_response_fails_the_teardown_check(method: str) -> None:
+    """S5: a load's or resume's session-level updates precede its response, like a prompt's
+    updates; one after it is late, until the client's next request for the session. An update
+    before the response, or after an error answer, is no violation."""
+    reopen = {"jsonrpc": "2.0", "id": 3, "method": method, "params": {"sessionId": "s", "cwd": "/tmp", "mcpServers": []}}
+    commands = {"jsonrpc": "2.0", "method": "session/update",
+                "params": {"sessionId": "s", "update": {"sessionUpdate": "available_commands_update", "availableCommands": []}}}
+    answered = into({"jsonrpc": "2.0", "id": 3, "result": {}})
+    problems = invariant_problems([out(reopen), answered, into(commands)])
+    assert [p.split(":")[0] for p in problems] == ["no_update_after_response"] and f"its {method} response" in problems[0], problems
+    assert invariant_problems([out(reopen), into(commands), answered]) == []
+    refused = into({"jsonrpc": "2.0", "id": 3, "error": {"code": -32002, "message": "Unknown session"}})
+    assert invariant_problems([out(reopen), refused, into(commands)]) == []
+
+
 def test_a_tolerated_invariant_is_skipped_and_only_that_one():
     records = [out(CANCEL), into({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "x"}}),
                out(LIST), into(LISTED), into(LISTED)]

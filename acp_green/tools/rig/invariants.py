@@ -26,7 +26,7 @@ INVARIANTS = (
     "one_response_per_request",  # each client request gets exactly one response
     "no_response_to_notification",
     "prompt_updates_in_order",  # a /stream prompt's chunks arrive 0, 1, 2, ...
-    "no_update_after_response",  # nothing for a session after its prompt's response (S5)
+    "no_update_after_response",  # nothing for a session after its prompt's, load's or resume's response (S5)
     "cancelled_answers_cancelled",
     "exit_after_eof",
     "no_orphan_processes",
@@ -43,6 +43,9 @@ _STREAM = re.compile(r"^/stream\s+(\d+)")
 _CHUNK_INDEX = re.compile(r"^(\d+):")
 # Errors that refuse a prompt at admission, before any turn ran: a cancel cannot apply to them.
 _REFUSALS = frozenset({"session_busy", "connection_busy", "output_backlog"})
+#: Requests whose successful response, like a prompt's, ends what the agent sends for the session
+#: until the client's next request for it: their session-level updates (commands, title) precede it.
+_REOPENS = frozenset({"session/load", "session/resume"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,8 +138,16 @@ class _PromptChecks(_Findings):
     _running: dict[str, IdKey | None]
     _open: dict[str, set[IdKey | None]]
     _quiet: dict[str, Record]
+    _requests: dict[IdKey | None, _Request]
     prompts_answered: int
     cancelled_prompts: int
+
+    def _quieted_by(self, session_id: str) -> str:
+        """Which response a session must stay quiet after, in words: "its session/load response"."""
+        response = self._quiet[session_id].message
+        request = self._requests.get(id_key(response.get("id"))) if isinstance(response, dict) else None
+        method = request.method if request is not None else "session/prompt"
+        return "its prompt's response" if method == "session/prompt" else f"its {method} response"
 
     def _prompt_answered(self, prompt: _Prompt, record: Record, message: dict[str, Any]) -> None:
         key = id_key(message.get("id"))
@@ -175,7 +186,7 @@ class _PromptChecks(_Findings):
         params = message.get("params") or {}
         session_id = params.get("sessionId")
         if session_id in self._quiet:
-            self._add("no_update_after_response", f"session/update for {session_id} after its prompt's response",
+            self._add("no_update_after_response", f"session/update for {session_id} after {self._quieted_by(session_id)}",
                       [self._quiet[session_id], record])
             return
         key = self._running.get(session_id) if isinstance(session_id, str) else None
@@ -391,7 +402,7 @@ class InvariantChecker(_PromptChecks):
         params = _object(message.get("params"))
         session_id = params.get("sessionId")
         if isinstance(session_id, str) and session_id in self._quiet:
-            self._add("no_update_after_response", f"{message.get('method')} for {session_id} after its prompt's response",
+            self._add("no_update_after_response", f"{message.get('method')} for {session_id} after {self._quieted_by(session_id)}",
                       [self._quiet[session_id], record])
 
     def _response(self, record: Record, message: dict[str, Any]) -> None:
@@ -415,6 +426,11 @@ class InvariantChecker(_PromptChecks):
         prompt = self._prompts.get(id_key(rid))
         if prompt is not None:
             self._prompt_answered(prompt, record, message)
+        elif request.method in _REOPENS and "result" in message:
+            session_id = _object(_object(request.record.message).get("params")).get("sessionId")
+            if isinstance(session_id, str) and not self._open.get(session_id):
+                self.exercised["no_update_after_response"] += 1
+                self._quiet[session_id] = record
 
 
 _CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})

@@ -248,7 +248,7 @@ class SessionMcp:
         if not isinstance(server_id, str):
             raise McpUnavailable(f"MCP server {name!r} has no serverId")
         try:
-            result = self._call_client("mcp/connect", {"serverId": server_id}, token=token)
+            result = self._call_client("mcp/connect", {"serverId": server_id}, token=token, on_late_result=self._disconnect_late)
         except ClientError as exc:
             raise McpUnavailable(f"the client refused mcp/connect for {name!r}: {exc.explanation}") from None
         connection_id = (result or {}).get("connectionId")
@@ -285,6 +285,13 @@ class SessionMcp:
         self.outbound.clear()
         self.sessions.clear()
         gevent.joinall(closers, timeout=10)
+
+    def _disconnect_late(self, result: Any) -> None:
+        """An `mcp/connect` answered after the turn stopped waiting for it: the client opened a
+        connection nobody will use; close it (from a greenlet: this runs where replies are read)."""
+        connection_id = result.get("connectionId") if isinstance(result, dict) else None
+        if isinstance(connection_id, str):
+            gevent.spawn(self._disconnect, connection_id)
 
     def _disconnect(self, connection_id: str) -> None:
         try:

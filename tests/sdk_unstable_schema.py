@@ -1,7 +1,8 @@
 """Validate what an agent wrote against the newest official SDK's unstable v1 schema (sdk-2.4.0).
 
-Read straight from /work/shared/acp-schema/sdk-2.4.0/v1/schema.unstable.json with jsonschema, so it
-checks the new session methods even while acp_green/schema/ holds an older copy. Each response is
+Read with jsonschema from the copy the package vendors (acp_green/schema/schema.unstable.json, the
+SDK's file byte for byte; acp_green/schema/README.md), so each check names the schema type it
+applies. Each response is
 checked against the response type of the method its request named, each notification and request
 against its params type, and every message against the schema's top level.
 """
@@ -16,17 +17,15 @@ from typing import Any
 
 import jsonschema
 
-SDK_UNSTABLE_SCHEMA = os.environ.get("ACP_SDK_UNSTABLE_SCHEMA", "/work/shared/acp-schema/sdk-2.4.0/v1/schema.unstable.json")
+import acp_green
+
+SDK_UNSTABLE_SCHEMA = os.path.join(os.path.dirname(acp_green.__file__), "schema", "schema.unstable.json")
 
 
 @functools.lru_cache(maxsize=1)
 def _schema() -> dict[str, Any]:
     with open(SDK_UNSTABLE_SCHEMA, encoding="utf-8") as file:
         return json.load(file)
-
-
-def available() -> bool:
-    return os.path.exists(SDK_UNSTABLE_SCHEMA)
 
 
 def _validator(ref: str) -> jsonschema.Draft202012Validator:

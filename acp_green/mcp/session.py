@@ -254,7 +254,7 @@ class SessionMcp:
             raise McpUnavailable(f"MCP server {name!r} has no serverId")
         if self._shape.known != MESSAGE:
             try:
-                result = self._call_client("mcp/connect", {"serverId": server_id}, token=token)
+                result = self._call_client("mcp/connect", {"serverId": server_id}, token=token, on_late_result=self._disconnect_late)
             except ClientError as exc:
                 if exc.code != METHOD_NOT_FOUND or self._shape.known == CONNECT:
                     raise McpUnavailable(f"the client refused mcp/connect for {name!r}: {exc.explanation}") from None
@@ -303,6 +303,13 @@ class SessionMcp:
         self.outbound.clear()
         self.sessions.clear()
         gevent.joinall(closers, timeout=10)
+
+    def _disconnect_late(self, result: Any) -> None:
+        """An `mcp/connect` answered after the turn stopped waiting for it: the client opened a
+        connection nobody will use; close it (from a greenlet: this runs where replies are read)."""
+        connection_id = result.get("connectionId") if isinstance(result, dict) else None
+        if isinstance(connection_id, str):
+            gevent.spawn(self._disconnect, connection_id)
 
     def _disconnect(self, connection_id: str) -> None:
         try:

@@ -4,7 +4,8 @@ Admission (SessionMethods.session_load, in the receive loop) checks, registers a
 session and binds its current token (S2, S11). The job holds that reservation while it
 replays, so a prompt for the session gets session_busy (S8) and other sessions are answered as
 usual. Each replayed update takes the path a turn's updates take (fairness.PacedProducer), so
-back-pressure applies; the response is queued after the last replayed update (S5).
+back-pressure applies; the session-level updates (commands, title) follow the last replayed
+update, and the response is queued after them (S5): nothing for the session comes after it.
 
 ACP: the agent responds "when all the conversation entries have been streamed", so only a whole
 replay answers a result. Anything that ends it early answers an error, after what was replayed:
@@ -28,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..rpc import wire
-from ..rpc.endpoint import Job, Outcome, Reply
+from ..rpc.endpoint import Job, Outcome
 from ..errors import RequestCancelled, RpcError, UnknownSession
 from ..rpc.fairness import PacedProducer, UpdateChannel
 from ..sessions import Session, SessionRegistry
@@ -58,18 +59,20 @@ class ReplayJob(Job):
     """One `session/load` after admission: its session reserved, its token bound."""
 
     def __init__(self, store: Store, sessions: SessionRegistry, session: Session, channel: UpdateChannel,
-                 answer: Callable[[], Reply], accepts: Callable[[str], bool] = lambda kind: True) -> None:
+                 closing: Callable[[], list[bytes]], answer: Callable[[], Any],
+                 accepts: Callable[[str], bool] = lambda kind: True) -> None:
         self.store = store
         self.sessions = sessions
         self.session = session
         self.channel = channel
-        self.answer = answer
+        self.closing = closing  # the session-level update lines sent after the replay, before the answer
+        self.answer = answer  # the load's result
         self.accepts = accepts  # whether the loading client may be sent an update of a kind
         self.token = session.token
         self.replayed = 0  # updates sent so far
         self.ended_by: RpcError | None = None  # why the replay was cut short, when the job was told
 
-    def run(self) -> Reply:
+    def run(self) -> Any:
         session_id = self.session.session_id
         line = SessionUpdateEncoder(session_id).line
         out = PacedProducer(self.channel, released_by=self.token.event)
@@ -101,6 +104,9 @@ class ReplayJob(Job):
             log.warning("replay of session %s skipped %d stored entries that are not session updates", ascii(session_id), skipped)
         if not whole:
             raise self.cut_short()
+        if not self.session.deleted:  # nothing more for a session deleted once its replay was whole
+            for closing_line in self.closing():  # not history: a cancel now still answers the whole replay
+                out.send(closing_line)
         return self.answer()
 
     def cut_short(self) -> RpcError:

@@ -16,7 +16,7 @@ from ..errors import UnknownSession
 from ..rpc import wire
 from ..rpc.endpoint import Reply, control
 from ..rpc.params import Params
-from ..sessions import SessionRegistry
+from ..sessions import Session, SessionRegistry
 from .session_methods import SessionMethods, declared_mcp_servers
 
 #: Characters a client-set title keeps at most (longer ones are cut, "…" last).
@@ -54,7 +54,13 @@ class SessionAdmin:
         self.sessions.add_fork(source, fork)
         self.methods.session_mcp.start_declared(fork)
         result = {"sessionId": fork.session_id, **self.methods.session_state(fork)}
-        return Reply(result, then=partial(self.methods.after_session_reopened, fork))
+        return Reply(result, then=partial(self._after_fork, fork))
+
+    def _after_fork(self, fork: Session) -> None:
+        """After the fork's response, as for `session/new` (the client learns the id from it): the
+        commands, and the title the fork took from its source."""
+        for line in self.methods.reopened_updates(fork):
+            self.methods.outbound.put(line)
 
     @control("session/archive")
     def session_archive(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:

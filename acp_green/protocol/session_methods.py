@@ -95,22 +95,32 @@ class SessionMethods:
         return self.settings.state(session, self.access.context.snapshot)
 
     def after_session_opened(self, session: Session) -> None:
-        """Queued right after the response, so nothing for a session precedes it (S5)."""
-        if self.agent.commands:
-            self.outbound.put(encode_update(session.session_id, {
-                "sessionUpdate": "available_commands_update",
-                "availableCommands": [c.to_wire() for c in self.agent.commands],
-            }))
+        """Queued right after the `session/new` response: a client drops updates for a session id
+        it has not been given, so nothing for a session precedes that response (S5)."""
+        for line in self.opened_updates(session):
+            self.outbound.put(line)
 
-    def after_session_reopened(self, session: Session) -> None:
-        """After a load or resume response: the commands, and the title the client may lack.
+    def opened_updates(self, session: Session) -> list[bytes]:
+        """The session-level updates a new session gets: the agent's commands, when it has any."""
+        if not self.agent.commands:
+            return []
+        return [encode_update(session.session_id, {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [c.to_wire() for c in self.agent.commands],
+        })]
 
-        Nothing for a session deleted while its replay ran."""
-        if session.deleted:
-            return
-        self.after_session_opened(session)
+    def reopened_updates(self, session: Session) -> list[bytes]:
+        """What a load or resume sends before its response: the commands, and the title the client may lack.
+
+        Before, not after: the client named the session, so it routes them, and the response
+        ends the request's stream as a prompt's does (S5) — a conformance check counts anything
+        after the load response as a late update. (`session/new` differs: see after_session_opened.)
+        For a load they follow the replay; a resume has no replay, and these are no history, so
+        ACP's "MUST NOT replay before responding" is not touched."""
+        lines = self.opened_updates(session)
         if session.record.title is not None:
-            self.outbound.put(encode_update(session.session_id, session_info(session)))
+            lines.append(encode_update(session.session_id, session_info(session)))
+        return lines
 
     # -- stored sessions (they wait for the store thread) -----------------------------------------
     def _reopen(self, params: Any, method: str, mcp_required: bool) -> Session:
@@ -134,20 +144,19 @@ class SessionMethods:
         """In the receive loop: check, register and reserve the session (S2); the job replays the
         stored conversation as session/update, then answers."""
         session = self._reopen(params, "session/load", mcp_required=True)
-        job = ReplayJob(self.store, self.sessions, session, self.outbound, partial(self.reopened_reply, session),
-                        self.access.context.snapshot.accepts_update)
+        job = ReplayJob(self.store, self.sessions, session, self.outbound,
+                        closing=partial(self.reopened_updates, session), answer=partial(self.session_state, session),
+                        accepts=self.access.context.snapshot.accepts_update)
         session.reserve(job)  # nothing after the reopen can fail: the reservation is always released (S14)
         return job
 
-    def reopened_reply(self, session: Session) -> Reply:
-        """A load or resume answer, with the updates that follow it."""
-        return Reply(self.session_state(session), then=partial(self.after_session_reopened, session))
-
     @control("session/resume")
-    def session_resume(self, params: Any, _id: wire.RequestId) -> Reply:
-        """Reattach without replaying anything."""
+    def session_resume(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        """Reattach without replaying anything; the session-level updates precede the response."""
         session = self._reopen(params, "session/resume", mcp_required=False)
-        return self.reopened_reply(session)
+        for line in self.reopened_updates(session):
+            self.outbound.put(line)
+        return self.session_state(session)
 
     @control("session/list")
     def session_list(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:

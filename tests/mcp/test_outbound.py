@@ -4,6 +4,7 @@ and stdio ones that acp_green starts for the session (S7)."""
 
 from __future__ import annotations
 
+import gevent
 import pytest
 
 from acp_green.tools.rig.client import ClientPolicy
@@ -76,6 +77,31 @@ def test_cancelling_a_turn_cancels_its_outbound_mcp_request_S12(launch, hosted):
     calls = [m for m in agent.agent_requests if m["method"] == "mcp/message" and m["params"]["method"] == "tools/call"]
     agent.wait_for(lambda: hosted.cancelled_acp_ids, what="$/cancel_request")
     assert hosted.cancelled_acp_ids == [calls[0]["id"]]
+
+
+def test_a_connection_the_client_opens_after_its_turn_was_cancelled_is_disconnected(launch, hosted):
+    """No leaked client resources: an `mcp/connect` the client answers 200 ms after the agent's
+    `$/cancel_request` for it (the turn was cancelled meanwhile) opened a connection nobody will
+    use; the agent sends `mcp/disconnect` for it at once."""
+    held: dict = {}
+    handlers = {**hosted.handlers(), "mcp/connect": lambda client, request: held.update({request["id"]: request})}
+
+    def answer_late(client, notification) -> None:
+        request = held.pop(notification["params"]["requestId"], None)
+        if request is not None:
+            gevent.spawn_later(0.2, hosted.handlers()["mcp/connect"], client, request)
+
+    policy = ClientPolicy(handlers=handlers, notification_handlers={"$/cancel_request": answer_late})
+    agent = launch("--ephemeral", policy=policy)
+    agent.initialize()
+    session_id = agent.new_session(mcp_servers=[acp_entry(hosted)])
+    prompt = agent.prompt(session_id, '/mcp proj echo {"text": "too late"}')
+    agent.wait_for(lambda: held, what="the mcp/connect")
+    agent.cancel(session_id)
+    assert prompt.result() == {"stopReason": "cancelled"}
+    agent.wait_for(lambda: hosted.disconnected, what="the mcp/disconnect of the late connection")
+    assert hosted.disconnected == hosted.connections == ["client-conn-1"]
+    assert hosted.inner_methods == []  # nothing was sent on it
 
 
 def test_session_stdio_server_is_started_for_the_session_and_stopped_at_its_end(launch):

@@ -16,7 +16,6 @@ from acp_green.store.session_record import SessionRecord
 from tests import sdk_unstable_schema
 from tests.helpers import chunk_texts, wait_until
 
-pytestmark = pytest.mark.skipif(not sdk_unstable_schema.available(), reason="the sdk-2.4.0 schema is not on this machine")
 
 UNSTABLE_METHODS = ("session/fork", "session/archive", "session/unarchive", "session/set_title", "session/status")
 

@@ -1,0 +1,52 @@
+"""tools/rig/chat_history: a loaded session's replay is one short line per message, tool call and
+plan (thoughts left out, long text cut, escapes shown harmless), and `/sessions` is one line per
+session with the current one marked. Pure functions of the updates: no agent, no terminal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from acp_green.tools.rig.chat_history import EXCERPT, History, session_lines
+
+
+def text(kind: str, said: str) -> dict[str, Any]:
+    return {"sessionUpdate": kind, "content": {"type": "text", "text": said}}
+
+
+def shown(history: History) -> list[str]:
+    return [click.unstyle(line) for line in history.lines()]
+
+
+def test_messages_tools_and_plans_are_one_line_each_and_thoughts_are_left_out():
+    history = History()
+    for update in [
+        text("user_message_chunk", "fix the "), text("user_message_chunk", "bug"),
+        text("agent_thought_chunk", "hmm"),
+        {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Edit a.py", "status": "in_progress"},
+        {"sessionUpdate": "plan", "entries": [{"content": "a", "status": "completed"}, {"content": "b", "status": "pending"}]},
+        {"sessionUpdate": "plan", "entries": [{"content": "a", "status": "completed"}, {"content": "b", "status": "completed"}]},
+        {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"},
+        text("agent_message_chunk", "done:\n  fixed"), text("agent_message_chunk", " it"),
+        text("user_message_chunk", "thanks"),
+    ]:
+        history.add(update)
+    assert shown(history) == ["you: fix the bug", "[tool] Edit a.py: completed", "[plan] 2 of 2 steps done",
+                              "agent: done: fixed it", "you: thanks"]
+    assert history.turns == 2
+
+
+def test_a_long_message_is_cut_to_one_line_and_escapes_are_shown_harmless():
+    history = History()
+    history.add(text("agent_message_chunk", "\x1b]0;title\x07" + "x" * (EXCERPT * 10)))
+    [line] = shown(history)
+    assert line.startswith("agent: \\x1b]0;title\\x07xxx") and line.endswith("…")
+    assert len(line) == len("agent: ") + EXCERPT
+
+
+def test_sessions_are_one_line_each_the_current_one_marked_and_another_directory_named():
+    sessions = [{"sessionId": "s1", "cwd": "/work", "updatedAt": "2026-12-01T18:29:18.255Z", "title": "hello"},
+                {"sessionId": "s2", "cwd": "/else", "updatedAt": "2026-11-30T09:00:00Z"},
+                "not a session", {"cwd": "/work"}]
+    assert session_lines(sessions, "s2", "/work") == ["  s1  2026-12-01 18:29  hello", "* s2  2026-11-30 09:00    (in /else)"]

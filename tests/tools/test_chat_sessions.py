@@ -50,6 +50,7 @@ def test_sessions_lists_them_and_resume_continues_one_showing_its_history_compac
     assert again.returncode == 0, again.stderr
     assert (f"[history of {sid}: 2 turns]\nyou: hello\nagent: hello\nyou: /think\nagent: done thinking\n"
             f"chatting with acp_green demo agent (session {sid})") in again.stdout  # no thought, no stream: a line each
+    assert f"(session {sid}); Ctrl-C cancels a turn, Ctrl-D quits\nagent commands: /stream " in again.stdout  # sent with the replay
     assert f"> * {sid}  " in again.stdout  # /sessions marks the session chat is in
     assert "/load ID continues one" in again.stdout
     assert "… once more\n[end_turn]" in again.stdout
@@ -71,7 +72,7 @@ def test_load_switches_to_another_session_mid_chat(tmp_path):
 def test_an_unknown_session_is_one_line(tmp_path):
     done = run([*CHAT, "--state-dir", str(tmp_path), "--resume", "sess_nope"])
     assert done.returncode == 1
-    assert done.stderr.splitlines() == ["chat: the agent could not continue session sess_nope: Unknown session: 'sess_nope' (-32602)"]
+    assert done.stderr.splitlines() == ["chat: the agent could not continue session sess_nope: Unknown session: 'sess_nope' (-32002)"]
     later = run([*CHAT, "--state-dir", str(tmp_path)], "/load sess_nope\nstill here\n")
     assert later.returncode == 0 and "… still here\n[end_turn]" in later.stdout
     assert "chat: the agent could not continue session sess_nope: Unknown session" in later.stderr

@@ -25,6 +25,8 @@ EXCERPT = 100
 #: Sessions `/sessions` shows at most (the most recently active, as the agent orders them).
 MAX_LISTED = 30
 SPEAKERS = {"user_message_chunk": "you", "agent_message_chunk": "agent"}
+#: The updates a replay is made of: kept in the history (thoughts left out), never shown live.
+REPLAYED = frozenset({*SPEAKERS, "agent_thought_chunk", "tool_call", "tool_call_update", "plan"})
 
 
 def excerpt(text: str, limit: int = EXCERPT) -> str:
@@ -115,13 +117,18 @@ class SessionSwitch:
         self.session_id = session_id  # None: the one session/new names in its answer
         self.history = history
         self.switched = False
+        self._deferred: list[dict[str, Any]] = []  # the session's other updates before the answer (its commands): shown once switched
 
     def __call__(self, message: dict[str, Any]) -> None:
         if not self.pending.done:
             params = message.get("params") if message.get("method") == "session/update" else None
             if isinstance(params, dict) and params.get("sessionId") == self.session_id and self.session_id is not None:
-                if self.history is not None and isinstance(params.get("update"), dict):
-                    self.history.add(params["update"])
+                update = params.get("update")
+                if isinstance(update, dict) and update.get("sessionUpdate") in REPLAYED:
+                    if self.history is not None:
+                        self.history.add(update)
+                else:
+                    self._deferred.append(message)
                 return
         else:
             self.finish()
@@ -136,4 +143,7 @@ class SessionSwitch:
         if not self.switched:
             self.switched = True
             self.renderer.switch(opened)
+            deferred, self._deferred = self._deferred, []
+            for message in deferred:
+                self.renderer(message)
         return opened

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from acp_green.tools.rig.chat_history import EXCERPT, History, session_lines
+from acp_green.tools.rig.chat_history import EXCERPT, MAX_LINES, History, session_lines
 
 
 def text(kind: str, said: str) -> dict[str, Any]:
@@ -50,3 +50,15 @@ def test_sessions_are_one_line_each_the_current_one_marked_and_another_directory
                 {"sessionId": "s2", "cwd": "/else", "updatedAt": "2026-11-30T09:00:00Z"},
                 "not a session", {"cwd": "/work"}]
     assert session_lines(sessions, "s2", "/work") == ["  s1  2026-12-01 18:29  hello", "* s2  2026-11-30 09:00    (in /else)"]
+
+
+def test_a_long_session_is_shown_by_its_last_lines_saying_how_many_are_not_shown():
+    history = History()
+    for n in range(MAX_LINES):
+        history.add(text("user_message_chunk", f"question {n}"))
+        history.add({"sessionUpdate": "tool_call", "toolCallId": f"t{n}", "title": f"tool {n}"})
+    history.add({"sessionUpdate": "tool_call_update", "toolCallId": "t0", "status": "completed"})  # dropped long ago: a line of its own
+    lines = shown(history)
+    assert len(lines) == MAX_LINES + 1 and history.turns == MAX_LINES
+    assert lines[0] == f"({MAX_LINES + 1} earlier lines not shown)"
+    assert lines[-2:] == [f"[tool] tool {MAX_LINES - 1}: pending", "[tool] t0: completed"]

@@ -22,6 +22,8 @@ from .client import Pending
 
 #: Characters of a replayed message shown (the first ones, on one line).
 EXCERPT = 100
+#: History lines shown at most: a longer session is shown by its last ones.
+MAX_LINES = 40
 #: Sessions `/sessions` shows at most (the most recently active, as the agent orders them).
 MAX_LISTED = 30
 SPEAKERS = {"user_message_chunk": "you", "agent_message_chunk": "agent"}
@@ -51,17 +53,21 @@ def session_lines(sessions: Sequence[Any], current: str | None, cwd: str) -> lis
 
 @dataclass(slots=True)
 class Entry:
-    """One line of the history: a message (its speaker and text so far), a tool call or a plan."""
+    """One line of the history: a message (its speaker and text so far), a tool call (its title and status) or a plan."""
 
     kind: str
     text: str
+    status: str = ""
+    tool_id: str | None = None
 
 
 class History:
-    """A session's replayed conversation, kept as short entries in the order they arrived."""
+    """A session's replayed conversation, kept as short entries in the order they arrived: the last MAX_LINES of them."""
 
     def __init__(self) -> None:
         self.entries: list[Entry] = []
+        self.dropped = 0  # earlier entries no longer kept: a long session is shown by its end
+        self.turns = 0
         self._tools: dict[str, Entry] = {}
 
     def add(self, update: Mapping[str, Any]) -> None:
@@ -72,36 +78,43 @@ class History:
             if last is not None and last.kind == kind:
                 last.text = (last.text + text)[: EXCERPT * 4]  # enough for the excerpt; a long reply is not kept whole
             else:
-                self.entries.append(Entry(kind, text[: EXCERPT * 4]))
+                self.turns += kind == "user_message_chunk"
+                self._append(Entry(kind, text[: EXCERPT * 4]))
         elif kind in ("tool_call", "tool_call_update"):
             tool_id = str(update.get("toolCallId"))
             entry = self._tools.get(tool_id)
             if entry is None:
-                entry = self._tools[tool_id] = Entry("tool", "")
-                self.entries.append(entry)
-                entry.text = f"{update.get('title') or tool_id}: {update.get('status') or 'pending'}"
-            else:
-                title, _, status = entry.text.rpartition(": ")
-                entry.text = f"{update.get('title') or title}: {update.get('status') or status}"
+                entry = self._tools[tool_id] = Entry("tool", tool_id, "pending", tool_id)
+                self._append(entry)
+            if isinstance(update.get("title"), str):
+                entry.text = update["title"]
+            if isinstance(update.get("status"), str):
+                entry.status = update["status"]
         elif kind == "plan":
-            entries = [e for e in update.get("entries") or [] if isinstance(e, Mapping)]
-            done = sum(1 for e in entries if e.get("status") == "completed")
-            text = f"{done} of {len(entries)} steps done"
+            steps = [e for e in update.get("entries") or [] if isinstance(e, Mapping)]
+            done = sum(1 for e in steps if e.get("status") == "completed")
+            text = f"{done} of {len(steps)} steps done"
             if last is not None and last.kind == "plan":
                 last.text = text
             else:
-                self.entries.append(Entry("plan", text))
+                self._append(Entry("plan", text))
 
-    @property
-    def turns(self) -> int:
-        return sum(1 for entry in self.entries if entry.kind == "user_message_chunk")
+    def _append(self, entry: Entry) -> None:
+        self.entries.append(entry)
+        if len(self.entries) > MAX_LINES:
+            gone = self.entries.pop(0)
+            self.dropped += 1
+            if gone.tool_id is not None:
+                self._tools.pop(gone.tool_id, None)
 
     def lines(self) -> list[str]:
         """The history as dim lines: `you: …`, `agent: …`, `[tool] title: status`, `[plan] 2 of 3 steps done`."""
-        shown = []
+        shown = [f"({self.dropped} earlier lines not shown)"] if self.dropped else []
         for entry in self.entries:
             if entry.kind in SPEAKERS:
                 shown.append(f"{SPEAKERS[entry.kind]}: {excerpt(entry.text)}")
+            elif entry.kind == "tool":
+                shown.append(f"[tool] {excerpt(entry.text)}: {excerpt(entry.status, 20)}")
             else:
                 shown.append(f"[{entry.kind}] {excerpt(entry.text)}")
         return [click.style(harmless(line), dim=True) for line in shown]

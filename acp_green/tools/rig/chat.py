@@ -246,7 +246,7 @@ def demo_command(ephemeral: bool, state_dir: str | None) -> list[str]:
         click.echo(f"chat: another acp-green ({harmless(holder)}) keeps its sessions in {harmless(resolved)}, so this chat's "
                    "are kept in memory only; quit it, or give chat a --state-dir of its own", err=True)
         return default_command()
-    return [sys.executable, "-m", "acp_green", "serve", "--state-dir", resolved]
+    return [sys.executable, "-m", "acp_green", "serve", *(["--state-dir", resolved] if state_dir is not None else [])]
 
 
 def main(command: Sequence[str], approve: str, *, resume: str | None = None, ephemeral: bool = False,

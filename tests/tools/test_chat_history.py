@@ -62,3 +62,39 @@ def test_a_long_session_is_shown_by_its_last_lines_saying_how_many_are_not_shown
     assert len(lines) == MAX_LINES + 1 and history.turns == MAX_LINES
     assert lines[0] == f"({MAX_LINES + 1} earlier lines not shown)"
     assert lines[-2:] == [f"[tool] tool {MAX_LINES - 1}: pending", "[tool] t0: completed"]
+
+
+class SeenRenderer:
+    """Stands in for chat_render.Renderer: records the session it shows and what reached it."""
+
+    def __init__(self) -> None:
+        self.session_id: str | None = "old"
+        self.seen: list[tuple[str | None, Any]] = []
+
+    def switch(self, session_id: str) -> None:
+        self.session_id = session_id
+
+    def __call__(self, message: dict[str, Any]) -> None:
+        self.seen.append((self.session_id, message.get("params", {}).get("update", {}).get("sessionUpdate")))
+
+
+def update(session_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": body}}
+
+
+def test_opening_a_session_keeps_its_replay_apart_and_shows_its_last_other_updates_once_switched():
+    from acp_green.tools.rig.chat_history import MAX_DEFERRED, SessionSwitch
+    from acp_green.tools.rig.client import Pending
+
+    pending = Pending(1, "session/load", 0.0)
+    renderer, history = SeenRenderer(), History()
+    switch = SessionSwitch(pending, renderer, "s2", history)  # type: ignore[arg-type]
+    switch(update("s2", text("user_message_chunk", "hi")))
+    switch(update("old", text("agent_message_chunk", "late words of the old session")))
+    for _ in range(MAX_DEFERRED * 3):  # a flood before the answer: only the last ones are kept
+        switch(update("s2", {"sessionUpdate": "available_commands_update", "availableCommands": []}))
+    assert renderer.seen == [("old", "agent_message_chunk")] and shown(history) == ["you: hi"]
+    pending.resolve({"jsonrpc": "2.0", "id": 1, "result": {}}, 0.0)
+    switch(update("s2", text("agent_message_chunk", "after")))
+    assert renderer.seen[1:] == [("s2", "available_commands_update")] * MAX_DEFERRED + [("s2", "agent_message_chunk")]
+    assert switch.finish() == "s2" and len(renderer.seen) == MAX_DEFERRED + 2  # once only

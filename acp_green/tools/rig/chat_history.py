@@ -24,6 +24,8 @@ from .client import Pending
 EXCERPT = 100
 #: History lines shown at most: a longer session is shown by its last ones.
 MAX_LINES = 40
+#: A session's other updates (commands, mode) kept while it opens, to show once it has: the last ones.
+MAX_DEFERRED = 16
 #: Sessions `/sessions` shows at most (the most recently active, as the agent orders them).
 MAX_LISTED = 30
 SPEAKERS = {"user_message_chunk": "you", "agent_message_chunk": "agent"}
@@ -141,7 +143,7 @@ class SessionSwitch:
                     if self.history is not None:
                         self.history.add(update)
                 else:
-                    self._deferred.append(message)
+                    self._deferred = [*self._deferred[-(MAX_DEFERRED - 1):], message]  # bounded: the last ones are the ones that count
                 return
         else:
             self.finish()

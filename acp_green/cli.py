@@ -389,12 +389,28 @@ def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, s
                    "terminal, reject when it is not). Forms are still asked in a terminal.")
 @click.option("--deny", is_flag=True, help="Reject, without asking, every permission request, every command the agent asks "
                                             "to run, every write and every read outside the current directory.")
+@click.option("--resume", "resume", metavar="SESSION_ID", default=None,
+              help="Continue a stored session (its history shown compactly) instead of starting a new one; "
+                   "`/sessions` in chat or `acp-green sessions list` shows the ids.")
+@click.option("--ephemeral", is_flag=True,
+              help="Demo agent only: keep this chat's sessions in memory; write nothing to disk.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Demo agent only: where its sessions are kept (default: where `serve` keeps them, "
+                   "$XDG_STATE_HOME/acp-green or ~/.local/state/acp-green).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def chat(yes: bool, deny: bool, command: tuple[str, ...]) -> None:
+def chat(yes: bool, deny: bool, resume: str | None, ephemeral: bool, state_dir: str | None, command: tuple[str, ...]) -> None:
     """Talk to an agent in the terminal: acp-green chat [-- COMMAND [ARGS...]] (default: the demo agent).
 
     \b
-    Each line typed is a prompt; Ctrl-C cancels the running turn, Ctrl-D quits.
+    Each line typed is a prompt. Ctrl-C cancels the running turn; a second
+    Ctrl-C, or one at the prompt, quits at once (exit 130). Ctrl-D at the
+    prompt quits; during a turn it cancels the turn, then quits. When the
+    agent is slow to answer, a status line says what chat waits for.
+    /sessions lists the agent's stored sessions and /load ID continues one
+    (so does --resume ID); other lines starting with / go to the agent.
+    The demo agent keeps its sessions where `serve` does, so
+    `acp-green sessions list` shows them (--ephemeral: none are kept); an
+    agent given after -- keeps its own.
     Chat is a real client: the agent reads and writes real files (absolute paths
     only), runs commands on this machine and shows forms.
     The agent reads regular files inside the current directory (the session's
@@ -403,7 +419,8 @@ def chat(yes: bool, deny: bool, command: tuple[str, ...]) -> None:
     sockets and directories are refused) and a read takes at most 8 MiB.
     When the agent asks (a permission, with the tool call's title and diff; a
     command to run; a form; a file), the next line typed is the answer: the
-    option's number or its key, e.g. y = allow once, a = allow always, n = reject.
+    number of one of the options shown, or the key in brackets beside it.
+    Only the options the agent offered are shown and accepted.
     When stdin is not a terminal nobody can be asked: permissions, commands and
     those file requests are rejected unless --yes approves them, and forms are
     declined. Control characters and escape sequences the agent sends are shown
@@ -413,7 +430,10 @@ def chat(yes: bool, deny: bool, command: tuple[str, ...]) -> None:
 
     if yes and deny:
         raise click.UsageError("--yes and --deny cannot be given together")
-    sys.exit(main(command, approve="yes" if yes else "deny" if deny else "ask"))
+    if command and (ephemeral or state_dir is not None):
+        raise click.UsageError("--ephemeral and --state-dir are for the demo agent; an agent given after -- keeps its own sessions")
+    sys.exit(main(command, approve="yes" if yes else "deny" if deny else "ask", resume=resume, ephemeral=ephemeral,
+                  state_dir=state_dir))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

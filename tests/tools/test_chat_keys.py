@@ -102,7 +102,8 @@ def test_only_the_offered_permission_options_are_accepted(tmp_path):
     term.type(f"/write {target} hi\n".encode())
     term.expect(b"1 Allow [y] \xc2\xb7 2 Reject [n] ? ")  # the demo offers allow once and reject once, nothing else
     term.type(b"a\n")  # allow always: not offered, so not an answer
-    term.expect(b"please answer with one of the choices")
+    # Asked again before the next key, or the key's echo lands before the question.
+    term.expect(b"please answer with one of the choices\r\n1 Allow [y] \xc2\xb7 2 Reject [n] ? ")
     term.type(b"3\n")  # nor a third option
     term.expect(b"? 3\r\n  please answer with one of the choices")
     term.type(b"n\n")

@@ -503,3 +503,50 @@ def bench(agents: tuple[str, ...], only: tuple[str, ...], workloads: tuple[str, 
         peers_dir=Path(peers_dir) if peers_dir else default_peers_dir(), ceiling=not no_ceiling, read_pause=read_pause,
     )
     sys.exit(run(settings))
+
+
+@cli.group()
+def trace() -> None:
+    """Check, show and replay trace files (docs/TRACES.md)."""
+
+
+def _read_trace(path: str) -> Any:
+    from .tools.trace.read import read_trace
+
+    try:
+        return read_trace(path)
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+@trace.command("check")
+@click.argument("path", metavar="FILE")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--long-prompt", "long_prompts", multiple=True, metavar="TEXT",
+              help="A prompt that ends only when cancelled (e.g. the demo's /wait): once cancelled it must answer "
+                   "stopReason \"cancelled\" (repeatable).")
+def trace_check(path: str, as_json: bool, long_prompts: tuple[str, ...]) -> None:
+    """Check every message of a trace against the ACP schemas and the rig's invariants; exit 1 on a problem."""
+    from .tools.trace.check import check_trace, json_report, text_report
+
+    found = _read_trace(path)
+    report = check_trace(found, long_prompts)
+    if as_json:
+        _echo_json(json_report(path, found, report))
+    else:
+        for line in text_report(path, found, report):
+            click.echo(line)
+    sys.exit(0 if report.ok else 1)
+
+
+@trace.command("show")
+@click.argument("path", metavar="FILE")
+@click.option("--session", "session_id", default=None, metavar="ID", help="Only this session.")
+@click.option("--grep", default=None, metavar="TEXT", help="Only the messages whose line contains TEXT (and their answers).")
+def trace_show(path: str, session_id: str | None, grep: str | None) -> None:
+    """A trace as a timeline per session: requests with their answers and latency, updates folded, errors and cancels marked."""
+    from .tools.trace.show import render, timeline
+
+    found = _read_trace(path)
+    for line in render(found, timeline(found, session_id, grep), path):
+        click.echo(line)

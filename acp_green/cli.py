@@ -550,3 +550,37 @@ def trace_show(path: str, session_id: str | None, grep: str | None) -> None:
     found = _read_trace(path)
     for line in render(found, timeline(found, session_id, grep), path):
         click.echo(line)
+
+
+@trace.command("replay", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("path", metavar="FILE")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
+              help="How long to wait for each answer or update the trace's client had seen before its next line.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def trace_replay(path: str, timeout: float, as_json: bool, command: tuple[str, ...]) -> None:
+    """Replay the client side of a trace against an agent: acp-green trace replay FILE -- COMMAND [ARGS...]
+
+    \b
+    The agent's own requests are answered as the trace's client answered them; its session ids
+    stand for the recorded ones. Exit 1 where the agent diverges from the trace (other methods,
+    a missing or extra answer, another stopReason, an error for a result).
+    """
+    from .tools.trace.replay import replay, text_report
+
+    if command[:1] == ("--",):  # FILE ends the options: click hands the separator on
+        command = command[1:]
+    if not command:
+        raise click.UsageError("give the agent's command after --")
+    found = _read_trace(path)
+    try:
+        report = replay(found, list(command), timeout)
+    except OSError as exc:
+        raise click.ClickException(f"cannot start {command[0]}: {exc.strerror or exc}") from None
+    if as_json:
+        _echo_json({"file": path, "command": list(command), "ok": report.ok, "sent": report.sent, "exit": report.exit_code,
+                    "divergences": [{"line": d.line, "what": d.what} for d in report.divergences]})
+    else:
+        for line in text_report(path, command, report):
+            click.echo(line)
+    sys.exit(0 if report.ok else 1)

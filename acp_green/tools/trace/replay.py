@@ -1,0 +1,346 @@
+"""`acp-green trace replay`: play the client side of a trace against an agent and say where the
+agent's behaviour departs from the trace.
+
+The client's lines are sent in their recorded order, each once the agent has sent what the
+recorded client had seen before it: the answers it had, the agent requests it had, and the
+number of updates of a running prompt of its session (so a `session/cancel` recorded after N
+updates is sent after N updates). The agent's own requests are answered with what the trace's
+client answered (matched by method and params); its new session ids stand for the recorded ones.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import INTERNAL_ERROR
+from ...rpc.wire import id_key
+from ..rig.client import AgentProcess, ClientPolicy, Pending
+from .check import connections
+from .read import Trace, WireEvent, visible
+
+__all__ = ["Divergence", "ReplayReport", "Step", "replay", "script"]
+
+
+@dataclass(frozen=True, slots=True)
+class Divergence:
+    """One place where the agent did not do what the trace shows."""
+
+    line: int | None  # the line of the trace it concerns
+    what: str
+
+
+@dataclass(slots=True)
+class ReplayReport:
+    divergences: list[Divergence] = field(default_factory=list)
+    sent: int = 0
+    exit_code: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.divergences
+
+
+@dataclass(slots=True)
+class Step:
+    """One line the recorded client sent, and what it had seen from the agent before."""
+
+    event: WireEvent
+    answered: frozenset[str]  # keys of the client's requests answered before it
+    agent_requests: tuple[WireEvent, ...]  # the agent's requests sent before it
+    updates: tuple[str, int] | None = None  # (key of a running prompt of its session, updates of the session since)
+
+
+def _key(request_id: Any) -> str:
+    return json.dumps(request_id, sort_keys=True)
+
+
+def script(events: Sequence[WireEvent], client: str = "client") -> list[Step]:
+    """The recorded client's lines with what each waited for."""
+    steps: list[Step] = []
+    answered: set[str] = set()
+    asked: set[str] = set()
+    agent_requests: list[WireEvent] = []
+    running: dict[str, tuple[str, int]] = {}  # session -> (prompt key, updates since it was sent)
+    prompts: dict[str, str] = {}  # prompt key -> its session
+    for event in events:
+        if event.sender == client:
+            session = event.session
+            steps.append(Step(event, frozenset(answered), tuple(agent_requests), running.get(session) if session else None))
+            if event.kind == "request":
+                asked.add(_key(event.id))
+                if event.method == "session/prompt" and session is not None:
+                    running[session] = (_key(event.id), 0)
+                    prompts[_key(event.id)] = session
+        elif event.kind == "response" and _key(event.id) in asked:
+            answered.add(_key(event.id))
+            session = prompts.pop(_key(event.id), None)
+            if session is not None and running.get(session, ("", 0))[0] == _key(event.id):
+                del running[session]
+        elif event.kind == "request":
+            agent_requests.append(event)
+        elif event.method == "session/update" and event.session in running:
+            prompt, count = running[event.session]
+            running[event.session] = (prompt, count + 1)
+    return steps
+
+
+def map_sessions(value: Any, mapping: dict[str, str]) -> Any:
+    """`value` with every `sessionId` member that `mapping` names replaced."""
+    if isinstance(value, dict):
+        return {k: (mapping.get(v, v) if k == "sessionId" and isinstance(v, str) else map_sessions(v, mapping))
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [map_sessions(v, mapping) for v in value]
+    return value
+
+
+class _ReplayClient(AgentProcess):
+    """The rig's client whose every answer to the agent comes from the replay."""
+
+    on_request: Callable[[dict[str, Any]], None]
+
+    def _answer(self, request: dict[str, Any]) -> None:
+        self.on_request(request)
+
+
+class Replayer:
+    """One replay of one trace's client against one agent command."""
+
+    def __init__(self, events: Sequence[WireEvent], command: Sequence[str], timeout: float, client: str = "client") -> None:
+        self.events = list(events)
+        self.client_name = client
+        self.timeout = timeout
+        self.report = ReplayReport()
+        self.sessions: dict[str, str] = {}  # recorded session id -> the agent's
+        self.responses = {_key(e.id): e for e in self.events if e.kind == "response" and e.sender != client}
+        self.recorded_agent_requests = [e for e in self.events if e.kind == "request" and e.sender != client]
+        self.matched: dict[int, Any] = {}  # line of a recorded agent request -> the id the agent now used
+        self.answered_lines: set[int] = set()  # recorded agent requests whose recorded answer was sent
+        self.unmatched_requests: list[dict[str, Any]] = []
+        self.sent: dict[str, Pending] = {}  # key of a recorded client request -> the request as sent again
+        self._given_up: set[str] = set()
+        self._missed: set[int] = set()
+        self.proc = _ReplayClient(list(command), ClientPolicy())
+        self.proc.on_request = self._agent_request
+        self.proc.listeners.append(self._received)
+
+    # -- the agent's side ----------------------------------------------------------------------
+    def _received(self, message: dict[str, Any]) -> None:
+        """A new session id the agent answered maps the recorded one (session/new, fork)."""
+        if "method" in message or not isinstance(message.get("result"), dict):
+            return
+        recorded = self.responses.get(_key(message.get("id")))
+        old = recorded.message.get("result") if recorded is not None and isinstance(recorded.message, dict) else None
+        new = message["result"].get("sessionId")
+        if isinstance(old, dict) and isinstance(old.get("sessionId"), str) and isinstance(new, str):
+            self.sessions.setdefault(old["sessionId"], new)
+
+    def _agent_request(self, request: dict[str, Any]) -> None:
+        """Match the agent's request to a recorded one (same method, same params if one has them)."""
+        back = {new: old for old, new in self.sessions.items()}
+        params = map_sessions(request.get("params"), back)
+        same = [e for e in self.recorded_agent_requests if e.line not in self.matched and e.method == request.get("method")]
+        found = next((e for e in same if e.params == params), same[0] if same else None)
+        if found is None:
+            self.unmatched_requests.append(request)
+            self.proc.respond_error(request.get("id"), {"code": INTERNAL_ERROR, "message": "trace replay: the trace has no such request"})
+            return
+        self.matched[found.line] = request.get("id")
+
+    # -- the client's side ----------------------------------------------------------------------
+    def run(self) -> ReplayReport:
+        try:
+            for step in script(self.events, self.client_name):
+                self._prepare(step)
+                self._send(step)
+            self._settle()
+            self.proc.close_input()
+            self.report.exit_code = self._exit()
+        finally:
+            code = self.proc.close()
+            if self.report.exit_code is None:
+                self.report.exit_code = code
+        compare_answers(self)
+        compare_sequences(self)
+        return self.report
+
+    def _wait(self, ready: Callable[[], bool], why: str, line: int) -> bool:
+        """Wait for `ready`; a divergence saying `why` when it does not come."""
+        try:
+            self.proc.wait_for(lambda: ready() or self.proc.eof.is_set(), self.timeout, why)
+        except AssertionError:
+            pass
+        if ready():
+            return True
+        ended = "the agent ended first" if self.proc.eof.is_set() else f"not within {self.timeout:g}s"
+        self.report.divergences.append(Divergence(line, f"{why}: {ended}"))
+        return False
+
+    def _prepare(self, step: Step) -> None:
+        """Wait until the agent has sent what the recorded client had seen before this line."""
+        line = step.event.line
+        for key in sorted(step.answered):
+            pending = self.sent.get(key)
+            if pending is not None and not pending.done and key not in self._given_up:
+                if not self._wait(lambda: pending.done, f"waited for the answer to {pending.method} #{key} before line {line}", line):
+                    self._given_up.add(key)
+        for request in step.agent_requests:
+            if request.line not in self.matched and request.line not in self._missed:
+                if not self._wait(lambda: request.line in self.matched,
+                                  f"waited for the agent's {request.method} request of line {request.line}", request.line):
+                    self._missed.add(request.line)
+        if step.updates is not None:
+            prompt, count = step.updates
+            session = step.event.session or ""
+            self._wait(lambda: self._updates_since(prompt, session) >= count,
+                       f"waited for {count} update(s) of the prompt #{prompt} before line {line}", line)
+
+    def _updates_since(self, prompt: str, recorded_session: str) -> int:
+        session = self.sessions.get(recorded_session, recorded_session)
+        pending = self.sent.get(prompt)
+        if pending is None:
+            return 0
+        return sum(1 for r in self.proc.records
+                   if r.direction == "in" and r.t >= pending.sent_at and isinstance(r.message, dict)
+                   and r.message.get("method") == "session/update" and _session_of(r.message) == session)
+
+    def _send(self, step: Step) -> None:
+        event = step.event
+        if not isinstance(event.message, dict) or event.kind == "line":
+            if event.raw is not None:
+                self.report.sent += 1
+                self.proc.send_raw(event.raw + (b"\n" if event.newline else b""))
+            return
+        message = map_sessions(event.message, self.sessions)
+        if event.kind == "response":
+            asked = next((r for r in reversed(self.recorded_agent_requests)
+                          if _key(r.id) == _key(event.id) and r.line < event.line), None)
+            if asked is None or asked.line not in self.matched or asked.line in self.answered_lines:
+                return  # the agent did not ask this time: already a divergence
+            self.answered_lines.add(asked.line)
+            message = {**message, "id": self.matched[asked.line]}
+        self.report.sent += 1
+        self.proc.send(message)
+        if event.kind == "request":
+            self.sent[_key(event.id)] = self.proc.pending[id_key(event.id)]
+
+    def _settle(self) -> None:
+        """Before EOF: wait for every answer the trace has, or for the agent to fall quiet."""
+        quiet = min(1.0, self.timeout)
+        owed = [p for k, p in self.sent.items() if k in self.responses]
+        while not all(p.done for p in owed) and not self.proc.eof.is_set():
+            seen = len(self.proc.records)
+            try:
+                self.proc.wait_for(lambda: len(self.proc.records) > seen or all(p.done for p in owed), quiet)
+            except AssertionError:
+                return
+
+    def _exit(self) -> int | None:
+        try:
+            return self.proc.wait_exit(self.timeout)
+        except AssertionError:
+            self.report.divergences.append(Divergence(None, f"the agent did not exit within {self.timeout:g}s of EOF"))
+            return None
+
+
+def _session_of(message: dict[str, Any]) -> Any:
+    params = message.get("params")
+    return params.get("sessionId") if isinstance(params, dict) else None
+
+
+# -- comparing -------------------------------------------------------------------------------------
+
+
+def compare_answers(replayer: Replayer) -> None:
+    """Each client request: the trace's answer against the agent's (missing, extra, error, stopReason)."""
+    divergences = replayer.report.divergences
+    for event in replayer.events:
+        if event.sender != replayer.client_name or event.kind != "request":
+            continue
+        key = _key(event.id)
+        recorded = replayer.responses.get(key)
+        pending = replayer.sent.get(key)
+        now = pending.response(0) if pending is not None and pending.done else None
+        name = f"{event.method} #{key}"
+        if recorded is None and now is None:
+            continue
+        if recorded is None:
+            divergences.append(Divergence(event.line, f"{name}: the agent answered {_outcome(now)}, the trace has no answer"))
+        elif now is None:
+            divergences.append(Divergence(recorded.line, f"{name}: the agent never answered (the trace has {_outcome(recorded.message)})"))
+        elif _outcome(recorded.message) != _outcome(now):
+            divergences.append(Divergence(recorded.line, f"{name}: the trace has {_outcome(recorded.message)}, the agent answered {_outcome(now)}"))
+    for request in replayer.unmatched_requests:
+        divergences.append(Divergence(None, f"the agent sent a {request.get('method')} request the trace does not have "
+                                            f"(answered with an error): {json.dumps(request.get('params'))[:120]}"))
+
+
+def _outcome(message: Any) -> str:
+    """An answer in the few words that must match: error code, stopReason, or a result."""
+    if not isinstance(message, dict):
+        return "no message"
+    if "error" in message:
+        error = message["error"]
+        return f"error {error.get('code') if isinstance(error, dict) else json.dumps(error)}"
+    result = message.get("result")
+    if isinstance(result, dict) and "stopReason" in result:
+        return f"stopReason {json.dumps(result['stopReason'])}"
+    return "a result"
+
+
+def _tokens(messages: Sequence[tuple[int | None, Any]], sessions: dict[str, str]) -> dict[str, list[tuple[int | None, str]]]:
+    """Per session, what the agent sent as a sequence of methods (an update by its kind), runs of
+    one kind folded into one: their length varies with chunking, their order does not."""
+    found: dict[str, list[tuple[int | None, str]]] = {}
+    for line, message in messages:
+        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
+            continue
+        session = _session_of(message)
+        session = sessions.get(session, session) if isinstance(session, str) else ""
+        token = message["method"]
+        update = message.get("params", {}).get("update") if isinstance(message.get("params"), dict) else None
+        if token == "session/update" and isinstance(update, dict):
+            token = f"session/update {update.get('sessionUpdate')}"
+        seen = found.setdefault(session, [])
+        if not seen or seen[-1][1] != token:
+            seen.append((line, token))
+    return found
+
+
+def compare_sequences(replayer: Replayer) -> None:
+    """Per session, the agent's methods in the trace against the agent's now; the first difference."""
+    recorded = _tokens([(e.line, e.message) for e in replayer.events if e.sender != replayer.client_name], {})
+    back = {new: old for old, new in replayer.sessions.items()}
+    now = _tokens([(None, r.message) for r in replayer.proc.records if r.direction == "in"], back)
+    for session in list(recorded) + [s for s in now if s not in recorded]:
+        was, is_ = [t for _, t in recorded.get(session, [])], [t for _, t in now.get(session, [])]
+        if was == is_:
+            continue
+        at = next((i for i, (a, b) in enumerate(zip(was, is_)) if a != b), min(len(was), len(is_)))
+        lines = recorded.get(session, [])
+        line = lines[at][0] if at < len(lines) else (lines[-1][0] if lines else None)
+        where = f"session {session}" if session else "outside any session"
+        before = f" after {was[at - 1]}" if at > 0 else ""
+        divergences = replayer.report.divergences
+        divergences.append(Divergence(line, f"{where}: the agent sent {is_[at] if at < len(is_) else 'nothing more'}{before}, "
+                                            f"the trace has {was[at] if at < len(was) else 'nothing more'}"))
+
+
+def replay(trace: Trace, command: Sequence[str], timeout: float = 10.0) -> ReplayReport:
+    """Replay the client side of `trace`'s editor connection against `command`."""
+    found = connections(trace)
+    chosen = next((c for c in found if c.client == "client"), found[0] if found else None)
+    if chosen is None:
+        return ReplayReport([Divergence(None, "the trace holds no message to replay")])
+    replayer = Replayer(chosen.events, command, timeout, chosen.client)
+    return replayer.run()
+
+
+def text_report(path: str, command: Sequence[str], report: ReplayReport) -> list[str]:
+    verdict = "no divergence" if report.ok else f"{len(report.divergences)} divergence(s)"
+    out = [visible(f"replayed {report.sent} client lines of {path} against {' '.join(command)}: {verdict}")]
+    out.extend(visible(f"{'line ' + str(d.line) if d.line is not None else 'end'}: {d.what}") for d in report.divergences)
+    return out

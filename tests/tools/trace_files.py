@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from acp_green.tools.rig.client import Record
+from acp_green.tools.rig.client import AgentProcess, ClientPolicy, Record
 
 
 def wire_event(ts: float, sender: str, raw: bytes, *, newline: bool = True) -> dict[str, Any]:
@@ -81,3 +83,55 @@ def write_trace(path: Path, events: Iterable[dict[str, Any] | bytes]) -> Path:
                 continue
             handle.write(json.dumps({**event, "seq": seq}).encode() + b"\n")
     return path
+
+
+ACP_GREEN = [sys.executable, "-m", "acp_green"]
+DEMO = [*ACP_GREEN, "serve", "--ephemeral"]
+
+
+def trace_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """`acp-green trace ARGS...` as a user runs it."""
+    return subprocess.run([*ACP_GREEN, "trace", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def demo_run(path: Path, written_to: str) -> Path:
+    """A trace of a rig run against the demo agent: a stream, a permission and a file write, a
+    /wait cancelled, on one session; a second session with one echo."""
+    agent = AgentProcess(DEMO, ClientPolicy())
+    try:
+        agent.initialize()
+        session = agent.new_session()
+        agent.prompt(session, "/stream 12").result()
+        agent.prompt(session, f"/write {written_to} hello").result()
+        waiting = agent.prompt(session, "/wait")
+        agent.wait_for(lambda: agent.updates(session), what="the session's first update")
+        agent.cancel(session)
+        assert waiting.result()["stopReason"] == "cancelled"
+        other = agent.new_session()
+        agent.prompt(other, "hello there").result()
+        agent.close_input()
+        code = agent.wait_exit()
+    finally:
+        agent.close()
+    return write_trace(path, events_from_records(agent.records, DEMO, code))
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def find(events: list[dict[str, Any]], predicate: Any) -> int:
+    """The index of the first event `predicate` accepts (its line in the file is index + 1)."""
+    return next(i for i, e in enumerate(events) if predicate(e))
+
+
+def message_of(event: dict[str, Any]) -> dict[str, Any]:
+    return json.loads(event["raw"])
+
+
+def agent_line(message: dict[str, Any], ts: float) -> dict[str, Any]:
+    return wire_event(ts, "agent", json.dumps(message).encode())
+
+
+def client_line(message: dict[str, Any] | bytes, ts: float) -> dict[str, Any]:
+    return wire_event(ts, "client", message if isinstance(message, bytes) else json.dumps(message).encode())

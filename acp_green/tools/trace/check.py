@@ -114,7 +114,14 @@ def check_trace(trace: Trace, long_prompts: Sequence[str] = ()) -> CheckReport:
         _check_connection(connection, report, long_prompts, complete)
     if not trace.wire:
         report.notes.append("the trace holds no message")
+    report.violations.sort(key=_headline)
+    report.advisories.sort(key=_headline)
     return report
+
+
+def _headline(finding: Finding) -> int:
+    """The line a finding is reported at: the last of its lines, the one that broke the rule."""
+    return finding.lines[-1] if finding.lines else 1 << 62
 
 
 def _check_connection(connection: Connection, report: CheckReport, long_prompts: Sequence[str], complete: bool | str) -> None:
@@ -222,7 +229,7 @@ def text_report(path: str, trace: Trace, report: CheckReport) -> list[str]:
     out.extend(f"note: {note}" for note in report.notes)
     for title, findings in (("", report.violations), ("advisory ", report.advisories)):
         for finding in findings:
-            first = f"line {finding.lines[0]}" if finding.lines else "end of trace"
+            first = f"line {_headline(finding)}" if finding.lines else "end of trace"
             out.append("")
             out.append(f"{first}: {title}[{finding.side}] {finding.rule}: {visible(finding.detail)}")
             for number, marked, text in quote(trace, finding.lines):

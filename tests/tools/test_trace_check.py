@@ -1,0 +1,183 @@
+"""`acp-green trace check`: a clean trace of the demo passes; each kind of broken rule is reported
+with the lines that show it and the lines around them (exit 1); a hostile client's trace and a
+damaged file are reported without a crash."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import importlib.util
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+from tests.tools.trace_files import (agent_line, client_line, demo_run, find, message_of, read_events, trace_cli,
+                                     wire_event, write_trace)
+
+
+@pytest.fixture(scope="module")
+def demo_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    where = tmp_path_factory.mktemp("trace")
+    return demo_run(where / "demo.jsonl", str(where / "written.txt"))
+
+
+def check(path: Path, *options: str) -> tuple[int, dict[str, Any], str]:
+    """(exit code, the --json report, the text report)."""
+    as_json = trace_cli("check", "--json", *options, str(path))
+    as_text = trace_cli("check", *options, str(path))
+    assert as_json.returncode == as_text.returncode, (as_json.stderr, as_text.stderr)
+    assert "Traceback" not in as_json.stderr + as_text.stderr
+    return as_json.returncode, json.loads(as_json.stdout), as_text.stdout
+
+
+def test_a_clean_trace_of_the_demo_passes(demo_trace: Path):
+    code, report, text = check(demo_trace)
+    assert code == 0, text
+    assert report["ok"] and report["violations"] == [] and report["messages"] > 30
+    assert report["protocolVersions"] == [1]
+    assert text.splitlines()[0].endswith(f"OK in {report['messages']} messages ({report['lines']} lines)")
+
+
+def _response_of(request_id: int) -> Callable[[dict[str, Any]], bool]:
+    return lambda e: e.get("type") == "response" and e["from"] == "agent" and e["id"] == request_id
+
+
+def _prompt(text: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda e: e.get("method") == "session/prompt" and e["params"]["prompt"][0]["text"].startswith(text)
+
+
+def _session_of_prompt(events: list[dict[str, Any]], text: str) -> str:
+    return events[find(events, _prompt(text))]["params"]["sessionId"]
+
+
+def answered_twice(events: list[dict[str, Any]]) -> tuple[str, int]:
+    at = find(events, _response_of(3))
+    events.insert(at + 1, copy.deepcopy(events[at]))
+    return "one_response_per_request", at + 2
+
+
+def update_after_response(events: list[dict[str, Any]]) -> tuple[str, int]:
+    at = find(events, _response_of(7))
+    session = _session_of_prompt(events, "hello there")
+    update = {"jsonrpc": "2.0", "method": "session/update",
+              "params": {"sessionId": session, "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "late"}}}}
+    events.insert(at + 1, agent_line(update, events[at]["ts"]))
+    return "no_update_after_response", at + 2
+
+
+def notification_answered(events: list[dict[str, Any]]) -> tuple[str, int]:
+    at = find(events, lambda e: e.get("method") == "session/cancel")
+    events.insert(at + 1, agent_line({"jsonrpc": "2.0", "id": None, "result": {}}, events[at]["ts"]))
+    return "no_response_to_notification", at + 2
+
+
+def cancel_answered_with_an_error(events: list[dict[str, Any]]) -> tuple[str, int]:
+    at = find(events, _response_of(5))
+    events[at] = agent_line({"jsonrpc": "2.0", "id": 5, "error": {"code": -32603, "message": "boom"}}, events[at]["ts"])
+    return "cancelled_answers_cancelled", at + 1
+
+
+def agent_breaks_the_schema(events: list[dict[str, Any]]) -> tuple[str, int]:
+    at = find(events, _response_of(3))
+    events[at] = agent_line({"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "bogus"}}, events[at]["ts"])
+    return "schema", at + 1
+
+
+def client_breaks_the_schema(events: list[dict[str, Any]]) -> tuple[str, int]:
+    at = find(events, _prompt("hello there"))
+    message = message_of(events[at])
+    del message["params"]["prompt"]
+    events[at] = client_line(message, events[at]["ts"])
+    return "schema", at + 1
+
+
+def agent_writes_garbage(events: list[dict[str, Any]]) -> tuple[str, int]:
+    at = find(events, _response_of(3))
+    events.insert(at, wire_event(events[at]["ts"], "agent", b"oops, a log line on stdout"))
+    return "valid_json_rpc", at + 1
+
+
+def request_never_answered(events: list[dict[str, Any]]) -> tuple[str, int]:
+    at = find(events, _response_of(3))
+    request = find(events, lambda e: e.get("type") == "request" and e["from"] == "client" and e["id"] == 3)
+    del events[at]
+    return "one_response_per_request", request + 1
+
+
+VIOLATIONS = [answered_twice, update_after_response, notification_answered, cancel_answered_with_an_error,
+              agent_breaks_the_schema, client_breaks_the_schema, agent_writes_garbage, request_never_answered]
+
+
+@pytest.mark.parametrize("breaking", VIOLATIONS, ids=[f.__name__ for f in VIOLATIONS])
+def test_each_broken_rule_is_quoted_with_its_line_and_the_lines_around_it(demo_trace: Path, tmp_path: Path, breaking):
+    events = read_events(demo_trace)
+    rule, line = breaking(events)
+    path = write_trace(tmp_path / "broken.jsonl", events)
+    code, report, text = check(path)
+    assert code == 1
+    found = [v for v in report["violations"] if v["rule"] == rule and line in v["lines"]]
+    assert found, report["violations"]
+    context = [c["line"] for c in found[0]["context"]]
+    assert {line - 1, line, line + 1} <= set(context)
+    assert [c["marked"] for c in found[0]["context"] if c["line"] == line] == [True]
+    quoted = text.splitlines()
+    assert any(row.startswith("line ") and f"] {rule}: " in row for row in quoted), text
+    assert any(row.startswith("  > ") and row.split()[1] == str(line) for row in quoted), text
+    assert any(row.split()[:1] == [str(line + 1)] for row in quoted), text
+
+
+def test_a_long_prompt_that_answers_end_turn_after_its_cancel_is_a_violation(demo_trace: Path, tmp_path: Path):
+    events = read_events(demo_trace)
+    at = find(events, _response_of(5))
+    events[at] = agent_line({"jsonrpc": "2.0", "id": 5, "result": {"stopReason": "end_turn"}}, events[at]["ts"])
+    path = write_trace(tmp_path / "ended.jsonl", events)
+    assert check(path)[0] == 0  # a prompt may finish before its cancel mattered
+    code, report, _ = check(path, "--long-prompt", "/wait")
+    assert code == 1
+    assert [(v["rule"], at + 1 in v["lines"]) for v in report["violations"]] == [("cancelled_answers_cancelled", True)]
+
+
+def test_a_hostile_clients_trace_and_a_damaged_file_are_reported_without_a_crash(demo_trace: Path, tmp_path: Path):
+    events = read_events(demo_trace)[:3]  # the header, initialize and its answer
+    deep = b"[" * 10_000 + b"]" * 10_000
+    hostile = [b"not json at all", b"\xff\xfe{\"jsonrpc\"", deep, b'[{"jsonrpc": "2.0", "method": "x"}]']
+    for raw in hostile:
+        events.append(client_line(raw, 1.0))
+        events.append(agent_line({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}, 1.0))
+    events.append(b'{"ts": 2.0, "type": "request", "from": "client", "to": "agent", "raw": "' + b"[" * 10_000 + b'\n')
+    events.append(b"[" * 10_000 + b"]" * 10_000 + b"\n")
+    events.append(b'{"ts": 3.0, "type": "notifi')  # the last line, cut short by a crash
+    path = write_trace(tmp_path / "hostile.jsonl", events)
+    assert base64.b64encode(b"\xff\xfe{\"jsonrpc\"").decode() in path.read_text()
+    code, report, text = check(path)
+    assert code == 1
+    client_lines = sorted(line for v in report["violations"] if v["side"] == "client" for line in v["lines"])
+    assert client_lines == [4, 6, 8, 10]
+    assert all(v["rule"] == "valid_json_rpc" for v in report["violations"] if v["side"] == "client")
+    damaged = [v for v in report["violations"] if v["rule"] == "unreadable_line"]
+    assert [v["lines"] for v in damaged] == [[12], [13], [14]]
+    assert "truncated last line" in damaged[-1]["detail"]
+    assert not [v for v in report["violations"] if v["side"] == "agent"], "the agent answered each line -32700, as it must"
+    shown = trace_cli("show", str(path))
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr
+    assert shown.stdout.count("not a message") == 4
+
+
+def test_a_trace_that_negotiated_v2_says_what_was_not_checked(demo_trace: Path, tmp_path: Path):
+    events = read_events(demo_trace)
+    at = find(events, _response_of(1))
+    answer = message_of(events[at])
+    answer["result"]["protocolVersion"] = 2
+    events[at] = agent_line(answer, events[at]["ts"])
+    at3 = find(events, _response_of(3))
+    events[at3] = agent_line({"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "bogus"}}, events[at3]["ts"])
+    code, report, text = check(write_trace(tmp_path / "v2.jsonl", events))
+    assert report["protocolVersions"] == [2]
+    if importlib.util.find_spec("acp_green.tools.rig.schema_v2") is None:
+        assert code == 0, text  # nothing validated the bogus stopReason: said so, not passed off as checked
+        assert any(note.startswith("not checked: v2") for note in report["notes"]), report["notes"]
+        assert "note: not checked: v2" in text
+    else:
+        assert any("v2" in note for note in report["notes"]), report["notes"]

@@ -214,6 +214,13 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/tools/test_chat_ask_eof.py", "tests/tools/test_chat_pipe.py",
     ]),
     "rig.chat_files": ("rig-verdicts", "acp_green/tools/rig/chat_files.py", ["tests/tools/test_chat_answers.py"]),
+    # -- trace: reading, checking, showing and replaying a trace file ------------------------------
+    "trace.read": ("trace", "acp_green/tools/trace/read.py", [
+        "tests/tools/test_trace_read.py", "tests/tools/test_trace_check.py",
+    ]),
+    "trace.check": ("trace", "acp_green/tools/trace/check.py", ["tests/tools/test_trace_check.py"]),
+    "trace.show": ("trace", "acp_green/tools/trace/show.py", ["tests/tools/test_trace_show.py"]),
+    "trace.replay": ("trace", "acp_green/tools/trace/replay.py", ["tests/tools/test_trace_replay.py"]),
 }
 GROUPS: list[str] = list(dict.fromkeys(group for group, _path, _tests in MODULES.values()))
 

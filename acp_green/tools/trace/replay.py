@@ -165,6 +165,7 @@ class Replayer:
                 self.report.exit_code = code
         compare_answers(self)
         compare_sequences(self)
+        self.report.divergences.sort(key=lambda d: (d.line is None, d.line or 0))  # in the trace's order
         return self.report
 
     def _wait(self, ready: Callable[[], bool], why: str, line: int) -> bool:
@@ -190,7 +191,7 @@ class Replayer:
         for request in step.agent_requests:
             if request.line not in self.matched and request.line not in self._missed:
                 if not self._wait(lambda: request.line in self.matched,
-                                  f"waited for the agent's {request.method} request of line {request.line}", request.line):
+                                  f"waited for the agent's {request.method} request the trace has here", request.line):
                     self._missed.add(request.line)
         if step.updates is not None:
             prompt, count = step.updates

@@ -181,3 +181,31 @@ def test_a_trace_that_negotiated_v2_says_what_was_not_checked(demo_trace: Path, 
         assert "note: not checked: v2" in text
     else:
         assert any("v2" in note for note in report["notes"]), report["notes"]
+
+
+def test_a_conductors_trace_is_checked_hop_by_hop(tmp_path: Path):
+    """The Rust conductor's events (no raw line, no seq) between client, proxy:0 and agent: each hop is
+    a connection of its own, the proxy the client of the agent."""
+    def hop(sender, receiver, kind, ts, **fields):
+        return {"ts": ts, "type": kind, "from": sender, "to": receiver, **({"protocol": "acp"} if kind != "response" else {}), **fields}
+
+    init = {"protocolVersion": 1, "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False}, "terminal": False}}
+    answer = {"protocolVersion": 1, "agentCapabilities": {"loadSession": False}, "authMethods": []}
+    chunk = {"sessionId": "s0", "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}}}
+    prompt = {"sessionId": "s0", "prompt": [{"type": "text", "text": "Hello"}]}
+    events = []
+    for (a, b), base in ((("client", "proxy:0"), 0), (("proxy:0", "agent"), 100)):
+        events += [hop(a, b, "request", 0.1, id=base + 1, method="initialize", params=init),
+                   hop(b, a, "response", 0.2, id=base + 1, is_error=False, payload=answer),
+                   hop(a, b, "request", 0.3, id=base + 2, method="session/new", params={"cwd": "/w", "mcpServers": []}),
+                   hop(b, a, "response", 0.4, id=base + 2, is_error=False, payload={"sessionId": "s0"}),
+                   hop(a, b, "request", 0.5, id=base + 3, method="session/prompt", params=prompt),
+                   hop(b, a, "notification", 0.6, method="session/update", params=chunk),
+                   hop(b, a, "response", 0.7, id=base + 3, is_error=False, payload={"stopReason": "end_turn"})]
+    events.append(hop("agent", "proxy:0", "notification", 0.8, method="session/update", params=chunk))
+    path = tmp_path / "conductor.jsons"
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    code, report, _ = check(path)
+    assert report["protocolVersions"] == [1, 1] and report["messages"] == 15
+    assert code == 1
+    assert [(v["side"], v["rule"], v["lines"]) for v in report["violations"]] == [("agent", "no_update_after_response", [14, 15])]

@@ -105,6 +105,7 @@ class Trace:
     events: list[TraceEvent] = field(default_factory=list)
     damaged: list[Damage] = field(default_factory=list)
     lines: int = 0  # lines in the file
+    _index: dict[int, TraceEvent | Damage] | None = field(default=None, repr=False, compare=False)
 
     @property
     def wire(self) -> list[WireEvent]:
@@ -127,13 +128,12 @@ class Trace:
         return None
 
     def at(self, line: int) -> TraceEvent | Damage | None:
-        """What stands on one line of the file (None: a blank line or past the end)."""
-        return self._by_line().get(line)
-
-    def _by_line(self) -> dict[int, TraceEvent | Damage]:
-        found: dict[int, TraceEvent | Damage] = {e.line: e for e in self.events}
-        found.update((d.line, d) for d in self.damaged)
-        return found
+        """What stands on one line of the file (None: a blank line or past the end); indexed on
+        first use, once the file is read."""
+        if self._index is None:
+            self._index = {e.line: e for e in self.events}
+            self._index.update((d.line, d) for d in self.damaged)
+        return self._index.get(line)
 
 
 def read_trace(path: str | Path) -> Trace:

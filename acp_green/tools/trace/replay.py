@@ -100,7 +100,11 @@ def map_sessions(value: Any, mapping: dict[str, str]) -> Any:
 class _ReplayClient(AgentProcess):
     """The rig's client whose every answer to the agent comes from the replay."""
 
-    on_request: Callable[[dict[str, Any]], None]
+    def __init__(self, command: Sequence[str], on_request: Callable[[dict[str, Any]], None],
+                 on_message: Callable[[dict[str, Any]], None]) -> None:
+        self.on_request = on_request  # before the reader starts: the agent may ask at once
+        super().__init__(command, ClientPolicy())
+        self.listeners.append(on_message)
 
     def _answer(self, request: dict[str, Any]) -> None:
         self.on_request(request)
@@ -121,15 +125,18 @@ class Replayer:
         self.answered_lines: set[int] = set()  # recorded agent requests whose recorded answer was sent
         self.unmatched_requests: list[dict[str, Any]] = []
         self.sent: dict[str, Pending] = {}  # key of a recorded client request -> the request as sent again
+        self.updates: dict[Any, int] = {}  # the agent's session id -> session/update notifications so far
+        self.updates_before: dict[str, int] = {}  # key of a prompt sent again -> its session's updates then
         self._given_up: set[str] = set()
         self._missed: set[int] = set()
-        self.proc = _ReplayClient(list(command), ClientPolicy())
-        self.proc.on_request = self._agent_request
-        self.proc.listeners.append(self._received)
+        self.proc = _ReplayClient(list(command), self._agent_request, self._received)
 
     # -- the agent's side ----------------------------------------------------------------------
     def _received(self, message: dict[str, Any]) -> None:
-        """A new session id the agent answered maps the recorded one (session/new, fork)."""
+        """Count each session's updates; a new session id the agent answered maps the recorded one (session/new, fork)."""
+        if message.get("method") == "session/update":
+            session = _session_of(message)
+            self.updates[session] = self.updates.get(session, 0) + 1
         if "method" in message or not isinstance(message.get("result"), dict):
             return
         recorded = self.responses.get(_key(message.get("id")))
@@ -200,13 +207,11 @@ class Replayer:
                        f"waited for {count} update(s) of the prompt #{prompt} before line {line}", line)
 
     def _updates_since(self, prompt: str, recorded_session: str) -> int:
-        session = self.sessions.get(recorded_session, recorded_session)
-        pending = self.sent.get(prompt)
-        if pending is None:
+        """The updates of a session since the prompt was sent again."""
+        if prompt not in self.updates_before:
             return 0
-        return sum(1 for r in self.proc.records
-                   if r.direction == "in" and r.t >= pending.sent_at and isinstance(r.message, dict)
-                   and r.message.get("method") == "session/update" and _session_of(r.message) == session)
+        session = self.sessions.get(recorded_session, recorded_session)
+        return self.updates.get(session, 0) - self.updates_before[prompt]
 
     def _send(self, step: Step) -> None:
         event = step.event
@@ -224,6 +229,8 @@ class Replayer:
             self.answered_lines.add(asked.line)
             message = {**message, "id": self.matched[asked.line]}
         self.report.sent += 1
+        if event.method == "session/prompt":
+            self.updates_before[_key(event.id)] = self.updates.get(_session_of(message), 0)
         self.proc.send(message)
         if event.kind == "request":
             self.sent[_key(event.id)] = self.proc.pending[id_key(event.id)]

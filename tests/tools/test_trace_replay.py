@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from acp_green.tools.rig.client import AgentProcess, ClientPolicy
-from tests.tools.trace_files import ACP_GREEN, DEMO, demo_run, events_from_records, trace_cli, write_trace
+from tests.tools.trace_files import (ACP_GREEN, DEMO, agent_line, client_line, demo_run, events_from_records, trace_cli,
+                                     write_trace)
 
 STEPS = [*ACP_GREEN, "serve", "--ephemeral", "--agent", "tests.agents:StepsUntilCancelledAgent"]
 
@@ -86,3 +87,19 @@ def test_the_text_report_names_the_lines(demo_trace: Path):
     first, *rest = done.stdout.splitlines()
     assert first.startswith(f"replayed ") and "divergence(s)" in first
     assert rest and all(line.startswith(("line ", "end: ")) for line in rest), rest
+
+
+def test_a_hostile_clients_lines_are_sent_again_and_their_answers_counted(demo_trace: Path, tmp_path: Path):
+    """Garbage, invalid UTF-8 and JSON nested 10,000 deep go to the agent byte for byte: it answers
+    each -32700 as in the trace; a trace with one answer fewer makes the agent's third an extra one."""
+    events = [json.loads(line) for line in demo_trace.read_text().splitlines()][:3]  # header, initialize, its answer
+    for raw in (b"not json", b"\xff\xfe{", b"[" * 10_000 + b"]" * 10_000):
+        events.append(client_line(raw, 1.0))
+        events.append(agent_line({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}, 1.0))
+    faithful = write_trace(tmp_path / "hostile.jsonl", events)
+    code, report = replay(faithful, DEMO, "--timeout", "2")
+    assert (code, report["divergences"], report["sent"]) == (0, [], 4)
+    del events[-1]
+    code, report = replay(write_trace(tmp_path / "one-fewer.jsonl", events), DEMO, "--timeout", "2")
+    assert code == 1
+    assert {"line": None, "what": "the agent sent 3 answer(s) with id null, the trace has 2"} in report["divergences"]

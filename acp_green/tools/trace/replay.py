@@ -11,7 +11,8 @@ client answered (matched by method and params); its new session ids stand for th
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -281,9 +282,24 @@ def compare_answers(replayer: Replayer) -> None:
             divergences.append(Divergence(recorded.line, f"{name}: the agent never answered (the trace has {_outcome(recorded.message)})"))
         elif _outcome(recorded.message) != _outcome(now):
             divergences.append(Divergence(recorded.line, f"{name}: the trace has {_outcome(recorded.message)}, the agent answered {_outcome(now)}"))
+    _compare_counts(replayer)
     for request in replayer.unmatched_requests:
         divergences.append(Divergence(None, f"the agent sent a {request.get('method')} request the trace does not have "
                                             f"(answered with an error): {json.dumps(request.get('params'))[:120]}"))
+
+
+def _compare_counts(replayer: Replayer) -> None:
+    """Answers given twice, and answers to no request of the client's (id null: to a line it could not read)."""
+    def count(messages: Iterable[Any]) -> Counter[str]:
+        return Counter(_key(m.get("id")) for m in messages if isinstance(m, dict) and "method" not in m and ("result" in m or "error" in m))
+
+    recorded = count(e.message for e in replayer.events if e.sender != replayer.client_name)
+    now = count(r.message for r in replayer.proc.records if r.direction == "in")
+    asked = {_key(e.id) for e in replayer.events if e.sender == replayer.client_name and e.kind == "request"}
+    for key in sorted(set(recorded) | set(now)):
+        was, is_ = recorded[key], now[key]
+        if is_ > max(was, 1) or (key not in asked and was != is_):
+            replayer.report.divergences.append(Divergence(None, f"the agent sent {is_} answer(s) with id {key}, the trace has {was}"))
 
 
 def _outcome(message: Any) -> str:

@@ -209,3 +209,10 @@ def test_a_conductors_trace_is_checked_hop_by_hop(tmp_path: Path):
     assert report["protocolVersions"] == [1, 1] and report["messages"] == 15
     assert code == 1
     assert [(v["side"], v["rule"], v["lines"]) for v in report["violations"]] == [("agent", "no_update_after_response", [14, 15])]
+
+
+def test_a_file_that_cannot_be_read_is_said_in_one_line(tmp_path: Path):
+    for command in ("check", "show"):
+        done = trace_cli(command, str(tmp_path / "missing.jsonl"))
+        assert done.returncode == 1 and "Traceback" not in done.stderr
+        assert done.stderr.strip() == f"Error: cannot read {tmp_path / 'missing.jsonl'}: No such file or directory"

@@ -22,7 +22,7 @@ from ..rig.client import AgentProcess, ClientPolicy, Pending
 from .check import connections
 from .read import Trace, WireEvent, visible
 
-__all__ = ["Divergence", "ReplayReport", "Step", "replay", "script"]
+__all__ = ["Divergence", "ReplayReport", "Script", "Step", "replay", "script"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,46 +46,54 @@ class ReplayReport:
 
 @dataclass(slots=True)
 class Step:
-    """One line the recorded client sent, and what it had seen from the agent before."""
+    """One line the recorded client sent, and how much of the agent's side it had seen before."""
 
     event: WireEvent
-    answered: frozenset[str]  # keys of the client's requests answered before it
-    agent_requests: tuple[WireEvent, ...]  # the agent's requests sent before it
+    answered: int  # how many of the script's `answers` had come
+    agent_requests: int  # how many of the script's `agent_requests` had come
     updates: tuple[str, int] | None = None  # (key of a running prompt of its session, updates of the session since)
+
+
+@dataclass(slots=True)
+class Script:
+    """The recorded client's lines, and the agent's answers and requests in the order they came."""
+
+    steps: list[Step] = field(default_factory=list)
+    answers: list[str] = field(default_factory=list)  # keys of the client's requests, in the order answered
+    agent_requests: list[WireEvent] = field(default_factory=list)
 
 
 def _key(request_id: Any) -> str:
     return json.dumps(request_id, sort_keys=True)
 
 
-def script(events: Sequence[WireEvent], client: str = "client") -> list[Step]:
+def script(events: Sequence[WireEvent], client: str = "client") -> Script:
     """The recorded client's lines with what each waited for."""
-    steps: list[Step] = []
-    answered: set[str] = set()
+    found = Script()
     asked: set[str] = set()
-    agent_requests: list[WireEvent] = []
     running: dict[str, tuple[str, int]] = {}  # session -> (prompt key, updates since it was sent)
     prompts: dict[str, str] = {}  # prompt key -> its session
     for event in events:
         if event.sender == client:
             session = event.session
-            steps.append(Step(event, frozenset(answered), tuple(agent_requests), running.get(session) if session else None))
+            found.steps.append(Step(event, len(found.answers), len(found.agent_requests), running.get(session) if session else None))
             if event.kind == "request":
                 asked.add(_key(event.id))
                 if event.method == "session/prompt" and session is not None:
                     running[session] = (_key(event.id), 0)
                     prompts[_key(event.id)] = session
         elif event.kind == "response" and _key(event.id) in asked:
-            answered.add(_key(event.id))
+            asked.discard(_key(event.id))
+            found.answers.append(_key(event.id))
             session = prompts.pop(_key(event.id), None)
             if session is not None and running.get(session, ("", 0))[0] == _key(event.id):
                 del running[session]
         elif event.kind == "request":
-            agent_requests.append(event)
+            found.agent_requests.append(event)
         elif event.method == "session/update" and event.session in running:
             prompt, count = running[event.session]
             running[event.session] = (prompt, count + 1)
-    return steps
+    return found
 
 
 def map_sessions(value: Any, mapping: dict[str, str]) -> Any:
@@ -128,8 +136,8 @@ class Replayer:
         self.sent: dict[str, Pending] = {}  # key of a recorded client request -> the request as sent again
         self.updates: dict[Any, int] = {}  # the agent's session id -> session/update notifications so far
         self.updates_before: dict[str, int] = {}  # key of a prompt sent again -> its session's updates then
-        self._given_up: set[str] = set()
-        self._missed: set[int] = set()
+        self._answers_seen = 0  # of the script's answers, how many were waited for
+        self._requests_seen = 0  # of the script's agent requests, how many were waited for
         self.proc = _ReplayClient(list(command), self._agent_request, self._received)
 
     # -- the agent's side ----------------------------------------------------------------------
@@ -161,8 +169,9 @@ class Replayer:
     # -- the client's side ----------------------------------------------------------------------
     def run(self) -> ReplayReport:
         try:
-            for step in script(self.events, self.client_name):
-                self._prepare(step)
+            played = script(self.events, self.client_name)
+            for step in played.steps:
+                self._prepare(played, step)
                 self._send(step)
             self._settle()
             self.proc.close_input()
@@ -188,19 +197,21 @@ class Replayer:
         self.report.divergences.append(Divergence(line, f"{why}: {ended}"))
         return False
 
-    def _prepare(self, step: Step) -> None:
-        """Wait until the agent has sent what the recorded client had seen before this line."""
+    def _prepare(self, played: Script, step: Step) -> None:
+        """Wait until the agent has sent what the recorded client had seen before this line (each thing waited for once)."""
         line = step.event.line
-        for key in sorted(step.answered):
+        while self._answers_seen < step.answered:
+            key = played.answers[self._answers_seen]
+            self._answers_seen += 1
             pending = self.sent.get(key)
-            if pending is not None and not pending.done and key not in self._given_up:
-                if not self._wait(lambda: pending.done, f"waited for the answer to {pending.method} #{key} before line {line}", line):
-                    self._given_up.add(key)
-        for request in step.agent_requests:
-            if request.line not in self.matched and request.line not in self._missed:
-                if not self._wait(lambda: request.line in self.matched,
-                                  f"waited for the agent's {request.method} request the trace has here", request.line):
-                    self._missed.add(request.line)
+            if pending is not None and not pending.done:
+                self._wait(lambda: pending.done, f"waited for the answer to {pending.method} #{key} before line {line}", line)
+        while self._requests_seen < step.agent_requests:
+            request = played.agent_requests[self._requests_seen]
+            self._requests_seen += 1
+            if request.line not in self.matched:
+                self._wait(lambda: request.line in self.matched,
+                           f"waited for the agent's {request.method} request the trace has here", request.line)
         if step.updates is not None:
             prompt, count = step.updates
             session = step.event.session or ""

@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from acp_green.tools.trace.check import check_trace, json_report, text_report
+from acp_green.tools.trace.read import read_lines
+from acp_green.tools.trace.show import render, timeline
 from tests.tools.trace_files import (agent_line, client_line, demo_run, find, message_of, read_events, trace_cli,
                                      wire_event, write_trace)
 
@@ -216,3 +221,39 @@ def test_a_file_that_cannot_be_read_is_said_in_one_line(tmp_path: Path):
         done = trace_cli(command, str(tmp_path / "missing.jsonl"))
         assert done.returncode == 1 and "Traceback" not in done.stderr
         assert done.stderr.strip() == f"Error: cannot read {tmp_path / 'missing.jsonl'}: No such file or directory"
+
+
+_METHODS = ["initialize", "session/new", "session/prompt", "session/update", "session/cancel", "session/request_permission",
+            "fs/read_text_file", "terminal/create", "$/cancel_request", "_x/y"]
+_VALUE = st.recursive(st.none() | st.booleans() | st.integers(-3, 3) | st.sampled_from(["s1", "/tmp/a", "a", "cancelled", "end_turn"]),
+                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                          st.sampled_from(["sessionId", "prompt", "update", "sessionUpdate", "text", "type", "stopReason",
+                                           "protocolVersion", "toolCallId", "status", "path", "requestId", "content"]), inner, max_size=4),
+                      max_leaves=12)
+_MESSAGE = st.fixed_dictionaries({"jsonrpc": st.just("2.0")}, optional={
+    "id": st.one_of(st.integers(0, 4), st.none(), st.just("a"), st.just([1])), "method": st.sampled_from(_METHODS),
+    "params": _VALUE, "result": _VALUE, "error": _VALUE})
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["client", "agent"]), _MESSAGE | st.binary(max_size=20)), max_size=14))
+def test_check_and_show_never_raise_on_any_messages(exchanged):
+    lines = []
+    for i, (sender, message) in enumerate(exchanged):
+        raw = message if isinstance(message, bytes) else json.dumps(message).encode()
+        lines.append(json.dumps({**wire_event(i / 10, sender, raw), "seq": i}).encode() + b"\n")
+    trace = read_lines(lines)
+    report = check_trace(trace, ["/wait"])
+    text_report("t", trace, report)
+    json.dumps(json_report("t", trace, report))
+    list(render(trace, timeline(trace), "t"))
+    list(render(trace, timeline(trace, session="s1", grep="a"), "t"))
+
+
+def test_a_message_the_invariant_checker_cannot_follow_is_reported(demo_trace: Path, tmp_path: Path):
+    events = read_events(demo_trace)
+    at = find(events, _response_of(3))
+    events.insert(at, agent_line({"jsonrpc": "2.0", "method": "session/update", "params": [1]}, events[at]["ts"]))
+    code, report, _ = check(write_trace(tmp_path / "list-params.jsonl", events))
+    assert code == 1
+    assert {(v["rule"], tuple(v["lines"])) for v in report["violations"]} == {("unfollowable", (at + 1,)), ("schema", (at + 1,))}

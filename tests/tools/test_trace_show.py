@@ -126,3 +126,18 @@ def test_styles_on_a_terminal(known_trace: Path):
     assert done.returncode == 0, done.stderr
     assert b"\x1b[31m" in output and b"CANCEL" in output  # errors in red
     assert b"\x1b]0;pwned" not in output, "the agent's own escapes are never sent to the terminal"
+
+
+def test_messages_of_any_shape_are_shown(tmp_path: Path):
+    """A prompt block whose text is a number, an update of no known kind, params that are a list,
+    a method that is no string: shown as they are, never a crash."""
+    events = [
+        client_line({"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": {"sessionId": "s", "prompt": [{"type": "text", "text": 5}]}}, 0.1),
+        agent_line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "s", "update": {"sessionUpdate": 7}}}, 0.2),
+        agent_line({"jsonrpc": "2.0", "method": "session/update", "params": [1]}, 0.3),
+        agent_line({"jsonrpc": "2.0", "id": 2, "method": 9}, 0.4),
+        agent_line({"jsonrpc": "2.0", "id": 1, "result": {"stopReason": ["x"]}}, 0.5),
+    ]
+    lines = show(write_trace(tmp_path / "odd.jsonl", events))
+    assert '     0.100  -> session/prompt #1 "5"  => ok  400.0 ms' in lines
+    assert "     0.200      <- 1 ?" in lines

@@ -148,6 +148,11 @@ def _check_connection(connection: Connection, report: CheckReport, long_prompts:
             found.extend(_client_findings(event, client_schema))
         elif client_schema is not None and isinstance(event.message, dict):
             client_schema.observe(event.message, from_sender=False)
+        try:
+            checker.update(records)
+        except Exception as exc:  # noqa: BLE001 - the rig's checker follows live agents; a shape it cannot follow must not end the check
+            found.append(Finding("agent" if not from_client else "client", "unfollowable",
+                                 f"the invariant checker cannot follow this message ({type(exc).__name__}: {exc})", (event.line,)))
     checker.finish(records, complete=complete)
     report.violations.extend(found[:MAX_FINDINGS])
     report.violations.extend(checker.found)

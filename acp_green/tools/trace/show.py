@@ -182,7 +182,7 @@ def _summary(event: WireEvent) -> str:
     params = event.params if isinstance(event.params, dict) else {}
     found: Any = None
     if event.method == "session/prompt" and isinstance(params.get("prompt"), list):
-        found = " ".join(b.get("text", f"[{b.get('type')}]") for b in params["prompt"] if isinstance(b, dict))
+        found = " ".join(str(b.get("text", f"[{b.get('type')}]")) for b in params["prompt"] if isinstance(b, dict))
     elif isinstance(params.get("path"), str):
         found = params["path"]
     elif isinstance(params.get("command"), str):

@@ -552,7 +552,7 @@ def trace_show(path: str, session_id: str | None, grep: str | None) -> None:
         click.echo(line)
 
 
-@trace.command("replay", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@trace.command("replay", context_settings={"ignore_unknown_options": True})
 @click.argument("path", metavar="FILE")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
               help="How long to wait for each answer or update the trace's client had seen before its next line.")

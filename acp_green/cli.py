@@ -579,7 +579,7 @@ def trace_replay(path: str, timeout: float, as_json: bool, command: tuple[str, .
         raise click.ClickException(f"cannot start {command[0]}: {exc.strerror or exc}") from None
     if as_json:
         _echo_json({"file": path, "command": list(command), "ok": report.ok, "sent": report.sent, "exit": report.exit_code,
-                    "divergences": [{"line": d.line, "what": d.what} for d in report.divergences]})
+                    "divergences": [{"line": d.line, "what": d.what} for d in report.divergences], "stderr": report.stderr_tail})
     else:
         for line in text_report(path, command, report):
             click.echo(line)

@@ -78,6 +78,7 @@ def test_an_error_where_the_trace_has_a_result_is_a_divergence(demo_trace: Path)
     assert code == 1
     said = [d["what"] for d in report["divergences"]]
     assert "session/new #2: the trace has a result, the agent answered error -32603" in said, said
+    assert report["stderr"][-1] == "RuntimeError: session setup failed"  # what the agent said about it
 
 
 def test_the_text_report_names_the_lines(demo_trace: Path):
@@ -103,3 +104,12 @@ def test_a_hostile_clients_lines_are_sent_again_and_their_answers_counted(demo_t
     code, report = replay(write_trace(tmp_path / "one-fewer.jsonl", events), DEMO, "--timeout", "2")
     assert code == 1
     assert {"line": None, "what": "the agent sent 3 answer(s) with id null, the trace has 2"} in report["divergences"]
+
+
+def test_another_exit_status_is_a_divergence(demo_trace: Path, tmp_path: Path):
+    events = [json.loads(line) for line in demo_trace.read_text().splitlines()]
+    assert events[-1]["fields"] == {"exit": 0, "signal": None}
+    events[-1]["fields"]["exit"] = 3
+    code, report = replay(write_trace(tmp_path / "exit3.jsonl", events), DEMO)
+    assert code == 1
+    assert report["divergences"] == [{"line": len(events), "what": "the agent exited with 0, the trace has 3"}]

@@ -24,6 +24,8 @@ from .read import Trace, WireEvent, visible
 
 __all__ = ["Divergence", "ReplayReport", "Script", "Step", "replay", "script"]
 
+STDERR_LINES = 10  # of the agent's stderr, shown when it diverged
+
 
 @dataclass(frozen=True, slots=True)
 class Divergence:
@@ -38,6 +40,7 @@ class ReplayReport:
     divergences: list[Divergence] = field(default_factory=list)
     sent: int = 0
     exit_code: int | None = None
+    stderr_tail: list[str] = field(default_factory=list)  # the agent's last stderr lines
 
     @property
     def ok(self) -> bool:
@@ -180,6 +183,7 @@ class Replayer:
             code = self.proc.close()
             if self.report.exit_code is None:
                 self.report.exit_code = code
+            self.report.stderr_tail = self.proc.stderr_text(0).splitlines()[-STDERR_LINES:]
         compare_answers(self)
         compare_sequences(self)
         self.report.divergences.sort(key=lambda d: (d.line is None, d.line or 0))  # in the trace's order
@@ -370,12 +374,19 @@ def replay(trace: Trace, command: Sequence[str], timeout: float = 10.0) -> Repla
     chosen = next((c for c in found if c.client == "client"), found[0] if found else None)
     if chosen is None:
         return ReplayReport([Divergence(None, "the trace holds no message to replay")])
-    replayer = Replayer(chosen.events, command, timeout, chosen.client)
-    return replayer.run()
+    report = Replayer(chosen.events, command, timeout, chosen.client).run()
+    footer = trace.footer
+    expected = footer.get("exit") if footer is not None and footer.get("signal") is None else None
+    if isinstance(expected, int) and report.exit_code != expected:
+        report.divergences.append(Divergence(trace.events[-1].line, f"the agent exited with {report.exit_code}, the trace has {expected}"))
+    return report
 
 
 def text_report(path: str, command: Sequence[str], report: ReplayReport) -> list[str]:
     verdict = "no divergence" if report.ok else f"{len(report.divergences)} divergence(s)"
     out = [visible(f"replayed {report.sent} client lines of {path} against {' '.join(command)}: {verdict}")]
     out.extend(visible(f"{'line ' + str(d.line) if d.line is not None else 'end'}: {d.what}") for d in report.divergences)
+    if not report.ok and report.stderr_tail:
+        out.append("the agent's stderr ended with:")
+        out.extend(visible(f"    {line}") for line in report.stderr_tail)
     return out

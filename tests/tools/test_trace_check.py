@@ -41,7 +41,7 @@ def test_a_clean_trace_of_the_demo_passes(demo_trace: Path):
     code, report, text = check(demo_trace)
     assert code == 0, text
     assert report["ok"] and report["violations"] == [] and report["messages"] > 30
-    assert report["protocolVersions"] == [1]
+    assert report["protocolVersions"] == [1] and report["notes"] == []
     assert text.splitlines()[0].endswith(f"OK in {report['messages']} messages ({report['lines']} lines)")
 
 
@@ -257,3 +257,10 @@ def test_a_message_the_invariant_checker_cannot_follow_is_reported(demo_trace: P
     code, report, _ = check(write_trace(tmp_path / "list-params.jsonl", events))
     assert code == 1
     assert {(v["rule"], tuple(v["lines"])) for v in report["violations"]} == {("unfollowable", (at + 1,)), ("schema", (at + 1,))}
+
+
+def test_a_trace_of_another_format_version_says_so(demo_trace: Path, tmp_path: Path):
+    events = read_events(demo_trace)
+    events[0]["fields"]["format"] = "acp-green-trace/9"
+    _, report, _ = check(write_trace(tmp_path / "v9.jsonl", events))
+    assert report["notes"] == ['the trace says its format is "acp-green-trace/9": read as acp-green-trace/1']

@@ -16,7 +16,7 @@ from typing import Any
 from ..rig.client import Record
 from ..rig.invariants import InvariantChecker
 from ..rig.schema import AcpSchema, StreamChecker, default_schema
-from .read import Note, Trace, WireEvent, visible
+from .read import FORMAT, Note, Trace, WireEvent, visible
 
 __all__ = ["CheckReport", "Finding", "check_trace", "connections", "json_report", "quote", "render_line", "text_report"]
 
@@ -109,6 +109,9 @@ def check_trace(trace: Trace, long_prompts: Sequence[str] = ()) -> CheckReport:
     report = CheckReport()
     for damage in trace.damaged:
         report.violations.append(Finding("trace", "unreadable_line", damage.reason, (damage.line,)))
+    header = trace.header
+    if header is not None and header.get("format") != FORMAT:
+        report.notes.append(f"the trace says its format is {json.dumps(header.get('format'))[:60]}: read as {FORMAT}")
     complete: bool | str = "read" if trace.footer is not None else False
     for connection in connections(trace):
         _check_connection(connection, report, long_prompts, complete)

@@ -264,3 +264,16 @@ def test_a_trace_of_another_format_version_says_so(demo_trace: Path, tmp_path: P
     events[0]["fields"]["format"] = "acp-green-trace/9"
     _, report, _ = check(write_trace(tmp_path / "v9.jsonl", events))
     assert report["notes"] == ['the trace says its format is "acp-green-trace/9": read as acp-green-trace/1']
+
+
+def test_an_advisory_is_listed_apart_and_never_fails_the_check(demo_trace: Path, tmp_path: Path):
+    """A tool call left open when its prompt answered: what real clients trip on, a warning only."""
+    events = read_events(demo_trace)
+    closing = find(events, lambda e: e.get("method") == "session/update" and e["params"]["update"]["sessionUpdate"] == "tool_call_update")
+    del events[closing]
+    answer = find(events, _response_of(4))
+    code, report, text = check(write_trace(tmp_path / "open-tool.jsonl", events))
+    assert code == 0 and report["violations"] == []
+    assert [(a["rule"], a["lines"][-1]) for a in report["advisories"]] == [("tool_calls_finished", answer + 1)]
+    assert ", 1 advisory warning(s) in " in text.splitlines()[0]
+    assert f"line {answer + 1}: advisory [agent] tool_calls_finished: " in text

@@ -233,6 +233,8 @@ def quote(trace: Trace, lines: Sequence[int]) -> list[tuple[int, bool, str]]:
 def text_report(path: str, trace: Trace, report: CheckReport) -> list[str]:
     """The report for a person: a summary line, then each finding quoted with its lines."""
     verdict = "OK" if report.ok else f"{len(report.violations)} problem(s)"
+    if report.advisories:
+        verdict += f", {len(report.advisories)} advisory warning(s)"
     out = [f"{visible(path)}: {verdict} in {report.messages} messages ({trace.lines} lines)"]
     out.extend(f"note: {note}" for note in report.notes)
     for title, findings in (("", report.violations), ("advisory ", report.advisories)):
@@ -240,8 +242,12 @@ def text_report(path: str, trace: Trace, report: CheckReport) -> list[str]:
             first = f"line {_headline(finding)}" if finding.lines else "end of trace"
             out.append("")
             out.append(f"{first}: {title}[{finding.side}] {finding.rule}: {visible(finding.detail)}")
+            previous = None
             for number, marked, text in quote(trace, finding.lines):
+                if previous is not None and number > previous + 1:
+                    out.append("    " + " " * 6 + "  ...")
                 out.append(f"  {'>' if marked else ' '} {number:>6}  {text}")
+                previous = number
     return out
 
 

@@ -110,7 +110,7 @@ def test_the_dom_has_a_lane_per_session_and_the_known_marks(tmp_path, page):
 
 def test_a_seq_fragment_selects_the_mark_and_shows_its_request_and_answer(tmp_path, page):
     path, _expected = page
-    permission_seq = 14
+    permission_seq = request_seq(path, "session/request_permission", "sess-a")
     dom = dump_dom(tmp_path, path, f"#seq={permission_seq}")
     detail = dom.tags("aside")[0]
     assert "hidden" not in detail and detail["data-seq"] == str(permission_seq)

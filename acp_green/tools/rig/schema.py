@@ -190,8 +190,8 @@ def _describe(err: ValidationError, base: str) -> list[str]:
 class AcpSchema:
     """The ACP JSON Schemas, loaded once."""
 
-    def __init__(self) -> None:
-        """Load both schemas, index their methods and prepare a validator cache."""
+    def __init__(self, folder: str = "schema") -> None:
+        """Load both schemas of `folder` (in the package), index their methods and prepare a validator cache."""
         self._roots: dict[str, dict[str, Any]] = {}
         self._registries: dict[str, Registry] = {}
         self._classes: dict[str, Any] = {}
@@ -199,7 +199,7 @@ class AcpSchema:
         self._types: dict[tuple[str, str], dict[str, str]] = {}
         self._sides: dict[tuple[str, str], str] = {}
         self._validators: dict[tuple[str, str], Any] = {}
-        base = files("acp_green") / "schema"
+        base = files("acp_green").joinpath(*folder.split("/"))
         for name, filename in _FILES.items():
             root = json.loads((base / filename).read_text(encoding="utf-8"))
             self._roots[name] = root

@@ -193,3 +193,45 @@ def test_every_failing_row_quotes_the_wire_in_the_table_and_in_json():
         assert as_json[row.check]["wire"] == row.wire
         assert all(f"wire: {line[:60]}" in text for line in row.wire), text
     json.dumps(report.to_json())
+
+
+NEWCOMER_AGENT = '''
+from acp_green import Agent, Mode, Turn
+
+
+class NotesAgent(Agent):
+    """Written from README.md alone: echoes the prompt word by word; reads a file the prompt names."""
+
+    name = "notes"
+    modes = (Mode("chatty", "Chatty"), Mode("quiet", "Quiet"))
+
+    def prompt(self, turn: Turn) -> str:
+        paths = [word for word in turn.text.split() if word.startswith("/")]
+        if paths and turn.can_read_files:
+            call = turn.tool_call(title=f"Read {paths[0]}", kind="read", status="in_progress", locations=[paths[0]])
+            text = turn.read_text_file(paths[0])
+            call.complete()
+            turn.say(f"{paths[0]} says: {text}")
+            return "end_turn"
+        for word in turn.text.split():
+            if turn.cancelled:
+                return "cancelled"
+            turn.say(word + " ")
+            if not turn.sleep(0.05):
+                return "cancelled"
+        return "end_turn"
+'''
+
+
+def test_a_newcomers_agent_written_from_the_readme_gets_no_false_row(tmp_path):
+    """With the probe's defaults (the demo's prompts), such an agent reads `/wait` and `/read` as paths
+    and fails those prompts: nothing is exercised there, nothing is broken, and the rows say so."""
+    (tmp_path / "notes_agent.py").write_text(NEWCOMER_AGENT)
+    command = [sys.executable, "-m", "acp_green", "serve", "--ephemeral", "--agent", f"{tmp_path / 'notes_agent.py'}:NotesAgent"]
+    report = run_probe(ProbeConfig(command))
+    found = rows(report)
+    assert not [(name, e) for name, (v, e) in found.items() if v in (FAIL, WARN)], found
+    assert found["a prompt that uses a tool"][0] == SKIP and "with an error" in found["a prompt that uses a tool"][1]
+    assert {name for name, (v, _) in found.items() if v == SKIP} <= {
+        "a prompt that uses a tool", "cancel during a long prompt", "control during a streaming prompt",
+        "second prompt on a busy session", "running prompt answered at EOF", "prompt updates in order"}, found

@@ -255,7 +255,7 @@ def _new_session(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 def _ping(agent: CheckedAgent, cfg: ProbeConfig, what: str) -> None:
     """A request any agent answers (an unknown method: -32601 or some answer): proof it still reads its input."""
-    _answer(agent, agent.request(f"{PROBE_METHOD_PREFIX}ping", {}), cfg, what)
+    _answer(agent, agent.request(f"{PROBE_METHOD_PREFIX}ping", {}), cfg, what, login_check=False)
 
 
 def _start_long(agent: CheckedAgent, session_id: str, cfg: ProbeConfig, text: str | None = None) -> Pending:
@@ -355,7 +355,7 @@ def check_ids_echoed(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     seen = []
     for message in messages:
         pending = agent.pending_for(message)
-        answer = _answer(agent, pending, cfg, f"request id {message['id']!r}")
+        answer = _answer(agent, pending, cfg, f"request id {message['id']!r}", login_check=False)  # any answer shows the id
         if answer.get("id") != message["id"] or type(answer.get("id")) is not type(message["id"]):
             raise CheckFailed(f"sent id {message['id']!r}, got {answer.get('id')!r}", _exchange(agent, pending))
         seen.append(repr(message["id"]))
@@ -374,7 +374,7 @@ def check_notifications(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     )
     sentinel = agent.make_request(f"{PROBE_METHOD_PREFIX}ping", {})
     agent.send(sentinel)
-    _answer(agent, agent.pending_for(sentinel), cfg, "a request after the notifications")
+    _answer(agent, agent.pending_for(sentinel), cfg, "a request after the notifications", login_check=False)
     agent.check()
     extra = agent.checker.responses - before - 1
     if extra:

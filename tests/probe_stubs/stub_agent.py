@@ -4,7 +4,7 @@ real agents have and acp_green's demo agent has not.
     python stub_agent.py [--needs-auth] [--ignore-eof] [--child] [--graceful-sigterm]
         [--relative-paths] [--open-tool-calls] [--wait-queues] [--busy-code CODE]
         [--auth-at-prompt] [--auth-message TEXT] [--v2] [--v2-only] [--v2-invalid] [--null-unknown]
-        [--garbage-no-id] [--session-updates-after] [--string-locations]
+        [--garbage-no-id] [--session-updates-after] [--string-locations] [--negative-ids-unreadable]
 
 It answers every prompt at once with end_turn and no chunks (no /stream, no prompt that runs
 until cancelled), `/read PATH` by asking the client for the file, and nothing else.
@@ -27,6 +27,8 @@ or below 1). --v2-invalid: the v2 initialize result lacks `info` (invalid in v2,
 --session-updates-after: after each prompt's response, session-level updates follow
 (session_info_update, available_commands_update), as real agents send between turns.
 --string-locations: `/read`'s tool call gives `locations` as bare strings, not objects.
+--negative-ids-unreadable: a request with a negative integer id is answered -32700 without an id
+(codex-acp 0.16.0 does so), never with its own answer.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     for flag in ("--needs-auth", "--ignore-eof", "--child", "--graceful-sigterm", "--relative-paths", "--open-tool-calls",
                  "--wait-queues", "--auth-at-prompt", "--v2", "--v2-only", "--v2-invalid", "--null-unknown", "--garbage-no-id",
-                 "--session-updates-after", "--string-locations"):
+                 "--session-updates-after", "--string-locations", "--negative-ids-unreadable"):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--busy-code", type=int, default=None)
     parser.add_argument("--auth-message", default="Authentication required")
@@ -89,6 +91,9 @@ def main() -> None:
             return
         if "id" not in message:
             return  # notifications: nothing to do
+        if flags.negative_ids_unreadable and isinstance(rid, int) and rid < 0:
+            write({"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}})
+            return
         if method == "initialize":
             methods = [{"id": "stub-login", "name": "Stub login"}] if flags.needs_auth else []
             asked = params.get("protocolVersion")

@@ -235,3 +235,11 @@ def test_a_newcomers_agent_written_from_the_readme_gets_no_false_row(tmp_path):
     assert {name for name, (v, _) in found.items() if v == SKIP} <= {
         "a prompt that uses a tool", "cancel during a long prompt", "control during a streaming prompt",
         "second prompt on a busy session", "running prompt answered at EOF", "prompt updates in order"}, found
+
+
+def test_a_request_that_was_never_answered_quotes_what_the_agent_wrote_instead():
+    """codex-acp 0.16.0 answers a request with id -7 with a -32700 that has no id: the wire shows both."""
+    report = probe("--negative-ids-unreadable", only=("ids echoed",), timeout=2)
+    [row] = [r for r in report.results if r.check == "ids echoed"]
+    assert row.verdict == FAIL and "-7" in row.evidence, row
+    assert '"id":-7' in row.wire[0] and '"code":-32700' in row.wire[1], row.wire

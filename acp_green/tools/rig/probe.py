@@ -160,6 +160,20 @@ def _exchange(agent: CheckedAgent, *pendings: Pending) -> list[Record]:
     return found
 
 
+def _strays(agent: CheckedAgent, since: float, limit: int = 2) -> list[Record]:
+    """Responses since `since` that answer nothing the client is waiting for (no id, id null or
+    unknown): what an agent wrote instead of the answer that never came."""
+    found = []
+    for record in agent.records:
+        message = record.message
+        if record.t < since or record.direction != "in" or not isinstance(message, dict) or "method" in message:
+            continue
+        rid = message.get("id")
+        if "id" not in message or not is_valid_id(rid) or rid is None or id_key(rid) not in agent.pending:
+            found.append(record)
+    return found[:limit]
+
+
 def _login_refusal(error: Any, cfg: ProbeConfig) -> bool:
     """-32000 is ACP's "Authentication required" at any method; a refusal that says "busy" is not one.
 
@@ -185,7 +199,8 @@ def _answer(agent: CheckedAgent, pending: Pending, cfg: ProbeConfig, what: str, 
         if left <= 0:
             agent.check()
             agent.checker.gave_up(pending.id, cfg.timeout)
-            raise CheckFailed(f"no response to {what} within {cfg.timeout:g}s", _exchange(agent, pending))
+            raise CheckFailed(f"no response to {what} within {cfg.timeout:g}s",
+                              _exchange(agent, pending) + _strays(agent, pending.sent_at))
         gevent.wait([pending.waitable, agent.eof], count=1, timeout=left)
     message = pending.response(0)
     if login_check and _login_refusal(message.get("error"), cfg):

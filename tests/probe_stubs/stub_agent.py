@@ -5,6 +5,7 @@ real agents have and acp_green's demo agent has not.
         [--relative-paths] [--open-tool-calls] [--wait-queues] [--busy-code CODE]
         [--auth-at-prompt] [--auth-message TEXT] [--v2] [--v2-only] [--v2-invalid] [--null-unknown]
         [--garbage-no-id] [--session-updates-after] [--string-locations] [--negative-ids-unreadable]
+        [--broken-backend]
 
 It answers every prompt at once with end_turn and no chunks (no /stream, no prompt that runs
 until cancelled), `/read PATH` by asking the client for the file, and nothing else.
@@ -29,6 +30,8 @@ or below 1). --v2-invalid: the v2 initialize result lacks `info` (invalid in v2,
 --string-locations: `/read`'s tool call gives `locations` as bare strings, not objects.
 --negative-ids-unreadable: a request with a negative integer id is answered -32700 without an id
 (codex-acp 0.16.0 does so), never with its own answer.
+--broken-backend: session/new is answered -32603 (claude-code-acp does so when Claude Code cannot
+start): the agent is reachable, but no session can be opened.
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     for flag in ("--needs-auth", "--ignore-eof", "--child", "--graceful-sigterm", "--relative-paths", "--open-tool-calls",
                  "--wait-queues", "--auth-at-prompt", "--v2", "--v2-only", "--v2-invalid", "--null-unknown", "--garbage-no-id",
-                 "--session-updates-after", "--string-locations", "--negative-ids-unreadable"):
+                 "--session-updates-after", "--string-locations", "--negative-ids-unreadable", "--broken-backend"):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--busy-code", type=int, default=None)
     parser.add_argument("--auth-message", default="Authentication required")
@@ -113,6 +116,9 @@ def main() -> None:
                 respond(rid, {})
             else:
                 respond(rid, error={"code": -32602, "message": "Unknown auth method"})
+        elif method == "session/new" and flags.broken_backend:
+            respond(rid, error={"code": -32603, "message": "Internal error",
+                                "data": {"details": "Query closed before response received"}})
         elif method == "session/new":
             if logged_in or flags.auth_at_prompt:
                 respond(rid, {"sessionId": uuid.uuid4().hex})

@@ -243,3 +243,17 @@ def test_a_request_that_was_never_answered_quotes_what_the_agent_wrote_instead()
     [row] = [r for r in report.results if r.check == "ids echoed"]
     assert row.verdict == FAIL and "-7" in row.evidence, row
     assert '"id":-7' in row.wire[0] and '"code":-32700' in row.wire[1], row.wire
+
+
+def test_an_agent_whose_sessions_fail_to_open_gets_one_row_saying_so_not_a_failure_in_every_row():
+    """claude-code-acp without a working Claude Code answers session/new -32603: one row, quoting it."""
+    report = probe("--broken-backend")
+    found = rows(report)
+    verdict, evidence = found["a session and a first prompt"]
+    assert verdict == SKIP and "session/new answered" in evidence and "Query closed" in evidence, evidence
+    assert [r.check for r in report.results].count("a session and a first prompt") == 1
+    for name in SESSION_ROWS:
+        assert found[name][0] == SKIP and "no session could be opened" in found[name][1], (name, found[name])
+    for name in ("ids echoed", "notifications unanswered", "-32700 for garbage", "exit on EOF"):
+        assert found[name][0] == PASS, (name, found[name])
+    assert not [name for name, (v, _) in found.items() if v in (FAIL, WARN)], found

@@ -693,6 +693,7 @@ _INVARIANT_ROWS = {
     "unknown_method_not_found": ("unknown method answered -32601", "no request for an unknown method was answered", ""),
 }
 AUTH_ROW = "authentication"
+SESSION_ROW = "a session and a first prompt"
 
 
 def _isolated(cfg: ProbeConfig) -> tuple[ProbeConfig, list[str]]:
@@ -721,6 +722,25 @@ def _auth_row(cfg: ProbeConfig, exc: CheckSkipped) -> CheckResult:
                                        f"are skipped ({how})", wire=_wire(exc.wire))
 
 
+def _first_session_refused(agent: CheckedAgent, cfg: ProbeConfig) -> CheckResult | None:
+    """session/new and a first prompt ("hello"); the row to show when either is answered with an error.
+
+    An agent may answer any request with an error (its backend did not start, it has no model):
+    ACP allows it, and then no row that needs a session can be graded. Said once, not as a
+    failure in every row. A login refusal raises NeedsAuthentication instead."""
+    pending = agent.request("session/new", _session_params(cfg))
+    answer = _answer(agent, pending, cfg, "session/new")
+    result = answer.get("result")
+    if "error" not in answer and isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+        pending = agent.prompt(result["sessionId"], "hello")
+        answer = _answer(agent, pending, cfg, "a first prompt")
+    if "error" not in answer:
+        return None
+    return CheckResult(SESSION_ROW, SKIP, f"{pending.method} answered {_brief(answer['error'], 200)}: the rows that need a "
+                                          "session are skipped (an error answer breaks no rule; nothing could be graded)",
+                       wire=_wire(_exchange(agent, pending)))
+
+
 def _preflight(cfg: ProbeConfig, report: ProbeReport) -> tuple[ProbeConfig, list[CheckResult]]:
     """One run before the checks: the version the agent answers to initialize(protocolVersion=1),
     its authMethods, and whether it needs a login (-32000 on session/new or on a first prompt).
@@ -746,8 +766,11 @@ def _preflight(cfg: ProbeConfig, report: ProbeReport) -> tuple[ProbeConfig, list
             return replace(cfg, sessionless=True, why_sessionless=why), rows
         if cfg.authenticate is not None:
             _result(agent, agent.request("authenticate", {"methodId": cfg.authenticate}), cfg, f"authenticate({cfg.authenticate})")
-        session_id = _new_session(agent, cfg)
-        _answer(agent, agent.prompt(session_id, "hello"), cfg, "a first prompt")
+        refused = _first_session_refused(agent, cfg)
+        if refused is not None:
+            rows.append(refused)
+            return replace(cfg, sessionless=True, why_sessionless=f"no session could be opened and prompted (see the {SESSION_ROW} "
+                                                                   "row)"), rows
         if cfg.authenticate is not None:
             rows.append(CheckResult(AUTH_ROW, PASS, f"authenticate({cfg.authenticate}), then session/new and a prompt succeeded"))
     except NeedsAuthentication as exc:

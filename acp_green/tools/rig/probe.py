@@ -701,6 +701,7 @@ def _isolated(cfg: ProbeConfig) -> tuple[ProbeConfig, list[str]]:
     workspace (each session's cwd, holding the offered file) and, unless keep_env, a fresh
     XDG_STATE_HOME."""
     workspace = tempfile.mkdtemp(prefix="acp-green-probe-")
+    os.chmod(workspace, 0o755)  # an agent run as another user (runuser) must still reach its cwd and the file
     with open(os.path.join(workspace, PROBE_FILE_NAME), "w", encoding="utf-8") as handle:
         handle.write(PROBE_FILE_TEXT)
     cfg = replace(cfg, workspace=workspace)

@@ -249,11 +249,18 @@ def test_an_agent_whose_sessions_fail_to_open_gets_one_row_saying_so_not_a_failu
     """claude-code-acp without a working Claude Code answers session/new -32603: one row, quoting it."""
     report = probe("--broken-backend")
     found = rows(report)
-    verdict, evidence = found["a session and a first prompt"]
+    verdict, evidence = found["session and first prompt"]
     assert verdict == SKIP and "session/new answered" in evidence and "Query closed" in evidence, evidence
-    assert [r.check for r in report.results].count("a session and a first prompt") == 1
+    assert [r.check for r in report.results].count("session and first prompt") == 1
     for name in SESSION_ROWS:
         assert found[name][0] == SKIP and "no session could be opened" in found[name][1], (name, found[name])
     for name in ("ids echoed", "notifications unanswered", "-32700 for garbage", "exit on EOF"):
         assert found[name][0] == PASS, (name, found[name])
     assert not [name for name, (v, _) in found.items() if v in (FAIL, WARN)], found
+
+
+def test_a_broken_rule_no_message_proves_says_what_the_process_did_and_in_which_run():
+    report = probe("--ignore-eof", only=("exit on EOF",), exit_timeout=2)
+    [row] = [r for r in report.results if r.check == "process exits after stdin closes"]
+    assert row.verdict == FAIL, row
+    assert row.wire and "still running" in row.wire[0] and "exit on EOF" in row.wire[0], row.wire

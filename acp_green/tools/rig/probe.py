@@ -693,7 +693,7 @@ _INVARIANT_ROWS = {
     "unknown_method_not_found": ("unknown method answered -32601", "no request for an unknown method was answered", ""),
 }
 AUTH_ROW = "authentication"
-SESSION_ROW = "a session and a first prompt"
+SESSION_ROW = "session and first prompt"
 
 
 def _isolated(cfg: ProbeConfig) -> tuple[ProbeConfig, list[str]]:
@@ -713,6 +713,11 @@ def _isolated(cfg: ProbeConfig) -> tuple[ProbeConfig, list[str]]:
 
 def _wire(records: Sequence[Record], limit: int = 300) -> list[str]:
     return [render(record, limit) for record in records]
+
+
+def _in_run(violations: Sequence[Violation], run: str) -> list[Violation]:
+    """Violations no message proves (an exit, an orphan) name the run they were seen in."""
+    return [v if v.messages else Violation(v.invariant, f"{v.detail} (in the run of {run!r})", v.messages) for v in violations]
 
 
 def _auth_row(cfg: ProbeConfig, exc: CheckSkipped) -> CheckResult:
@@ -784,7 +789,7 @@ def _preflight(cfg: ProbeConfig, report: ProbeReport) -> tuple[ProbeConfig, list
                                     wire=wire))
     finally:
         result = agent.finish()
-        report.violations.extend(result.violations)
+        report.violations.extend(_in_run(result.violations, "initialize, session/new and a first prompt"))
         report.warnings.extend(result.advisories)
     return cfg, rows
 
@@ -856,7 +861,7 @@ def _run(cfg: ProbeConfig, progress: Callable[[CheckResult], None], only: Sequen
         if not had_auth_row and any(r.check == AUTH_ROW for r in report.results):
             progress(next(r for r in report.results if r.check == AUTH_ROW))
             cfg = replace(cfg, sessionless=True, why_sessionless="needs authentication (see the authentication row)")
-        report.violations.extend(result.violations)
+        report.violations.extend(_in_run(result.violations, name))
         report.warnings.extend(result.advisories)
         schema_notes += [n for n in agent.checker.schema_notes if n not in schema_notes]
         for key, count in result.exercised.items():
@@ -879,7 +884,7 @@ def _invariant_row(invariant: str, report: ProbeReport, exercised: dict[str, int
     if broken:
         first = broken[0]
         row = CheckResult(title, WARN if advisory else FAIL, f"{len(broken)} violation(s); first: {first.detail}",
-                          wire=list(first.messages))
+                          wire=list(first.messages) or [f"(no message: what the process did) {first.detail}"])
     elif not runs:
         row = CheckResult(title, SKIP, "no check ran")
     elif not exercised.get(invariant):

@@ -263,4 +263,4 @@ def test_a_broken_rule_no_message_proves_says_what_the_process_did_and_in_which_
     report = probe("--ignore-eof", only=("exit on EOF",), exit_timeout=2)
     [row] = [r for r in report.results if r.check == "process exits after stdin closes"]
     assert row.verdict == FAIL, row
-    assert row.wire and "still running" in row.wire[0] and "exit on EOF" in row.wire[0], row.wire
+    assert row.wire and "still running" in row.wire[0] and "in the run of " in row.wire[0], row.wire

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         SessionView as SessionView,
         Permission as Permission,
         ToolCallHandle as ToolCallHandle,
+        CompactionHandle as CompactionHandle,
         ToolCallDetails as ToolCallDetails,
         ToolCallFields as ToolCallFields,
         ALLOW_OR_REJECT as ALLOW_OR_REJECT,
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
         PlanEntryPriority as PlanEntryPriority,
         PlanEntryStatus as PlanEntryStatus,
         PermissionOptionKind as PermissionOptionKind,
+        NoticeSeverity as NoticeSeverity,
+        CompactionStatus as CompactionStatus,
     )
     from .context import (
         ConnectionSnapshot as ConnectionSnapshot,
@@ -102,6 +105,7 @@ _EXPORTS = {
     "SessionView": "acp_green.agent",
     "Permission": "acp_green.agent",
     "ToolCallHandle": "acp_green.agent",
+    "CompactionHandle": "acp_green.agent",
     "ToolCallDetails": "acp_green.agent",
     "ToolCallFields": "acp_green.agent",
     "ALLOW_OR_REJECT": "acp_green.agent",
@@ -111,6 +115,8 @@ _EXPORTS = {
     "PlanEntryPriority": "acp_green.update_checks",
     "PlanEntryStatus": "acp_green.update_checks",
     "PermissionOptionKind": "acp_green.update_checks",
+    "NoticeSeverity": "acp_green.update_checks",
+    "CompactionStatus": "acp_green.update_checks",
     "ConnectionSnapshot": "acp_green.context",
     "Block": "acp_green.blocks",
     "TextBlock": "acp_green.blocks",

@@ -17,7 +17,7 @@ from .context import ConnectionSnapshot
 from .errors import CapabilityMissing, ClientError, TurnCancelled
 from .rpc.fairness import UpdateChannel
 from .sessions import Session
-from .update_checks import PlanEntry, ToolCallStatus, ToolKind
+from .update_checks import CompactionStatus, NoticeSeverity, PlanEntry, ToolCallStatus, ToolKind
 from .usage import UsageCounters, utf8_size
 
 if TYPE_CHECKING:
@@ -252,6 +252,13 @@ class Agent:
     def config_changed(self, session: SessionView, config_id: str, value: Any, snapshot: ConnectionSnapshot) -> None:
         """The client set option `config_id` to `value` (a bool for a BooleanOption); as `mode_changed`."""
 
+    def on_fork(self, source: SessionView, fork: SessionView, snapshot: ConnectionSnapshot) -> None:
+        """A client forks `source` into the new session `fork` (`session/fork`); runs in receive order,
+        before anything of the fork is stored. `fork.state` is already a copy of the source's state
+        (as last stored), which this hook may change; the source is not to be changed here. Raise
+        `errors.ForkRefused` to refuse the fork (-32602 `fork_refused`); any other exception answers
+        -32603. `session_started` is not called for a fork."""
+
     def prompt(self, turn: "Turn") -> str | None:
         """Run one turn; return a stop reason (None means "end_turn")."""
         raise NotImplementedError
@@ -334,6 +341,53 @@ class ToolCallHandle:
 
     def __repr__(self) -> str:
         return f"ToolCallHandle({self.id!r})"
+
+
+def _compaction_id(compaction: str | CompactionHandle) -> str:
+    return compaction.id if isinstance(compaction, CompactionHandle) else compaction
+
+
+class CompactionHandle:
+    """A context compaction `Turn.compaction` reported: its `id`, and the updates that move it on.
+
+    Every call is checked and then sent only to a client that advertised `session.compaction`;
+    for any other client it does nothing (`sent` says which), so agent code reads the same.
+    """
+
+    __slots__ = ("id", "_turn")
+
+    def __init__(self, turn: TurnOutput, compaction_id: str) -> None:
+        self.id = compaction_id
+        self._turn = turn
+
+    @property
+    def sent(self) -> bool:
+        """Whether this turn's client is sent compaction updates (it advertised `session.compaction`)."""
+        return self._turn.can_show_compaction
+
+    def update(self, status: CompactionStatus | str, *, summary: Sequence[Mapping[str, Any]] | None = None,
+               error: str | None = None, meta: Mapping[str, Any] | None = None) -> bool:
+        """`Turn.compaction_update` for this compaction."""
+        return self._turn.compaction_update(self.id, status, summary=summary, error=error, meta=meta)
+
+    def summary_chunk(self, content: str | Mapping[str, Any]) -> bool:
+        """Append to its summary (`Turn.compaction_summary`): text, or one content block."""
+        return self._turn.compaction_summary(self.id, content)
+
+    def complete(self, *, summary: Sequence[Mapping[str, Any]] | None = None) -> bool:
+        """Mark it `completed` (with the complete summary, if given)."""
+        return self.update("completed", summary=summary)
+
+    def fail(self, error: str | None = None) -> bool:
+        """Mark it `failed`, with the error text the user should see."""
+        return self.update("failed", error=error)
+
+    def cancel(self) -> bool:
+        """Mark it `cancelled`."""
+        return self.update("cancelled")
+
+    def __repr__(self) -> str:
+        return f"CompactionHandle({self.id!r})"
 
 
 class TurnUpdates(Protocol):
@@ -428,6 +482,16 @@ class TurnInput:
         return self.snapshot.has_terminal()
 
     @property
+    def can_show_notices(self) -> bool:
+        """The client advertised `session.notices`: `notice` sends it notices."""
+        return self.snapshot.can_show_notices()
+
+    @property
+    def can_show_compaction(self) -> bool:
+        """The client advertised `session.compaction`: `compaction` and its updates reach it."""
+        return self.snapshot.can_show_compaction()
+
+    @property
     def can_elicit(self) -> bool:
         """The client advertised form elicitation (`elicitation.form`)."""
         from .elicitation import can_elicit_forms
@@ -456,9 +520,10 @@ class TurnOutput(TurnInput):
         stream cannot starve cancellation. Not released by the token: a cancelled turn that
         flushes what it has left must not bury control responses under a backlog (S10).
         Relative paths in a tool call's `locations` and `content` are sent absolute (paths.py).
-        An update ACP would not accept (an unknown kind; a tool call, plan or message chunk with
-        a field of the wrong shape; a tool call id this session already used) raises
-        TypeError/ValueError here, and nothing is sent.
+        An update ACP would not accept (an unknown kind; a tool call, plan, message chunk,
+        notice or compaction with a field of the wrong shape; a tool call id this session already
+        used) raises TypeError/ValueError here, and nothing is sent. A `notice` or compaction
+        update for a client that did not advertise it is not sent (see `notice`, `compaction`).
         """
         self._send_checked(update, "send")
 
@@ -512,14 +577,74 @@ class TurnOutput(TurnInput):
                   **_wire_fields("tool_update", fields)}
         self._send_checked(update, "tool_update")
 
-    def _send_checked(self, update: Mapping[str, Any], where: str) -> None:
-        """Check `update` as ACP requires, remember a new tool call's id, then send it."""
+    # -- notices and compaction (sent only to a client that advertised them) ------------------
+    def notice(self, title: str, *, severity: NoticeSeverity | str = "info", description: str | None = None,
+               meta: Mapping[str, Any] | None = None) -> bool:
+        """Tell the user something outside the conversation (ACP `notice`): `title` plain text, not
+        empty; `severity` "info", "warning", "error" (or an extension value starting with `_`).
+
+        Sent, stored and replayed on `session/load` only for a client that advertised
+        `session.notices`; for any other client it is a no-op (nothing sent, nothing stored),
+        and the return value says which: True if sent. ACP lets an agent say it as a message
+        instead (`if not turn.notice(...): turn.say(...)`); the runtime never does that for you,
+        as it would change the reply. A malformed argument raises TypeError/ValueError naming
+        it either way.
+        """
+        update: dict[str, Any] = {"sessionUpdate": "notice", "severity": severity, "title": title}
+        if description is not None:
+            update["description"] = description
+        if meta is not None:
+            update["_meta"] = meta
+        return self._send_checked(update, "notice")
+
+    def compaction(self, status: CompactionStatus | str = "in_progress", *, compaction_id: str | None = None,
+                   summary: Sequence[Mapping[str, Any]] | None = None, error: str | None = None,
+                   meta: Mapping[str, Any] | None = None) -> CompactionHandle:
+        """Report a context compaction (ACP `compaction_update`) and return its handle
+        (`summary_chunk`, `update`, `complete`, `fail`, `cancel`).
+
+        Without `compaction_id` the runtime makes one no other compaction has had. `status` is
+        "in_progress", "completed", "failed", "cancelled" (or an extension value starting with
+        `_`); `summary` the complete summary as content blocks. Sent, stored and replayed only
+        for a client that advertised `session.compaction`; for any other client every call is a
+        no-op (`handle.sent` is False). A malformed argument raises TypeError/ValueError naming it.
+        """
+        if compaction_id is None:
+            compaction_id = update_checks.new_compaction_id()
+        self.compaction_update(compaction_id, status, summary=summary, error=error, meta=meta)
+        return CompactionHandle(self, compaction_id)
+
+    def compaction_update(self, compaction: str | CompactionHandle, status: CompactionStatus | str, *,
+                          summary: Sequence[Mapping[str, Any]] | None = None, error: str | None = None,
+                          meta: Mapping[str, Any] | None = None) -> bool:
+        """Move a compaction on: its new status, and (when given) its complete summary (`[]` clears
+        it) or error text; a field left None is left as it was. True if sent (see `compaction`)."""
+        update: dict[str, Any] = {"sessionUpdate": "compaction_update", "compactionId": _compaction_id(compaction),
+                                  "status": status}
+        for name, value in (("summary", summary), ("error", error), ("_meta", meta)):
+            if value is not None:
+                update[name] = value
+        return self._send_checked(update, "compaction_update")
+
+    def compaction_summary(self, compaction: str | CompactionHandle, content: str | Mapping[str, Any]) -> bool:
+        """Append one chunk to a compaction's summary (ACP `compaction_summary_chunk`): text, or
+        a content block. True if sent (see `compaction`)."""
+        block = {"type": "text", "text": content} if isinstance(content, str) else content
+        return self._send_checked({"sessionUpdate": "compaction_summary_chunk", "compactionId": _compaction_id(compaction),
+                                   "content": block}, "compaction_summary")
+
+    def _send_checked(self, update: Mapping[str, Any], where: str) -> bool:
+        """Check `update` as ACP requires, remember a new tool call's id, then send it; an update
+        the client did not advertise (a notice, a compaction) is checked and not sent: False."""
         checked = update_checks.session_update(where, update)
+        if not self.snapshot.accepts_update(checked["sessionUpdate"]):
+            return False
         if checked["sessionUpdate"] == "tool_call":
             self._session.tool_call_ids.announce(where, checked["toolCallId"])
         if checked["sessionUpdate"] in paths.TOOL_CALL_UPDATES:
             checked = paths.tool_call_paths(checked, self.session.cwd)
         self._out.send(self._updates.update(checked))
+        return True
 
 
 class TurnRequests(TurnOutput):

@@ -85,6 +85,11 @@ def cli() -> None:
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Where sessions and the usage ledger are kept (default $XDG_STATE_HOME/acp-green or ~/.local/state/acp-green).")
 @click.option("--ephemeral", is_flag=True, help="Keep everything in memory; write nothing to disk.")
+@click.option("--stable-only", is_flag=True,
+              help="Speak ACP's stable schema only, for clients that want no unstable surface: session/fork, "
+                   "session/archive, session/unarchive, session/set_title, session/status and MCP-over-ACP (mcp/connect, "
+                   "mcp/message, mcp/disconnect) answer -32601 and are not advertised; session/list then reports no "
+                   "archive state and lists archived sessions too.")
 @click.option("--provide-mcp", "provide_mcp", multiple=True, metavar="NAME=COMMAND",
               help="Provide a stdio MCP server over ACP (mcp/connect); repeatable; COMMAND is split like a shell would.")
 @click.option("--monkey-patch/--no-monkey-patch", default=True, show_default=True,
@@ -101,7 +106,7 @@ def cli() -> None:
                    "nothing for this long (30 s at most in all; at once if it closed its end).")
 def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, idle_timeout: float,
           max_line_bytes: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
-          block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float) -> None:
+          block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float, stable_only: bool) -> None:
     """Run an ACP agent on stdin/stdout (the main job: point your editor at this).
 
     \b
@@ -139,6 +144,7 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
         provide_mcp=provided,
         state_dir=state_dir,
         ephemeral=ephemeral,
+        stable_only=stable_only,
         output=OutputLimits(flush_stall_timeout=flush_stall_timeout),
         block_warning=block_warning,
     )
@@ -246,9 +252,9 @@ def sessions() -> None:
 @click.option("--cwd", default=None, help="Only sessions whose working directory is this.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None:
-    """Stored sessions, most recently active first."""
+    """Stored sessions, most recently active first; archived ones and forks are marked."""
     from .store import statedb
-    from .store.report import printable, session_dict
+    from .store.report import printable, session_dict, session_marks
 
     with _open_db(state_dir) as conn:
         records = statedb.list_sessions(conn, cwd) if conn is not None else []
@@ -257,7 +263,8 @@ def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None
         _echo_json([{**session_dict(r), "turns": counts[r.session_id]} for r in records])
         return
     for record in records:
-        click.echo(printable(f"{record.session_id}  {counts[record.session_id]:>4} turns  {record.cwd}  {record.title or ''}".rstrip()))
+        line = f"{record.session_id}  {counts[record.session_id]:>4} turns  {record.cwd}  {record.title or ''}  {session_marks(record)}"
+        click.echo(printable(line.rstrip()))
 
 
 @sessions.command("show")
@@ -279,8 +286,9 @@ def sessions_show(state_dir: str | None, session_id: str, as_json: bool, full: b
             _echo_json(export_sessions(conn, [session_id])[0])
             return
         session = session_dict(record)
-        for key in ("sessionId", "cwd", "title", "modeId", "config", "additionalDirectories"):
-            click.echo(printable(f"{key}: {session[key]}"))
+        for key in ("sessionId", "cwd", "title", "modeId", "config", "additionalDirectories", "archived", "forkedFrom"):
+            if key != "forkedFrom" or session[key] is not None:
+                click.echo(printable(f"{key}: {session[key]}"))
         click.echo("")
         for fragment in render_turns(conn, session_id, full=full):
             click.echo(printable(fragment), nl=False)
@@ -393,12 +401,28 @@ def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, s
                    "terminal, reject when it is not). Forms are still asked in a terminal.")
 @click.option("--deny", is_flag=True, help="Reject, without asking, every permission request, every command the agent asks "
                                             "to run, every write and every read outside the current directory.")
+@click.option("--resume", "resume", metavar="SESSION_ID", default=None,
+              help="Continue a stored session (its history shown compactly) instead of starting a new one; "
+                   "`/sessions` in chat or `acp-green sessions list` shows the ids.")
+@click.option("--ephemeral", is_flag=True,
+              help="Demo agent only: keep this chat's sessions in memory; write nothing to disk.")
+@click.option("--state-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Demo agent only: where its sessions are kept (default: where `serve` keeps them, "
+                   "$XDG_STATE_HOME/acp-green or ~/.local/state/acp-green).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def chat(yes: bool, deny: bool, command: tuple[str, ...]) -> None:
+def chat(yes: bool, deny: bool, resume: str | None, ephemeral: bool, state_dir: str | None, command: tuple[str, ...]) -> None:
     """Talk to an agent in the terminal: acp-green chat [-- COMMAND [ARGS...]] (default: the demo agent).
 
     \b
-    Each line typed is a prompt; Ctrl-C cancels the running turn, Ctrl-D quits.
+    Each line typed is a prompt. Ctrl-C cancels the running turn; a second
+    Ctrl-C, or one at the prompt, quits at once (exit 130). Ctrl-D at the
+    prompt quits; during a turn it cancels the turn, then quits. When the
+    agent is slow to answer, a status line says what chat waits for.
+    /sessions lists the agent's stored sessions and /load ID continues one
+    (so does --resume ID); other lines starting with / go to the agent.
+    The demo agent keeps its sessions where `serve` does, so
+    `acp-green sessions list` shows them (--ephemeral: none are kept); an
+    agent given after -- keeps its own.
     Chat is a real client: the agent reads and writes real files (absolute paths
     only), runs commands on this machine and shows forms.
     The agent reads regular files inside the current directory (the session's
@@ -407,7 +431,8 @@ def chat(yes: bool, deny: bool, command: tuple[str, ...]) -> None:
     sockets and directories are refused) and a read takes at most 8 MiB.
     When the agent asks (a permission, with the tool call's title and diff; a
     command to run; a form; a file), the next line typed is the answer: the
-    option's number or its key, e.g. y = allow once, a = allow always, n = reject.
+    number of one of the options shown, or the key in brackets beside it.
+    Only the options the agent offered are shown and accepted.
     When stdin is not a terminal nobody can be asked: permissions, commands and
     those file requests are rejected unless --yes approves them, and forms are
     declined. Control characters and escape sequences the agent sends are shown
@@ -417,7 +442,10 @@ def chat(yes: bool, deny: bool, command: tuple[str, ...]) -> None:
 
     if yes and deny:
         raise click.UsageError("--yes and --deny cannot be given together")
-    sys.exit(main(command, approve="yes" if yes else "deny" if deny else "ask"))
+    if command and (ephemeral or state_dir is not None):
+        raise click.UsageError("--ephemeral and --state-dir are for the demo agent; an agent given after -- keeps its own sessions")
+    sys.exit(main(command, approve="yes" if yes else "deny" if deny else "ask", resume=resume, ephemeral=ephemeral,
+                  state_dir=state_dir))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

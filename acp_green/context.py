@@ -38,6 +38,19 @@ def _advertised(capabilities: Mapping[str, Any], group: str, name: str) -> bool:
     return isinstance(found, Mapping) and found.get(name) is True
 
 
+def _advertised_object(capabilities: Mapping[str, Any], group: str, name: str) -> bool:
+    """`capabilities[group][name]` is an object (`{}` advertises it; absent or null does not)."""
+    found = capabilities.get(group)
+    return isinstance(found, Mapping) and isinstance(found.get(name), Mapping)
+
+
+#: The `session/update` kinds ACP lets an agent send only to a client that advertised
+#: `clientCapabilities.session.<capability>` (stable v1, SDK 2.4.0): kind -> capability.
+CAPABILITY_UPDATES: Mapping[str, str] = MappingProxyType({
+    "notice": "notices", "compaction_update": "compaction", "compaction_summary_chunk": "compaction",
+})
+
+
 @dataclass(frozen=True, slots=True)
 class ConnectionSnapshot:
     """What a background request sees of the connection, as it was at its admission (S3)."""
@@ -60,6 +73,19 @@ class ConnectionSnapshot:
 
     def has_terminal(self) -> bool:
         return self.client_capabilities.get("terminal") is True
+
+    def can_show_notices(self) -> bool:
+        """The client advertised `session.notices` (it may be sent `notice` updates)."""
+        return _advertised_object(self.client_capabilities, "session", "notices")
+
+    def can_show_compaction(self) -> bool:
+        """The client advertised `session.compaction` (`compaction_update`, `compaction_summary_chunk`)."""
+        return _advertised_object(self.client_capabilities, "session", "compaction")
+
+    def accepts_update(self, kind: Any) -> bool:
+        """Whether ACP lets this client be sent a `session/update` of `kind` (see CAPABILITY_UPDATES)."""
+        capability = CAPABILITY_UPDATES.get(kind) if isinstance(kind, str) else None
+        return capability is None or _advertised_object(self.client_capabilities, "session", capability)
 
 
 class ConnectionContext:

@@ -18,6 +18,8 @@ ECHO_CHUNK = 24
 CONTEXT_WINDOW = 128_000
 TERMINAL_OUTPUT_LIMIT = 64 << 10
 DIFF_LINE = "edited by the acp_green demo\n"
+NOTICE_SEVERITIES = ("info", "warning", "error")
+COMPACTION_SUMMARY = ("The demo compacted nothing: ", "this is its summary.")
 ASK_FORM = {"properties": {"answer": {"type": "string", "title": "Answer"}}, "required": ["answer"]}
 
 CommandHandler = Callable[["DemoAgent", Turn, str], str]
@@ -247,7 +249,8 @@ class ClientCommands:
 
 
 class ReportCommands:
-    """The demo's commands that only report: a plan, thoughts, the prompt's images, and a failure on purpose."""
+    """The demo's commands that only report: a plan, thoughts, the prompt's images, a failure on
+    purpose, a notice and a compaction."""
 
     @DEMO_COMMANDS("fail", "Raise an error inside the agent")
     def _cmd_fail(self, turn: Turn, args: str) -> str:
@@ -285,6 +288,31 @@ class ReportCommands:
             except ValueError:
                 size = "not valid base64"
             turn.say(f"image {number}: {image.mime_type}, {size}" + (f", from {image.uri}" if image.uri else "") + "\n")
+        return "end_turn"
+
+    @DEMO_COMMANDS("notice", "Send a notice (when the client shows notices)", "[info|warning|error] TITLE")
+    def _cmd_notice(self, turn: Turn, args: str) -> str:
+        severity, _, rest = args.strip().partition(" ")
+        if severity not in NOTICE_SEVERITIES or not rest.strip():
+            severity, rest = "info", args.strip()
+        title = rest.strip() or "A notice from the demo"
+        if turn.notice(title, severity=severity, description="Sent by the demo's /notice"):
+            turn.say(f"sent a {severity} notice")
+        else:
+            # ACP's fallback for a client that shows no notices: say it as a message.
+            turn.say(f"{severity}: {title} (the client did not advertise session.notices)")
+        return "end_turn"
+
+    @DEMO_COMMANDS("compact", "Report a context compaction with its summary (when the client shows them)")
+    def _cmd_compact(self, turn: Turn, args: str) -> str:
+        if not turn.can_show_compaction:
+            turn.say("the client did not advertise session.compaction: no compaction reported")
+            return "end_turn"
+        compaction = turn.compaction()
+        for part in COMPACTION_SUMMARY:
+            compaction.summary_chunk(part)
+        compaction.complete(summary=[{"type": "text", "text": "".join(COMPACTION_SUMMARY)}])
+        turn.say(f"compaction {compaction.id} completed")
         return "end_turn"
 
 

@@ -3,7 +3,9 @@
 ACP forbids asking in a mode the client did not advertise: a form needs
 `clientCapabilities.elicitation.form` present and not null (`{}` advertises it; an empty
 `elicitation` object advertises no mode). The request is the turn's like any other, so a
-cancelled turn sends `$/cancel_request` for a pending one (client_requests.py).
+cancelled turn sends `$/cancel_request` for a pending one (client_requests.py). A form makes
+nothing on the client that outlives its answer, so a late answer has nothing to release (unlike
+a late `terminal/create`, terminals.py): it is dropped.
 """
 
 from __future__ import annotations

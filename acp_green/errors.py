@@ -20,7 +20,7 @@ INTERNAL_ERROR = -32603
 SERVER_BUSY = -32000
 AUTH_REQUIRED = -32000
 REQUEST_CANCELLED = -32800
-RESOURCE_NOT_FOUND = -32002  # ACP's "Resource not found" (the rig's client answers it for a missing file)
+RESOURCE_NOT_FOUND = -32002  # ACP's "Resource not found": an unknown session; the rig's client answers it for a missing file
 #: What the rig's chat answers when the person declines; not -32000, which ACP reads as "authentication required".
 NOT_APPROVED = -32001
 
@@ -92,12 +92,30 @@ def echoed(value: Any, limit: int = ECHO_LIMIT) -> Any:
     return value
 
 
-class UnknownSession(InvalidParams):
+class ResourceNotFound(RpcError):
+    code = RESOURCE_NOT_FOUND
+
+
+class UnknownSession(ResourceNotFound):
+    """A request naming a session this agent does not have (live or stored): ACP's -32002.
+
+    Agents before ACP's ErrorCode named -32002 answered -32602; `data.reason` stays
+    `unknown_session` either way, so clients that read the reason see no change."""
+
     reason = "unknown_session"
 
     def __init__(self, session_id: Any) -> None:
         shown = echoed(session_id)
         super().__init__(f"Unknown session: {shown!r}", data={"sessionId": shown})
+
+
+class ForkRefused(InvalidParams):
+    """Raised by an agent's `Agent.on_fork` to refuse a `session/fork` (-32602 `fork_refused`)."""
+
+    reason = "fork_refused"
+
+    def __init__(self, message: str = "This session cannot be forked") -> None:
+        super().__init__(message)
 
 
 class InternalError(RpcError):

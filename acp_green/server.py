@@ -53,6 +53,8 @@ class ServeOptions:
     provide_mcp: tuple[tuple[str, tuple[str, ...]], ...] = ()
     state_dir: str | None = None  # None: $XDG_STATE_HOME/acp-green, else ~/.local/state/acp-green
     ephemeral: bool = False  # keep sessions and usage in memory only
+    #: Serve ACP's stable schema only: its unstable methods answer -32601 and are not advertised (`--stable-only`).
+    stable_only: bool = False
     #: Seconds the event loop may be held before a WARNING names what holds it; 0: never (blockwatch.py).
     block_warning: float = 0.5
 
@@ -97,6 +99,7 @@ class Server:
         self.protocol = acp = protocol.attach(
             endpoint, self.agent, self.context, self.sessions, self.store,
             provided_commands=options.provide_mcp, max_mcp_servers=options.max_mcp_servers,
+            stable_only=options.stable_only,
         )
         line_reader = LineReader(read_fd, options.max_line_bytes)
         self._reader = Greenlet(self._receive, line_reader, endpoint)

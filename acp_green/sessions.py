@@ -179,11 +179,59 @@ class SessionRegistry:
         return iter(list(self._live.values()))
 
     def create(self, cwd: str, additional_directories: list[str], mcp_servers: list[dict[str, Any]]) -> Session:
-        record = SessionRecord(session_id=f"sess_{uuid.uuid4().hex}", cwd=cwd, additional_directories=list(additional_directories))
+        record = SessionRecord(session_id=new_session_id(), cwd=cwd, additional_directories=list(additional_directories))
         session = Session(record, mcp_servers)
         self._live[record.session_id] = session
         self._store.save_session(record)
         return session
+
+    def fork_of(self, source: Session, cwd: str, additional_directories: list[str], mcp_servers: list[dict[str, Any]]) -> Session:
+        """session/fork: a new session, neither live nor stored yet (see `add_fork`), with the source's
+        title, mode and options and a copy of its state as last stored.
+
+        The state of a source that is not running a turn is stored first, so the copy is its state
+        now; a running turn's state is its own until the turn ends (or it saves it), so a fork of a
+        prompting session gets the state of its last finished turn, as it gets its history.
+        """
+        if not source.busy:
+            self.store_state(source)
+        parent = source.record
+        record = SessionRecord(new_session_id(), cwd, list(additional_directories), parent.title, parent.mode_id,
+                               json.loads(json.dumps(parent.config)), forked_from=source.session_id)
+        fork = Session(record, mcp_servers)
+        fork.state = decode_state(record.session_id, source.stored_state)
+        return fork
+
+    def add_fork(self, source: Session, fork: Session) -> None:
+        """Make `fork` live and store it with the source's ended turns and the fork's state;
+        StateNotStorable (nothing stored, nothing live) when that state cannot be stored."""
+        state = encode_state(fork.state)
+        self._live[fork.session_id] = fork
+        self._store.save_session(fork.record)
+        self._store.fork_history(source.session_id, fork.session_id)
+        self._store.save_state(fork.session_id, state)
+        fork.stored_state = state
+
+    def set_archived(self, session_id: str, archived: bool) -> None:
+        """session/archive and unarchive: archiving closes a live session first (as session/close);
+        UnknownSession for a session neither live nor stored. The session's `updated_at` is kept."""
+        session = self._live.get(session_id)
+        record = session.record if session is not None else self._store.load_session(session_id)
+        if record is None:
+            raise UnknownSession(session_id)
+        if archived and session is not None:
+            self.close(session_id)
+        record.archived = archived
+        self._store.save_session(record)
+
+    def set_title(self, session_id: str, title: str) -> None:
+        """session/set_title, live or stored; UnknownSession for neither. `updated_at` is kept."""
+        session = self._live.get(session_id)
+        record = session.record if session is not None else self._store.load_session(session_id)
+        if record is None:
+            raise UnknownSession(session_id)
+        record.title = title
+        self._store.save_session(record)
 
     def get(self, session_id: Any) -> Session:
         """The live session, revived from the store if it was evicted; UnknownSession otherwise."""
@@ -309,6 +357,10 @@ class SessionRegistry:
         if evicted:
             log.debug("evicted %d idle sessions", len(evicted))
         return evicted
+
+
+def new_session_id() -> str:
+    return f"sess_{uuid.uuid4().hex}"
 
 
 def _off_hub(fn: Callable[[], None]) -> None:

@@ -5,7 +5,10 @@ ends the turn (S5: nothing for a session after its response). `release` and the 
 cancellation are written at once and never awaited (`send_client`), so they work from the hub,
 from the receive loop (a `session/cancel`) and from a prompt's settling, and cannot delay the
 response. Once the turn's terminals are closed, every operation on them raises
-TerminalReleased: no `terminal/*` request can follow the response.
+TerminalReleased: no `terminal/*` request can follow the response — but one. A `terminal/create`
+the client answers after the turn stopped waiting for it (cancelled, ended) made a terminal
+nobody will use: its command would keep running in the editor, so it is killed and released
+at once (`TurnTerminals.release_late`), even after the prompt's response.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from .errors import ClientError
 
 log = logging.getLogger(__name__)
 
-#: Sends a request and waits (ClientRequests.call): (method, params, token=...) -> result.
+#: Sends a request and waits (ClientRequests.call): (method, params, token=..., on_late_result=...) -> result.
 CallClient = Callable[..., Any]
 #: Writes a request nobody waits for (ClientRequests.send): (method, params) -> None.
 SendClient = Callable[[str, Any], None]
@@ -151,7 +154,7 @@ class TurnTerminals:
             raise RuntimeError("this turn has ended; it cannot start a terminal")
         params = create_params(self.session_id, command, args, env=env, cwd=cwd, output_byte_limit=output_byte_limit)
         method = "terminal/create"
-        result = self._call_client(method, params, token=self._token)
+        result = self._call_client(method, params, token=self._token, on_late_result=self.release_late)
         terminal_id = result.get("terminalId") if isinstance(result, dict) else None
         if not isinstance(terminal_id, str):
             raise ClientError(method, {"message": f"malformed result: {wire.describe(result)} without a string 'terminalId'"})
@@ -193,6 +196,17 @@ class TurnTerminals:
                 self.release(terminal)
             except Exception:  # the response must still go out (S14)
                 log.exception("releasing terminal %s of %s failed", terminal.terminal_id, self.session_id)
+
+    def release_late(self, result: Any) -> None:
+        """A `terminal/create` answered after the turn stopped waiting for it: kill and release
+        the terminal the client made (see the module). Written at once, never awaited."""
+        terminal_id = result.get("terminalId") if isinstance(result, dict) else None
+        if not isinstance(terminal_id, str):
+            return  # nothing the agent could name was made
+        log.info("terminal %s of %s was created after its turn stopped waiting: killing and releasing it",
+                 ascii(terminal_id), self.session_id)
+        for method in ("terminal/kill", "terminal/release"):
+            self._send_client(method, {"sessionId": self.session_id, "terminalId": terminal_id})
 
     def _kill_all(self) -> None:
         """On cancellation (from the receive loop or the hub): kill every command that may still run."""

@@ -5,8 +5,11 @@ item without its `type`) raises at the call site: TypeError for a value of the w
 ValueError for a wrong value, each naming the call and the field path, e.g.
 "tool_call: locations[0] must be a path string or {'path': ...}, got 'int'". Nothing is sent
 for a refused call. The enums are ACP v1's (schema.json: ToolKind, ToolCallStatus,
-PlanEntryPriority, PlanEntryStatus, PermissionOptionKind); tests/agent/test_update_checks.py
-compares them with the schema the package ships.
+PlanEntryPriority, PlanEntryStatus, PermissionOptionKind, NoticeSeverity, CompactionStatus);
+tests/agent/test_update_checks.py compares them with the schema the package ships. A notice's
+severity and a compaction's status are open enums in ACP: besides the values it names, only an
+implementation-specific one (starting with `_`) is accepted, as anything else is almost always a
+misspelling (`"warn"`, `"done"`).
 
 Objects may carry fields the schema does not name only where ACP lets them (`_meta`, and the
 updates' own extra fields); a location or plan entry with a key ACP does not define is refused,
@@ -28,18 +31,23 @@ ToolCallStatus = Literal["pending", "in_progress", "completed", "failed"]
 PlanEntryPriority = Literal["high", "medium", "low"]
 PlanEntryStatus = Literal["pending", "in_progress", "completed"]
 PermissionOptionKind = Literal["allow_once", "allow_always", "reject_once", "reject_always"]
+NoticeSeverity = Literal["info", "warning", "error"]
+CompactionStatus = Literal["in_progress", "completed", "failed", "cancelled"]
 
 TOOL_KINDS: frozenset[str] = frozenset(get_args(ToolKind))
 TOOL_CALL_STATUSES: frozenset[str] = frozenset(get_args(ToolCallStatus))
 PLAN_PRIORITIES: frozenset[str] = frozenset(get_args(PlanEntryPriority))
 PLAN_STATUSES: frozenset[str] = frozenset(get_args(PlanEntryStatus))
 PERMISSION_OPTION_KINDS: frozenset[str] = frozenset(get_args(PermissionOptionKind))
+NOTICE_SEVERITIES: frozenset[str] = frozenset(get_args(NoticeSeverity))
+COMPACTION_STATUSES: frozenset[str] = frozenset(get_args(CompactionStatus))
 
 #: Every `sessionUpdate` kind of ACP v1 (stable and unstable schema); `send` refuses any other.
 SESSION_UPDATE_KINDS = frozenset({
     "user_message_chunk", "agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan",
     "plan_update", "plan_removed", "available_commands_update", "current_mode_update", "config_option_update",
     "session_info_update", "usage_update", "notice", "compaction_update", "compaction_summary_chunk",
+    "session_message", "session_message_chunk", "subagent_update",
 })
 MESSAGE_CHUNKS = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
 
@@ -104,6 +112,16 @@ def _want_object(where: str, field: str, value: Any) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise TypeError(f"{where}: {field} must be an object (dict), got {_got(value)}")
     return value
+
+
+def _want_open_enum(where: str, field: str, value: Any, allowed: frozenset[str], order: tuple[str, ...]) -> str:
+    """One of `allowed`, or an implementation-specific value: `_` and at least one more character."""
+    if isinstance(value, str) and value.startswith("_") and len(value) > 1:
+        return value
+    if isinstance(value, str) and value not in allowed:
+        raise ValueError(f"{where}: {field} must be one of {', '.join(map(repr, order))} or an extension value "
+                         f"starting with '_', got {wire.excerpt(value)!r}")
+    return _want_enum(where, field, value, allowed, order)
 
 
 def tool_kind(where: str, value: Any, field: str = "kind") -> str:
@@ -248,6 +266,53 @@ def permission_options(where: str, value: Any) -> list[dict[str, Any]]:
     return options
 
 
+def notice_fields(where: str, update: Any) -> dict[str, Any]:
+    """A `notice` update (ACP `Notice`): a severity, a non-empty title, an optional description."""
+    checked = dict(_want_object(where, "update", update))
+    _want_open_enum(where, "severity", checked.get("severity"), NOTICE_SEVERITIES, get_args(NoticeSeverity))
+    want_str(where, "title", checked.get("title"), empty=False)
+    want_optional_str(where, "description", checked.get("description"))
+    _want_meta(where, "_meta", checked.get("_meta"))
+    return checked
+
+
+def compaction_id(where: str, value: Any, field: str = "compactionId") -> str:
+    return want_str(where, field, value, empty=False)
+
+
+def compaction_update_fields(where: str, update: Any) -> dict[str, Any]:
+    """A `compaction_update` (ACP `CompactionUpdate`): its id and status; a summary (a list of
+    content blocks, `[]` clearing it) and an error text when given."""
+    checked = dict(_want_object(where, "update", update))
+    compaction_id(where, checked.get("compactionId"))
+    _want_open_enum(where, "status", checked.get("status"), COMPACTION_STATUSES, get_args(CompactionStatus))
+    summary = checked.get("summary")
+    if summary is not None:
+        blocks = list(_want_list(where, "summary", summary))
+        for i, block in enumerate(blocks):
+            content_block(where, f"summary[{i}]", block)
+        checked["summary"] = blocks
+    want_optional_str(where, "error", checked.get("error"))
+    _want_meta(where, "_meta", checked.get("_meta"))
+    return checked
+
+
+def compaction_chunk_fields(where: str, update: Any) -> dict[str, Any]:
+    """A `compaction_summary_chunk` (ACP `CompactionSummaryChunk`): its compaction's id and one content block."""
+    checked = dict(_want_object(where, "update", update))
+    compaction_id(where, checked.get("compactionId"))
+    content_block(where, "content", checked.get("content"))
+    _want_meta(where, "_meta", checked.get("_meta"))
+    return checked
+
+
+_FIELD_CHECKS = {
+    "notice": notice_fields,
+    "compaction_update": compaction_update_fields,
+    "compaction_summary_chunk": compaction_chunk_fields,
+}
+
+
 def session_update(where: str, update: Any) -> dict[str, Any]:
     """Any `session/update` payload agent code sends: its kind known to ACP, and the kinds agent
     code builds by hand (tool calls, plans, message chunks) checked field by field."""
@@ -261,6 +326,8 @@ def session_update(where: str, update: Any) -> dict[str, Any]:
         return {**tool_call_fields(where, update, announce=kind == "tool_call"), "sessionUpdate": kind}
     if kind == "plan":
         return {**update, "entries": plan_entries(where, update.get("entries"))}
+    if kind in _FIELD_CHECKS:
+        return _FIELD_CHECKS[kind](where, update)
     if kind in MESSAGE_CHUNKS:
         content_block(where, "content", update.get("content"))
     return dict(update)
@@ -277,3 +344,8 @@ _numbers = itertools.count(1)
 def new_tool_call_id() -> str:
     """A tool call id no other tool call of this process, nor of an earlier one, has had."""
     return f"call_{PROCESS_TAG}_{next(_numbers)}"
+
+
+def new_compaction_id() -> str:
+    """A compaction id no other compaction of this process, nor of an earlier one, has had."""
+    return f"compaction_{PROCESS_TAG}_{next(_numbers)}"

@@ -119,6 +119,9 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "protocol.session_mcp": ("protocol", "acp_green/protocol/session_mcp.py", [
         "tests/mcp/test_rules_unit.py", "tests/mcp/test_units.py", "tests/mcp/test_limits.py",
     ]),
+    "protocol.session_admin": ("protocol", "acp_green/protocol/session_admin.py", [
+        "tests/sessions/test_session_admin.py", "tests/sessions/test_session_admin_inputs.py",
+    ]),
     "protocol.session_methods": ("protocol", "acp_green/protocol/session_methods.py", [
         "tests/sessions/test_session_methods.py", "tests/endpoint/test_rules_unit.py",
         "tests/agent/test_session_settings.py", "tests/endpoint/test_input_guard.py",

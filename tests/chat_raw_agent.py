@@ -1,6 +1,7 @@
 """A bare stdio ACP agent (no acp_green) that asks permission on every prompt and never withdraws
 the question itself: it ignores session/cancel and sends no $/cancel_request, so only the client
-can end the question. Each turn says the outcome the client answered, then ends."""
+can end the question. Each turn says the outcome the client answered, then ends. With
+`--never-ends-a-turn` it answers no prompt at all, cancelled or not."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ def main() -> None:
             send({"jsonrpc": "2.0", "id": request_id, "result": {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}})
         elif method == "session/new":
             send({"jsonrpc": "2.0", "id": request_id, "result": {"sessionId": "s1"}})
+        elif method == "session/prompt" and "--never-ends-a-turn" in sys.argv:
+            continue
         elif method == "session/prompt":
             asked += 1
             send({"jsonrpc": "2.0", "id": asked, "method": "session/request_permission", "params": {

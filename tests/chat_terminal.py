@@ -6,6 +6,7 @@ import os
 import pty
 import re
 import select
+import signal
 import time
 
 import pytest
@@ -45,9 +46,15 @@ class Terminal:
     def type(self, data: bytes) -> None:
         os.write(self.fd, data)
 
-    def wait(self) -> int:
-        """The command's exit code, after reading what it still shows."""
+    def wait(self, within: float = BOUND) -> int:
+        """The command's exit code, after reading what it still shows (killed, and the test failed, if it runs on past `within`)."""
+        deadline = time.monotonic() + within
         while True:
+            ready, _, _ = select.select([self.fd], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+                pytest.fail(f"the command did not end; the terminal shows:\n{self.seen.decode(errors='replace')}")
             try:
                 chunk = os.read(self.fd, 65536)
             except OSError:

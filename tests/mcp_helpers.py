@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import acp_green
+
 from tests.helpers import wait_until
 
 __all__ = ["INIT_PARAMS", "RECORDER", "SDK_TOOLS"]
@@ -76,3 +78,42 @@ def wait_file_lines(path: str, predicate: Any, timeout: float = 30.0) -> list[st
     except AssertionError:
         pass  # the caller asserts on what is there, naming what it expected
     return lines()
+
+
+# -- the two MCP-over-ACP shapes and the schemas each is checked against -------------------------
+def _vendored_schemas() -> Path:
+    """The ACP schema copies the package ships (acp_green/schema/README.md says where each is from)."""
+    return Path(acp_green.__file__).parent / "schema"
+
+
+def message_shape_schema() -> Path:
+    """The unstable schema of the newest official SDK (2.4.0): `mcp/message` by serverId + requestId."""
+    return _vendored_schemas() / "schema.unstable.json"
+
+
+def connect_shape_schema() -> Path:
+    """The older unstable schema: mcp/connect, mcp/message on a connectionId, mcp/disconnect."""
+    return _vendored_schemas() / "v1-older" / "schema.unstable.json"
+
+
+_VALIDATORS: dict[tuple[Path, str], Any] = {}
+
+
+def mcp_problems(message: dict[str, Any], schema: Path, *, answers: str | None = None) -> list[str]:
+    """Problems of one agent-sent mcp/* message (request or notification params, or the result
+    of a response to `answers`) under the `$defs` type of `schema` whose x-method names it."""
+    import json
+
+    from jsonschema import Draft202012Validator
+
+    root = json.loads(schema.read_text(encoding="utf-8"))
+    method = answers or message["method"]
+    kind = "Response" if answers else ("Request" if "id" in message else "Notification")
+    names = [n for n, d in root["$defs"].items() if isinstance(d, dict) and d.get("x-method") == method and n.endswith(kind)]
+    if not names:
+        return [f"{schema}: no {kind} type for {method}"]
+    key = (schema, names[0])
+    if key not in _VALIDATORS:
+        _VALIDATORS[key] = Draft202012Validator({"$defs": root["$defs"], "$ref": f"#/$defs/{names[0]}"})
+    payload = message.get("result") if answers else message.get("params")
+    return [f"{names[0]}: {e.message}" for e in _VALIDATORS[key].iter_errors(payload)]

@@ -91,3 +91,31 @@ class ReadsEveryBlockAgent(Agent):
                 turn.say("image (never admitted)|")
         turn.say(f"text={turn.text!r}")
         return "end_turn"
+
+
+class NoticesAgent(Agent):
+    """Notices, compaction and named tool calls (stable v1 of SDK 2.4.0). Prompts: `/notice
+    SEVERITY TITLE` sends a notice with a description; `/compact` reports a compaction: started,
+    two summary chunks, completed with its summary; `/named` a tool call and an update each with
+    a `name`. Each then says what the send calls returned (`sent=True`: it went to the client)."""
+
+    name = "notices"
+
+    def prompt(self, turn: Turn) -> str:
+        command, _, rest = turn.text.partition(" ")
+        if command == "/notice":
+            severity, _, title = rest.partition(" ")
+            sent = turn.notice(title, severity=severity, description="details here")
+            turn.say(f"sent={sent}")
+        elif command == "/compact":
+            compaction = turn.compaction(compaction_id=rest or None)
+            chunks = [compaction.summary_chunk("Summarised "), compaction.summary_chunk({"type": "text", "text": "the chat"})]
+            done = compaction.complete(summary=[{"type": "text", "text": "Summarised the chat"}])
+            turn.say(f"sent={[compaction.sent, *chunks, done]}")
+        elif command == "/named":
+            call = turn.tool_call(title="Read a.py", kind="read", status="in_progress", name="read_file")
+            call.complete(name="read_file_v2")
+            turn.say("named")
+        else:
+            turn.say(turn.text)
+        return "end_turn"

@@ -1,5 +1,6 @@
 """The MCP client API a turn uses, over any of three channels: a stdio server, an ACP bridge to
-the client (`mcp/message`), or an in-process tool server.
+the client (`mcp/message`; the newer shape's channel is `acp_message.ServerIdChannel`), or an
+in-process tool server.
 """
 
 from __future__ import annotations
@@ -91,7 +92,12 @@ class McpClientSession:
         self.initialized = False
 
     def initialize(self, token: CancelToken | None = None, timeout: float | None = 30.0) -> dict[str, Any]:
-        """The MCP handshake: `initialize`, then `notifications/initialized`."""
+        """The MCP handshake: `initialize`, then `notifications/initialized`; none on a stateless
+        channel (MCP-over-ACP's `message` shape), whose requests each carry what it would say."""
+        if getattr(self.channel, "stateless", False):
+            self.server_info = {}
+            self.initialized = True
+            return self.server_info
         result = self.channel.request(
             "initialize",
             {

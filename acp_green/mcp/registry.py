@@ -3,7 +3,9 @@
 Inbound (the peer connects to servers we provide): `mcp/connect`, `mcp/message`,
 `mcp/disconnect` are background routes here. Outbound (agent code connects to servers the
 client declared with `type: "acp"`): connections the client issued are recorded so the
-`mcp/message` requests it sends back on them are dispatched like any background request.
+`mcp/message` requests it sends back on them are dispatched like any background request; in the
+newer shape (`acp_message`) there is no connection, and the client's `mcp/message` notifications
+name one of our requests by `serverId` and `requestId`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..rpc import wire
 from ..rpc.endpoint import Job, Outcome, background, notification
 from ..errors import MethodNotFound, UnknownMcpConnection, UnknownMcpServer
 from ..rpc.params import Params
+from .acp_message import ClientShape
 from .bridge import CLOSED, CONNECTING, Bridge, InProcessBridge, ProvidedServer, StdioBridge
 from .tools import ToolServer
 
@@ -122,6 +125,7 @@ class McpRegistry:
         self._closed: OrderedDict[str, None] = OrderedDict()
         self.outbound: dict[str, str] = {}  # connectionId the client issued -> server name
         self._closers: set[gevent.Greenlet] = set()
+        self.client_shape = ClientShape()  # which MCP-over-ACP shape the client speaks (acp_message)
 
     def announce(self) -> list[dict[str, Any]]:
         """The `providedMcpServers` list of the initialize result."""
@@ -155,11 +159,24 @@ class McpRegistry:
     @notification("mcp/message")
     def on_message_notification(self, params: Any) -> None:
         """An `mcp/message` notification: relayed at once, in receive order; never answered (S6)."""
+        if isinstance(params, dict) and "connectionId" not in params and "serverId" in params:
+            self._on_request_notification(params)
+            return
         connection_id, inner_method, inner = _message_fields(params)
         if connection_id in self.outbound:
             log.debug("notification %s from the client's MCP server %s", inner_method, self.outbound[connection_id])
             return
         self._open_bridge(connection_id).admit_notification(inner_method, inner)
+
+    def _on_request_notification(self, params: dict[str, Any]) -> None:
+        """The `message` shape: the client's server tells about one of our requests in flight
+        (progress); one naming no such request is dropped, as the schema says."""
+        checked = Params(params, "mcp/message", required=True)
+        route = (checked.required("serverId", str), checked.required("requestId", str))
+        inner_method = checked.required("method", str)
+        checked.optional("params", dict)
+        known = "" if route in self.client_shape.active else " (no such request in flight: dropped)"
+        log.debug("notification %s from the client's MCP server %s for request %s%s", inner_method, *route, known)
 
     # Never refused connection_busy: it frees the slots of the relays stuck on its server.
     @background("mcp/disconnect", frees_resources=True)

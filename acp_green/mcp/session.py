@@ -5,8 +5,9 @@
 - `type: "http"` servers (MCP streamable HTTP) are connected and initialized in the background
   when the session opens, like stdio ones; their MCP session is ended (DELETE) and their
   connections closed when the session ends;
-- `type: "acp"` servers declared by the client are connected on first use with an
-  agent->client `mcp/connect`, and disconnected when the session ends;
+- `type: "acp"` servers declared by the client are reached on first use in the shape the client
+  speaks (`acp_message`): an agent->client `mcp/connect`, disconnected when the session ends; or,
+  for a client that answers `mcp/connect` -32601, one `mcp/message` per request by `serverId`;
 - servers this process provides (in-process tools or `--provide-mcp`) are reachable by name too.
 """
 
@@ -23,7 +24,8 @@ from gevent.event import AsyncResult
 from gevent.greenlet import Greenlet
 
 from ..rpc.cancel import CancelToken
-from ..errors import ClientError, McpServerExited, McpUnavailable, RpcError, TurnCancelled, one_line
+from ..errors import METHOD_NOT_FOUND, ClientError, McpServerExited, McpUnavailable, RpcError, TurnCancelled, one_line
+from .acp_message import CONNECT, MESSAGE, ClientShape, ServerIdChannel
 from .bridge import ProvidedServer
 from .client import AcpChannel, LoopbackChannel, McpClientSession, StdioChannel
 from .jsonrpc import JsonRpcLink
@@ -176,7 +178,7 @@ class SessionMcp:
 
     def __init__(self, session_id: str, cwd: str | None, servers: list[dict[str, Any]], provided: dict[str, ProvidedServer],
                  call_client: Callable[..., Any], notify_client: Callable[[str, Any], None],
-                 on_outbound: Callable[[str, str | None], None]) -> None:
+                 on_outbound: Callable[[str, str | None], None], shape: ClientShape | None = None) -> None:
         self.session_id = session_id
         self.cwd = cwd
         self.declared = {s["name"]: s for s in servers if isinstance(s.get("name"), str)}
@@ -184,6 +186,7 @@ class SessionMcp:
         self._call_client = call_client
         self._notify_client = notify_client
         self._on_outbound = on_outbound  # (connectionId, name) registers; (connectionId, None) removes
+        self._shape = shape if shape is not None else ClientShape()  # shared by the ACP connection's sessions
         self.stdio: dict[str, _StdioServer] = {}
         self.http: dict[str, _HttpServer] = {}
         self.unstartable: dict[str, str] = {}  # name -> why its declaration cannot be started
@@ -244,13 +247,28 @@ class SessionMcp:
         return server.ready.get()  # raises McpUnavailable if it failed to start or connect
 
     def _connect_acp(self, name: str, entry: dict[str, Any], token: CancelToken) -> McpClientSession:
+        """Reach a client's server in the shape the client speaks: connect first, and the
+        `message` shape once the client has answered `mcp/connect` -32601 (see `acp_message`)."""
         server_id = entry.get("serverId", entry.get("acpId", entry.get("id")))
         if not isinstance(server_id, str):
             raise McpUnavailable(f"MCP server {name!r} has no serverId")
-        try:
-            result = self._call_client("mcp/connect", {"serverId": server_id}, token=token)
-        except ClientError as exc:
-            raise McpUnavailable(f"the client refused mcp/connect for {name!r}: {exc.explanation}") from None
+        if self._shape.known != MESSAGE:
+            try:
+                result = self._call_client("mcp/connect", {"serverId": server_id}, token=token, on_late_result=self._disconnect_late)
+            except ClientError as exc:
+                if exc.code != METHOD_NOT_FOUND or self._shape.known == CONNECT:
+                    raise McpUnavailable(f"the client refused mcp/connect for {name!r}: {exc.explanation}") from None
+                self._shape.known = MESSAGE  # it has no mcp/connect: it speaks the newer shape
+            else:
+                self._shape.known = CONNECT
+                return self._open_connection(name, result, token)
+        session = McpClientSession(name, ServerIdChannel(self._call_client, server_id, self._shape))
+        session.initialize(token)
+        self.sessions[name] = session
+        return session
+
+    def _open_connection(self, name: str, result: Any, token: CancelToken) -> McpClientSession:
+        """The `connect` shape: an MCP session on the connection `mcp/connect` returned."""
         connection_id = (result or {}).get("connectionId")
         if not isinstance(connection_id, str):
             raise McpUnavailable(f"mcp/connect for {name!r} returned no connectionId")
@@ -285,6 +303,13 @@ class SessionMcp:
         self.outbound.clear()
         self.sessions.clear()
         gevent.joinall(closers, timeout=10)
+
+    def _disconnect_late(self, result: Any) -> None:
+        """An `mcp/connect` answered after the turn stopped waiting for it: the client opened a
+        connection nobody will use; close it (from a greenlet: this runs where replies are read)."""
+        connection_id = result.get("connectionId") if isinstance(result, dict) else None
+        if isinstance(connection_id, str):
+            gevent.spawn(self._disconnect, connection_id)
 
     def _disconnect(self, connection_id: str) -> None:
         try:

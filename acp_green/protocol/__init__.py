@@ -4,6 +4,7 @@
 |---|---|
 | `connection.py` | `initialize`, `authenticate`, `logout`, the `_`-extension requests (`_acp_green/stats`) |
 | `session_methods.py` | session/new, load, resume, list, delete, close, set_mode, set_config_option, cancel |
+| `session_admin.py` | the unstable session/fork, archive, unarchive, set_title, status (not with `stable_only`) |
 | `prompt.py` | `session/prompt`: admission, the turn's job and the usage ledger |
 | `turn_record.py` | a running turn's record: message ids, its history handed to the store in pieces |
 | `replay.py` | `session/load`'s replay: a background job reading history in pages |
@@ -32,6 +33,7 @@ from .access import SessionAccess
 from .connection import ConnectionMethods
 from .prompt import PromptLedger, PromptService
 from .session_mcp import SessionMcpServers
+from .session_admin import SessionAdmin
 from .session_methods import SessionMethods
 
 if TYPE_CHECKING:
@@ -94,8 +96,13 @@ def attach(
     *,
     provided_commands: tuple[tuple[str, tuple[str, ...]], ...] = (),
     max_mcp_servers: int = 64,
+    stable_only: bool = False,
 ) -> AcpProtocol:
-    """Build ACP's features for `agent` on `endpoint` and register their routes there."""
+    """Build ACP's features for `agent` on `endpoint` and register their routes there.
+
+    `stable_only`: ACP's unstable methods are not registered (they answer -32601 like any unknown
+    method): session/fork, archive, unarchive, set_title, status, and MCP-over-ACP (mcp/connect,
+    message, disconnect); `initialize` advertises none of them."""
     client = endpoint.client
     mcp = McpRegistry(
         provided_servers(agent.provided_mcp_servers(), provided_commands),
@@ -105,11 +112,15 @@ def attach(
     session_mcp = SessionMcpServers(mcp, client.call, client.notify)
     access = SessionAccess(agent, context, sessions)
     prompts = PromptLedger(store, sessions)
-    connection = ConnectionMethods(agent, context, mcp, endpoint, sessions, store)
+    connection = ConnectionMethods(agent, context, mcp, endpoint, sessions, store, stable_only)
     settings = SessionSettings(agent, sessions)
-    session_methods = SessionMethods(agent, access, sessions, store, session_mcp, endpoint.outbound, settings, max_mcp_servers)
+    session_methods = SessionMethods(agent, access, sessions, store, session_mcp, endpoint.outbound, settings, max_mcp_servers,
+                                     stable_only)
     prompt_service = PromptService(agent, access, prompts, session_mcp, endpoint.outbound, client.call, settings, client.send)
-    for feature in (connection, session_methods, prompt_service, mcp):
+    features: tuple[object, ...] = (connection, session_methods, prompt_service)
+    if not stable_only:
+        features += (SessionAdmin(agent, session_methods), mcp)
+    for feature in features:
         endpoint.add_feature(feature)
     endpoint.gate = connection.refusal_before_initialize
     return AcpProtocol(endpoint, sessions, store, mcp, session_mcp, connection, session_methods, prompt_service, prompts)

@@ -44,8 +44,9 @@ class ConnectionMethods:
     """What the client negotiates once per connection, and the extensions the agent offers."""
 
     def __init__(self, agent: Agent, context: ConnectionContext, mcp: McpRegistry, endpoint: Endpoint,
-                 sessions: SessionRegistry, store: Store) -> None:
+                 sessions: SessionRegistry, store: Store, stable_only: bool = False) -> None:
         self.agent = agent
+        self.stable_only = stable_only
         self.context = context
         self.mcp = mcp
         self.endpoint = endpoint
@@ -70,10 +71,11 @@ class ConnectionMethods:
             info["title"] = agent.title
         return {
             "protocolVersion": version,
-            "agentCapabilities": agent_capabilities(agent),
+            "agentCapabilities": agent_capabilities(agent, stable_only=self.stable_only),
             "authMethods": [m.to_wire() for m in agent.auth_methods],
             "agentInfo": info,
-            "_meta": {"acpGreen": {"runtimeVersion": __version__, "providedMcpServers": self.mcp.announce()}},
+            "_meta": {"acpGreen": {"runtimeVersion": __version__,
+                                   "providedMcpServers": [] if self.stable_only else self.mcp.announce()}},
         }
 
     def refusal_before_initialize(self, method: str) -> RpcError | None:
@@ -128,20 +130,27 @@ def implements_logout(agent: Agent) -> bool:
     return getattr(type(agent), "logout", Agent.logout) is not Agent.logout
 
 
-def agent_capabilities(agent: Agent) -> dict[str, Any]:
-    """What this runtime offers every client, plus what `agent` declared: prompt content, logout."""
+#: What `--stable-only` hides: ACP's unstable session capabilities this runtime answers
+#: (session/fork, archive and unarchive, status, set_title; protocol/session_admin.py).
+UNSTABLE_SESSION_CAPABILITIES = ("fork", "archive", "status", "title")
+
+
+def agent_capabilities(agent: Agent, *, stable_only: bool = False) -> dict[str, Any]:
+    """What this runtime offers every client, plus what `agent` declared: prompt content, logout.
+
+    `stable_only`: nothing of ACP's unstable schema: neither the unstable session capabilities
+    nor `mcpCapabilities.acp` (MCP-over-ACP)."""
+    sessions: dict[str, Any] = {"additionalDirectories": {}, "list": {}, "delete": {}, "resume": {}, "close": {}}
+    mcp: dict[str, Any] = {"http": True, "sse": False}
+    if not stable_only:
+        sessions.update((name, {}) for name in UNSTABLE_SESSION_CAPABILITIES)
+        mcp["acp"] = True
     capabilities: dict[str, Any] = {
         "loadSession": True,
         "promptCapabilities": {"image": agent.accepts_images, "audio": agent.accepts_audio,
                                "embeddedContext": agent.accepts_embedded_context},
-        "mcpCapabilities": {"http": True, "sse": False, "acp": True},
-        "sessionCapabilities": {
-            "additionalDirectories": {},
-            "list": {},
-            "delete": {},
-            "resume": {},
-            "close": {},
-        },
+        "mcpCapabilities": mcp,
+        "sessionCapabilities": sessions,
     }
     if implements_logout(agent):
         capabilities["auth"] = {"logout": {}}

@@ -4,7 +4,8 @@ Admission (SessionMethods.session_load, in the receive loop) checks, registers a
 session and binds its current token (S2, S11). The job holds that reservation while it
 replays, so a prompt for the session gets session_busy (S8) and other sessions are answered as
 usual. Each replayed update takes the path a turn's updates take (fairness.PacedProducer), so
-back-pressure applies; the response is queued after the last replayed update (S5).
+back-pressure applies; the session-level updates (commands, title) follow the last replayed
+update, and the response is queued after them (S5): nothing for the session comes after it.
 
 ACP: the agent responds "when all the conversation entries have been streamed", so only a whole
 replay answers a result. Anything that ends it early answers an error, after what was replayed:
@@ -15,6 +16,10 @@ session unknown_session.
 Only a stored entry that is one JSON object with a string `sessionUpdate` is spliced into a
 line: history this runtime did not write (a damaged file, a hand edit) must never put a line
 on the wire the client cannot parse. Others are skipped and counted, said once per replay.
+
+A stored `notice` or compaction update is replayed only to a client that advertised it
+(context.CAPABILITY_UPDATES): the loading client may not be the one it was sent to. For any
+other client it is left out, as it was never sent live to such a client either.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..rpc import wire
-from ..rpc.endpoint import Job, Outcome, Reply
+from ..rpc.endpoint import Job, Outcome
 from ..errors import RequestCancelled, RpcError, UnknownSession
 from ..rpc.fairness import PacedProducer, UpdateChannel
 from ..sessions import Session, SessionRegistry
@@ -39,30 +44,35 @@ PAGE_BYTES = 256 << 10
 log = logging.getLogger(__name__)
 
 
-def is_update(update_json: bytes) -> bool:
-    """True if stored bytes are one JSON object with a string `sessionUpdate` (see above)."""
+def update_kind(update_json: bytes) -> str | None:
+    """The `sessionUpdate` of stored bytes that are one JSON object with a string one; else None (see above)."""
     try:
         update = wire.loads(update_json)
     except ValueError:
-        return False
-    return type(update) is dict and type(update.get("sessionUpdate")) is str
+        return None
+    kind = update.get("sessionUpdate") if type(update) is dict else None
+    return kind if type(kind) is str else None
+
 
 
 class ReplayJob(Job):
     """One `session/load` after admission: its session reserved, its token bound."""
 
     def __init__(self, store: Store, sessions: SessionRegistry, session: Session, channel: UpdateChannel,
-                 answer: Callable[[], Reply]) -> None:
+                 closing: Callable[[], list[bytes]], answer: Callable[[], Any],
+                 accepts: Callable[[str], bool] = lambda kind: True) -> None:
         self.store = store
         self.sessions = sessions
         self.session = session
         self.channel = channel
-        self.answer = answer
+        self.closing = closing  # the session-level update lines sent after the replay, before the answer
+        self.answer = answer  # the load's result
+        self.accepts = accepts  # whether the loading client may be sent an update of a kind
         self.token = session.token
         self.replayed = 0  # updates sent so far
         self.ended_by: RpcError | None = None  # why the replay was cut short, when the job was told
 
-    def run(self) -> Reply:
+    def run(self) -> Any:
         session_id = self.session.session_id
         line = SessionUpdateEncoder(session_id).line
         out = PacedProducer(self.channel, released_by=self.token.event)
@@ -75,8 +85,11 @@ class ReplayJob(Job):
             for entry in page.entries:
                 if cancelled():
                     break
-                if not is_update(entry.update):
+                kind = update_kind(entry.update)
+                if kind is None:
                     skipped += 1
+                    continue
+                if not self.accepts(kind):
                     continue
                 out.send(line(entry.update))
                 self.replayed += 1
@@ -91,6 +104,9 @@ class ReplayJob(Job):
             log.warning("replay of session %s skipped %d stored entries that are not session updates", ascii(session_id), skipped)
         if not whole:
             raise self.cut_short()
+        if not self.session.deleted:  # nothing more for a session deleted once its replay was whole
+            for closing_line in self.closing():  # not history: a cancel now still answers the whole replay
+                out.send(closing_line)
         return self.answer()
 
     def cut_short(self) -> RpcError:

@@ -74,7 +74,7 @@ class SessionMcpServers(Mapping[str, "SessionMcp"]):
             found = SessionMcp(
                 session_id, session.record.cwd, session.mcp_servers, self.registry.by_name,
                 call_client=self._call_client, notify_client=self._notify_client,
-                on_outbound=self._outbound_changed,
+                on_outbound=self._outbound_changed, shape=self.registry.client_shape,
             )
             self._running[session_id] = found
 

@@ -36,6 +36,8 @@ LIST_PAGE_SIZE = 50
 #: Encoded bytes of sessions one `session/list` page holds at most (at least one session is
 #: always listed, so the cursor moves on); the cursor continues with the rest.
 LIST_PAGE_BYTES = 1 << 20
+#: session/list's `archived` filter (unstable ACP): which archive state each value keeps (None: both).
+ARCHIVE_FILTERS: dict[str | None, bool | None] = {None: False, "exclude": False, "include": None, "only": True}
 
 
 def declared_mcp_servers(params: Params, *, required: bool, limit: int) -> list[dict[str, Any]]:
@@ -56,8 +58,9 @@ class SessionMethods:
 
     def __init__(self, agent: Agent, access: SessionAccess, sessions: SessionRegistry, store: Store,
                  session_mcp: SessionMcpServers, outbound: Outbound, settings: SessionSettings,
-                 max_mcp_servers: int = 64) -> None:
+                 max_mcp_servers: int = 64, stable_only: bool = False) -> None:
         self.agent = agent
+        self.stable_only = stable_only  # no archive state: every session listed, no `archived` reported
         self.settings = settings
         self.access = access
         self.sessions = sessions
@@ -92,22 +95,32 @@ class SessionMethods:
         return self.settings.state(session, self.access.context.snapshot)
 
     def after_session_opened(self, session: Session) -> None:
-        """Queued right after the response, so nothing for a session precedes it (S5)."""
-        if self.agent.commands:
-            self.outbound.put(encode_update(session.session_id, {
-                "sessionUpdate": "available_commands_update",
-                "availableCommands": [c.to_wire() for c in self.agent.commands],
-            }))
+        """Queued right after the `session/new` response: a client drops updates for a session id
+        it has not been given, so nothing for a session precedes that response (S5)."""
+        for line in self.opened_updates(session):
+            self.outbound.put(line)
 
-    def after_session_reopened(self, session: Session) -> None:
-        """After a load or resume response: the commands, and the title the client may lack.
+    def opened_updates(self, session: Session) -> list[bytes]:
+        """The session-level updates a new session gets: the agent's commands, when it has any."""
+        if not self.agent.commands:
+            return []
+        return [encode_update(session.session_id, {
+            "sessionUpdate": "available_commands_update",
+            "availableCommands": [c.to_wire() for c in self.agent.commands],
+        })]
 
-        Nothing for a session deleted while its replay ran."""
-        if session.deleted:
-            return
-        self.after_session_opened(session)
+    def reopened_updates(self, session: Session) -> list[bytes]:
+        """What a load or resume sends before its response: the commands, and the title the client may lack.
+
+        Before, not after: the client named the session, so it routes them, and the response
+        ends the request's stream as a prompt's does (S5) — a conformance check counts anything
+        after the load response as a late update. (`session/new` differs: see after_session_opened.)
+        For a load they follow the replay; a resume has no replay, and these are no history, so
+        ACP's "MUST NOT replay before responding" is not touched."""
+        lines = self.opened_updates(session)
         if session.record.title is not None:
-            self.outbound.put(encode_update(session.session_id, session_info(session)))
+            lines.append(encode_update(session.session_id, session_info(session)))
+        return lines
 
     # -- stored sessions (they wait for the store thread) -----------------------------------------
     def _reopen(self, params: Any, method: str, mcp_required: bool) -> Session:
@@ -131,32 +144,33 @@ class SessionMethods:
         """In the receive loop: check, register and reserve the session (S2); the job replays the
         stored conversation as session/update, then answers."""
         session = self._reopen(params, "session/load", mcp_required=True)
-        job = ReplayJob(self.store, self.sessions, session, self.outbound, partial(self.reopened_reply, session))
+        job = ReplayJob(self.store, self.sessions, session, self.outbound,
+                        closing=partial(self.reopened_updates, session), answer=partial(self.session_state, session),
+                        accepts=self.access.context.snapshot.accepts_update)
         session.reserve(job)  # nothing after the reopen can fail: the reservation is always released (S14)
         return job
 
-    def reopened_reply(self, session: Session) -> Reply:
-        """A load or resume answer, with the updates that follow it."""
-        return Reply(self.session_state(session), then=partial(self.after_session_reopened, session))
-
     @control("session/resume")
-    def session_resume(self, params: Any, _id: wire.RequestId) -> Reply:
-        """Reattach without replaying anything."""
+    def session_resume(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        """Reattach without replaying anything; the session-level updates precede the response."""
         session = self._reopen(params, "session/resume", mcp_required=False)
-        return self.reopened_reply(session)
+        for line in self.reopened_updates(session):
+            self.outbound.put(line)
+        return self.session_state(session)
 
     @control("session/list")
     def session_list(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         checked = Params(params, "session/list")
         cwd = checked.optional_absolute_path("cwd")
         cursor = checked.optional("cursor", str)
+        archived = None if self.stable_only else self._archive_filter(checked)
         self.access.require_auth()
         after = decode_cursor(cursor) if cursor is not None else None
-        page = self.store.list_sessions(cwd, after, self.list_page_size + 1)
+        page = self.store.list_sessions(cwd, after, self.list_page_size + 1, archived)
         infos: list[dict[str, Any]] = []
         budget = self.list_page_bytes
         for record in page[: self.list_page_size]:
-            info = session_info_wire(record)
+            info = session_info_wire(record, with_archived=not self.stable_only)
             budget -= len(wire.encode_json(info)) + 1
             if budget < 0 and infos:
                 break  # over the byte budget: this one starts the next page
@@ -166,6 +180,14 @@ class SessionMethods:
             last = page[len(infos) - 1]
             result["nextCursor"] = encode_cursor(last.updated_at, last.session_id)
         return result
+
+    @staticmethod
+    def _archive_filter(checked: Params) -> bool | None:
+        """The archive state session/list keeps (None: both); -32602 for a filter it does not support."""
+        value = checked.optional("archived", str)
+        if value not in ARCHIVE_FILTERS:
+            raise checked.refuse("archived", f"unsupported archive filter {wire.excerpt(value)!r}: 'exclude', 'include' or 'only'")
+        return ARCHIVE_FILTERS[value]
 
     @control("session/delete")
     def session_delete(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
@@ -228,13 +250,15 @@ class SessionMethods:
         self.sessions.get(session_id).cancel()
 
 
-def session_info_wire(record: Any) -> dict[str, Any]:
-    """A stored session as ACP's SessionInfo."""
+def session_info_wire(record: Any, *, with_archived: bool = False) -> dict[str, Any]:
+    """A stored session as ACP's SessionInfo; `archived` on every one when the archive capability is advertised."""
     info: dict[str, Any] = {"sessionId": record.session_id, "cwd": record.cwd, "updatedAt": iso_time(record.updated_at)}
     if record.additional_directories:
         info["additionalDirectories"] = list(record.additional_directories)
     if record.title is not None:
         info["title"] = record.title
+    if with_archived:
+        info["archived"] = record.archived
     return info
 
 

@@ -12,7 +12,7 @@ from typing import Any
 from . import wire
 from .cancel import CancelToken
 from ..errors import INVALID_REQUEST, ClientError, RpcError, TurnCancelled
-from .outgoing import OutgoingRequests
+from .outgoing import LateResult, OutgoingRequests
 from .transport import Outbound
 
 log = logging.getLogger(__name__)
@@ -28,17 +28,20 @@ class ClientRequests:
     def __len__(self) -> int:
         return len(self._requests)
 
-    def call(self, method: str, params: Any, token: CancelToken | None = None, timeout: float | None = None) -> Any:
+    def call(self, method: str, params: Any, token: CancelToken | None = None, timeout: float | None = None,
+             on_late_result: LateResult | None = None) -> Any:
         """Send a request and wait for its result; a set token releases the wait at once.
 
         A token already set sends nothing (TurnCancelled); a set token or a timeout sends
-        `$/cancel_request` for our id. An error response raises ClientError.
+        `$/cancel_request` for our id. An error response raises ClientError. A request that
+        makes something on the client passes `on_late_result`: a success that arrives after the
+        wait ended goes there, to be released (outgoing.py).
         """
         if self._requests.closed_error is not None:
             raise self._requests.closed_error
         if token is not None and token.is_set():
             raise TurnCancelled()
-        return self._requests.call(method, params, token, timeout)
+        return self._requests.call(method, params, token, timeout, on_late_result)
 
     def send(self, method: str, params: Any) -> None:
         """Send a request and do not wait for it (a cleanup that must precede a response).

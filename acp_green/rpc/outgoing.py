@@ -3,8 +3,12 @@
 Shared by the ACP endpoint (requests to the client) and the MCP client (requests to a server
 process); each supplies how a request and a cancel notification are written and what an error
 reply becomes. A request leaves the table exactly once — answered, cancelled, failed at close,
-or its wait ended — so a late reply finds nothing and is dropped. Cancelling writes the cancel
-notification before the waiter is released, and never blocks: a token may set it from the hub.
+or its wait ended — so a late reply finds no waiter. It is dropped, unless the request came
+with an `on_late_result`: a request that makes something on the peer (a client terminal) must
+not leak it when nobody waits any more, so a success that arrives after its waiter stopped
+waiting goes to that callback, which releases it. This layer knows no method names: the caller
+supplies the callback. Cancelling writes the cancel notification before the waiter is
+released, and never blocks: a token may set it from the hub.
 """
 
 from __future__ import annotations
@@ -29,17 +33,24 @@ SendRequest = Callable[[int, str, Any], None]
 SendCancel = Callable[[int, str], None]
 #: Turns a peer's error reply to `method` into the exception its waiter raises.
 ErrorFromReply = Callable[[str, Any], BaseException]
+#: Given the result of a request answered after its waiter stopped waiting: releases what the
+#: peer made for it. Runs where replies are read (the receive loop): it must not block.
+LateResult = Callable[[Any], None]
+
+#: Abandoned requests (with an `on_late_result`) remembered at most; the oldest is forgotten first.
+MAX_ABANDONED = 1024
 
 
 class PendingRequest:
     """One request we sent and have not had answered."""
 
-    __slots__ = ("id", "method", "result")
+    __slots__ = ("id", "method", "result", "on_late_result")
 
-    def __init__(self, request_id: int, method: str) -> None:
+    def __init__(self, request_id: int, method: str, on_late_result: LateResult | None = None) -> None:
         self.id = request_id
         self.method = method
         self.result = AsyncResult()
+        self.on_late_result = on_late_result
 
 
 class OutgoingRequests:
@@ -52,16 +63,21 @@ class OutgoingRequests:
         self._error_from_reply = error_from_reply
         self._next_id = first_id
         self._pending: dict[wire.IdKey | None, PendingRequest] = {}
+        # Requests whose waiter stopped waiting before the reply, kept for their on_late_result (oldest first).
+        self._abandoned: dict[wire.IdKey | None, PendingRequest] = {}
         self.closed_error: BaseException | None = None
 
     def __len__(self) -> int:
         return len(self._pending)
 
-    def start(self, method: str, params: Any) -> PendingRequest:
-        """Write a request now and register its waiter; raises the close error once closed."""
+    def start(self, method: str, params: Any, on_late_result: LateResult | None = None) -> PendingRequest:
+        """Write a request now and register its waiter; raises the close error once closed.
+
+        `on_late_result` gets the result of a success that arrives after the waiter stopped
+        waiting (see the module)."""
         if self.closed_error is not None:
             raise self.closed_error
-        pending = PendingRequest(self._next_id, method)
+        pending = PendingRequest(self._next_id, method, on_late_result)
         self._next_id += 1
         key = wire.id_key(pending.id)
         self._pending[key] = pending
@@ -108,33 +124,60 @@ class OutgoingRequests:
         finally:
             if remove is not None:
                 remove()
-            self._pending.pop(wire.id_key(pending.id), None)
+            self._stop_waiting(pending)
 
-    def call(self, method: str, params: Any, token: CancelToken | None = None, timeout: float | None = None) -> Any:
-        """Write a request and wait for its reply (see `wait`)."""
-        return self.wait(self.start(method, params), token, timeout)
+    def call(self, method: str, params: Any, token: CancelToken | None = None, timeout: float | None = None,
+             on_late_result: LateResult | None = None) -> Any:
+        """Write a request and wait for its reply (see `wait` and `start`)."""
+        return self.wait(self.start(method, params, on_late_result), token, timeout)
 
     def cancel(self, pending: PendingRequest, reason: str, error: BaseException | None = None) -> bool:
         """Tell the peer to stop (our id) and release the waiter now; False if it was no longer pending."""
-        if self._pending.pop(wire.id_key(pending.id), None) is None:
+        if not self._stop_waiting(pending):
             return False
         self._send_cancel(pending.id, reason)
         pending.result.set_exception(error if error is not None else RequestCancelled())
         return True
 
+    def _stop_waiting(self, pending: PendingRequest) -> bool:
+        """Take `pending` out of the table (False if it was not there); one with an
+        on_late_result is remembered, so a late success still reaches it."""
+        key = wire.id_key(pending.id)
+        if self._pending.pop(key, None) is None:
+            return False
+        if pending.on_late_result is not None and self.closed_error is None:
+            self._abandoned[key] = pending
+            if len(self._abandoned) > MAX_ABANDONED:
+                oldest = self._abandoned.pop(next(iter(self._abandoned)))
+                log.warning("forgot %s #%s: its late answer, if any, will not be released", oldest.method, oldest.id)
+        return True
+
     def resolve(self, request_id: Any, result: Any) -> PendingRequest | None:
-        """A success reply: wake its waiter; None (and nothing done) if nobody waits for that id."""
-        pending = self._pending.pop(wire.id_key(request_id), None)
+        """A success reply: wake its waiter, or hand a late one to its on_late_result; None (and
+        nothing done) if nobody waits for that id."""
+        key = wire.id_key(request_id)
+        pending = self._pending.pop(key, None)
         if pending is not None:
             pending.result.set(result)
-        return pending
+            return pending
+        late = self._abandoned.pop(key, None)
+        if late is not None and late.on_late_result is not None:
+            log.info("%s #%s was answered after its waiter stopped waiting: releasing what it made", late.method, late.id)
+            try:
+                late.on_late_result(result)
+            except Exception:  # the reader must go on
+                log.exception("releasing what the late answer to %s #%s made failed", late.method, late.id)
+        return late
 
     def reject(self, request_id: Any, error: Any) -> PendingRequest | None:
-        """An error reply: its waiter raises what `error_from_reply` makes of it; None if nobody waits."""
-        pending = self._pending.pop(wire.id_key(request_id), None)
+        """An error reply: its waiter raises what `error_from_reply` makes of it; None if nobody
+        waits. A late error made nothing: the abandoned request is just forgotten."""
+        key = wire.id_key(request_id)
+        pending = self._pending.pop(key, None)
         if pending is not None:
             pending.result.set_exception(self._error_from_reply(pending.method, error))
-        return pending
+            return pending
+        return self._abandoned.pop(key, None)
 
     def close(self, error: BaseException) -> None:
         """No answers can come any more: every waiter, and every later request, raises `error`.
@@ -143,6 +186,7 @@ class OutgoingRequests:
         """
         if self.closed_error is None:
             self.closed_error = error
+        self._abandoned.clear()  # no late answer can come either
         pending, self._pending = self._pending, {}
         for waiter in pending.values():
             waiter.result.set_exception(error)

@@ -87,7 +87,8 @@ class MemoryStore:
 
     def save_session(self, record: SessionRecord) -> None:
         try:
-            rest = marshal.dumps((record.additional_directories, record.title, record.mode_id, record.config), _MARSHAL_VERSION)
+            rest = marshal.dumps((record.additional_directories, record.title, record.mode_id, record.config,
+                                  record.archived, record.forked_from), _MARSHAL_VERSION)
             # Sessions of one project share one cwd string.
             cwd = sys.intern(record.cwd) if type(record.cwd) is str else record.cwd
         except Exception as exc:  # whatever a record holds, a write never raises
@@ -116,17 +117,19 @@ class MemoryStore:
         self._history.pop(session_id, None)
         self._state.pop(session_id, None)
 
-    def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None) -> list[SessionRecord]:
-        """Most recently updated first (the same order and cursor as the SQLite store)."""
+    def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None,
+                      archived: bool | None = None) -> list[SessionRecord]:
+        """Most recently updated first (the SQLite store's order and cursor); `archived`: as statedb.list_sessions."""
         keys = [
             (stored[0], session_id)
             for session_id, stored in self._sessions.items()
             if (cwd is None or stored[1] == cwd) and (after is None or (stored[0], session_id) < tuple(after))
         ]
         keys.sort(reverse=True)
-        if limit is not None:
-            keys = keys[:limit]
-        return [_record(session_id, self._sessions[session_id]) for _, session_id in keys]
+        records = (_record(session_id, self._sessions[session_id]) for _, session_id in keys)
+        if archived is not None:
+            records = (record for record in records if record.archived is archived)
+        return list(itertools.islice(records, limit))
 
     def begin_turn(self, session_id: str, turn_id: str, started_at: float, prompt: list[bytes]) -> None:
         turns = self._turns.setdefault(session_id, {})
@@ -197,6 +200,10 @@ class MemoryStore:
             self._refused("end_turn", session_id, f"no turn {turn_id!r} was begun (or the session was deleted)")
             return
         turn.stop_reason, turn.error = outcome.stop_reason, outcome.error
+        turn.ended = True
+
+    def fork_history(self, source_id: str, fork_id: str) -> None:
+        _fork_in_memory(self, source_id, fork_id)
 
     def mark_incomplete(self, session_id: str, turn_id: str) -> None:
         """Some of the turn's history was not stored."""
@@ -289,6 +296,22 @@ class MemoryStore:
         pass
 
 
+def _fork_in_memory(memory: MemoryStore, source_id: str, fork_id: str) -> None:
+    """Copy every turn of `source_id` that has ended, with its history, to `fork_id` (as statedb.fork_history)."""
+    source = memory._turns.get(source_id, {})
+    for turn_id, turn in list(source.items()):
+        if not turn.ended:
+            continue
+        memory.begin_turn(fork_id, turn_id, turn.started_at, [])
+        for piece_turn, updates in list(memory._history.get(source_id, ())):
+            if piece_turn == turn_id:
+                memory._add_pieces(fork_id, turn_id, list(updates))
+        copied = memory._turns[fork_id].get(turn_id)
+        if copied is not None:
+            copied.stop_reason, copied.error, copied.ended = turn.stop_reason, turn.error, True
+            copied.complete = copied.complete and turn.complete
+
+
 @dataclass(slots=True)
 class _MemoryTurn:
     started_at: float
@@ -297,9 +320,10 @@ class _MemoryTurn:
     error: str | None = None
     complete: bool = True
     size: int = 0  # bytes of its stored updates
+    ended: bool = False  # end_turn was called: a fork copies it
 
 
 def _record(session_id: str, stored: tuple[float, str, bytes]) -> SessionRecord:
     updated_at, cwd, rest = stored
-    directories, title, mode_id, config = marshal.loads(rest)
-    return SessionRecord(session_id, cwd, directories, title, mode_id, config, updated_at)
+    directories, title, mode_id, config, archived, forked_from = marshal.loads(rest)
+    return SessionRecord(session_id, cwd, directories, title, mode_id, config, updated_at, archived, forked_from)

@@ -127,6 +127,12 @@ class OpeningStore:
         else:
             self._pending.append(("save_state", (session_id, bytes(state))))
 
+    def fork_history(self, source_id: str, fork_id: str) -> None:
+        if self.store is not None:
+            self.store.fork_history(source_id, fork_id)
+        else:
+            self._pending.append(("fork_history", (source_id, fork_id)))
+
     def append_turn(self, session_id: str, entries: list[bytes], stop_reason: str | None = None) -> None:
         if self.store is not None:
             self.store.append_turn(session_id, entries, stop_reason)
@@ -137,8 +143,9 @@ class OpeningStore:
     def load_session(self, session_id: str) -> SessionRecord | None:
         return self._ready().load_session(session_id)
 
-    def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None) -> list[SessionRecord]:
-        return self._ready().list_sessions(cwd, after, limit)
+    def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None,
+                      archived: bool | None = None) -> list[SessionRecord]:
+        return self._ready().list_sessions(cwd, after, limit, archived)
 
     def history_page(self, session_id: str, after: HistoryPosition | None, max_entries: int, max_bytes: int, turn_id: str | None = None) -> HistoryPage:
         return self._ready().history_page(session_id, after, max_entries, max_bytes, turn_id)

@@ -269,6 +269,26 @@ class SaveState(Write):
         memory.save_state(self.session_id, self.state)
 
 
+class ForkHistory(Write):
+    """Copy a session's ended turns to its fork (session/fork), at once: the fork's own turns follow it."""
+
+    __slots__ = ("source_id", "fork_id")
+
+    at_once: ClassVar[bool] = True
+    label: ClassVar[str] = "fork_history"
+    source_id: str
+    fork_id: str
+
+    def for_session(self) -> str:
+        return self.fork_id
+
+    def on_disk(self, conn: sqlite3.Connection) -> None:
+        statedb.fork_history(conn, self.source_id, self.fork_id)
+
+    def in_memory(self, memory: MemoryStore) -> None:
+        memory.fork_history(self.source_id, self.fork_id)
+
+
 class LoadState(Read):
     __slots__ = ("session_id",)
 
@@ -309,17 +329,18 @@ class LoadSession(Read):
 
 
 class ListSessions(Read):
-    __slots__ = ("cwd", "after", "limit")
+    __slots__ = ("cwd", "after", "limit", "archived")
 
     cwd: str | None
     after: tuple[float, str] | None
     limit: int | None
+    archived: bool | None
 
     def on_disk(self, conn: sqlite3.Connection) -> list[SessionRecord]:
-        return statedb.list_sessions(conn, self.cwd, self.after, self.limit)
+        return statedb.list_sessions(conn, self.cwd, self.after, self.limit, self.archived)
 
     def in_memory(self, memory: MemoryStore) -> list[SessionRecord]:
-        return memory.list_sessions(self.cwd, self.after, self.limit)
+        return memory.list_sessions(self.cwd, self.after, self.limit, self.archived)
 
 
 class History(Read):

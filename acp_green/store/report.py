@@ -92,7 +92,17 @@ def session_dict(record: SessionRecord) -> dict[str, Any]:
         "modeId": record.mode_id,
         "config": dict(record.config),
         "updatedAt": record.updated_at,
+        "archived": record.archived,
+        "forkedFrom": record.forked_from,
     }
+
+
+def session_marks(record: SessionRecord) -> str:
+    """What `sessions list` adds to a session's line: `[archived]`, `[forked from ID]`."""
+    marks = ["[archived]"] if record.archived else []
+    if record.forked_from is not None:
+        marks.append(f"[forked from {record.forked_from}]")
+    return " ".join(marks)
 
 
 def turn_dict(turn: StoredTurn) -> dict[str, Any]:
@@ -255,6 +265,19 @@ def _chunk_text(content: Any) -> str:
 def _update_line(kind: Any, update: dict[str, Any]) -> str:
     if kind in ("tool_call", "tool_call_update"):
         return f"{kind}: {update.get('toolCallId')} {update.get('title') or ''} {update.get('status') or ''}".rstrip()
+    if kind == "notice":
+        description = update.get("description")
+        detail = f" ({description})" if isinstance(description, str) and description else ""
+        return f"notice [{update.get('severity')}]: {update.get('title')}{detail}"
+    if kind == "compaction_update":
+        error = update.get("error")
+        line = f"compaction: {update.get('compactionId')} {update.get('status')}"
+        summary = update.get("summary")
+        if isinstance(summary, list) and summary:
+            line += ": " + "".join(_chunk_text(block) for block in summary)
+        return line + (f" ({error})" if isinstance(error, str) and error else "")
+    if kind == "compaction_summary_chunk":
+        return f"compaction summary: {update.get('compactionId')} {_chunk_text(update.get('content'))}"
     return f"{kind}"
 
 

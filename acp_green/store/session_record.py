@@ -18,3 +18,5 @@ class SessionRecord:
     mode_id: str | None = None
     config: dict[str, Any] = field(default_factory=dict)
     updated_at: float = field(default_factory=time.time)
+    archived: bool = False  # session/archive: left out of session/list unless it asks for archived ones
+    forked_from: str | None = None  # session/fork: the session this one was forked from

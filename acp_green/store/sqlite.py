@@ -59,7 +59,7 @@ from gevent.monkey import get_original
 from . import private, statedb, statelock
 from .base import MemoryStore
 from .operations import (
-    AppendHistory, BeginTurn, Close, DeleteSession, EndTurn, History, ListSessions, ListTurns, LoadSession,
+    AppendHistory, BeginTurn, Close, DeleteSession, EndTurn, ForkHistory, History, ListSessions, ListTurns, LoadSession,
     LoadState, MarkIncomplete, Operation, Read, ReadHistoryPage, ReadTurnPage, RecordUsage, SaveSession, SaveState, Sync,
     Usage, Write,
 )
@@ -646,14 +646,18 @@ class SqliteStore(StoreThread):
     def load_state(self, session_id: str) -> bytes | None:
         return self._read(LoadState(session_id))
 
+    def fork_history(self, source_id: str, fork_id: str) -> None:
+        self._write(ForkHistory(source_id, fork_id))
+
     def turn_page(self, session_id: str, start: int, limit: int, newest_first: bool = False) -> list[StoredTurn]:
         return self._read(ReadTurnPage(session_id, start, limit, newest_first))
 
     def load_session(self, session_id: str) -> SessionRecord | None:
         return self._read(LoadSession(session_id))
 
-    def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None) -> list[SessionRecord]:
-        return self._read(ListSessions(cwd, after, limit))
+    def list_sessions(self, cwd: str | None = None, after: tuple[float, str] | None = None, limit: int | None = None,
+                      archived: bool | None = None) -> list[SessionRecord]:
+        return self._read(ListSessions(cwd, after, limit, archived))
 
     def history(self, session_id: str) -> list[bytes]:
         return self._read(History(session_id))

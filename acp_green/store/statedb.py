@@ -41,7 +41,9 @@ DB_NAME = "state.sqlite3"
 # version-2 turn (one row holding a whole turn) is converted in place (`_migrate_history`).
 # 4: a `session_state` table holds each session's agent state (`session.state` as JSON), added
 # by `_migrate_state`; nothing else changes.
-SCHEMA_VERSION = 4
+# 5: `sessions.archived` (session/archive) and `sessions.forked_from` (session/fork), added by
+# `_migrate_session_admin`; an older acp-green's queries name their columns, so they still work.
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 5000
 PIECE_ROW_BYTES = 128 * 1024  # a stored piece is split into rows of at most this many bytes
 PURGE_ROWS = 32  # history rows the store thread deletes per step (a deleted session's, between batches)
@@ -116,6 +118,11 @@ _SCHEMA_V4_STATE = (
         state TEXT NOT NULL
     )""",
 )
+# Schema 5: two columns of a session, every existing session not archived and forked from none.
+_SCHEMA_V5_SESSIONS = {
+    "archived": "ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0",
+    "forked_from": "ALTER TABLE sessions ADD COLUMN forked_from TEXT",
+}
 MIGRATED_TURN_PREFIX = "v2-"  # the turn id a version-2 turn gets: the prefix and its old row id
 
 
@@ -213,6 +220,8 @@ def connect_existing(path: str, *, write: bool = False) -> sqlite3.Connection | 
             if write:
                 raise StateDbError(f"the state database has schema {version}; start `acp-green serve` once to convert it to {SCHEMA_VERSION}")
             _v2_views(conn)
+        if version < 5:
+            _v4_views(conn)
     except BaseException:  # ok: close, then re-raise
         conn.close()
         raise
@@ -230,6 +239,15 @@ def _v2_views(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TEMP VIEW history AS SELECT id, session_id, id AS turn, 0 AS seq, entries FROM main.turns")
 
 
+def _v4_views(conn: sqlite3.Connection) -> None:
+    """A temporary view (it shadows main's table) showing a version-4 or older `sessions` table
+    with this schema's columns: no session archived or forked. Writes name `main.sessions`."""
+    conn.execute(
+        """CREATE TEMP VIEW sessions AS SELECT session_id, cwd, additional_directories, title, mode_id, config,
+               updated_at, 0 AS archived, NULL AS forked_from FROM main.sessions"""
+    )
+
+
 def migrate(conn: sqlite3.Connection) -> None:
     """Bring the schema to SCHEMA_VERSION under BEGIN IMMEDIATE (the write lock, held briefly)."""
     conn.execute("BEGIN IMMEDIATE")
@@ -245,6 +263,8 @@ def migrate(conn: sqlite3.Connection) -> None:
             _migrate_history(conn)
         if version < 4:
             _migrate_state(conn)
+        if version < 5:
+            _migrate_session_admin(conn)
         if version < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -281,6 +301,16 @@ def _migrate_state(conn: sqlite3.Connection) -> None:
     """3 -> 4: the table for each session's agent state; no session has any yet."""
     for statement in _SCHEMA_V4_STATE:
         conn.execute(statement)
+
+
+def _migrate_session_admin(conn: sqlite3.Connection) -> None:
+    """4 -> 5: the archive state and the fork source of each session (none archived, none forked).
+
+    A column already there is kept (a version-1 database is created with this schema's tables)."""
+    present = {column for _, column, *_ in conn.execute("PRAGMA table_info(sessions)")}
+    for column, statement in _SCHEMA_V5_SESSIONS.items():
+        if column not in present:
+            conn.execute(statement)
 
 
 # -- str columns ---------------------------------------------------------------------------
@@ -323,11 +353,13 @@ def _json_column(value: Any) -> str | bytes:
 # -- writes ------------------------------------------------------------------------------------
 def save_session(conn: sqlite3.Connection, record: SessionRecord) -> None:
     conn.execute(
-        """INSERT INTO sessions (session_id, cwd, additional_directories, title, mode_id, config, updated_at)
-           VALUES (?, ?, ?, ?, ?, ?, ?)
+        """INSERT INTO sessions (session_id, cwd, additional_directories, title, mode_id, config, updated_at,
+               archived, forked_from)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
            ON CONFLICT (session_id) DO UPDATE SET cwd = excluded.cwd,
                additional_directories = excluded.additional_directories, title = excluded.title,
-               mode_id = excluded.mode_id, config = excluded.config, updated_at = excluded.updated_at""",
+               mode_id = excluded.mode_id, config = excluded.config, updated_at = excluded.updated_at,
+               archived = excluded.archived, forked_from = excluded.forked_from""",
         (
             _column(record.session_id),
             _column(record.cwd),
@@ -336,6 +368,8 @@ def save_session(conn: sqlite3.Connection, record: SessionRecord) -> None:
             _column(record.mode_id),
             _json_column(record.config),
             record.updated_at,
+            int(record.archived),
+            _column(record.forked_from),
         ),
     )
 
@@ -348,7 +382,7 @@ def delete_session(conn: sqlite3.Connection, session_id: str, max_history_rows: 
     when some are left for `purge_history`.
     """
     key = _column(session_id)
-    conn.execute("DELETE FROM sessions WHERE session_id = ?", (key,))
+    conn.execute("DELETE FROM main.sessions WHERE session_id = ?", (key,))  # main: past _v4_views
     conn.execute("DELETE FROM turns WHERE session_id = ?", (key,))
     # `acp-green sessions delete` may write to a version-3 database, which has no state table.
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'session_state'").fetchone():
@@ -453,6 +487,29 @@ def end_turn(conn: sqlite3.Connection, session_id: str, turn_id: str, outcome: T
     )
 
 
+def fork_history(conn: sqlite3.Connection, source_id: str, fork_id: str) -> None:
+    """Copy every turn of `source_id` that has ended, with its history rows, to `fork_id`.
+
+    A turn still running when the fork is made (no `ended_at` yet) is left out: a fork holds
+    the conversation up to its last finished turn. Rows are copied inside SQLite, one turn at
+    a time, so nothing of the history passes through Python.
+    """
+    source, fork = _column(source_id), _column(fork_id)
+    ended = conn.execute(
+        "SELECT id FROM turns WHERE session_id = ? AND ended_at IS NOT NULL ORDER BY id", (source,)
+    ).fetchall()
+    for (old,) in ended:
+        new = _new_row_id(conn.execute(
+            """INSERT INTO turns (session_id, turn_id, started_at, ended_at, stop_reason, error, complete)
+               SELECT ?, turn_id, started_at, ended_at, stop_reason, error, complete FROM turns WHERE id = ?""",
+            (fork, old),
+        ))
+        conn.execute(
+            "INSERT INTO history (session_id, turn, seq, entries) SELECT ?, ?, seq, entries FROM history WHERE turn = ? ORDER BY id",
+            (fork, new, old),
+        )
+
+
 def mark_incomplete(conn: sqlite3.Connection, session_id: str, turn_id: str) -> None:
     """Some of the turn's history was not stored (refused, or dropped before it reached us)."""
     conn.execute("UPDATE turns SET complete = 0 WHERE session_id = ? AND turn_id = ?", (_column(session_id), _column(turn_id)))
@@ -494,12 +551,13 @@ def _text_or_blob(data: bytes) -> str | bytes:
 
 
 # -- reads -------------------------------------------------------------------------------------
-_SESSION_COLUMNS = "session_id, cwd, additional_directories, title, mode_id, config, updated_at"
+_SESSION_COLUMNS = "session_id, cwd, additional_directories, title, mode_id, config, updated_at, archived, forked_from"
 
 
 def _session(row: tuple[Any, ...]) -> SessionRecord:
-    sid, cwd, dirs, title, mode_id, config, updated_at = row
-    return SessionRecord(_str(sid), _str(cwd), json.loads(_str(dirs)), _str(title), _str(mode_id), json.loads(_str(config)), updated_at)
+    sid, cwd, dirs, title, mode_id, config, updated_at, archived, forked_from = row
+    return SessionRecord(_str(sid), _str(cwd), json.loads(_str(dirs)), _str(title), _str(mode_id), json.loads(_str(config)),
+                         updated_at, bool(archived), _str(forked_from))
 
 
 def load_session(conn: sqlite3.Connection, session_id: str) -> SessionRecord | None:
@@ -512,10 +570,15 @@ def list_sessions(
     cwd: str | None = None,
     after: tuple[float, str] | None = None,
     limit: int | None = None,
+    archived: bool | None = None,
 ) -> list[SessionRecord]:
-    """Most recently updated first; `after` is the (updated_at, session_id) of the last row seen."""
+    """Most recently updated first; `after` is the (updated_at, session_id) of the last row seen;
+    `archived` True or False keeps only the sessions in that archive state, None keeps both."""
     clauses: list[str] = []
     args: list[str | bytes | float | None] = []
+    if archived is not None:
+        clauses.append("archived = ?")
+        args.append(int(archived))
     if cwd is not None:
         clauses.append("cwd = ?")
         args.append(_column(cwd))

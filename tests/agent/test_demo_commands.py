@@ -60,6 +60,8 @@ def test_the_advertised_commands_on_the_wire_are_unchanged(inprocess):
         {"name": "plan", "description": "Show a plan"},
         {"name": "think", "description": "Show some reasoning"},
         {"name": "image", "description": "Describe the images sent with this prompt"},
+        {"name": "notice", "description": "Send a notice (when the client shows notices)", "input": {"hint": "[info|warning|error] TITLE"}},
+        {"name": "compact", "description": "Report a context compaction with its summary (when the client shows them)"},
     ]
 
 
@@ -80,3 +82,43 @@ def test_a_registered_command_is_dispatched_and_an_unknown_one_is_echoed(inproce
     assert client.prompt(sid, "/stream 2 8").result() == {"stopReason": "end_turn"}
     assert client.prompt(sid, "/nosuch x").result() == {"stopReason": "end_turn"}
     assert said(client.updates(sid)) == "0:......1:....../nosuch x"
+
+
+NEW_KINDS = ("notice", "compaction_update", "compaction_summary_chunk")
+
+
+def _demo_turn(inprocess, capabilities: dict, text: str) -> tuple[list[dict], str]:
+    """One demo prompt: the notice/compaction updates it sent, and what it said."""
+    client = inprocess(DemoAgent()).client
+    client.initialize(capabilities)
+    sid = client.new_session()
+    assert client.prompt(sid, text).result() == {"stopReason": "end_turn"}
+    updates = client.updates(sid)
+    return [u for u in updates if u["sessionUpdate"] in NEW_KINDS], said(updates)
+
+
+@pytest.mark.parametrize("capabilities, text, sent, reply", [
+    ({"session": {"notices": {}}}, "/notice warning Disk almost full",
+     [{"sessionUpdate": "notice", "severity": "warning", "title": "Disk almost full", "description": "Sent by the demo's /notice"}],
+     "sent a warning notice"),
+    ({}, "/notice Just so you know", [], "info: Just so you know (the client did not advertise session.notices)"),
+])
+def test_notice_sends_a_notice_or_says_it_as_a_message(inprocess, capabilities, text, sent, reply):
+    """`/notice warning T` is a notice to a client that shows notices; any other client gets the
+    text as a message (ACP's fallback), saying why."""
+    assert _demo_turn(inprocess, capabilities, text) == (sent, reply)
+
+
+def test_compact_reports_a_compaction_to_a_client_that_shows_them(inprocess):
+    sent, text = _demo_turn(inprocess, {"session": {"compaction": {}}}, "/compact")
+    compaction_id = sent[0]["compactionId"]
+    assert [(u["sessionUpdate"], u.get("status")) for u in sent] == [
+        ("compaction_update", "in_progress"), ("compaction_summary_chunk", None), ("compaction_summary_chunk", None),
+        ("compaction_update", "completed")]
+    assert {u["compactionId"] for u in sent} == {compaction_id} and text == f"compaction {compaction_id} completed"
+    assert sent[-1]["summary"] == [{"type": "text", "text": "The demo compacted nothing: this is its summary."}]
+
+
+def test_compact_tells_a_client_that_shows_no_compaction_that_none_was_reported(inprocess):
+    sent, text = _demo_turn(inprocess, {"session": {"notices": {}}}, "/compact")
+    assert sent == [] and text == "the client did not advertise session.compaction: no compaction reported"

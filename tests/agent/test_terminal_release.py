@@ -18,7 +18,7 @@ class RecordingClient:
         self.calls: list[str] = []  # awaited requests
         self.sent: list[tuple[str, Any]] = []  # requests sent without waiting
 
-    def call(self, method: str, params: Any, token: Any = None, timeout: Any = None) -> Any:
+    def call(self, method: str, params: Any, token: Any = None, timeout: Any = None, on_late_result: Any = None) -> Any:
         self.calls.append(method)
         if method == "terminal/create":
             return {"terminalId": "term-1"}

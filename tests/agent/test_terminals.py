@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import gevent
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -165,6 +166,51 @@ def test_cancel_during_term_kills_and_releases_the_terminal_before_the_cancelled
     hosted.proc.wait(timeout=30)
     assert hosted.exit_status == {"exitCode": None, "signal": "SIGKILL"}
     assert tool_updates(agent, session_id)[-1]["status"] == "failed"
+    both_sides_valid(agent)
+
+
+def late_creating_client() -> ClientPolicy:
+    """A client that answers `terminal/create` only 200 ms after the agent's `$/cancel_request`
+    for it, and then really creates the terminal (an editor slow to open one)."""
+    held: dict[Any, dict[str, Any]] = {}
+
+    def hold_create(client: AcpClient, request: dict[str, Any]) -> None:
+        held[request["id"]] = request
+
+    def answer_late(client: AcpClient, notification: dict[str, Any]) -> None:
+        request = held.pop(notification["params"]["requestId"], None)
+        if request is not None:
+            gevent.spawn_later(0.2, client.terminal_host.handle, request, client.respond, client.respond_error)
+
+    return ClientPolicy.coding(handlers={"terminal/create": hold_create},
+                               notification_handlers={"$/cancel_request": answer_late})
+
+
+def test_a_terminal_created_after_its_turn_was_cancelled_is_killed_and_released(launch):
+    """Terminals, no leak: a `terminal/create` the client answers 200 ms after the agent's
+    `$/cancel_request` for it (the turn was cancelled meanwhile and answered `cancelled`) made
+    a terminal nobody will use; the agent kills and releases it at once, so its command does not
+    run on in the editor. The only requests allowed after the prompt's response (S5 in the rig)."""
+    agent = launch("--ephemeral", policy=late_creating_client())
+    session_id = start(agent)
+    prompt = agent.prompt(session_id, "/term sleep 30")
+    agent.wait_for(lambda: requests_of(agent, "terminal/create"), what="the terminal/create")
+    agent.cancel(session_id)
+    assert prompt.result() == {"stopReason": "cancelled"}
+    (create,) = requests_of(agent, "terminal/create")
+    assert position(agent, lambda m: m.get("method") == "$/cancel_request" and m["params"]["requestId"] == create["id"]) \
+        < position(agent, response_to(prompt.id))
+    agent.wait_for(lambda: agent.terminal_host.terminals, what="the late terminal")
+    (hosted,) = agent.terminal_host.terminals.values()
+    agent.wait_for(lambda: hosted.released, what="the late terminal's release")
+    for method in ("terminal/kill", "terminal/release"):
+        (cleanup,) = requests_of(agent, method)
+        assert cleanup["params"] == {"sessionId": session_id, "terminalId": hosted.terminal_id}, cleanup
+    hosted.proc.wait(timeout=30)
+    assert hosted.killed and hosted.exit_status == {"exitCode": None, "signal": "SIGKILL"}
+    assert agent.prompt(session_id, "still here").result() == {"stopReason": "end_turn"}
+    assert agent.close() == 0
+    assert "ignoring a response" not in agent.stderr_text()
     both_sides_valid(agent)
 
 

@@ -16,7 +16,7 @@ class RecordingClient:
         self.calls: list[str] = []
         self.sent: list[tuple[str, Any]] = []
 
-    def call(self, method: str, params: Any, token: Any = None, timeout: Any = None) -> Any:
+    def call(self, method: str, params: Any, token: Any = None, timeout: Any = None, on_late_result: Any = None) -> Any:
         self.calls.append(method)
         return {"terminalId": f"term-{len(self.calls)}"}
 

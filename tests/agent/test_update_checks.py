@@ -42,6 +42,28 @@ def test_the_enums_are_the_schemas(alias: Any, name: str) -> None:
     assert set(get_args(alias)) == schema_enum(name)
 
 
+def open_enum(name: str) -> set[str]:
+    """The named values of an open ACP enum (an `anyOf` of consts and one free-form string)."""
+    definitions = json.loads(SCHEMA.read_text())["$defs"]
+    return {choice["const"] for choice in definitions[name]["anyOf"] if "const" in choice}
+
+
+def test_send_knows_every_session_update_kind_of_the_stable_and_unstable_schemas() -> None:
+    """`send` refuses a kind neither vendored schema names, and no kind either names."""
+    kinds: set[str] = set()
+    for name in ("schema.json", "schema.unstable.json"):
+        definitions = json.loads((SCHEMA.parent / name).read_text())["$defs"]
+        kinds |= {branch["properties"]["sessionUpdate"]["const"] for branch in definitions["SessionUpdate"]["oneOf"]}
+    assert update_checks.SESSION_UPDATE_KINDS == kinds
+
+
+@pytest.mark.parametrize("alias, name", [(update_checks.NoticeSeverity, "NoticeSeverity"),
+                                         (update_checks.CompactionStatus, "CompactionStatus")])
+def test_the_open_enums_name_the_schemas_values(alias: Any, name: str) -> None:
+    """A notice's severity and a compaction's status: the named values are exactly the schema's."""
+    assert set(get_args(alias)) == open_enum(name)
+
+
 # -- the validators' boundaries (property-based) ----------------------------------------------------
 
 not_a_location = st.one_of(
@@ -163,7 +185,7 @@ class RunsActionsAgent(Agent):
         return "end_turn"
 
 
-TOOL_UPDATES = ("tool_call", "tool_call_update", "plan")
+TOOL_UPDATES = ("tool_call", "tool_call_update", "plan", "notice", "compaction_update", "compaction_summary_chunk")
 
 
 def run(conn: UnitConnection, agent: RunsActionsAgent, session_id: str, name: str, action: Callable[[Turn], Any]) -> list[dict[str, Any]]:
@@ -178,7 +200,9 @@ def run(conn: UnitConnection, agent: RunsActionsAgent, session_id: str, name: st
 def turns(unit):
     agent = RunsActionsAgent()
     conn: UnitConnection = unit(agent)
-    conn.initialize(capabilities={"fs": {"readTextFile": True, "writeTextFile": True}})
+    # Notices and compaction advertised: a refused call sends nothing because of its check alone.
+    conn.initialize(capabilities={"fs": {"readTextFile": True, "writeTextFile": True},
+                                  "session": {"notices": {}, "compaction": {}}})
     return conn, agent, conn.new_session(cwd=CWD)
 
 
@@ -202,6 +226,22 @@ REFUSED_CALLS: list[tuple[str, Callable[[Turn], Any], type[Exception], str]] = [
      "send: content must be an object (dict), got 'str'"),
     ("send locations", lambda t: t.send({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "R", "locations": "a.txt"}),
      TypeError, "send: locations must be a list, got 'str'"),
+    ("tool name", lambda t: t.tool_call("t1", "Read", name=7), TypeError, "tool_call: name must be a string or None, got 'int'"),
+    ("update name", lambda t: t.tool_update("t1", name=["x"]), TypeError, "tool_update: name must be a string or None, got 'list'"),
+    ("notice severity", lambda t: t.notice("Hi", severity="warn"), ValueError,
+     "notice: severity must be one of 'info', 'warning', 'error' or an extension value starting with '_', got 'warn'"),
+    ("notice title", lambda t: t.notice(""), ValueError, "notice: title must not be empty"),
+    ("notice description", lambda t: t.notice("Hi", description=3), TypeError, "notice: description must be a string or None, got 'int'"),
+    ("send notice", lambda t: t.send({"sessionUpdate": "notice", "title": "Hi"}), TypeError, "send: severity must be a string, got 'NoneType'"),
+    ("compaction status", lambda t: t.compaction("done"), ValueError,
+     "compaction_update: status must be one of 'in_progress', 'completed', 'failed', 'cancelled' or an extension value"),
+    ("compaction summary", lambda t: t.compaction(summary="all of it"), TypeError, "compaction_update: summary must be a list, got 'str'"),
+    ("compaction block", lambda t: t.compaction(summary=[{"text": "x"}]), TypeError, "compaction_update: summary[0].type must be a string"),
+    ("compaction error", lambda t: t.compaction("failed", error=404), TypeError, "compaction_update: error must be a string or None, got 'int'"),
+    ("compaction id", lambda t: t.compaction(compaction_id=""), ValueError, "compaction_update: compactionId must not be empty"),
+    ("summary chunk", lambda t: t.compaction_summary("c1", {"type": "txt"}), ValueError,
+     "compaction_summary: content.type must be one of 'text', "),
+    ("summary chunk id", lambda t: t.compaction_summary(5, "x"), TypeError, "compaction_summary: compactionId must be a string, got 'int'"),
 ]
 
 
@@ -248,6 +288,37 @@ def test_tool_call_returns_a_handle_whose_id_is_the_one_sent(turns):
     assert updates[0]["toolCallId"] == updates[1]["toolCallId"] and updates[0]["toolCallId"].startswith("call_")
 
 
+def test_notices_and_compactions_go_out_as_acp_spells_them(turns):
+    """A notice with its severity and description; a compaction's id, status, summary, chunks and error."""
+    conn, agent, session_id = turns
+
+    def action(turn: Turn) -> list[bool]:
+        sent = [turn.notice("Heads up", severity="_custom", description="more", meta={"k": 1})]
+        compaction = turn.compaction(compaction_id="c7")
+        sent += [compaction.summary_chunk("part"), compaction.fail("too long"), compaction.cancel(), compaction.sent]
+        return sent
+
+    notice, started, chunk, failed, cancelled = run(conn, agent, session_id, "both", action)
+    assert notice == {"sessionUpdate": "notice", "severity": "_custom", "title": "Heads up", "description": "more", "_meta": {"k": 1}}
+    assert started == {"sessionUpdate": "compaction_update", "compactionId": "c7", "status": "in_progress"}
+    assert chunk == {"sessionUpdate": "compaction_summary_chunk", "compactionId": "c7", "content": {"type": "text", "text": "part"}}
+    assert failed == {"sessionUpdate": "compaction_update", "compactionId": "c7", "status": "failed", "error": "too long"}
+    assert cancelled["status"] == "cancelled"
+    assert agent.returned["both"] == [True] * 5 and agent.raised == {}
+
+
+def test_a_malformed_notice_is_refused_even_for_a_client_that_would_not_be_sent_it(unit):
+    """The check comes first: a mistake raises for every client, not only those shown notices."""
+    agent = RunsActionsAgent()
+    conn: UnitConnection = unit(agent)
+    conn.initialize(capabilities={})
+    session_id = conn.new_session(cwd=CWD)
+    assert run(conn, agent, session_id, "bad", lambda t: t.notice("", severity="info")) == []
+    assert str(agent.raised["bad"]) == "notice: title must not be empty"
+    assert run(conn, agent, session_id, "good", lambda t: [t.notice("Hi"), t.compaction().sent, t.can_show_notices]) == []
+    assert agent.returned["good"] == [False, False, False]
+
+
 def test_nan_is_no_line_number():
     """A float is not a line, not even an integral one (the wire wants a uint32)."""
     for bad in (3.0, math.nan):
@@ -261,3 +332,91 @@ def test_the_unit_layer_saw_a_valid_stream(turns):
     run(conn, agent, session_id, "plan", lambda t: t.plan([{"content": "x", "priority": "high", "status": "in_progress"}]))
     wait_until(lambda: conn.sink.updates(session_id), what="the plan", changed=conn.sink.changed)
     assert conn.schema_problems() == []
+
+
+# -- notices and compaction: the call-site checks against the schema (property-based) ----------------
+
+def _schema_accepts(update: dict[str, Any]) -> bool:
+    from acp_green.tools.rig.schema import default_schema
+
+    return not default_schema().problems({"jsonrpc": "2.0", "method": "session/update",
+                                          "params": {"sessionId": "s", "update": update}})
+
+
+def _extension_or_named(value: str, named: frozenset[str]) -> bool:
+    return value in named or (value.startswith("_") and len(value) > 1)
+
+
+open_enum_text = st.one_of(st.text(max_size=12), st.sampled_from(["info", "warning", "error", "in_progress", "completed",
+                                                                 "failed", "cancelled", "_", "_x", "Info", " info"]))
+not_a_string = st.one_of(st.none(), st.integers(), st.booleans(), st.lists(st.text(max_size=2), max_size=2))
+
+
+@settings(deadline=None, max_examples=150)
+@given(severity=open_enum_text, title=st.text(max_size=8), description=st.one_of(st.none(), st.text(max_size=8)))
+def test_a_notice_is_accepted_exactly_with_a_known_or_extension_severity_and_a_title(severity, title, description):
+    """Refused, naming the field, unless the severity is named by ACP or starts with `_` and the
+    title is not empty; whatever is accepted passes the stable and unstable schemas."""
+    update = {"sessionUpdate": "notice", "severity": severity, "title": title, "description": description}
+    good = _extension_or_named(severity, update_checks.NOTICE_SEVERITIES) and title != ""
+    try:
+        checked = update_checks.session_update("notice", update)
+    except ValueError as exc:
+        assert not good
+        assert str(exc).startswith("notice: severity" if not _extension_or_named(severity, update_checks.NOTICE_SEVERITIES)
+                                   else "notice: title must not be empty"), exc
+    else:
+        assert good and checked == update and _schema_accepts(checked)
+
+
+@settings(deadline=None, max_examples=100)
+@given(field=st.sampled_from(["severity", "title", "description", "_meta"]), bad=not_a_string)
+def test_a_notice_field_of_the_wrong_type_is_refused_naming_it(field, bad):
+    update = {"sessionUpdate": "notice", "severity": "info", "title": "T", field: bad}
+    if bad is None and field in ("description", "_meta"):
+        assert update_checks.session_update("notice", update) == update  # null means absent
+        return
+    if field == "_meta" and isinstance(bad, dict):
+        return
+    with pytest.raises(TypeError, match=f"^notice: {field} must be"):
+        update_checks.session_update("notice", update)
+
+
+blocks = st.one_of(st.builds(lambda t: {"type": "text", "text": t}, st.text(max_size=5)),
+                   st.fixed_dictionaries({"type": st.sampled_from(["text", "image", "txt"])}))
+
+
+@settings(deadline=None, max_examples=150)
+@given(status=open_enum_text, compaction_id=st.text(max_size=4),
+       summary=st.one_of(st.none(), st.lists(blocks, max_size=3), st.text(max_size=3)),
+       error=st.one_of(st.none(), st.text(max_size=5), st.integers()))
+def test_a_compaction_update_is_refused_exactly_where_it_is_malformed(status, compaction_id, summary, error):
+    """A compaction update passes the check exactly when its id is a non-empty string, its status
+    named by ACP or an extension, its summary a list of complete content blocks and its error a
+    string; what passes is valid against the schemas, and a refusal names the call."""
+    update = {"sessionUpdate": "compaction_update", "compactionId": compaction_id, "status": status,
+              "summary": summary, "error": error}
+    good = (compaction_id != "" and _extension_or_named(status, update_checks.COMPACTION_STATUSES)
+            and (summary is None or (isinstance(summary, list) and all(b == {"type": "text", "text": b.get("text")}
+                                                                      and isinstance(b.get("text"), str) for b in summary)))
+            and (error is None or isinstance(error, str)))
+    try:
+        checked = update_checks.session_update("compaction_update", update)
+    except (TypeError, ValueError) as exc:
+        assert not good and str(exc).startswith("compaction_update: "), exc
+    else:
+        assert good and _schema_accepts(checked), checked
+
+
+@settings(deadline=None, max_examples=100)
+@given(content=st.one_of(blocks, st.text(max_size=3), st.none()), compaction_id=st.one_of(st.text(max_size=3), st.integers()))
+def test_a_summary_chunk_needs_a_compaction_id_and_one_content_block(content, compaction_id):
+    update = {"sessionUpdate": "compaction_summary_chunk", "compactionId": compaction_id, "content": content}
+    good = (isinstance(compaction_id, str) and compaction_id != "" and isinstance(content, dict)
+            and content.get("type") == "text" and isinstance(content.get("text"), str))
+    try:
+        checked = update_checks.session_update("compaction_summary", update)
+    except (TypeError, ValueError) as exc:
+        assert not good and str(exc).startswith("compaction_summary: "), exc
+    else:
+        assert good and _schema_accepts(checked), checked

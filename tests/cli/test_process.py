@@ -73,3 +73,25 @@ def test_bad_agent_spec_is_a_clear_usage_error():
     assert result.exit_code == 2 and "cannot import" in result.output
     result = CliRunner().invoke(cli, ["serve", "--no-monkey-patch", "--agent", "json"])
     assert result.exit_code == 2 and "MODULE:ATTR" in result.output
+
+
+def test_serve_help_documents_stable_only():
+    """`acp-green serve --help` names --stable-only and what it hides."""
+    text = " ".join(CliRunner().invoke(cli, ["serve", "--help"], catch_exceptions=False).output.split())
+    assert "--stable-only" in text
+    for hidden in ("session/fork", "session/archive", "session/unarchive", "session/set_title", "session/status", "mcp/connect"):
+        assert hidden in text, hidden
+
+
+def test_serve_stable_only_reaches_the_protocol(launch):
+    """`serve --stable-only` over real pipes: the unstable capabilities are not advertised and
+    session/fork answers -32601; without it, fork is advertised and answers."""
+    stable = launch("--ephemeral", "--stable-only")
+    capabilities = stable.initialize()["agentCapabilities"]
+    assert "fork" not in capabilities["sessionCapabilities"] and "acp" not in capabilities["mcpCapabilities"]
+    sid = stable.new_session()
+    assert stable.request("session/fork", {"sessionId": sid, "cwd": "/tmp"}).error()["code"] == -32601
+    full = launch("--ephemeral")
+    assert full.initialize()["agentCapabilities"]["sessionCapabilities"]["fork"] == {}
+    sid = full.new_session()
+    assert full.call("session/fork", {"sessionId": sid, "cwd": "/tmp"})["sessionId"] != sid

@@ -240,7 +240,8 @@ def test_missing_or_ill_typed_params_name_the_field_errors(launch):
 
 
 def test_unknown_session_id_errors(launch):
-    """Errors: an unknown session id answers -32602 with data.reason unknown_session and data.sessionId."""
+    """Errors (DESIGN §6): an unknown session id answers -32002 (ACP's "Resource not found") with
+    data.reason unknown_session and data.sessionId."""
     agent = start(launch)
     ghost = "sess-does-not-exist"
     for method, params in (
@@ -249,7 +250,7 @@ def test_unknown_session_id_errors(launch):
         ("session/set_config_option", {"sessionId": ghost, "configId": "x", "value": "y"}),
     ):
         error = agent.request(method, params).error()
-        assert error["code"] == -32602, (method, error)
+        assert error["code"] == -32002, (method, error)
         assert error["data"]["reason"] == "unknown_session", error
         assert error["data"]["sessionId"] == ghost, error
         assert "\n" not in error["message"]

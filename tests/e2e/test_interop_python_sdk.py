@@ -109,3 +109,30 @@ def test_sdk_client_loads_resumes_closes_and_deletes_after_restart(tmp_path):
     state = str(tmp_path / "state")
     session_id = asyncio.run(_first_run(state))
     asyncio.run(_second_run(state, session_id))
+
+
+async def _drive_notices_agent(log: str) -> tuple[list[str], list[str]]:
+    """The SDK (its older schema knows no notices) drives an agent that sends notices and
+    compactions, through the tee (`log`): the stop reasons, and the update kinds it decoded."""
+    client = RecordingClient()
+    serve = [sys.executable, str(PEERS / "tee_agent.py"), log, "--", *SERVE, "--ephemeral", "--agent", "tests.surface_agents:NoticesAgent"]
+    async with spawn_agent_process(client, *serve, env={**os.environ}) as (conn, _proc):
+        await conn.initialize(protocol_version=1)
+        session = await conn.new_session(cwd="/tmp")
+        stops = [(await conn.prompt(session_id=session.session_id, prompt=[text_block(text)])).stop_reason
+                 for text in ("/notice warning Heads up", "/compact", "/named")]
+        return stops, _kinds(client, session.session_id)
+
+
+def test_sdk_client_on_the_older_schema_is_sent_no_notice_nor_compaction(tmp_path):
+    """The official Python SDK advertises neither `session.notices` nor `session.compaction`: the
+    agent's notices and compaction are not sent to it (the wire says so: the SDK would drop them
+    unseen), and every turn ends as usual."""
+    log = str(tmp_path / "wire.log")
+    stops, kinds = asyncio.run(_drive_notices_agent(log))
+    assert stops == ["end_turn"] * 3
+    sent = [r.message["params"]["update"]["sessionUpdate"] for r in wire_log_records(log)
+            if r.direction == "in" and isinstance(r.message, dict) and r.message.get("method") == "session/update"]
+    assert not {"notice", "compaction_update", "compaction_summary_chunk"} & set(sent), sent
+    assert kinds.count("agent_message_chunk") == 3 and "tool_call" in kinds
+    assert stream_schema_problems(wire_log_records(log)) == []

@@ -45,7 +45,7 @@ from tests.helpers import wait_until
     (LineTooLong("long"), -32600, "line_too_long"),
     (MethodNotFound("x/y"), -32601, None),
     (InvalidParams("p"), -32602, None),
-    (UnknownSession("s"), UnknownSession.code, "unknown_session"),
+    (UnknownSession("s"), -32002, "unknown_session"),
     (SessionBusy("s"), -32000, "session_busy"),
     (ConnectionBusy(4), -32000, "connection_busy"),
     (OutputBacklog(9), -32000, "output_backlog"),

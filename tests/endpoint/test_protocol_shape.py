@@ -209,7 +209,10 @@ def test_attach_registers_every_acp_and_mcp_route_on_the_endpoint():
     kinds = {method: route.kind for method, route in endpoint.routes.items()}
     assert kinds == {
         **dict.fromkeys(["initialize", "authenticate", "logout", "session/new", "session/resume", "session/list",
-                         "session/delete", "session/close", "session/set_mode", "session/set_config_option"], Kind.CONTROL),
+                         "session/delete", "session/close", "session/set_mode", "session/set_config_option",
+                         # unstable (hidden by --stable-only)
+                         "session/fork", "session/archive", "session/unarchive", "session/set_title",
+                         "session/status"], Kind.CONTROL),
         # session/load: admitted in order like a control request, then its replay runs in the background
         **dict.fromkeys(["session/prompt", "session/load", "mcp/connect", "mcp/message", "mcp/disconnect"], Kind.BACKGROUND),
     }

@@ -23,6 +23,7 @@ from acp_green.rpc.client_requests import ClientRequests
 from acp_green.errors import ClientError, McpError, RequestCancelled, TurnCancelled
 from acp_green.mcp.jsonrpc import JsonRpcLink
 from acp_green.mcp.process import StdioProcess
+from acp_green.rpc import outgoing
 from acp_green.rpc.outgoing import OutgoingRequests
 from acp_green.rpc.cancel import CancelToken
 from tests.helpers import wait_until
@@ -111,6 +112,57 @@ def test_a_cancelled_request_tells_the_peer_once_and_ignores_its_late_reply():
     assert recorder.cancels == [(0, "cancelled by the caller")]
     assert table.resolve(0, "late") is None and not table.cancel(pending, "again")
     assert recorder.cancels == [(0, "cancelled by the caller")] and len(table) == 0
+
+
+def test_a_late_success_goes_to_on_late_result_once_and_a_late_error_or_a_timely_answer_does_not():
+    """No leaked peer resources: a request whose waiter stopped waiting (cancelled, timed out)
+    hands a success that arrives later to its `on_late_result`, once; a late error made nothing;
+    a request answered in time never calls it; close forgets the abandoned ones."""
+    recorder = _Recorder()
+    table = recorder.table()
+    late: list[Any] = []
+    for how in ("cancelled", "timed out"):
+        token = CancelToken()
+        pending = table.start("make", None, late.append)
+        if how == "cancelled":
+            waiter = gevent.spawn(_outcome, table.wait, pending, token)
+            gevent.sleep(0)
+            token.set()
+            assert isinstance(waiter.get(timeout=10), TurnCancelled)
+        else:
+            with pytest.raises(gevent.Timeout):
+                table.wait(pending, token, 0.01)
+        assert table.resolve(pending.id, {"made": how}) is pending  # not ignored: handed on
+        assert table.resolve(pending.id, {"made": "twice"}) is None
+    assert late == [{"made": "cancelled"}, {"made": "timed out"}]
+    refused = table.start("make", None, late.append)
+    assert table.cancel(refused, "stop")
+    assert table.reject(refused.id, {"code": -32800, "message": "cancelled"}) is refused and len(late) == 2
+    in_time = table.start("make", None, late.append)
+    assert table.resolve(in_time.id, {"made": "in time"}) is in_time and in_time.result.get() == {"made": "in time"}
+    assert len(late) == 2
+    gone = table.start("make", None, late.append)
+    table.cancel(gone, "stop")
+    table.close(RequestCancelled("closed"))
+    assert table.resolve(gone.id, {"made": "after close"}) is None and len(late) == 2
+
+
+def test_abandoned_requests_are_bounded_and_a_failing_callback_does_not_escape(monkeypatch, caplog):
+    """The table of abandoned requests keeps at most MAX_ABANDONED (the oldest forgotten, said
+    once at WARNING each); an exception in on_late_result is logged, never raised into the reader."""
+    monkeypatch.setattr(outgoing, "MAX_ABANDONED", 2)
+    table = _Recorder().table()
+
+    def broken(result: Any) -> None:
+        raise RuntimeError("cannot release")
+
+    abandoned = [table.start("make", None, broken) for _ in range(3)]
+    for pending in abandoned:
+        table.cancel(pending, "stop")
+    with caplog.at_level(logging.INFO):
+        assert table.resolve(abandoned[0].id, {}) is None  # forgotten: the oldest
+        assert table.resolve(abandoned[2].id, {}) is abandoned[2]
+    assert "forgot make #0" in caplog.text and "cannot release" in caplog.text
 
 
 def test_close_fails_every_waiter_and_every_later_request_with_the_first_error():

@@ -4,11 +4,12 @@ and stdio ones that acp_green starts for the session (S7)."""
 
 from __future__ import annotations
 
+import gevent
 import pytest
 
 from acp_green.tools.rig.client import ClientPolicy
 from tests.helpers import said, wait_gone
-from tests.mcp_helpers import SDK_TOOLS, stdio_entry
+from tests.mcp_helpers import SDK_TOOLS, connect_shape_schema, mcp_problems, stdio_entry
 from tests.mcp_peer import SdkServerOverAcp
 from tests.mcp_servers.client_hosted import make_server
 
@@ -43,6 +44,11 @@ def test_turn_calls_a_client_provided_acp_server_S7(launch, hosted):
     # The connection is kept for the session: a second call reuses it.
     assert agent.prompt(session_id, '/mcp proj echo {"text": "again"}').result() == {"stopReason": "end_turn"}
     assert len(hosted.connections) == 1
+    # The client answered mcp/connect: the connect shape, every message valid under the older schema.
+    sent = [r.message for r in agent.records if r.direction == "in" and r.message and str(r.message.get("method", "")).startswith("mcp/")]
+    assert {m["method"] for m in sent} == {"mcp/connect", "mcp/message"}
+    for message in sent:
+        assert mcp_problems(message, connect_shape_schema()) == [], message
 
 
 def test_client_mcp_message_requests_on_an_outbound_connection_are_dispatched_S1(launch, hosted):
@@ -71,6 +77,31 @@ def test_cancelling_a_turn_cancels_its_outbound_mcp_request_S12(launch, hosted):
     calls = [m for m in agent.agent_requests if m["method"] == "mcp/message" and m["params"]["method"] == "tools/call"]
     agent.wait_for(lambda: hosted.cancelled_acp_ids, what="$/cancel_request")
     assert hosted.cancelled_acp_ids == [calls[0]["id"]]
+
+
+def test_a_connection_the_client_opens_after_its_turn_was_cancelled_is_disconnected(launch, hosted):
+    """No leaked client resources: an `mcp/connect` the client answers 200 ms after the agent's
+    `$/cancel_request` for it (the turn was cancelled meanwhile) opened a connection nobody will
+    use; the agent sends `mcp/disconnect` for it at once."""
+    held: dict = {}
+    handlers = {**hosted.handlers(), "mcp/connect": lambda client, request: held.update({request["id"]: request})}
+
+    def answer_late(client, notification) -> None:
+        request = held.pop(notification["params"]["requestId"], None)
+        if request is not None:
+            gevent.spawn_later(0.2, hosted.handlers()["mcp/connect"], client, request)
+
+    policy = ClientPolicy(handlers=handlers, notification_handlers={"$/cancel_request": answer_late})
+    agent = launch("--ephemeral", policy=policy)
+    agent.initialize()
+    session_id = agent.new_session(mcp_servers=[acp_entry(hosted)])
+    prompt = agent.prompt(session_id, '/mcp proj echo {"text": "too late"}')
+    agent.wait_for(lambda: held, what="the mcp/connect")
+    agent.cancel(session_id)
+    assert prompt.result() == {"stopReason": "cancelled"}
+    agent.wait_for(lambda: hosted.disconnected, what="the mcp/disconnect of the late connection")
+    assert hosted.disconnected == hosted.connections == ["client-conn-1"]
+    assert hosted.inner_methods == []  # nothing was sent on it
 
 
 def test_session_stdio_server_is_started_for_the_session_and_stopped_at_its_end(launch):

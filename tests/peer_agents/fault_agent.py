@@ -102,7 +102,7 @@ class Agent:
         elif method == "session/prompt":
             session_id = params.get("sessionId")
             if session_id not in self.cancel_events:
-                self.error(rid, -32602, "unknown session")
+                self.error(rid, -32002, "unknown session")  # ACP's "Resource not found"
             elif session_id in self.busy:
                 self.error(rid, -32000, "session busy", {"reason": "session_busy"})
             else:

@@ -5,7 +5,7 @@ real agents have and acp_green's demo agent has not.
         [--relative-paths] [--open-tool-calls] [--wait-queues] [--busy-code CODE]
         [--auth-at-prompt] [--auth-message TEXT] [--v2] [--v2-only] [--v2-invalid] [--null-unknown]
         [--garbage-no-id] [--session-updates-after] [--string-locations] [--negative-ids-unreadable]
-        [--broken-backend]
+        [--broken-backend] [--unknown-session-code CODE]
 
 It answers every prompt at once with end_turn and no chunks (no /stream, no prompt that runs
 until cancelled), `/read PATH` by asking the client for the file, and nothing else.
@@ -18,6 +18,8 @@ SIGHUP keeps its default (death). --relative-paths: `/read` sends the path as gi
 turn (a second prompt is queued, not refused); at EOF the agent exits without answering it.
 --busy-code CODE: `/wait` runs until session/cancel, and a second prompt meanwhile is refused at
 once with error CODE (ACP's is -32000; any other code is a wrong refusal).
+--unknown-session-code CODE: a prompt naming a session it never created is refused with error
+CODE (ACP's is -32002; older agents answered -32602); without it such a prompt answers end_turn.
 --auth-at-prompt (with --needs-auth): session/new works, session/prompt is refused with -32000.
 --auth-message TEXT: the -32000 refusal's message (default "Authentication required").
 --v2: initialize answers the v2 draft's result (info, capabilities) when asked for 2 or more.
@@ -54,6 +56,7 @@ def main() -> None:
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--busy-code", type=int, default=None)
     parser.add_argument("--auth-message", default="Authentication required")
+    parser.add_argument("--unknown-session-code", type=int, default=None)
     flags = parser.parse_args()
     if flags.graceful_sigterm:
         signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
@@ -63,6 +66,7 @@ def main() -> None:
     out = sys.stdout
     logged_in = not flags.needs_auth
     replies: dict[str, dict] = {}  # answers to our requests to the client, by id
+    sessions: set[str] = set()
     next_id = [0]
 
     def write(message: dict) -> None:
@@ -121,7 +125,9 @@ def main() -> None:
                                 "data": {"details": "Query closed before response received"}})
         elif method == "session/new":
             if logged_in or flags.auth_at_prompt:
-                respond(rid, {"sessionId": uuid.uuid4().hex})
+                session_id = uuid.uuid4().hex
+                sessions.add(session_id)
+                respond(rid, {"sessionId": session_id})
             else:
                 respond(rid, error={"code": -32000, "message": flags.auth_message})
         elif method == "session/prompt" and not logged_in:
@@ -130,6 +136,10 @@ def main() -> None:
             blocks = params.get("prompt") or []
             text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict)).strip()
             session_id = params.get("sessionId")
+            if flags.unknown_session_code is not None and session_id not in sessions:
+                respond(rid, error={"code": flags.unknown_session_code, "message": "Unknown session",
+                                    "data": {"reason": "unknown_session", "sessionId": session_id}})
+                return
             if text == "/wait" and (flags.wait_queues or flags.busy_code is not None):
                 queued = []
                 while True:

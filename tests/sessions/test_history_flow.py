@@ -50,11 +50,22 @@ def message_runs(updates: list[dict[str, Any]]) -> list[tuple[str, str, list[str
     return runs
 
 
-def replay_of(client: Any, session_id: str) -> tuple[list[dict[str, Any]], Any]:
-    """session/load: the session's updates between its request and its response, and its result.
+#: What a load sends after the replayed history and before its response; never stored.
+SESSION_LEVEL = ("available_commands_update", "session_info_update")
 
-    Only this session's: the post-response updates of an earlier load (commands, title) may
-    still be arriving after its result was read."""
+
+def history_part(updates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A load's updates before its response without the session-level ones, which come last, after the history."""
+    cut = len(updates)
+    while cut and updates[cut - 1]["sessionUpdate"] in SESSION_LEVEL:
+        cut -= 1
+    assert not any(u["sessionUpdate"] in SESSION_LEVEL for u in updates[:cut]), "a session-level update amid the replay"
+    return updates[:cut]
+
+
+def replay_of(client: Any, session_id: str) -> tuple[list[dict[str, Any]], Any]:
+    """session/load: the replayed history (the session's updates between its request and its
+    response, less the session-level ones that close it), and its result."""
     before = len(client.received())
     pending = client.request("session/load", load_params(session_id))
     result = pending.result()
@@ -62,7 +73,7 @@ def replay_of(client: Any, session_id: str) -> tuple[list[dict[str, Any]], Any]:
     response_at = next(i for i, m in enumerate(arrived) if "method" not in m and m.get("id") == pending.id)
     replay = [m["params"]["update"] for m in arrived[:response_at]
               if m.get("method") == "session/update" and m["params"]["sessionId"] == session_id]
-    return replay, result
+    return history_part(replay), result
 
 
 # -- message ids -------------------------------------------------------------------------------------
@@ -306,12 +317,9 @@ def test_a_prompt_during_the_replay_is_busy_S2_S8(inprocess, tmp_path):
     assert "modes" in client.pending_for(load).result()
     arrived = client.received()[mark:]
     load_at = next(i for i, m in enumerate(arrived) if "method" not in m and m.get("id") == load["id"])
-    replay = [m["params"]["update"] for m in arrived[:load_at] if m.get("method") == "session/update"]
-    assert len(replay) == 1 + 500  # all of it, before the response (S5)
-    after = lambda: [m["params"]["update"]["sessionUpdate"] for m in client.received()[mark + load_at + 1:]  # noqa: E731
-                     if m.get("method") == "session/update" and m["params"]["sessionId"] == sid]
-    # The response's post-response step runs for a background answer too: commands and title follow it.
-    assert client.wait_for(lambda: after()[:2], what="the updates after the load") == ["available_commands_update", "session_info_update"]
+    replay = [m["params"]["update"]["sessionUpdate"] for m in arrived[:load_at] if m.get("method") == "session/update"]
+    # All of it, then the commands and the title, before the response (S5).
+    assert len(replay) == 1 + 500 + 2 and replay[-2:] == ["available_commands_update", "session_info_update"], replay[-3:]
     assert client.prompt(sid, "now").result() == {"stopReason": "end_turn"}
 
 
@@ -394,7 +402,7 @@ def replay_while_answering_control(harness: Any, chunks: int) -> dict[str, Any]:
     latencies = [answered[i] - sent_at[i] for i in sent_at]
     return {
         "replay_time": replay_time,
-        "replayed": sum(1 for m in arrived[:load_at] if m.get("method") == "session/update"),
+        "replayed": len(history_part([m["params"]["update"] for m in arrived[:load_at] if m.get("method") == "session/update"])),
         "answered_during": sum(1 for m in arrived[:load_at] if "method" not in m and m.get("id") in sent_at),
         "answered_mid_replay": sum(1 for n in replayed_before.values() if n < 1 + chunks),
         "longest": max(latencies),

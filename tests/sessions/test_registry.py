@@ -345,7 +345,7 @@ def test_an_unknown_or_non_string_session_id_is_unknown_session():
     for bad in ("sess_nope", 7, None):
         try:
             registry.get(bad)
-        except Exception as exc:  # UnknownSession carries the invalid-params code
+        except Exception as exc:  # UnknownSession carries ACP's resource-not-found code
             assert type(exc).__name__ == "UnknownSession"
         else:
             raise AssertionError(f"{bad!r} was accepted")

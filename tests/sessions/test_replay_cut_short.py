@@ -15,7 +15,7 @@ import gevent
 
 from acp_green.demo import DemoAgent
 from acp_green.protocol import replay
-from tests.sessions.test_history_flow import load_params, stored_session
+from tests.sessions.test_history_flow import history_part, load_params, stored_session
 
 CHUNKS = 3000  # ~450 KB stored: more than the output backlog and the pipe hold together
 
@@ -33,10 +33,11 @@ def start_held_replay(harness: Any, sid: str) -> Any:
 
 
 def replayed_before(client: Any, load: Any, sid: str, mark: int) -> int:
-    """The session's updates that arrived after `mark` and before the load's answer."""
+    """The session's history updates that arrived after `mark` and before the load's answer."""
     arrived = client.received()[mark:]
     at = next(i for i, m in enumerate(arrived) if "method" not in m and m.get("id") == load.id)
-    return len([m for m in arrived[:at] if m.get("method") == "session/update" and m["params"]["sessionId"] == sid])
+    return len(history_part([m["params"]["update"] for m in arrived[:at]
+                             if m.get("method") == "session/update" and m["params"]["sessionId"] == sid]))
 
 
 def test_cancel_request_mid_replay_answers_cancelled(inprocess, tmp_path):
@@ -57,7 +58,7 @@ def test_session_delete_mid_replay_answers_unknown_session(inprocess, tmp_path):
     delete = harness.client.request("session/delete", {"sessionId": sid})
     harness.client.resume_reading()
     assert delete.result() == {}
-    assert load.error()["data"] == {"reason": "unknown_session", "sessionId": sid}
+    assert load.error()["code"] == -32002 and load.error()["data"] == {"reason": "unknown_session", "sessionId": sid}
 
 
 def test_eof_mid_replay_answers_shutting_down(inprocess, tmp_path):

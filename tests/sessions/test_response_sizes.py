@@ -23,7 +23,7 @@ def test_an_unknown_session_error_echoes_a_huge_session_id_cut_to_the_echo_limit
     request_id = conn.request("session/set_mode", {"sessionId": huge, "modeId": "code"})
     response = conn.sink.response(request_id)
     error = response["error"]
-    assert error["data"]["reason"] == "unknown_session"
+    assert error["code"] == -32002 and error["data"]["reason"] == "unknown_session"
     assert error["data"]["sessionId"] == "s" * (ECHO_LIMIT - 1) + "…"
     assert _encoded(response) < 4 * ECHO_LIMIT + 400
 

@@ -37,13 +37,15 @@ def test_session_load_replays_history_then_answers(inprocess, tmp_path):
     pending = client.request("session/load", {"sessionId": sid, "cwd": "/var", "mcpServers": []})
     result = pending.result()
     assert result["modes"]["currentModeId"] == "ask"
-    # Everything between the request and the response is the replay, in order.
+    # Everything between the request and the response is the replay, in order, then the
+    # session-level updates (commands, title): nothing for the session after the response (S5).
     arrived = client.received()[before:]
     response_at = next(i for i, m in enumerate(arrived) if m.get("id") == pending.id)
     replay = [m["params"]["update"] for m in arrived[:response_at]]
     assert [u["sessionUpdate"] for u in replay] == [
         "user_message_chunk", "agent_message_chunk",
         "user_message_chunk", "agent_message_chunk", "agent_message_chunk", "agent_message_chunk",
+        "available_commands_update", "session_info_update",
     ]
     assert chunk_texts(replay, "user_message_chunk") == ["first", "/stream 3 8"]
     assert chunk_texts(replay) == ["first", "0:......", "1:......", "2:......"]
@@ -52,7 +54,8 @@ def test_session_load_replays_history_then_answers(inprocess, tmp_path):
 
 
 def test_session_resume_does_not_replay(inprocess, tmp_path):
-    """session/resume answers without replaying the conversation."""
+    """session/resume answers without replaying the conversation: only the session-level updates
+    (commands, title) precede its response."""
     harness = _start(inprocess, tmp_path)
     client = harness.client
     sid = client.new_session()
@@ -62,16 +65,17 @@ def test_session_resume_does_not_replay(inprocess, tmp_path):
     pending.result()
     arrived = client.received()[before:]
     response_at = next(i for i, m in enumerate(arrived) if m.get("id") == pending.id)
-    assert response_at == 0, arrived[:response_at]
+    kinds = [m["params"]["update"]["sessionUpdate"] for m in arrived[:response_at]]
+    assert kinds == ["available_commands_update", "session_info_update"], arrived[:response_at]
     assert client.prompt(sid, "again").result() == {"stopReason": "end_turn"}
 
 
-def test_session_load_unknown_is_invalid_params(inprocess, tmp_path):
-    """Loading or resuming a session that was never stored: -32602 unknown_session."""
+def test_session_load_unknown_is_resource_not_found(inprocess, tmp_path):
+    """Loading, resuming or closing a session that was never stored: -32002 unknown_session (DESIGN §6)."""
     client = _start(inprocess, tmp_path).client
-    for method in ("session/load", "session/resume"):
+    for method in ("session/load", "session/resume", "session/close"):
         error = client.request(method, {"sessionId": "sess_nope", "cwd": "/tmp", "mcpServers": []}).error()
-        assert error["code"] == -32602 and error["data"]["reason"] == "unknown_session"
+        assert error["code"] == -32002 and error["data"] == {"reason": "unknown_session", "sessionId": "sess_nope"}, (method, error)
 
 
 def test_session_list_pages_and_filters_by_cwd(inprocess, tmp_path):
@@ -226,7 +230,8 @@ def test_session_methods_run_in_receive_order_S2(inprocess, tmp_path):
     assert [i for i in answered if i in in_order] == in_order
     load_at = next(i for i, m in enumerate(arrived) if "method" not in m and m.get("id") == load["id"])
     replay = [m["params"]["update"]["sessionUpdate"] for m in arrived[:load_at] if m.get("method") == "session/update"]
-    if replay == ["user_message_chunk", "agent_message_chunk"]:
+    if replay[:2] == ["user_message_chunk", "agent_message_chunk"]:
+        assert replay[2:] in ([], ["available_commands_update", "session_info_update"]), replay
         assert "modes" in load_answer["result"]
     else:
         assert replay == ["user_message_chunk"][: len(replay)]

@@ -151,7 +151,7 @@ def test_a_schema_3_database_gains_the_state_table(tmp_path):
     statedb.delete_session(old, "nothing")
     old.close()
     conn = statedb.connect(path)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == statedb.SCHEMA_VERSION
     statedb.save_state(conn, "s", b'{"a":1}')
     assert statedb.load_state(conn, "s") == b'{"a":1}'
     assert statedb.load_session(conn, "s") is not None

@@ -19,6 +19,7 @@ import gevent
 from gevent import subprocess
 
 from acp_green.store.statedb import db_path
+from tests.sessions.test_history_flow import SESSION_LEVEL, history_part
 
 LIVE_ONLY = {"available_commands_update", "session_info_update", "usage_update"}
 
@@ -82,6 +83,8 @@ def test_session_load_after_restart_replays_what_was_sent(launch, tmp_path):
     load = second.request("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
     assert load.result()["modes"]["currentModeId"] == "ask"
     replayed = updates_of(second, load, sid)
+    assert tuple(u["sessionUpdate"] for u in replayed[-2:]) == SESSION_LEVEL  # after the history, before the response
+    replayed = history_part(replayed)
     assert len(second.received()) > mark
     # Each prompt is a user message of its own (its id is stored with it); the rest is exactly
     # what each turn sent, agent message ids included.
@@ -100,7 +103,8 @@ def test_session_load_after_restart_replays_what_was_sent(launch, tmp_path):
 
 
 def test_session_resume_after_restart_does_not_replay(launch, tmp_path):
-    """session/resume after a restart answers before any update and keeps mode and config."""
+    """session/resume after a restart replays nothing (only the commands and the title precede its
+    answer) and keeps mode and config."""
     state = str(tmp_path / "state")
     first = launch(*serve_args(state))
     first.initialize()
@@ -112,7 +116,7 @@ def test_session_resume_after_restart_does_not_replay(launch, tmp_path):
     second.initialize()
     resume = second.request("session/resume", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
     assert resume.result()["modes"]["currentModeId"] == "code"
-    assert updates_of(second, resume, sid) == []
+    assert tuple(u["sessionUpdate"] for u in updates_of(second, resume, sid)) == SESSION_LEVEL
 
 
 def test_usage_ledger_after_eof_S16(launch, tmp_path):
@@ -207,7 +211,7 @@ def test_sigkill_mid_stream_leaves_a_clean_store(launch, tmp_path):
     again.initialize()
     load = again.request("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
     load.result()
-    replayed = updates_of(again, load, sid)
+    replayed = history_part(updates_of(again, load, sid))
     assert [u["sessionUpdate"] for u in replayed[:3]] == ["user_message_chunk", "agent_message_chunk", "user_message_chunk"]
     streamed = [u["content"]["text"].split(":")[0] for u in replayed[3:]]
     assert streamed == [str(i) for i in range(len(streamed))]  # a prefix of the stream, in order
@@ -342,7 +346,7 @@ def test_ephemeral_writes_nothing(launch, tmp_path):
     mark = len(agent.received())
     load = agent.request("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
     replay = updates_of(agent, load, sid, since=mark)
-    assert [u["sessionUpdate"] for u in replay] == ["user_message_chunk", "agent_message_chunk"]
+    assert [u["sessionUpdate"] for u in replay] == ["user_message_chunk", "agent_message_chunk", *SESSION_LEVEL]
     assert agent.close() == 0
     assert not state.exists()
 

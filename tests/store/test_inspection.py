@@ -54,7 +54,10 @@ def stored_database(state: str, *session_ids: str, version: int = statedb.SCHEMA
         conn = statedb.connect(db_path(state))
     try:
         for session_id in session_ids:
-            statedb.save_session(conn, SessionRecord(session_id, "/tmp"))
+            if version < 3:  # the old schema's columns (no archive state, no fork source)
+                conn.execute("INSERT INTO sessions VALUES (?, '/tmp', '[]', NULL, NULL, '{}', ?)", (session_id, 1.0))
+            else:
+                statedb.save_session(conn, SessionRecord(session_id, "/tmp"))
     finally:
         conn.close()
 
@@ -74,7 +77,7 @@ def test_the_inspection_connection_cannot_write(tmp_path, agent_has_it_open):
         with open_db(state) as conn:
             assert [r.session_id for r in statedb.list_sessions(conn)] == ["s"]
             with pytest.raises(sqlite3.OperationalError, match="readonly"):
-                conn.execute("INSERT INTO sessions VALUES ('t', '/tmp', '[]', NULL, NULL, '{}', 1)")
+                conn.execute("INSERT INTO sessions VALUES ('t', '/tmp', '[]', NULL, NULL, '{}', 1, 0, NULL)")
     finally:
         if other is not None:
             other.close()
@@ -165,7 +168,7 @@ def test_inspection_answers_while_a_serving_agent_writes_and_changes_nothing(lau
     # nothing of the agent's moves the files while the lock below is held.
     holder.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     holder.execute("BEGIN IMMEDIATE")
-    holder.execute("INSERT INTO sessions VALUES ('uncommitted', '/tmp', '[]', NULL, NULL, '{}', 1)")
+    holder.execute("INSERT INTO sessions VALUES ('uncommitted', '/tmp', '[]', NULL, NULL, '{}', 1, 0, NULL)")
     try:
         # The agent's own next commit now waits behind the held lock.
         assert agent.prompt(sid, "during the lock").result(timeout=120) == {"stopReason": "end_turn"}

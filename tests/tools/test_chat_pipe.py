@@ -86,7 +86,8 @@ def test_diffs_plans_failed_tool_calls_and_terminals_render_without_escapes_in_a
     # A failed tool call shows why it failed.
     assert f"[tool] Read {missing} (read): failed\n    Cannot read {missing}: fs/read_text_file failed: Resource not found: {missing} (-32002)" in out
     assert "[error -32603: RuntimeError: demo failure requested by /fail]" in out
-    assert "Considering the request. Weighing the options. Deciding.done thinking" in out
+    # Thoughts are a line of their own, after a prefix; the reply starts on the next line.
+    assert "\nthinking: Considering the request. Weighing the options. Deciding.\ndone thinking\n[end_turn]" in out
     assert "[terminal term-1]\n    hi there\n    exit code 0\n" in out
     assert not ESCAPE.search(out + done.stderr)  # no styles or spinner into pipes
 

@@ -130,8 +130,8 @@ def test_a_form_is_shown_and_filled_from_the_typed_lines():
 def test_thoughts_are_dimmed_and_a_spinner_runs_until_ctrl_c_withdraws_the_question():
     term = chat_with()
     term.type(b"/think\n")
-    term.expect(b"\x1b[2mConsidering the request. \x1b[0m", raw=True)  # dim on a terminal
-    term.expect(b"done thinking\r\n[end_turn]\r\n> ")
+    term.expect(b"\x1b[2m\x1b[3mthinking: \x1b[0m\x1b[2m\x1b[3mConsidering the request. \x1b[0m", raw=True)  # dim, italic
+    term.expect(b"\r\nthinking: Considering the request. Weighing the options. Deciding.\r\ndone thinking\r\n[end_turn]\r\n> ")
     term.type(b"/wait\n")
     term.expect(b"|\x08", raw=True)  # the spinner: nothing was shown for this turn yet
     term.type(b"\x03")

@@ -137,7 +137,7 @@ def test_cancel_notifications_are_valid(schema: AcpSchema) -> None:
 
 
 def test_mcp_connect_request_from_agent_is_valid() -> None:
-    """An agent's mcp/connect request (unstable schema, handled by the client) and its response pass."""
+    """An agent's mcp/connect request (older unstable schema, handled by the client) and its response pass."""
     agent = StreamChecker("agent")
     client = StreamChecker("client")
     connect = request(10, "mcp/connect", {"serverId": "550e8400-e29b-41d4-a716-446655440000"})
@@ -147,7 +147,8 @@ def test_mcp_connect_request_from_agent_is_valid() -> None:
 
 
 def test_mcp_message_as_request_and_notification_is_valid() -> None:
-    """mcp/message passes as a request and as a notification, from either side, with any result."""
+    """The older mcp/message (with connectionId) passes as a request and as a notification, from
+    either side, with any result: it is checked against the older unstable copy."""
     for sender in ("agent", "client"):
         checker = StreamChecker(sender)
         params = {"connectionId": "conn-1", "method": "tools/list", "params": {}}
@@ -157,10 +158,43 @@ def test_mcp_message_as_request_and_notification_is_valid() -> None:
         checker.observe(request(21, "mcp/message", params), from_sender=False)
         assert checker.observe(result(21, {"tools": []}), from_sender=True) == []
     schema = default_schema()
-    assert schema.type_name("mcp/message", "Request") == "MessageMcpRequest"
-    assert schema.type_name("mcp/message", "Notification") == "MessageMcpNotification"
-    assert schema.type_name("mcp/message", "Response") == "MessageMcpResponse"
-    assert schema.side("mcp/message") == "both"
+    older = {"connectionId": "conn-1", "method": "tools/list"}
+    assert schema.type_name("mcp/message", "Request", older) == "MessageMcpRequest"
+    assert schema.type_name("mcp/message", "Notification", older) == "MessageMcpNotification"
+    assert schema.type_name("mcp/message", "Response", older) == "MessageMcpResponse"
+    assert schema.side("mcp/message", older) == "both"
+    assert schema.schemas_for("mcp/message", older) == ("older-unstable",)
+
+
+NEW_MCP_MESSAGE = {"serverId": "srv-1", "requestId": "r-1", "method": "tools/list", "params": {}}
+
+
+def test_the_newer_mcp_message_is_checked_against_the_newest_unstable_schema(schema: AcpSchema) -> None:
+    """mcp/message with serverId + requestId (SDK 2.4.0's unstable schema): the agent sends it to the
+    client, its answer wraps the inner outcome in `result` or `error`, and a bare MCP result fails."""
+    assert schema.schemas_for("mcp/message", NEW_MCP_MESSAGE) == ("unstable",)
+    assert schema.side("mcp/message", NEW_MCP_MESSAGE) == "client"
+    agent = StreamChecker("agent")
+    assert agent.observe(request(1, "mcp/message", NEW_MCP_MESSAGE), from_sender=True) == []
+    client = StreamChecker("client")
+    client.observe(request(1, "mcp/message", NEW_MCP_MESSAGE), from_sender=False)
+    assert client.observe(result(1, {"result": {"tools": []}}), from_sender=True) == []
+    client.observe(request(2, "mcp/message", NEW_MCP_MESSAGE), from_sender=False)
+    bare = joined(client.observe(result(2, {"tools": []}), from_sender=True))
+    assert "MessageMcpResponse, unstable schema" in bare, bare
+    missing = joined(schema.problems(request(3, "mcp/message", {"serverId": "srv-1", "method": "ping"})))
+    assert "MessageMcpRequest, unstable schema" in missing and "'requestId' is a required property" in missing
+
+
+def test_an_older_mcp_message_answer_is_checked_by_the_shape_of_its_request() -> None:
+    """A response to an older-shape mcp/message (connectionId) passes with a bare MCP result, as the
+    older copy allows; the same result answering a newer-shape request is refused."""
+    client = StreamChecker("client")
+    client.observe(request(5, "mcp/message", {"connectionId": "c", "method": "tools/list"}), from_sender=False)
+    assert client.observe(result(5, {"tools": []}), from_sender=True) == []
+    schema = default_schema()
+    assert schema.problems(result(6, {"tools": []}), request_method="mcp/message", request_params={"connectionId": "c", "method": "x"}) == []
+    assert schema.problems(result(6, {"tools": []}), request_method="mcp/message", request_params=NEW_MCP_MESSAGE)
 
 
 def test_extension_methods_pass_and_unknown_methods_are_reported(schema: AcpSchema) -> None:
@@ -265,9 +299,13 @@ def test_notification_method_sent_as_request_is_rejected(schema: AcpSchema) -> N
 
 
 def test_unstable_methods_use_the_unstable_schema(schema: AcpSchema) -> None:
-    """mcp/connect is validated against schema.unstable.json and its required serverId is enforced."""
+    """session/fork is validated against schema.unstable.json alone; mcp/connect (gone from it) against
+    the older unstable copy, whose required serverId is enforced."""
+    assert schema.schemas_for("session/fork") == ("unstable",)
+    fork = joined(schema.problems(request(8, "session/fork", {"cwd": "/"})))
+    assert "ForkSessionRequest, unstable schema" in fork and "'sessionId' is a required property" in fork
     problems = schema.problems(request(8, "mcp/connect", {"acpId": "old-name"}))
-    assert "ConnectMcpRequest, unstable schema" in joined(problems)
+    assert "ConnectMcpRequest, older-unstable schema" in joined(problems)
     assert "'serverId' is a required property" in joined(problems)
     bad = notification("mcp/message", {"connectionId": "conn-1"})
     assert "MessageMcpNotification" in joined(schema.problems(bad))
@@ -281,7 +319,8 @@ def test_stable_methods_pass_the_stable_and_the_unstable_schema(schema: AcpSchem
     """Testing layers: a stable method is checked against both schemas; an unstable-only one against its own."""
     assert schema.schemas_for("session/prompt") == ("stable", "unstable")
     assert schema.schemas_for("initialize") == ("stable", "unstable")
-    assert schema.schemas_for("mcp/connect") == ("unstable",)
+    assert schema.schemas_for("mcp/connect") == ("older-unstable",)
+    assert schema.schemas_for("mcp/disconnect") == ("older-unstable",)
     assert schema.schemas_for("acme/ping") == ()
     good = result(2, {"stopReason": "end_turn", "usage": USAGE})
     assert schema.problems(good, request_method="session/prompt") == []

@@ -50,6 +50,47 @@ def test_an_update_after_the_prompts_response_fails_the_teardown_check():
     assert [p.split(":")[0] for p in invariant_problems(records)] == ["no_update_after_response"]
 
 
+@pytest.mark.parametrize("method", ["session/load", "session/resume"])
+def test_an_update_after_a_load_or_resume_response_fails_the_teardown_check(method: str) -> None:
+    """S5: a load's or resume's session-level updates precede its response, like a prompt's
+    updates; one after it is late, until the client's next request for the session. An update
+    before the response, or after an error answer, is no violation."""
+    reopen = {"jsonrpc": "2.0", "id": 3, "method": method, "params": {"sessionId": "s", "cwd": "/tmp", "mcpServers": []}}
+    commands = {"jsonrpc": "2.0", "method": "session/update",
+                "params": {"sessionId": "s", "update": {"sessionUpdate": "available_commands_update", "availableCommands": []}}}
+    answered = into({"jsonrpc": "2.0", "id": 3, "result": {}})
+    problems = invariant_problems([out(reopen), answered, into(commands)])
+    assert [p.split(":")[0] for p in problems] == ["no_update_after_response"] and f"its {method} response" in problems[0], problems
+    assert invariant_problems([out(reopen), into(commands), answered]) == []
+    refused = into({"jsonrpc": "2.0", "id": 3, "error": {"code": -32002, "message": "Unknown session"}})
+    assert invariant_problems([out(reopen), refused, into(commands)]) == []
+
+
+def test_only_a_terminal_created_after_the_agent_gave_up_on_it_may_be_released_after_the_response() -> None:
+    """S5 in the rig, its one exception: a terminal/create the client answers after the agent's
+    $/cancel_request for it (or after the prompt's response) made a terminal the agent must kill
+    and release, even after the response. Any other terminal request after it is still late."""
+    prompt = {"jsonrpc": "2.0", "id": 2, "method": "session/prompt",
+              "params": {"sessionId": "s", "prompt": [{"type": "text", "text": "/term sleep 30"}]}}
+    create = {"jsonrpc": "2.0", "id": 0, "method": "terminal/create", "params": {"sessionId": "s", "command": "sleep"}}
+    given_up = {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 0}}
+    cancelled = {"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "cancelled"}}
+    created = {"jsonrpc": "2.0", "id": 0, "result": {"terminalId": "t1"}}
+
+    def cleanup(request_id: int, method: str, terminal_id: str = "t1") -> Record:
+        return into({"jsonrpc": "2.0", "id": request_id, "method": method, "params": {"sessionId": "s", "terminalId": terminal_id}})
+
+    late = [out(prompt), into(create), into(given_up), into(cancelled), out(created)]
+    assert invariant_problems([*late, cleanup(1, "terminal/kill"), cleanup(2, "terminal/release")]) == []
+    after_response = [out(prompt), into(create), into(cancelled), out(created)]  # the response came first
+    assert invariant_problems([*after_response, cleanup(1, "terminal/release")]) == []
+    crossing = [out(prompt), into(create), into(given_up), out(created), into(cancelled)]  # answered as the response left
+    assert invariant_problems([*crossing, cleanup(1, "terminal/kill"), cleanup(2, "terminal/release")]) == []
+    for wrong in ([*late, cleanup(1, "terminal/release", "t2")], [*late, cleanup(1, "terminal/output")],
+                  [out(prompt), into(create), out(created), into(cancelled), cleanup(1, "terminal/release")]):
+        assert [p.split(":")[0] for p in invariant_problems(wrong)] == ["no_update_after_response"], wrong
+
+
 def test_a_tolerated_invariant_is_skipped_and_only_that_one():
     records = [out(CANCEL), into({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "x"}}),
                out(LIST), into(LISTED), into(LISTED)]

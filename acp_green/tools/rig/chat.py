@@ -1,17 +1,20 @@
 """`acp-green chat`: a small interactive terminal client for any stdio ACP agent.
 
-Type a prompt, watch the reply stream in; Ctrl-C cancels the running turn (session/cancel),
-Ctrl-D quits. Lines starting with `/` go to the agent unchanged: they are its slash commands.
-The agent runs in its own session, so the terminal's SIGINT reaches only this client, which
-turns it into a cancel instead of killing the agent. Chat is a real client: it reads and writes
-the files the agent names, runs the commands it asks for and fills its forms, asking the person
-(chat_ask.py) before each but a read inside the session's cwd. The agent may be hostile: only
-regular files are served, reads are bounded (chat_files.py) and its text is shown harmless
-(chat_text.py). Whatever goes wrong with the agent is one line on stderr and exit 1.
+Type a prompt, watch the reply stream in; the keys, chat's own commands (/sessions, /load ID)
+and the waits are chat_loop.py's. Other lines starting with `/` go to the agent unchanged: they
+are its slash commands. The agent runs in its own session, so the terminal's SIGINT reaches only
+this client, which turns it into a cancel instead of killing the agent; when chat ends, the agent
+gets EOF and CLOSE_GRACE seconds before it is killed. The demo agent keeps its sessions where
+`serve` does unless --ephemeral. Chat is a real client: it reads and writes the files the agent
+names, runs the commands it asks for and fills its forms, asking the person (chat_ask.py) before
+each but a read inside the session's cwd. The agent may be hostile: only regular files are
+served, reads are bounded (chat_files.py) and its text is shown harmless (chat_text.py).
+Whatever goes wrong with the agent is one line on stderr and exit 1.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import signal
 import sys
@@ -22,22 +25,30 @@ from typing import Any
 import click
 import gevent
 from gevent import subprocess
+from gevent.event import Event
 
 from ...errors import NOT_APPROVED
+from ...store import statelock
+from ...store.statedir import default_state_dir
 from . import chat_files
-from .chat_ask import Approval, Asker, LineSource
-from .chat_render import Renderer, Screen, diff_lines
+from .chat_ask import Approval, Asker, FdLines, LineSource
+from .chat_loop import AgentGone, Conversation, Quit, gone_reason
+from .chat_render import Screen, diff_lines
 from .chat_text import harmless
-from .client import AcpClient, AgentProcess, ClientPolicy, Pending
+from .client import AcpClient, AgentProcess, ClientPolicy
 
-__all__ = ["ChatOptions", "run_chat", "default_command", "AgentGone"]
+__all__ = ["ChatOptions", "run_chat", "default_command", "demo_command", "AgentGone"]
 
 #: What chat tells the agent it can do: files, terminals and forms, all served for real.
 CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True, "elicitation": {"form": {}}}
 
 
+#: Seconds the agent has to exit after chat closes its input, before chat kills it.
+CLOSE_GRACE = 2.0
+
+
 def default_command() -> list[str]:
-    """acp-green's own demo agent."""
+    """acp-green's own demo agent, keeping nothing on disk."""
     return [sys.executable, "-m", "acp_green", "serve", "--ephemeral"]
 
 
@@ -48,10 +59,7 @@ class ChatOptions:
     command: list[str] = field(default_factory=default_command)
     cwd: str = field(default_factory=os.getcwd)
     approve: str = "ask"  # "ask" (the person, when stdin is a terminal), "yes" or "deny"
-
-
-class AgentGone(Exception):
-    """The agent stopped talking (exited or closed its output) while chat waited for it."""
+    resume: str | None = None  # a stored session to continue instead of starting a new one
 
 
 def approval_for(approve: str, interactive: bool) -> Approval:
@@ -148,23 +156,17 @@ def _not_approved(what: str, asker: Asker, path: str) -> dict[str, Any]:
     return {"code": NOT_APPROVED, "message": f"The user did not approve {what}: {reason}", "data": {"path": path}}
 
 
-def wait_for(agent: AgentProcess, pending: Pending) -> dict[str, Any]:
-    """The agent's response to `pending`; AgentGone if the agent stops talking first."""
-    gevent.wait([pending.waitable, agent.eof], count=1)
-    if not pending.done:
-        raise AgentGone(gone_reason(agent))
-    return pending.response(timeout=0)
-
-
-def gone_reason(agent: AgentProcess) -> str:
-    """Why the agent is gone, in a few words: its exit status and the last line of its stderr."""
+def stop_agent(agent: AgentProcess, grace: float = CLOSE_GRACE) -> None:
+    """End the agent promptly: EOF, `grace` seconds to exit on its own, then SIGKILL to its process group."""
+    agent.close_input()
     try:
-        code = agent.proc.wait(timeout=2)
-        said = f"exited with code {code}" if code >= 0 else f"was killed by {signal.Signals(-code).name}"
-    except subprocess.TimeoutExpired:  # still running with its output closed
-        said = "closed its output"
-    last = agent.stderr_text(timeout=2)[-2000:].strip().splitlines()
-    return said + (f" (its stderr ends: {harmless(last[-1][:300])})" if last else "")
+        agent.proc.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(agent.pid, signal.SIGKILL)  # it runs in a session (and group) of its own
+        except (ProcessLookupError, PermissionError):
+            pass
+    agent.close()  # reaps it at once now, and what it left in its group
 
 
 def run_chat(options: ChatOptions, stdin: Any = None) -> int:
@@ -172,97 +174,83 @@ def run_chat(options: ChatOptions, stdin: Any = None) -> int:
     stdin = stdin or sys.stdin
     interactive = stdin.isatty()
     screen = Screen(spinner=sys.stderr.isatty())
-    lines = LineSource(stdin.readline)
-    try:
-        agent = AgentProcess(options.command, ClientPolicy(capabilities=CAPABILITIES))
-    except OSError as exc:
-        click.echo(f"chat: cannot start {options.command[0]!r}: {exc.strerror or exc}", err=True)
-        return 1
-    asker = Asker(agent, screen, lines, approval_for(options.approve, interactive), interactive)
-    asker.install()
-    serve_files(agent, asker, screen, options.cwd)
-    try:
-        return _converse(agent, asker, screen, lines, options)
-    except AgentGone as exc:
-        screen.note(f"chat: the agent {exc}")
-        return 1
-    except OSError:  # writing to an agent that has gone
-        screen.note(f"chat: the agent {gone_reason(agent)}")
-        return 1
-    finally:
-        screen.stop_spinner()
-        agent.close()
-
-
-def _converse(agent: AgentProcess, asker: Asker, screen: Screen, lines: LineSource, options: ChatOptions) -> int:
-    try:
-        info = wait_for(agent, agent.request("initialize", agent.initialize_params())).get("result") or {}
-        new = wait_for(agent, agent.request("session/new", {"cwd": options.cwd, "mcpServers": []}))
-    except AgentGone as exc:
-        raise AgentGone(f"did not start a session: it {exc}") from None
-    if "error" in new or not isinstance((new.get("result") or {}).get("sessionId"), str):
-        screen.note(f"chat: the agent did not start a session: {new.get('error') or new.get('result')}")
-        return 1
-    session_id = new["result"]["sessionId"]
-    renderer = Renderer(session_id, screen, lambda tid: _terminal_output(agent, tid))
-    asker.renderer = renderer
-    agent.listeners.append(renderer)
-    for message in agent.received():  # what arrived before the renderer listened
-        if (message.get("params") or {}).get("update", {}).get("sessionUpdate") == "available_commands_update":
-            renderer(message)
-    current: list[Pending] = []
+    lines = LineSource(FdLines(stdin.fileno()))
+    quitting = Event()
+    conversation: Conversation | None = None
 
     def on_interrupt() -> None:
-        if current and not current[0].done:
-            agent.cancel(session_id)
-            asker.withdraw_all()
-            screen.line(click.style("^C cancelling the turn", fg="red"))
+        if conversation is not None:
+            conversation.on_interrupt()
         else:
-            screen.line("(Ctrl-D quits)")
-            screen.text("> ")
+            quitting.set()
 
-    handler = gevent.signal_handler(signal.SIGINT, on_interrupt)
-    gevent.sleep(0.05)  # the commands update follows the session/new response; give it a moment
-    agent_info = info.get("agentInfo") or {}
-    screen.line(f"chatting with {harmless(agent_info.get('title') or agent_info.get('name') or ' '.join(options.command))}"
-                f" (session {harmless(session_id)}); Ctrl-C cancels a turn, Ctrl-D quits")
-    if renderer.commands:
-        screen.line("agent commands: " + " ".join("/" + c for c in renderer.commands))
+    handler = gevent.signal_handler(signal.SIGINT, on_interrupt)  # from the start: Ctrl-C never raises KeyboardInterrupt
     try:
-        while True:
-            screen.text("> ")
-            gevent.wait([lines.next_line(), agent.eof], count=1)
-            if not lines.next_line().ready():  # the agent left while the person was typing
-                raise AgentGone(gone_reason(agent))
-            line = lines.taken()
-            screen.mid_line = False
-            if not line:  # Ctrl-D
-                screen.line("")
-                return 0
-            text = line.rstrip("\n")
-            if not text.strip():
-                continue
-            pending = agent.prompt(session_id, text)
-            current[:] = [pending]
-            # Shows the turn has started (and that Ctrl-C now cancels it) before any reply arrives.
-            screen.text(click.style("… ", dim=True))
-            screen.start_spinner()
-            message = wait_for(agent, pending)
-            current.clear()
-            if "error" in message:
-                error = message["error"] if isinstance(message["error"], dict) else {}
-                screen.line(click.style(harmless(f"[error {error.get('code')}: {error.get('message')}]"), fg="red"))
-            else:
-                renderer.end_turn(str((message.get("result") or {}).get("stopReason")))
+        try:
+            agent = AgentProcess(options.command, ClientPolicy(capabilities=CAPABILITIES))
+        except OSError as exc:
+            click.echo(f"chat: cannot start {options.command[0]!r}: {exc.strerror or exc}", err=True)
+            return 1
+        try:
+            asker = Asker(agent, screen, lines, approval_for(options.approve, interactive), interactive)
+            asker.install()
+            serve_files(agent, asker, screen, options.cwd)
+            conversation = Conversation(agent, asker, screen, lines, options.cwd, interactive, quitting)
+            failed = conversation.start(options.resume, " ".join(options.command))
+            return failed if failed is not None else conversation.talk()
+        except Quit as exc:
+            screen.note(exc.said)
+            return exc.code
+        except AgentGone as exc:
+            screen.note(f"chat: the agent {exc}")
+            return 1
+        except OSError:  # writing to an agent that has gone
+            screen.note(f"chat: the agent {gone_reason(agent)}")
+            return 1
+        finally:
+            screen.stop_spinner()
+            stop_agent(agent)
     finally:
         handler.cancel()
 
 
-def _terminal_output(client: AcpClient, terminal_id: str) -> str | None:
-    hosted = client.terminal_host.terminals.get(terminal_id)
-    return hosted.text()[0] if hosted is not None else None
+def state_dir_in_use(state_dir: str) -> str | None:
+    """Who serves from `state_dir` now (its lock's note, e.g. `pid 42, since ...`), or None when nobody does.
+
+    Taken and let go at once, before the demo starts: a demo started while another holds it
+    would keep this chat's sessions in memory only (store/statelock.py), saying so where nobody reads.
+    """
+    try:
+        fd = os.open(os.path.join(state_dir, statelock.LOCK_NAME), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:  # no lock file yet (or none we may open): nobody holds it
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except OSError:
+        return os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "pid unknown"
+    finally:
+        os.close(fd)  # also lets go of the lock, when it was taken
+    return None
 
 
-def main(command: Sequence[str], approve: str) -> int:
-    """Entry for the CLI: the default agent when no command is given."""
-    return run_chat(ChatOptions(command=list(command) or default_command(), approve=approve))
+def demo_command(ephemeral: bool, state_dir: str | None) -> list[str]:
+    """The demo agent, keeping its sessions where `serve` does (or `state_dir`), or in memory (`ephemeral`).
+
+    When another process serves from that directory the demo runs ephemeral, and chat says so.
+    """
+    if ephemeral:
+        return default_command()
+    resolved = os.path.abspath(os.path.expanduser(state_dir or default_state_dir()))
+    holder = state_dir_in_use(resolved)
+    if holder is not None:
+        click.echo(f"chat: another acp-green ({harmless(holder)}) keeps its sessions in {harmless(resolved)}, so this chat's "
+                   "are kept in memory only; quit it, or give chat a --state-dir of its own", err=True)
+        return default_command()
+    return [sys.executable, "-m", "acp_green", "serve", *(["--state-dir", resolved] if state_dir is not None else [])]
+
+
+def main(command: Sequence[str], approve: str, *, resume: str | None = None, ephemeral: bool = False,
+         state_dir: str | None = None) -> int:
+    """Entry for the CLI: the demo agent when no command is given."""
+    launched = list(command) or demo_command(ephemeral, state_dir)
+    return run_chat(ChatOptions(command=launched, approve=approve, resume=resume))

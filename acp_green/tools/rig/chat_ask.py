@@ -12,14 +12,16 @@ no longer needs (Ctrl-C, or `$/cancel_request` from the agent) is withdrawn and 
 
 from __future__ import annotations
 
+import codecs
 import enum
+import os
 import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import click
 import gevent
-from gevent.event import AsyncResult
+from gevent.event import AsyncResult, Event
 from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 
@@ -55,12 +57,18 @@ class LineSource:
     def __init__(self, readline: Callable[[], str]) -> None:
         self._readline = readline
         self._outstanding: AsyncResult | None = None
+        self.ended = Event()  # a read returned '': end of input (Ctrl-D in a terminal), whoever took it
 
     def next_line(self) -> AsyncResult:
         """The pending read (started if none is): wait on it, then call `taken()`."""
         if self._outstanding is None:
             self._outstanding = gevent.get_hub().threadpool.spawn(self._readline)  # ok: a thread reads the tty, which stays blocking
+            self._outstanding.rawlink(self._note_end)
         return self._outstanding
+
+    def _note_end(self, result: AsyncResult) -> None:
+        if result.successful() and not result.value:
+            self.ended.set()
 
     def taken(self) -> str:
         """The line the pending read returned ('' at end of input); the next read starts afresh."""
@@ -71,6 +79,32 @@ class LineSource:
     def read(self) -> str:
         self.next_line().wait()
         return self.taken()
+
+
+class FdLines:
+    """readline on the descriptor `fd`: a line with its newline; '' at end of input (or a read error) and ever after.
+
+    Unlike `sys.stdin.readline` it holds no lock of the interpreter's: chat may exit while the
+    reading thread waits for the person (Ctrl-C at the prompt), and a buffered file's lock held
+    by that thread would stop the interpreter's exit.
+    """
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._buffered = ""
+        self._ended = False
+
+    def __call__(self) -> str:
+        while "\n" not in self._buffered and not self._ended:
+            try:
+                chunk = os.read(self.fd, 65536)
+            except OSError:  # the terminal went away: as good as the end of input
+                chunk = b""
+            self._buffered += self._decoder.decode(chunk, final=not chunk)
+            self._ended = not chunk
+        line, newline, self._buffered = self._buffered.partition("\n")
+        return line + newline
 
 
 class Asker:

@@ -30,6 +30,9 @@ SPINNER_DELAY = 0.2  # a turn that answers sooner shows no spinner at all
 SPINNER_STEP = 0.1
 PLAN_MARKS = {"pending": "[ ]", "in_progress": "[~]", "completed": "[x]"}
 FINAL_STATUSES = frozenset({"completed", "failed"})
+THOUGHT_PREFIX = "thinking: "
+#: The updates that show something, after which a thought's line is ended.
+SHOWN_UPDATES = frozenset({"agent_message_chunk", "tool_call", "tool_call_update", "plan", "current_mode_update"})
 
 
 class Screen:
@@ -57,6 +60,12 @@ class Screen:
             click.echo()
         click.echo(keep_styles(text))
         self.mid_line = False
+
+    def end_line(self) -> None:
+        """End the streamed line, if one is open (nothing else is written)."""
+        if self.mid_line:
+            click.echo()
+            self.mid_line = False
 
     def note(self, text: str) -> None:
         """One line on stderr (what chat itself has to say, not the agent)."""
@@ -165,14 +174,24 @@ def content_lines(item: Any, terminal_text: TerminalText) -> list[str]:
 
 
 class Renderer:
-    """Turns one session's `session/update` notifications into terminal output."""
+    """Turns one session's `session/update` notifications into terminal output.
 
-    def __init__(self, session_id: str, screen: Screen, terminal_text: TerminalText) -> None:
-        self.session_id = session_id
+    Thoughts are set apart from the reply: they start a line of their own after a dim
+    `thinking:` prefix, and whatever comes after them starts on a new line.
+    """
+
+    def __init__(self, session_id: str | None, screen: Screen, terminal_text: TerminalText) -> None:
+        self.session_id = session_id  # None: no session yet, nothing is shown
         self.screen = screen
         self.terminal_text = terminal_text
         self.commands: list[str] = []
         self.tools: dict[str, ToolCallView] = {}
+        self.thinking = False  # the open line holds a thought
+
+    def switch(self, session_id: str) -> None:
+        """Show `session_id` from now on (a new, loaded or resumed session); its tool calls are its own."""
+        self.session_id = session_id
+        self.tools = {}
 
     def __call__(self, message: dict[str, Any]) -> None:
         if message.get("method") != "session/update":
@@ -182,10 +201,14 @@ class Renderer:
             return
         update = params.get("update") or {}
         kind = update.get("sessionUpdate")
+        if kind == "agent_thought_chunk":
+            self.thought(block_text(update.get("content")))
+            return
+        if self.thinking and kind in SHOWN_UPDATES:  # the reply (or a tool, a plan) starts on a line of its own
+            self.screen.end_line()
+            self.thinking = False
         if kind == "agent_message_chunk":
             self.screen.text(block_text(update.get("content")))
-        elif kind == "agent_thought_chunk":
-            self.screen.text(click.style(block_text(update.get("content")), dim=True))
         elif kind in ("tool_call", "tool_call_update"):
             self.tool(update)
         elif kind == "plan":
@@ -195,6 +218,16 @@ class Renderer:
             self.commands = [harmless(c.get("name", "")) for c in update.get("availableCommands") or [] if isinstance(c, dict)]
         elif kind == "current_mode_update":
             self.screen.line(click.style(harmless(f"[mode] {update.get('currentModeId')}"), fg="magenta"))
+
+    def thought(self, text: str) -> None:
+        """A piece of the agent's reasoning: dim and italic, after `thinking:` at the start of a line."""
+        if not text:
+            return
+        if not self.thinking or not self.screen.mid_line:
+            self.screen.end_line()
+            self.screen.text(click.style(THOUGHT_PREFIX, dim=True, italic=True))
+            self.thinking = True
+        self.screen.text(click.style(text, dim=True, italic=True))
 
     def tool(self, update: dict[str, Any]) -> None:
         """A tool call or a change to one: its status line when the status changes, then new content."""
@@ -229,4 +262,5 @@ class Renderer:
                 self.screen.line("    " + line)
 
     def end_turn(self, outcome: str) -> None:
+        self.thinking = False
         self.screen.line(click.style(harmless(f"[{outcome}]"), fg="green" if outcome == "end_turn" else "red"))

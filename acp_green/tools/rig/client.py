@@ -7,6 +7,7 @@ the probe and the benchmarks.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import os
@@ -143,7 +144,7 @@ class AcpClient:
         self.hold: dict[Any, dict[str, Any]] = {}
         self.held_elicitations: dict[IdKey | None, dict[str, Any]] = {}
         self.terminal_host = TerminalHost()
-        self.lost_answers = 0  # answers the agent could no longer read (its input was closed)
+        self.lost_answers = 0  # answers the agent could no longer read
         self._reader = Greenlet(self._read_loop)
         self._reader.start()
 
@@ -255,10 +256,8 @@ class AcpClient:
 
     def close_input(self) -> None:
         """Close the agent's stdin (EOF)."""
-        try:
+        with contextlib.suppress(OSError):
             self._writer_file.close()
-        except OSError:
-            pass
 
     # -- reading ---------------------------------------------------------------------------
     def _read_loop(self) -> None:
@@ -359,12 +358,8 @@ class AcpClient:
         self._send_answer({"jsonrpc": "2.0", "id": request_id, "error": error})
 
     def _send_answer(self, message: dict[str, Any]) -> None:
-        """Answer one of the agent's requests; an agent that closed its input loses the answer.
-
-        Answers are written from the reader greenlet (and from terminal waits): a broken pipe
-        must not end the reading, because what the agent writes as it shuts down (the prompt's
-        `cancelled`, in the same chunk as a `terminal/release`) is still to be read.
-        """
+        """Answer the agent; a broken pipe (its input closed) loses the answer but must not end
+        the reading: a shutting-down agent's last chunk may still hold a prompt's response."""
         try:
             self.send(message)
         except (BrokenPipeError, ConnectionResetError):
@@ -374,10 +369,8 @@ class AcpClient:
         self.terminal_host.close()
         self._reader.kill(block=True, timeout=2)
         for handle in (self._reader_file, self._writer_file):
-            try:
+            with contextlib.suppress(OSError):
                 handle.close()
-            except OSError:
-                pass
 
 
 def default_signal_dispositions() -> Callable[[], None]:

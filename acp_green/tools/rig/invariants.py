@@ -28,7 +28,7 @@ INVARIANTS = (
     "one_response_per_request",  # each client request gets exactly one response
     "no_response_to_notification",
     "prompt_updates_in_order",  # a /stream prompt's chunks arrive 0, 1, 2, ...
-    "no_update_after_response",  # nothing for a session after its prompt's response (S5)
+    "no_update_after_response",  # nothing for a session after its prompt's, load's or resume's response (S5)
     "cancelled_answers_cancelled",
     "exit_after_eof",
     "no_orphan_processes",
@@ -43,14 +43,21 @@ ADVISORIES = (
 )
 # Requests under this prefix name methods no agent implements: the probe's own (ping, unknown).
 PROBE_METHOD_PREFIX = "_acp_green_probe/"
-# The updates that belong to a prompt turn: none may follow the turn's response. Session-level
-# updates (commands, modes, config options, session info, usage...) may come at any time.
+# The updates that belong to a prompt turn: under ACP none may follow the turn's response, while
+# session-level updates (commands, modes, config options, session info, usage...) may come at any
+# time. acp_green's own rule (S5) is stricter: nothing for the session follows the response.
 TURN_UPDATES = frozenset({"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"})
 
 _STREAM = re.compile(r"^/stream\s+(\d+)")
 _CHUNK_INDEX = re.compile(r"^(\d+):")
 # Errors that refuse a prompt at admission, before any turn ran: a cancel cannot apply to them.
 _REFUSALS = frozenset({"session_busy", "connection_busy", "output_backlog"})
+#: Requests whose successful response, like a prompt's, ends what the agent sends for the session
+#: until the client's next request for it: their session-level updates (commands, title) precede it.
+_REOPENS = frozenset({"session/load", "session/resume"})
+#: What may follow a prompt's response for a terminal the client created only after it (a
+#: `terminal/create` answered late): killing and releasing it, so its command does not run on.
+_LATE_CLEANUPS = frozenset({"terminal/kill", "terminal/release"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,8 +150,17 @@ class _PromptChecks(_Findings):
     _running: dict[str, IdKey | None]
     _open: dict[str, set[IdKey | None]]
     _quiet: dict[str, Record]
+    _requests: dict[IdKey | None, _Request]
     prompts_answered: int
     cancelled_prompts: int
+    session_updates_between_turns: bool
+
+    def _quieted_by(self, session_id: str) -> str:
+        """Which response a session must stay quiet after, in words: "its session/load response"."""
+        response = self._quiet[session_id].message
+        request = self._requests.get(id_key(response.get("id"))) if isinstance(response, dict) else None
+        method = request.method if request is not None else "session/prompt"
+        return "its prompt's response" if method == "session/prompt" else f"its {method} response"
 
     def _prompt_answered(self, prompt: _Prompt, record: Record, message: dict[str, Any]) -> None:
         key = id_key(message.get("id"))
@@ -184,9 +200,9 @@ class _PromptChecks(_Findings):
         session_id = params.get("sessionId")
         update = _object(params.get("update"))
         if session_id in self._quiet:
-            if update.get("sessionUpdate") in TURN_UPDATES:
-                self._add("no_update_after_response", f"a {update.get('sessionUpdate')} update for {session_id} after its "
-                          "prompt's response", [self._quiet[session_id], record])
+            if not self.session_updates_between_turns or update.get("sessionUpdate") in TURN_UPDATES:
+                self._add("no_update_after_response", f"a {update.get('sessionUpdate')} update for {session_id} after "
+                          f"{self._quieted_by(session_id)}", [self._quiet[session_id], record])
             return
         key = self._running.get(session_id) if isinstance(session_id, str) else None
         prompt = self._prompts.get(key) if key is not None else None
@@ -257,14 +273,22 @@ class _PromptChecks(_Findings):
 class InvariantChecker(_PromptChecks):
     """Checks one agent connection; feed it records in order, then `finish` when it ended."""
 
-    def __init__(self, must_cancel_ids: Iterable[Any] = (), max_violations: int = 50) -> None:
+    def __init__(self, must_cancel_ids: Iterable[Any] = (), max_violations: int = 50, *,
+                 session_updates_between_turns: bool = False) -> None:
+        """`session_updates_between_turns`: ACP's rule, which lets session-level updates (commands,
+        modes, config options, session info) follow a response; by default acp_green's S5, by
+        which nothing for the session may follow it."""
         super().__init__(max_violations)
+        self.session_updates_between_turns = session_updates_between_turns
         self._schema = StreamChecker("agent")
         self._requests: dict[IdKey | None, _Request] = {}
         self._prompts: dict[IdKey | None, _Prompt] = {}
         self._running: dict[str, IdKey | None] = {}  # session -> key of its latest prompt
         self._open: dict[str, set[IdKey | None]] = {}  # session -> its prompts not yet answered
         self._quiet: dict[str, Record] = {}  # session -> the prompt response after which it must stay quiet
+        self._creates: dict[IdKey | None, str] = {}  # the agent's terminal/create requests -> their session
+        self._given_up: set[IdKey | None] = set()  # terminal/create requests the agent cancelled ($/cancel_request)
+        self._late_terminals: set[tuple[str, str]] = set()  # (session, terminalId) created after the session went quiet
         self._null_budget = 0  # client lines that may legitimately be answered with id null
         self._last_notification: Record | None = None
         self._must_cancel = {id_key(i) for i in must_cancel_ids}
@@ -350,6 +374,7 @@ class InvariantChecker(_PromptChecks):
             self._null_budget += 1  # an invalid request may be answered with id null
             return
         if kind == "response":
+            self._terminal_created(message)
             return
         params = _object(message.get("params"))
         session_id = params.get("sessionId") if isinstance(params.get("sessionId"), str) else None
@@ -397,6 +422,10 @@ class InvariantChecker(_PromptChecks):
             self._response(record, message)
         elif kind == "notification" and message.get("method") == "session/update":
             self._session_update(record, message)
+        elif kind == "notification" and message.get("method") == "$/cancel_request":
+            given_up = _object(message.get("params")).get("requestId")
+            if is_valid_id(given_up) and id_key(given_up) in self._creates:
+                self._given_up.add(id_key(given_up))
         elif kind == "request":
             self._agent_request(record, message)
 
@@ -434,12 +463,30 @@ class InvariantChecker(_PromptChecks):
 
     def _agent_request(self, record: Record, message: dict[str, Any]) -> None:
         """A request to the client about a session (fs, terminal, permission...) is "for the
-        session" too: none may follow its prompt's response (S5)."""
+        session" too: none may follow its prompt's response (S5), but the kill and release of a
+        terminal the client created only after that response."""
         params = _object(message.get("params"))
         session_id = params.get("sessionId")
+        if message.get("method") == "terminal/create" and isinstance(session_id, str):
+            self._creates[id_key(message.get("id"))] = session_id
+        if message.get("method") in _LATE_CLEANUPS and (session_id, params.get("terminalId")) in self._late_terminals:
+            return
         if isinstance(session_id, str) and session_id in self._quiet:
-            self._add("no_update_after_response", f"{message.get('method')} for {session_id} after its prompt's response",
+            self._add("no_update_after_response", f"{message.get('method')} for {session_id} after {self._quieted_by(session_id)}",
                       [self._quiet[session_id], record])
+
+    def _terminal_created(self, message: dict[str, Any]) -> None:
+        """The client's answer to a terminal/create: a terminal made after the agent gave up on it
+        (cancelled the request) or after its session went quiet may be killed and released late."""
+        if not is_valid_id(message.get("id")):
+            return
+        key = id_key(message.get("id"))
+        session_id = self._creates.pop(key, None)
+        given_up = key in self._given_up
+        self._given_up.discard(key)
+        terminal_id = _object(message.get("result")).get("terminalId")
+        if session_id is not None and (given_up or session_id in self._quiet) and isinstance(terminal_id, str):
+            self._late_terminals.add((session_id, terminal_id))
 
     def _response(self, record: Record, message: dict[str, Any]) -> None:
         self.responses += 1
@@ -464,6 +511,11 @@ class InvariantChecker(_PromptChecks):
         prompt = self._prompts.get(id_key(rid))
         if prompt is not None:
             self._prompt_answered(prompt, record, message)
+        elif request.method in _REOPENS and "result" in message:
+            session_id = _object(_object(request.record.message).get("params")).get("sessionId")
+            if isinstance(session_id, str) and not self._open.get(session_id):
+                self.exercised["no_update_after_response"] += 1
+                self._quiet[session_id] = record
 
     def _unknown_method_answered(self, request: _Request, record: Record, message: dict[str, Any]) -> None:
         """ACP: a request for an unknown method should be answered -32601 (a SHOULD: an advisory)."""

@@ -25,7 +25,7 @@ from typing import Any
 
 import gevent
 
-from ...errors import AUTH_REQUIRED, SERVER_BUSY
+from ...errors import AUTH_REQUIRED, INVALID_PARAMS, RESOURCE_NOT_FOUND, SERVER_BUSY
 from ...rpc.wire import id_key, is_valid_id
 from .client import ClientPolicy, Pending, Record
 from .invariants import ADVISORIES, INVARIANTS, PROBE_METHOD_PREFIX, Violation, render
@@ -297,10 +297,12 @@ def _launch(cfg: ProbeConfig) -> CheckedAgent:
     """A fresh agent process with the probe's client (it serves the offered file from memory too).
 
     ACP owes no answer to a request still running when the client closes stdin: the probe
-    judges that as an advisory of its own, and reports what it waited for in vain itself."""
+    judges that as an advisory of its own, and reports what it waited for in vain itself. Nor
+    does ACP forbid session-level updates between turns."""
     agent = CheckedAgent(cfg.command, ClientPolicy(files={cfg.offered_file: PROBE_FILE_TEXT}), env=cfg.env)
     agent.exit_timeout = cfg.exit_timeout
     agent.owed_at_end = False
+    agent.checker.session_updates_between_turns = True  # ACP's rule, not acp_green's stricter S5
     return agent
 
 
@@ -511,6 +513,27 @@ def check_second_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     return f"-32000 ({reason or 'no reason'}); first prompt then cancelled normally"
 
 
+def check_unknown_session(agent: CheckedAgent, cfg: ProbeConfig) -> str:
+    """Advisory: a prompt naming a session the agent never created is refused with ACP's -32002
+    ("Resource not found"). -32602, what agents answered before ACP's ErrorCode named -32002,
+    warns naming the newer code; so does any other answer."""
+    _ready_session(agent, cfg)
+    ghost = "acp-green-probe-no-such-session"
+    answer = _answer(agent, agent.prompt(ghost, "hello"), cfg, "a prompt for an unknown session")
+    error = answer.get("error")
+    if not isinstance(error, dict):
+        raise CheckFailed(f"a prompt for a session never created was accepted: {_brief(answer, 100)}; "
+                          f"expected -32002 (Resource not found)")
+    code = error.get("code")
+    if code == INVALID_PARAMS:
+        raise CheckFailed(f"answered -32602 (invalid params, the code older agents used); ACP's ErrorCode names "
+                          f"-32002 (Resource not found) for an unknown session: {_brief(error, 100)}")
+    if code != RESOURCE_NOT_FOUND:
+        raise CheckFailed(f"answered {_brief(error, 100)}; expected -32002 (Resource not found)")
+    reason = error.get("data", {}).get("reason") if isinstance(error.get("data"), dict) else None
+    return f"-32002 ({reason or 'no reason'})"
+
+
 def check_control_while_streaming(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """S1/S10: set_mode and session/new are answered while a prompt streams."""
     _initialize(agent, cfg)
@@ -672,6 +695,7 @@ CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str],
     ("exit on EOF", check_exit_on_eof, False, MUST),
     ("running prompt answered at EOF", check_answers_at_eof, True, ADVISORY),
     ("SIGHUP handled like SIGTERM", check_sighup, False, ADVISORY),
+    ("unknown session answered -32002", check_unknown_session, True, ADVISORY),
 )
 
 # Invariant rows: what every run above was checked for, named as in the table, what a row with

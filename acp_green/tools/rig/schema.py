@@ -1,4 +1,10 @@
-"""Validate ACP JSON-RPC messages against the vendored ACP v1 JSON Schemas."""
+"""Validate ACP JSON-RPC messages against the vendored ACP v1 JSON Schemas (acp_green/schema/README.md).
+
+Three documents: the stable and unstable v1 schemas of the newest official SDK, and the older
+unstable copy whose MCP-over-ACP (`mcp/connect`, `mcp/message` with `connectionId`,
+`mcp/disconnect`) the newer one redesigned. A message in that older shape is checked against the
+older copy alone, so clients on the older schema keep validating.
+"""
 
 from __future__ import annotations
 
@@ -25,7 +31,10 @@ __all__ = [
 
 _STABLE = "stable"
 _UNSTABLE = "unstable"
-_FILES = {_STABLE: "schema.json", _UNSTABLE: "schema.unstable.json"}
+_OLDER = "older-unstable"
+_FILES = {_STABLE: ("schema.json",), _UNSTABLE: ("schema.unstable.json",), _OLDER: ("v1-older", "schema.unstable.json")}
+# The older MCP-over-ACP names its connection; the newer `mcp/message` names a server and a request.
+_OLDER_MCP_MESSAGE_KEY = "connectionId"
 _KINDS = ("Request", "Notification", "Response")
 _ENVELOPE_KEYS = {
     "request": frozenset({"jsonrpc", "id", "method", "params"}),
@@ -201,7 +210,10 @@ class AcpSchema:
         self._validators: dict[tuple[str, str], Any] = {}
         base = files("acp_green").joinpath(*folder.split("/"))
         for name, filename in _FILES.items():
-            root = json.loads((base / filename).read_text(encoding="utf-8"))
+            path = base.joinpath(*filename)
+            if name == _OLDER and not path.is_file():  # a folder without an older copy (the v2 draft)
+                continue
+            root = json.loads(path.read_text(encoding="utf-8"))
             self._roots[name] = root
             resource = DRAFT202012.create_resource(_fold_ref_wrappers(root))
             self._registries[name] = Registry().with_resource(self._uri(name), resource)
@@ -223,30 +235,40 @@ class AcpSchema:
         """The registry URI under which one schema document lives."""
         return f"urn:acp-green:schema:{name}"
 
-    def _schema_for(self, method: str) -> str | None:
-        """The schema that names a method's types and side: stable if it knows the method, else unstable."""
-        if (_STABLE, method) in self._types:
-            return _STABLE
-        if (_UNSTABLE, method) in self._types:
-            return _UNSTABLE
-        return None
+    def _older_shape(self, method: str, params: Any) -> bool:
+        """True for the older MCP-over-ACP shape: a method only the older unstable copy knows
+        (`mcp/connect`, `mcp/disconnect`, ...), or an `mcp/message` whose params name a `connectionId`."""
+        if _OLDER not in self._roots:
+            return False
+        if method == "mcp/message":
+            return isinstance(params, dict) and _OLDER_MCP_MESSAGE_KEY in params
+        return (_OLDER, method) in self._types and not any((name, method) in self._types for name in (_STABLE, _UNSTABLE))
 
-    def schemas_for(self, method: str) -> tuple[str, ...]:
+    def schemas_for(self, method: str, params: Any = None) -> tuple[str, ...]:
         """Every schema a method's messages must pass: stable methods pass stable AND unstable.
 
         The unstable schema is a superset that types fields the stable one leaves open
-        (`PromptResponse.usage`, `mcpCapabilities.acp`), so only both passes check them.
+        (`PromptResponse.usage`, `mcpCapabilities.acp`), so only both passes check them. A
+        message in the older MCP-over-ACP shape (`params`: the request's, for a response) passes
+        the older unstable copy alone.
         """
+        if self._older_shape(method, params):
+            return (_OLDER,)
         return tuple(name for name in (_STABLE, _UNSTABLE) if (name, method) in self._types)
 
-    def side(self, method: str) -> str | None:
+    def _schema_for(self, method: str, params: Any = None) -> str | None:
+        """The schema that names a method's types and side: the first of `schemas_for`."""
+        names = self.schemas_for(method, params)
+        return names[0] if names else None
+
+    def side(self, method: str, params: Any = None) -> str | None:
         """The method's x-side (the side that handles it), or None for unknown methods."""
-        name = self._schema_for(method)
+        name = self._schema_for(method, params)
         return None if name is None else self._sides.get((name, method))
 
-    def type_name(self, method: str, kind: str) -> str | None:
+    def type_name(self, method: str, kind: str, params: Any = None) -> str | None:
         """The $defs type for a method's "Request", "Notification" or "Response", or None."""
-        name = self._schema_for(method)
+        name = self._schema_for(method, params)
         return None if name is None else self._types[(name, method)].get(kind)
 
     def validator(self, schema_name: str, type_name: str) -> Any:
@@ -261,13 +283,14 @@ class AcpSchema:
             self._validators[key] = found
         return found
 
-    def _check_payload(self, method: str, kind: str, payload: Any, where: str) -> list[str]:
-        """Validate params or result against the method's type of the given kind, in every schema it must pass.
+    def _check_payload(self, method: str, kind: str, payload: Any, where: str, shape: Any = None) -> list[str]:
+        """Validate params or result against the method's type of the given kind, in every schema it must pass
+        (`shape`: the params that pick the schemas: the message's own, or the answered request's).
 
         Each problem names the schema that failed: "(PromptResponse, unstable schema)"; a problem
         both schemas report alike is said once, as "(..., stable and unstable schemas)".
         """
-        failed = [(name, found) for name in self.schemas_for(method) if (found := self._payload_problems(name, method, kind, payload, where))]
+        failed = [(name, found) for name in self.schemas_for(method, shape) if (found := self._payload_problems(name, method, kind, payload, where))]
         if len(failed) == 2 and failed[0][1] == failed[1][1]:
             failed = [("stable and unstable schemas", failed[0][1])]
         else:
@@ -288,8 +311,9 @@ class AcpSchema:
             return [(type_name, f"{where} is {state} but {type_name} requires an object")]
         return [(type_name, text) for err in validator.iter_errors(payload) for text in _describe(err, where)]
 
-    def problems(self, message: dict, *, request_method: str | None = None) -> list[str]:
-        """Every schema problem of one message; `request_method` names the method a response answers."""
+    def problems(self, message: dict, *, request_method: str | None = None, request_params: Any = None) -> list[str]:
+        """Every schema problem of one message; `request_method` names the method a response answers
+        (and `request_params` its request's params, which tell the older MCP-over-ACP shape)."""
         if not isinstance(message, dict):
             return [f"message is not a JSON object: {_short(message)}"]
         problems: list[str] = []
@@ -305,7 +329,7 @@ class AcpSchema:
         if "id" in message and not is_valid_id(message["id"]):
             problems.append(f"id must be an integer, a string or null, got {_short(message['id'])}")
         if kind == "response":
-            problems.extend(self._response_problems(message, request_method))
+            problems.extend(self._response_problems(message, request_method, request_params))
             return problems
         method = message["method"]
         if not isinstance(method, str):
@@ -314,14 +338,15 @@ class AcpSchema:
         if "params" in message and message["params"] is not None and not isinstance(message["params"], (dict, list)):
             problems.append(f"params must be an object or array, got {_short(message['params'])}")
             return problems
-        if self._schema_for(method) is None:
+        params = message.get("params", _MISSING)
+        if self._schema_for(method, params) is None:
             if not method.startswith("_"):
-                problems.append(f"unknown method {method!r} (in neither the stable nor the unstable schema)")
+                problems.append(f"unknown method {method!r} (in none of the stable, unstable and older unstable schemas)")
             return problems
-        problems.extend(self._check_payload(method, kind.capitalize(), message.get("params", _MISSING), "params"))
+        problems.extend(self._check_payload(method, kind.capitalize(), params, "params", params))
         return problems
 
-    def _response_problems(self, message: dict, request_method: str | None) -> list[str]:
+    def _response_problems(self, message: dict, request_method: str | None, request_params: Any) -> list[str]:
         """Envelope, error-object and result problems of one response."""
         problems: list[str] = []
         if "id" not in message:
@@ -334,7 +359,7 @@ class AcpSchema:
         if has_error:
             problems.extend(self._error_problems(message["error"]))
         if has_result and not has_error and isinstance(request_method, str):
-            problems.extend(self._check_payload(request_method, "Response", message["result"], "result"))
+            problems.extend(self._check_payload(request_method, "Response", message["result"], "result", request_params))
         return problems
 
     @staticmethod
@@ -358,9 +383,9 @@ class AcpSchema:
             problems.append(f"error has unexpected member(s) {', '.join(extra)}")
         return problems
 
-    def check(self, message: dict, *, request_method: str | None = None) -> None:
+    def check(self, message: dict, *, request_method: str | None = None, request_params: Any = None) -> None:
         """Raise SchemaViolation if the message has any schema problem."""
-        found = self.problems(message, request_method=request_method)
+        found = self.problems(message, request_method=request_method, request_params=request_params)
         if found:
             raise SchemaViolation(message, found)
 
@@ -382,6 +407,7 @@ class StreamChecker:
         self.peer = "client" if sender == "agent" else "agent"
         self.schema = schema if schema is not None else default_schema()
         self._peer_pending: dict[IdKey, str] = {}
+        self._peer_params: dict[IdKey, Any] = {}  # a pending peer request's params: they tell its shape
         self._peer_answered: set[IdKey] = set()
         self._own_pending: dict[IdKey, str] = {}
 
@@ -403,7 +429,7 @@ class StreamChecker:
             return problems
         method = message.get("method")
         if isinstance(method, str):
-            side = self.schema.side(method)
+            side = self.schema.side(method, message.get("params"))
             if side is not None and side not in _SENDABLE[self.sender]:
                 problems.append(f"wrong direction: {method} is handled by the {side}, but the {self.sender} sent it")
         if kind == "request":
@@ -420,10 +446,12 @@ class StreamChecker:
         rid = message.get("id", _MISSING)
         key = id_key(rid) if rid is not _MISSING else None
         method: str | None = None
+        params: Any = None
         problems: list[str] = []
         if key is not None:
             if key in self._peer_pending:
                 method = self._peer_pending.pop(key)
+                params = self._peer_params.pop(key, None)
                 self._peer_answered.add(key)
             elif rid is None and "error" in message:
                 pass  # JSON-RPC: an error whose request id could not be read is answered with id null
@@ -431,7 +459,7 @@ class StreamChecker:
                 problems.append(f"response to unknown id {_short(rid)} (that request was already answered)")
             else:
                 problems.append(f"response to unknown id {_short(rid)} (the {self.peer} sent no such request)")
-        return self.schema.problems(message, request_method=method) + problems
+        return self.schema.problems(message, request_method=method, request_params=params) + problems
 
     def _record_peer(self, message: Any) -> None:
         """Track the peer's requests (to be answered) and responses (to the sender's requests)."""
@@ -441,6 +469,7 @@ class StreamChecker:
             method = message.get("method")
             if key is not None and isinstance(method, str):
                 self._peer_pending[key] = method
+                self._peer_params[key] = message.get("params")
                 self._peer_answered.discard(key)
         elif kind == "response":
             key = id_key(message.get("id"))

@@ -266,3 +266,14 @@ def test_a_broken_rule_no_message_proves_says_what_the_process_did_and_in_which_
     [row] = [r for r in report.results if r.check == "process exits after stdin closes"]
     assert row.verdict == FAIL, row
     assert row.wire and "still running" in row.wire[0] and "in the run of " in row.wire[0], row.wire
+
+
+def test_help_shows_how_to_give_the_prompts_another_agent_needs():
+    from click.testing import CliRunner
+
+    from acp_green.cli import cli
+
+    text = " ".join(CliRunner().invoke(cli, ["probe", "--help"]).output.split())
+    assert "--long-prompt 'Write a 3000-word essay on rivers.'" in text, text
+    assert "prompt 'Read {file} and quote its first line.'" in text and "{file} is replaced by its path" in text, text
+    assert "Examples:" in text and "acp-green probe --long-prompt" in text, text

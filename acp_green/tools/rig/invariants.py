@@ -270,7 +270,34 @@ class _PromptChecks(_Findings):
             self._advise("tool_calls_finished", f"the prompt answered with tool calls still open: {listing}", [prompt.record, record])
 
 
-class InvariantChecker(_PromptChecks):
+class _MessageChecks(_PromptChecks):
+    """Checks on single messages of the agent: the paths it sends, its answer to a method nobody has."""
+
+    def _paths(self, record: Record, message: dict[str, Any]) -> None:
+        """ACP: file paths the agent sends the client are absolute (a path that is no string is no path)."""
+        for where, path in _sent_paths(message):
+            self.exercised["absolute_paths"] += 1
+            if where.endswith("]"):  # a location that is no object: whatever it holds, it gives no path
+                shown = json.dumps(path, default=repr)[:80]
+                self._add("absolute_paths", f"{message.get('method')} sent {where} = {shown}, not an object with a path",
+                          [record])
+            elif not isinstance(path, str):
+                shown = json.dumps(path, default=repr)[:80]
+                self._add("absolute_paths", f"{message.get('method')} sent {where} = {shown}, not an absolute path", [record])
+            elif not path.startswith("/"):
+                self._add("absolute_paths", f"{message.get('method')} sent a relative path at {where}: {path!r}", [record])
+
+    def _unknown_method_answered(self, request: _Request, record: Record, message: dict[str, Any]) -> None:
+        """ACP: a request for an unknown method should be answered -32601 (a SHOULD: an advisory)."""
+        self.exercised["unknown_method_not_found"] += 1
+        error = message.get("error")
+        if not (isinstance(error, dict) and error.get("code") == METHOD_NOT_FOUND):
+            answer = f"error {error.get('code')!r}" if isinstance(error, dict) else f"result {json.dumps(message.get('result'), default=repr)[:60]}"
+            self._advise("unknown_method_not_found", f"{request.method}, a method no agent has, was answered with {answer}, "
+                         "not -32601", [request.record, record])
+
+
+class InvariantChecker(_MessageChecks):
     """Checks one agent connection; feed it records in order, then `finish` when it ended."""
 
     def __init__(self, must_cancel_ids: Iterable[Any] = (), max_violations: int = 50, *,
@@ -447,20 +474,6 @@ class InvariantChecker(_PromptChecks):
                 self.schema_notes.append(f"a run negotiated protocolVersion {version}: validated against the ACP v{version} "
                                          "draft schema")
 
-    def _paths(self, record: Record, message: dict[str, Any]) -> None:
-        """ACP: file paths the agent sends the client are absolute (a path that is no string is no path)."""
-        for where, path in _sent_paths(message):
-            self.exercised["absolute_paths"] += 1
-            if where.endswith("]"):  # a location that is no object: whatever it holds, it gives no path
-                shown = json.dumps(path, default=repr)[:80]
-                self._add("absolute_paths", f"{message.get('method')} sent {where} = {shown}, not an object with a path",
-                          [record])
-            elif not isinstance(path, str):
-                shown = json.dumps(path, default=repr)[:80]
-                self._add("absolute_paths", f"{message.get('method')} sent {where} = {shown}, not an absolute path", [record])
-            elif not path.startswith("/"):
-                self._add("absolute_paths", f"{message.get('method')} sent a relative path at {where}: {path!r}", [record])
-
     def _agent_request(self, record: Record, message: dict[str, Any]) -> None:
         """A request to the client about a session (fs, terminal, permission...) is "for the
         session" too: none may follow its prompt's response (S5), but the kill and release of a
@@ -517,14 +530,6 @@ class InvariantChecker(_PromptChecks):
                 self.exercised["no_update_after_response"] += 1
                 self._quiet[session_id] = record
 
-    def _unknown_method_answered(self, request: _Request, record: Record, message: dict[str, Any]) -> None:
-        """ACP: a request for an unknown method should be answered -32601 (a SHOULD: an advisory)."""
-        self.exercised["unknown_method_not_found"] += 1
-        error = message.get("error")
-        if not (isinstance(error, dict) and error.get("code") == METHOD_NOT_FOUND):
-            answer = f"error {error.get('code')!r}" if isinstance(error, dict) else f"result {json.dumps(message.get('result'), default=repr)[:60]}"
-            self._advise("unknown_method_not_found", f"{request.method}, a method no agent has, was answered with {answer}, "
-                         "not -32601", [request.record, record])
 
 
 _CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})

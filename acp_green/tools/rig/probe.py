@@ -5,10 +5,13 @@ outside, and reports a verdict with evidence. Every run also goes through the in
 checker; the invariants are reported as checks of their own, naming the messages that broke
 them. Nothing here knows which agent it talks to.
 
-Verdicts follow the force of the rule: a broken MUST is `fail` (exit 1); an advisory row (what
-real clients trip on although ACP allows it) is `warn` and never changes the exit code. A row
-with nothing to check says `not exercised` (skip) instead of claiming the rule held. An agent
-that needs a login gets one row saying so; the checks that need no session still run.
+Verdicts follow the force of the rule: a broken MUST is `fail` (exit 1) and quotes the wire
+that proves it; an advisory row (a SHOULD, what ACP only implies, what real clients trip on
+although ACP allows it) is `warn` and never changes the exit code. A row with nothing to check
+says `not exercised` (skip) instead of claiming the rule held, and names the option that would
+exercise it when the demo's default prompts did not. An agent that needs a login (-32000 at any
+method), that cannot open a session, or that speaks only the v2 draft gets one row saying so;
+the checks that need no session still run.
 """
 
 from __future__ import annotations

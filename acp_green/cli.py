@@ -346,9 +346,12 @@ def usage(state_dir: str | None, session_id: str | None, as_json: bool, records:
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for machines).")
 @click.option("--long-prompt", default="/wait", show_default=True, metavar="TEXT",
-              help="A prompt that runs until cancelled (for agents without acp-green's /wait).")
+              help="A prompt that runs for many seconds, until cancelled. The default is a command of acp-green's demo "
+                   "agent; any other agent needs its own, e.g. --long-prompt 'Write a 3000-word essay on rivers.' "
+                   "Without one, the cancel and busy-session rows are skipped (needs --long-prompt).")
 @click.option("--stream-prompt", default="/stream 20000 256", show_default=True, metavar="TEXT",
-              help="A prompt that streams many updates.")
+              help="A prompt that streams many updates (the default is the demo's; when it ends at once the long prompt "
+                   "is used). Chunk order is checked only in the demo's grammar (chunks numbered 0:, 1:, ...).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
               help="How long any single answer may take before its check fails.")
 @click.option("--sessions", type=click.IntRange(min=1), default=16, show_default=True,
@@ -356,7 +359,9 @@ def usage(state_dir: str | None, session_id: str | None, as_json: bool, records:
 @click.option("--check", "only", multiple=True, metavar="NAME",
               help="Run only the checks whose names contain NAME (repeatable).")
 @click.option("--tool-prompt", default=None, metavar="TEXT",
-              help="A prompt that makes the agent use a tool on a file (default: acp-green's /read of a file the probe serves).")
+              help="A prompt that makes the agent use a tool on the file the probe offers; {file} is replaced by its path "
+                   "(notes.txt in a per-run temporary directory, each session's cwd, named in the report). Default: "
+                   "'/read {file}', the demo agent's command; e.g. --tool-prompt 'Read {file} and quote its first line.'")
 @click.option("--authenticate", metavar="METHOD_ID", default=None,
               help="Call `authenticate` with this authMethods id after every initialize (default: never).")
 @click.option("--keep-env", is_flag=True,
@@ -369,9 +374,16 @@ def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, s
     """Check any stdio ACP agent from outside: acp-green probe -- COMMAND [ARGS...]
 
     \b
-    Each check runs the agent afresh. A broken MUST is FAIL (exit 1); advisory rows (WARN) are
-    shown apart and never change the exit code. The agent runs with a fresh temporary
-    XDG_STATE_HOME unless --keep-env.
+    Each check runs the agent afresh. A broken MUST is FAIL (exit 1), quoting the wire that
+    proves it; advisory rows (SHOULD-level: WARN) are shown apart and never change the exit
+    code. The agent runs with a fresh temporary XDG_STATE_HOME unless --keep-env.
+
+    \b
+    Examples:
+      acp-green probe -- acp-green serve
+      acp-green probe --long-prompt 'Count slowly from 1 to 500, one number per line.' \\
+          --tool-prompt 'Read {file} and tell me what it says.' -- python my_agent.py
+      acp-green probe --authenticate api-key --json -- node agent.js
     """
     from .tools.rig.probe import ProbeConfig, main
 
@@ -507,7 +519,25 @@ def bench(agents: tuple[str, ...], only: tuple[str, ...], workloads: tuple[str, 
 
 @cli.group()
 def trace() -> None:
-    """Check, show and replay trace files (docs/TRACES.md)."""
+    """Look at a trace of ACP traffic: check, show, draw or replay it (docs/TRACES.md)."""
+
+
+@trace.command("html")
+@click.argument("trace_file", metavar="FILE", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, metavar="PATH",
+              help="Where to write the page (default: FILE with the suffix .html).")
+def trace_html(trace_file: str, output: str | None) -> None:
+    """One self-contained HTML page (no network) with a timeline per session; click a mark to see its message."""
+    from pathlib import Path
+
+    from .tools.trace.html import write_html
+
+    target = Path(output) if output else Path(trace_file).with_suffix(".html")
+    if target.resolve() == Path(trace_file).resolve():
+        raise OneLineUsageError("-o: the page would overwrite the trace; name another file")
+    timeline = write_html(trace_file, target)
+    click.echo(f"wrote {target}: {len(timeline.lanes) - 1} sessions, {len(timeline.marks)} marks, "
+               f"{len(timeline.events)} events", err=True)
 
 
 def _read_trace(path: str) -> Any:

@@ -192,7 +192,8 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     ]),
     # -- rig-verdicts: the rig's judgements of an agent ---------------------------------------------
     "rig.probe": ("rig-verdicts", "acp_green/tools/rig/probe.py", [
-        "tests/tools/test_probe_busy_prompt.py", "tests/tools/test_probe_verdicts.py", "tests/tools/test_probe.py",
+        "tests/tools/test_probe_busy_prompt.py", "tests/tools/test_probe_verdicts.py", "tests/tools/test_probe_truth.py",
+        "tests/tools/test_probe.py",
     ]),
     "rig.soak": ("rig-verdicts", "acp_green/tools/rig/soak.py", [
         "tests/tools/test_soak_samples.py", "tests/tools/test_soak.py", "tests/tools/test_soak_orphans.py",
@@ -202,8 +203,11 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/tools/test_teardown_checks.py", "tests/tools/test_rig_fault_agents.py",
         "tests/tools/test_soak_orphans.py",
     ]),
+    "rig.schema_v2": ("rig-verdicts", "acp_green/tools/rig/schema_v2.py", [
+        "tests/tools/test_probe_truth.py", "tests/tools/test_schema_validator.py",
+    ]),
     "rig.invariants": ("rig-verdicts", "acp_green/tools/rig/invariants.py", [
-        "tests/tools/test_rig_invariants.py", "tests/tools/test_invariant_findings.py",
+        "tests/tools/test_rig_invariants.py", "tests/tools/test_invariant_findings.py", "tests/tools/test_probe_truth.py",
         "tests/tools/test_teardown_checks.py", "tests/tools/test_rig_fault_agents.py",
         "tests/endpoint/test_input_guard.py",
     ]),
@@ -214,7 +218,10 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/tools/test_chat_ask_eof.py", "tests/tools/test_chat_pipe.py",
     ]),
     "rig.chat_files": ("rig-verdicts", "acp_green/tools/rig/chat_files.py", ["tests/tools/test_chat_answers.py"]),
-    # -- trace: reading, checking, showing and replaying a trace file ------------------------------
+    # -- trace: the trace tools' readings of a recorded conversation ----------------------------------
+    "trace.html": ("trace", "acp_green/tools/trace/html.py", [
+        "tests/tools/test_trace_html.py", "tests/tools/test_trace_html_browser.py",
+    ]),
     "trace.read": ("trace", "acp_green/tools/trace/read.py", [
         "tests/tools/test_trace_read.py", "tests/tools/test_trace_check.py",
     ]),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import copy
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -170,22 +169,28 @@ def test_a_hostile_clients_trace_and_a_damaged_file_are_reported_without_a_crash
     assert shown.stdout.count("not a message") == 4
 
 
-def test_a_trace_that_negotiated_v2_says_what_was_not_checked(demo_trace: Path, tmp_path: Path):
-    events = read_events(demo_trace)
+def _negotiating(events: list[dict[str, Any]], version: Any) -> list[dict[str, Any]]:
     at = find(events, _response_of(1))
     answer = message_of(events[at])
-    answer["result"]["protocolVersion"] = 2
+    answer["result"]["protocolVersion"] = version
     events[at] = agent_line(answer, events[at]["ts"])
-    at3 = find(events, _response_of(3))
-    events[at3] = agent_line({"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "bogus"}}, events[at3]["ts"])
-    code, report, text = check(write_trace(tmp_path / "v2.jsonl", events))
+    return events
+
+
+def test_a_trace_that_negotiated_v2_is_validated_against_the_v2_draft(demo_trace: Path, tmp_path: Path):
+    _, report, text = check(write_trace(tmp_path / "v2.jsonl", _negotiating(read_events(demo_trace), 2)))
     assert report["protocolVersions"] == [2]
-    if importlib.util.find_spec("acp_green.tools.rig.schema_v2") is None:
-        assert code == 0, text  # nothing validated the bogus stopReason: said so, not passed off as checked
-        assert any(note.startswith("not checked: v2") for note in report["notes"]), report["notes"]
-        assert "note: not checked: v2" in text
-    else:
-        assert any("v2" in note for note in report["notes"]), report["notes"]
+    assert report["notes"] == ["protocolVersion 2: validated against the ACP v2 draft schema"]
+    assert "note: protocolVersion 2: validated against the ACP v2 draft schema" in text
+
+
+def test_a_version_without_a_schema_says_what_was_not_checked(demo_trace: Path, tmp_path: Path):
+    events = _negotiating(read_events(demo_trace), 3)
+    at = find(events, _response_of(3))
+    events[at] = agent_line({"jsonrpc": "2.0", "id": 3, "result": {"stopReason": "bogus"}}, events[at]["ts"])
+    code, report, text = check(write_trace(tmp_path / "v3.jsonl", events))
+    assert code == 0, text  # nothing validated the bogus stopReason: said so, not passed off as checked
+    assert report["notes"] == ["not checked: no ACP schema here for protocolVersion 3: invariants only"]
 
 
 def test_a_conductors_trace_is_checked_hop_by_hop(tmp_path: Path):

@@ -1,1 +1,1 @@
-"""The trace tools: record the wire between an editor and an agent, then check, show and replay it (docs/TRACES.md)."""
+"""The trace tools: record ACP traffic, then check, show, view and replay the trace (docs/TRACES.md)."""

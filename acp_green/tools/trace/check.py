@@ -7,7 +7,6 @@ wrote is validated too. Each finding names the lines of the file that prove it.
 
 from __future__ import annotations
 
-import importlib
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ from typing import Any
 from ..rig.client import Record
 from ..rig.invariants import InvariantChecker
 from ..rig.schema import AcpSchema, StreamChecker, default_schema
+from ..rig.schema_v2 import schema_for_version
 from .read import FORMAT, Note, Trace, WireEvent, visible
 
 __all__ = ["CheckReport", "Finding", "check_trace", "connections", "json_report", "quote", "render_line", "text_report"]
@@ -86,7 +86,8 @@ class _LineChecker(InvariantChecker):
     """The rig's InvariantChecker, whose findings keep the records (hence the lines) that broke it."""
 
     def __init__(self, lines: dict[int, int], must_cancel: Iterable[Any], keep_schema: bool) -> None:
-        super().__init__(must_cancel_ids=must_cancel, max_violations=MAX_FINDINGS)
+        # ACP's rule, not acp_green's stricter one: session-level updates may come between turns.
+        super().__init__(must_cancel_ids=must_cancel, max_violations=MAX_FINDINGS, session_updates_between_turns=True)
         self._lines = lines  # id(record) -> its line in the file
         self._keep_schema = keep_schema
         self.found: list[Finding] = []
@@ -179,19 +180,15 @@ def _negotiated(events: Sequence[WireEvent]) -> Any:
 
 
 def schema_for(version: Any) -> tuple[AcpSchema | None, str | None]:
-    """The schema a negotiated version is validated against, and a note when it is not plain v1."""
+    """The schema a negotiated version is validated against (None: none here), and a note when it is not plain v1."""
     if version is None:
         return default_schema(), "no answer to initialize in the trace: validated against ACP v1"
-    if version == 1 and not isinstance(version, bool):
-        return default_schema(), None
-    try:  # the v2 schemas come with tools/rig/schema_v2.py where this installation has it
-        module = importlib.import_module("acp_green.tools.rig.schema_v2")
-    except ImportError:
-        module = None
-    schema = module.schema_for_version(version) if module is not None else None
+    schema = schema_for_version(version)
     if schema is None:
-        return None, f"not checked: v{version}: no ACP schema for protocolVersion {json.dumps(version)} here; invariants only"
-    return schema, f"protocolVersion {version}: validated against the ACP v{version} schema"
+        return None, f"not checked: no ACP schema here for protocolVersion {json.dumps(version)[:40]}: invariants only"
+    if version == 1:
+        return schema, None
+    return schema, f"protocolVersion {version}: validated against the ACP v{version} draft schema"
 
 
 def _prompt_text(params: Any) -> str:

@@ -282,3 +282,16 @@ def test_an_advisory_is_listed_apart_and_never_fails_the_check(demo_trace: Path,
     assert [(a["rule"], a["lines"][-1]) for a in report["advisories"]] == [("tool_calls_finished", answer + 1)]
     assert ", 1 advisory warning(s) in " in text.splitlines()[0]
     assert f"line {answer + 1}: advisory [agent] tool_calls_finished: " in text
+
+
+def test_a_session_level_update_between_turns_is_no_violation(demo_trace: Path, tmp_path: Path):
+    """ACP lets session-level updates (commands, session info, usage) come between turns; only a
+    turn's own updates after its prompt's response break the rule."""
+    events = read_events(demo_trace)
+    at = find(events, _response_of(7))
+    session = _session_of_prompt(events, "hello there")
+    update = {"jsonrpc": "2.0", "method": "session/update",
+              "params": {"sessionId": session, "update": {"sessionUpdate": "session_info_update", "title": "renamed"}}}
+    events.insert(at + 1, agent_line(update, events[at]["ts"]))
+    code, report, _ = check(write_trace(tmp_path / "between.jsonl", events))
+    assert (code, report["violations"]) == (0, [])

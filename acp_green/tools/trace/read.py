@@ -68,9 +68,9 @@ class WireEvent:
         return isinstance(self.message, dict) and "error" in self.message
 
     def text(self) -> str:
-        """The line as text (invalid UTF-8 replaced), or the rebuilt message as JSON."""
+        """The line as text (invalid UTF-8 bytes as \\xNN), or the rebuilt message as JSON."""
         if self.raw is not None:
-            return self.raw.decode("utf-8", "replace")
+            return self.raw.decode("utf-8", "backslashreplace")
         return json.dumps(self.message, separators=(",", ":"), default=repr)
 
 

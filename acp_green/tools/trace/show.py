@@ -163,6 +163,8 @@ def _describe(item: Item) -> str:
         return f"{arrow} {item.count} {visible(item.kind)}"
     if event.kind == "line":
         return click.style(f"{arrow} not a message ({visible(event.why or '?')}): {_cut(event.text())}", fg="red")
+    if event.kind == "response" and event.id is None and event.is_error:  # the answer to a line with no usable id
+        return f"{arrow} answer with id null: {_outcome(event, event)}"
     if event.kind == "response":
         return click.style(f"{arrow} response #{_cut(_key(event.id))} to no request: {_cut(event.text())}", fg="red")
     name = f"{arrow} {visible(event.method or '?')}"

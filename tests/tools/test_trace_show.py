@@ -4,6 +4,7 @@ on a terminal."""
 
 from __future__ import annotations
 
+import json
 import os
 import pty
 import subprocess
@@ -141,3 +142,22 @@ def test_messages_of_any_shape_are_shown(tmp_path: Path):
     lines = show(write_trace(tmp_path / "odd.jsonl", events))
     assert '     0.100  -> session/prompt #1 "5"  => ok  400.0 ms' in lines
     assert "     0.200      <- 1 ?" in lines
+
+
+def test_show_and_check_agree_with_the_shared_sample_trace(tmp_path: Path):
+    """The three-session sample the page's tests draw (tests/trace_samples.py): the timeline shows what
+    the page shows, and check finds the one line that is no message."""
+    from tests.trace_samples import three_sessions
+
+    sample, expected = three_sessions()
+    path = sample.write(tmp_path / "three.jsonl")
+    lines = show(path)
+    assert [line.removeprefix("session ") for line in lines if line.startswith("session ")] == list(expected.sessions)
+    text = "\n".join(lines)
+    assert text.count("=> no answer") == expected.unanswered
+    assert text.count("CANCEL") == expected.cancels and text.count("=> cancelled") == expected.cancelled
+    assert text.count("=> ERROR") == expected.error_answers and text.count("not a message") == expected.bad_lines
+    checked = trace_cli("check", "--json", str(path))
+    report = json.loads(checked.stdout)
+    assert checked.returncode == 1
+    assert [(v["side"], v["rule"]) for v in report["violations"]] == [("client", "valid_json_rpc")]

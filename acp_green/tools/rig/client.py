@@ -272,7 +272,7 @@ class AcpClient:
                 now = time.monotonic()
                 try:
                     message = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
                     message = None
                 self.records.append(Record(now, "in", line, message))
                 if isinstance(message, dict):
@@ -293,7 +293,8 @@ class AcpClient:
                 self._answer(message)
             else:
                 if message["method"] == "$/cancel_request":
-                    self._cancelled_by_agent((message.get("params") or {}).get("requestId"))
+                    params = message.get("params")
+                    self._cancelled_by_agent(params.get("requestId") if isinstance(params, dict) else None)
                 handler = self.policy.notification_handlers.get(message["method"])
                 if handler is not None:
                     handler(self, message)

@@ -196,7 +196,7 @@ class _PromptChecks(_Findings):
                       [prompt.record, record])
 
     def _session_update(self, record: Record, message: dict[str, Any]) -> None:
-        params = message.get("params") or {}
+        params = _object(message.get("params"))
         session_id = params.get("sessionId")
         update = _object(params.get("update"))
         if session_id in self._quiet:

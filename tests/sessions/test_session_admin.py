@@ -96,8 +96,9 @@ def test_stable_only_hides_the_unstable_surface(inprocess, tmp_path):
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     conn = statedb.connect(statedb.db_path(str(state)))
-    sid = "sess_archived"
+    sid, plain = "sess_archived", "sess_plain"
     statedb.save_session(conn, SessionRecord(sid, "/tmp", archived=True))
+    statedb.save_session(conn, SessionRecord(plain, "/tmp", updated_at=1.0))
     conn.close()
 
     stable = inprocess(CountingAgent(), state_dir=str(tmp_path / "state"), stable_only=True)
@@ -109,8 +110,9 @@ def test_stable_only_hides_the_unstable_surface(inprocess, tmp_path):
     for method in UNSTABLE_METHODS + ("mcp/connect", "mcp/disconnect"):
         error = stable.client.request(method, {"sessionId": sid, "cwd": "/tmp", "title": "t", "serverId": "x"}).error()
         assert error["code"] == -32601, (method, error)
-    listed = _listed(stable.client, archived="only")  # the unstable filter is not read
-    assert list(listed) == [sid] and "archived" not in listed[sid]
+    for params in ({}, {"archived": "only"}, {"archived": "exclude"}, {"archived": 5}):  # the unstable filter is not read
+        listed = _listed(stable.client, **params)
+        assert list(listed) == [sid, plain] and "archived" not in listed[sid], params
 
 
 def test_fork_holds_the_history_and_state_and_leaves_the_source_alone(inprocess, tmp_path):

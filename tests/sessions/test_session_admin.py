@@ -9,6 +9,7 @@ import gevent.event
 import pytest
 
 from acp_green.agent import Agent, SessionView, Turn
+from acp_green.demo import DemoAgent
 from acp_green.context import ConnectionSnapshot
 from acp_green.errors import ForkRefused, UnknownSession
 from acp_green.store import statedb
@@ -282,3 +283,49 @@ def test_every_unstable_method_refuses_an_unknown_session(inprocess, tmp_path):
         assert _unknown(error), (method, error)
         assert error["data"]["sessionId"] == "sess_nope"
     assert list(_listed(client, archived="include")) == []
+
+
+def test_a_fork_is_announced_like_a_new_session_and_remembers_its_source(inprocess, tmp_path):
+    """After (never before) the fork's response: the agent's commands and the title it took from the
+    source, as for session/new; the fork keeps the source's mode, and the store names its source."""
+    harness = _start(inprocess, tmp_path, DemoAgent())
+    client = harness.client
+    source = client.new_session()
+    client.prompt(source, "the source").result()
+    client.call("session/set_mode", {"sessionId": source, "modeId": "code"})
+    pending = client.request("session/fork", {"sessionId": source, "cwd": "/tmp"})
+    fork = pending.result()["sessionId"]
+    assert pending.result()["modes"]["currentModeId"] == "code"
+    wait_until(lambda: len(client.updates(fork)) >= 2, what="the fork's commands and title")
+    arrived = client.received()
+    answered_at = next(i for i, m in enumerate(arrived) if m.get("id") == pending.id)
+    for_fork = [(i, m["params"]["update"]) for i, m in enumerate(arrived)
+                if m.get("method") == "session/update" and m["params"]["sessionId"] == fork]
+    assert all(i > answered_at for i, _ in for_fork)
+    assert [u["sessionUpdate"] for _, u in for_fork] == ["available_commands_update", "session_info_update"]
+    assert for_fork[1][1]["title"] == "the source"
+    harness.finish()
+    conn = statedb.connect_existing(statedb.db_path(str(tmp_path / "state")))
+    try:
+        stored = {r.session_id: r for r in statedb.list_sessions(conn)}
+    finally:
+        conn.close()
+    assert (stored[fork].forked_from, stored[fork].mode_id) == (source, "code")
+    assert stored[source].forked_from is None
+
+
+def test_a_forks_state_is_stored_when_it_is_made(inprocess, tmp_path):
+    """The fork's state (the source's, and the hook's change) is stored at once: a new process that
+    loads a fork never prompted continues from it."""
+    first = _start(inprocess, tmp_path)
+    source = first.client.new_session()
+    first.client.prompt(source, "first").result()
+    fork = first.client.call("session/fork", {"sessionId": source, "cwd": "/tmp"})["sessionId"]
+    first.finish()
+    second = _start(inprocess, tmp_path)
+    try:
+        second.client.call("session/load", {"sessionId": fork, "cwd": "/tmp", "mcpServers": []})
+        second.client.prompt(fork, "next").result()
+        assert _replayed(second.client, fork) == ["first #1 forked=False", "next #2 forked=True"]
+    finally:
+        second.finish()  # before the teardown's check of the first, which sees every server's greenlets

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_green.demo import DemoAgent
-from acp_green.errors import InvalidParams, McpError, one_line
+from acp_green.errors import InvalidParams, McpError, UnknownMcpConnection, one_line
 from acp_green.mcp.acp_message import (
     BACKEND_FAILED,
     MCP_PROTOCOL_VERSION,
@@ -171,6 +171,34 @@ def test_another_refusal_of_mcp_connect_fails_the_call_and_does_not_switch_shape
     assert "the client refused mcp/connect for 'proj': unknown serverId" in tool_text(conn, session_id)
     run_mcp(conn, session_id)
     assert len(conn.sink.requests("mcp/connect")) == 2 and not conn.sink.requests("mcp/message")
+
+
+def test_a_client_that_accepted_mcp_connect_is_not_switched_by_a_later_32601(unit):
+    """The shape is learnt once: a client that answered mcp/connect speaks the connect shape, so a
+    later -32601 to mcp/connect (for another server) fails that call like any refusal, and no
+    message-shape mcp/message is sent."""
+    conn: UnitConnection = unit(DemoAgent())
+    client = ShapedClient(conn, "connect")
+    conn.initialize()
+    first = conn.new_session(mcp_servers=[acp_entry("proj", "srv-1")])
+    run_mcp(conn, first)
+    assert tool_text(conn, first) == "hosted answer"
+    client.shape = "message"  # from now on it answers mcp/connect -32601
+    second = conn.new_session(mcp_servers=[acp_entry("other", "srv-2")])
+    run_mcp(conn, second, "other")
+    assert tool_update(conn, second)["status"] == "failed"
+    assert "the client refused mcp/connect for 'other'" in tool_text(conn, second)
+    assert all("connectionId" in m["params"] for m in conn.sink.requests("mcp/message"))
+
+
+def test_a_notification_naming_a_connection_is_read_in_the_connect_shape_even_with_a_server_id() -> None:
+    """Only a notification without `connectionId` is of the message shape: one naming a connection
+    is relayed on it (here an unknown one: refused as such), whatever else it carries."""
+    registry = _registry()
+    registry.client_shape.active.add(("srv", "r-1"))
+    with pytest.raises(UnknownMcpConnection):
+        registry.on_message_notification({"connectionId": "conn-9", "serverId": "srv", "requestId": "r-1",
+                                          "method": "notifications/progress", "params": {}})
 
 
 @NEW_SHAPE_ONLY

@@ -15,7 +15,8 @@ from acp_green.errors import ForkRefused, UnknownSession
 from acp_green.store import statedb
 from acp_green.store.session_record import SessionRecord
 from tests import sdk_unstable_schema
-from tests.helpers import chunk_texts, wait_until
+from tests.helpers import chunk_texts, wait_gone, wait_until
+from tests.mcp_helpers import SDK_TOOLS, stdio_entry
 
 
 UNSTABLE_METHODS = ("session/fork", "session/archive", "session/unarchive", "session/set_title", "session/status")
@@ -329,3 +330,18 @@ def test_a_forks_state_is_stored_when_it_is_made(inprocess, tmp_path):
         assert _replayed(second.client, fork) == ["first #1 forked=False", "next #2 forked=True"]
     finally:
         second.finish()  # before the teardown's check of the first, which sees every server's greenlets
+
+
+def test_a_forks_own_mcp_servers_start_when_it_is_made(inprocess, tmp_path):
+    """The servers the fork request declares are started in the background at once, as for
+    session/new (the source's are its own), and stop with the fork."""
+    harness = _start(inprocess, tmp_path)
+    client = harness.client
+    source = client.new_session()
+    fork = client.call("session/fork", {"sessionId": source, "cwd": "/tmp",
+                                        "mcpServers": [stdio_entry("st", SDK_TOOLS)]})["sessionId"]
+    servers = harness.server.protocol.session_mcp
+    pids = wait_until(lambda: fork in servers and servers[fork].pids().get("st"), what="the fork's stdio server to start")
+    assert source not in servers
+    harness.server.sessions.drop(fork)
+    assert wait_gone(pids)

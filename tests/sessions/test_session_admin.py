@@ -117,6 +117,20 @@ def test_stable_only_hides_the_unstable_surface(inprocess, tmp_path):
         assert list(listed) == [sid, plain] and "archived" not in listed[sid], params
 
 
+def test_stable_only_does_not_reach_a_declared_acp_server(inprocess, tmp_path):
+    """--stable-only advertises no `mcpCapabilities.acp`: a `type: "acp"` server a client declares
+    anyway is one of a transport this agent does not support (the tool call fails saying so), and
+    the agent sends no mcp/connect nor any other unstable request."""
+    harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"), stable_only=True)
+    client = harness.client
+    client.initialize()
+    sid = client.call("session/new", {"cwd": "/tmp", "mcpServers": [{"type": "acp", "name": "proj", "serverId": "srv-1"}]})["sessionId"]
+    assert client.prompt(sid, '/mcp proj echo {"text": "x"}').result() == {"stopReason": "end_turn"}
+    failed = [u for u in client.updates(sid) if u.get("status") == "failed"]
+    assert "uses the acp transport, which this agent does not support" in failed[0]["content"][0]["content"]["text"]
+    assert [r["method"] for r in client.agent_requests if r["method"].startswith("mcp/")] == []
+
+
 def test_fork_holds_the_history_and_state_and_leaves_the_source_alone(inprocess, tmp_path):
     """session/fork: a new id, the source's turns and state (the agent's hook ran), the source's
     title; the fork's own turns and title are its own; the response is like session/new's."""

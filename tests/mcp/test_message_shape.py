@@ -41,8 +41,6 @@ OLD_ANSWERS = {
     "initialize": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "proj", "version": "1"}},
     "tools/call": ECHO,
 }
-NEW_SHAPE_ONLY = pytest.mark.breaks_invariants(
-    "schema", reason="the message shape is checked here against the sdk-2.4.0 schema; the default checker knows only the older one")
 
 
 class ShapedClient:
@@ -105,7 +103,6 @@ def acp_entry(name: str, server_id: str) -> dict[str, Any]:
     return {"type": "acp", "name": name, "serverId": server_id}
 
 
-@NEW_SHAPE_ONLY
 def test_a_client_that_answers_mcp_connect_32601_is_reached_in_the_message_shape(unit):
     """The rule: mcp/connect first; -32601 (no such method) means the client speaks the message
     shape, so the tool call goes as mcp/message {serverId, requestId, method, params with the
@@ -201,7 +198,6 @@ def test_a_notification_naming_a_connection_is_read_in_the_connect_shape_even_wi
                                           "method": "notifications/progress", "params": {}})
 
 
-@NEW_SHAPE_ONLY
 @pytest.mark.parametrize(("outcome", "expected"), [
     ({"error": {"code": -32602, "message": "Unknown tool: echo"}}, "Unknown tool: echo"),
     ({"result": None, "error": {"code": 1, "message": "ignored"}}, None),  # result wins, even null
@@ -226,7 +222,6 @@ def test_message_shape_outcomes_reach_the_turn(unit, outcome: Any, expected: str
         assert update["status"] == "failed" and expected in tool_text(conn, session_id)
 
 
-@NEW_SHAPE_ONLY
 def test_cancelling_a_turn_cancels_its_message_shape_request_with_cancel_request(unit):
     """S12 in the message shape: a session/cancel during a tool call sends $/cancel_request for
     the outer mcp/message (the shape has no inner notification); the turn ends cancelled."""
@@ -244,7 +239,6 @@ def test_cancelling_a_turn_cancels_its_message_shape_request_with_cancel_request
     assert not [m for m in conn.sink.requests("mcp/message") if "id" not in m]
 
 
-@NEW_SHAPE_ONLY
 def test_client_notifications_and_requests_in_the_message_shape(unit):
     """Client->agent in the message shape: an mcp/message notification naming one of our requests
     (progress) or none is taken quietly, never answered (S6); the schema gives the client no

@@ -123,7 +123,8 @@ def test_stable_only_does_not_reach_a_declared_acp_server(inprocess, tmp_path):
     the agent sends no mcp/connect nor any other unstable request."""
     harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"), stable_only=True)
     client = harness.client
-    client.initialize()
+    result = client.initialize()
+    assert result["_meta"]["acpGreen"]["providedMcpServers"] == []  # the demo provides one otherwise
     sid = client.call("session/new", {"cwd": "/tmp", "mcpServers": [{"type": "acp", "name": "proj", "serverId": "srv-1"}]})["sessionId"]
     assert client.prompt(sid, '/mcp proj echo {"text": "x"}').result() == {"stopReason": "end_turn"}
     failed = [u for u in client.updates(sid) if u.get("status") == "failed"]

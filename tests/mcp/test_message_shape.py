@@ -11,6 +11,7 @@ Every mcp/* message the agent sends is checked against the schema of the shape i
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
@@ -239,7 +240,7 @@ def test_cancelling_a_turn_cancels_its_message_shape_request_with_cancel_request
     assert not [m for m in conn.sink.requests("mcp/message") if "id" not in m]
 
 
-def test_client_notifications_and_requests_in_the_message_shape(unit):
+def test_client_notifications_and_requests_in_the_message_shape(unit, caplog):
     """Client->agent in the message shape: an mcp/message notification naming one of our requests
     (progress) or none is taken quietly, never answered (S6); the schema gives the client no
     mcp/message request to the agent, and one with serverId instead of connectionId gets -32602."""
@@ -253,8 +254,11 @@ def test_client_notifications_and_requests_in_the_message_shape(unit):
     held = client.held[0]
     progress = {"serverId": "srv-1", "requestId": held["params"]["requestId"], "method": "notifications/progress",
                 "params": {"progressToken": 1, "progress": 0.5}}
-    conn.notify("mcp/message", progress)
-    conn.notify("mcp/message", {**progress, "requestId": "nobody"})
+    with caplog.at_level(logging.DEBUG, logger="acp_green.mcp.registry"):
+        conn.notify("mcp/message", progress)
+        conn.notify("mcp/message", {**progress, "requestId": "nobody"})
+    taken, dropped = [r.getMessage() for r in caplog.records if "notifications/progress" in r.getMessage()]
+    assert "dropped" not in taken and "no such request in flight: dropped" in dropped  # one of ours is in flight
     conn.respond(held["id"], {"result": ECHO})
     assert conn.result(prompt) == {"stopReason": "end_turn"}
     error = conn.error(conn.request("mcp/message", {"serverId": "acp-green:demo", "requestId": "r1", "method": "tools/list"}))

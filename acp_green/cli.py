@@ -88,7 +88,8 @@ def cli() -> None:
 @click.option("--stable-only", is_flag=True,
               help="Speak ACP's stable schema only, for clients that want no unstable surface: session/fork, "
                    "session/archive, session/unarchive, session/set_title, session/status and MCP-over-ACP (mcp/connect, "
-                   "mcp/message, mcp/disconnect) answer -32601 and are not advertised; session/list then reports no "
+                   "mcp/message, mcp/disconnect) answer -32601 and are not advertised, and a client's 'acp' MCP server is never "
+                   "contacted; session/list then reports no "
                    "archive state and lists archived sessions too.")
 @click.option("--provide-mcp", "provide_mcp", multiple=True, metavar="NAME=COMMAND",
               help="Provide a stdio MCP server over ACP (mcp/connect); repeatable; COMMAND is split like a shell would.")

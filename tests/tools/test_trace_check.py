@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_green.tools.trace.check import check_trace, json_report, text_report
-from acp_green.tools.trace.read import read_lines
+from acp_green.tools.trace.read import read_lines, read_trace
 from acp_green.tools.trace.show import render, timeline
 from tests.tools.trace_files import (agent_line, client_line, demo_run, find, message_of, read_events, trace_cli,
                                      wire_event, write_trace)
@@ -257,13 +257,33 @@ def test_check_and_show_never_raise_on_any_messages(exchanged):
     list(render(trace, timeline(trace, session="s1", grep="a"), "t"))
 
 
-def test_a_message_the_invariant_checker_cannot_follow_is_reported(demo_trace: Path, tmp_path: Path):
+def test_a_session_update_whose_params_are_a_list_is_a_schema_finding(demo_trace: Path, tmp_path: Path):
     events = read_events(demo_trace)
     at = find(events, _response_of(3))
     events.insert(at, agent_line({"jsonrpc": "2.0", "method": "session/update", "params": [1]}, events[at]["ts"]))
     code, report, _ = check(write_trace(tmp_path / "list-params.jsonl", events))
     assert code == 1
-    assert {(v["rule"], tuple(v["lines"])) for v in report["violations"]} == {("unfollowable", (at + 1,)), ("schema", (at + 1,))}
+    assert {(v["rule"], tuple(v["lines"])) for v in report["violations"]} == {("schema", (at + 1,))}
+
+
+def test_a_message_the_invariant_checker_cannot_follow_is_reported(demo_trace: Path, tmp_path: Path, monkeypatch):
+    """The rig's checker follows live agents; should some shape still make it raise, the check
+    names the line and goes on instead of ending with a traceback."""
+    from acp_green.tools.rig.invariants import InvariantChecker
+
+    def cannot_follow(self, record, message):  # type: ignore[no-untyped-def]
+        if message.get("params", {}).get("sessionId") == "odd":
+            raise KeyError("odd")
+        return original(self, record, message)
+
+    original = InvariantChecker._session_update
+    monkeypatch.setattr(InvariantChecker, "_session_update", cannot_follow)
+    events = read_events(demo_trace)
+    at = find(events, _response_of(3))
+    events.insert(at, agent_line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "odd"}}, events[at]["ts"]))
+    path = write_trace(tmp_path / "odd.jsonl", events)
+    report = check_trace(read_trace(str(path)))
+    assert ("unfollowable", (at + 1,)) in {(f.rule, tuple(f.lines)) for f in report.violations}
 
 
 def test_a_trace_of_another_format_version_says_so(demo_trace: Path, tmp_path: Path):

@@ -293,8 +293,7 @@ class AcpClient:
                 self._answer(message)
             else:
                 if message["method"] == "$/cancel_request":
-                    params = message.get("params")
-                    self._cancelled_by_agent(params.get("requestId") if isinstance(params, dict) else None)
+                    self._cancelled_by_agent(_param(message, "requestId"))
                 handler = self.policy.notification_handlers.get(message["method"])
                 if handler is not None:
                     handler(self, message)
@@ -372,6 +371,12 @@ class AcpClient:
         for handle in (self._reader_file, self._writer_file):
             with contextlib.suppress(OSError):
                 handle.close()
+
+
+def _param(message: dict[str, Any], name: str) -> Any:
+    """`params[name]`, or None when params are absent or no object (an agent's line is untrusted)."""
+    params = message.get("params")
+    return params.get(name) if isinstance(params, dict) else None
 
 
 def default_signal_dispositions() -> Callable[[], None]:

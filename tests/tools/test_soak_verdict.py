@@ -1,5 +1,5 @@
 """The soak's growth verdict on synthetic series: a warm-up climb that levels is not a leak, steady
-growth is, and a run too short to judge is inconclusive, never FAILED."""
+growth is, and a run too short to judge is inconclusive (exit 0), never FAILED."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from acp_green.tools.rig import soak as soak_module
 from acp_green.tools.rig.growth import (
     FLAT, GROWING, INCONCLUSIVE, MIN_HALF_SAMPLES, THRESHOLDS, WARMUP, Sample, growth, judge, shortest_judged_run,
 )
@@ -66,6 +67,23 @@ def test_too_few_samples_in_the_judged_half_is_inconclusive():
     verdict = judge(samples, "rss", 130.0)
     assert verdict.outcome == INCONCLUSIVE, verdict
     assert verdict.reason == f"not enough samples (16 in the second half, {MIN_HALF_SAMPLES} needed)"
+
+
+def test_an_inconclusive_run_exits_0_and_says_why(monkeypatch, capsys, tmp_path):
+    """Nothing was found wrong: exit 0, the summary's first lines say INCONCLUSIVE and the reason."""
+    reason = "run longer than 120 s (growth is judged on the second half of a run, after a 60 s warm-up)"
+    summary = {"verdict": "inconclusive", "ok": True, "agents": 1, "duration_s": 45.0, "seed": 1, "prompts": 9,
+               "side_runs": 0, "criterion": "c", "inconclusive_reasons": [reason], "failed_invariants": [],
+               "growing_resources": [], "failures": [],
+               "per_agent": [{"slot": 0, "prompts": 9, "violations": 0, "slopes_per_min": {"rss": 2.4 * MIB, "fds": 0.0},
+                              "inconclusive": {"rss": reason, "fds": reason}}]}
+    monkeypatch.setattr(soak_module, "run_soak", lambda cfg, report, progress: summary)
+    code = soak_module.main(soak_module.SoakConfig(["agent"], duration=45, out_dir=str(tmp_path)))
+    out = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert out[:2] == ["soak INCONCLUSIVE: 1 agents, 45s, seed 1", f"  inconclusive: {reason}"]
+    assert "  agent 0: 9 prompts, 0 violations; rss +2.40 MiB/min (not judged), fds +0.00/min (not judged)" in out
+    assert not any("FAILED" in line for line in out)
 
 
 # -- random series --------------------------------------------------------------------------

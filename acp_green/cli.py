@@ -439,12 +439,14 @@ def soak(duration: float, warmup: float, agents: int, seed: int, sessions: int, 
     slope says "leak" when there is none; the second half rather than all after the warm-up
     keeps a margin on a loaded machine, where warm-up takes longer). A shorter run, or one
     with too few samples, ends "INCONCLUSIVE" with the reason, exit 0. Default COMMAND:
-    acp-green serve on a fresh state directory, DIR/state (emptied first).
+    acp-green serve, each agent on a state directory of its own under DIR/state (emptied first).
     """
-    from .tools.rig.soak import SoakConfig, fresh_state_command, main
+    from .tools.rig.soak import SoakConfig, fresh_state_root, main, serve_command
 
-    cfg = SoakConfig(list(command) or fresh_state_command(out_dir), agents=agents, duration=duration, seed=seed,
-                     sessions=sessions, sample_interval=sample_interval, out_dir=out_dir, plot=not no_plot, warmup=warmup)
+    given = list(command)
+    cfg = SoakConfig(given or serve_command(), agents=agents, duration=duration, seed=seed, sessions=sessions,
+                     sample_interval=sample_interval, out_dir=out_dir, plot=not no_plot, warmup=warmup,
+                     state_root=None if given else fresh_state_root(out_dir))
     sys.exit(main(cfg))
 
 

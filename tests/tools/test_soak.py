@@ -140,16 +140,20 @@ def test_the_soak_entry_prints_its_summary(tmp_path):
 
 
 @pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)
-def test_the_soak_command_soaks_acp_green_serve_on_a_fresh_state_dir_by_default(tmp_path):
+def test_the_soak_command_soaks_acp_green_serve_on_a_fresh_state_dir_per_agent_by_default(tmp_path):
+    """One process serves from a state directory (store/statelock.py): each slot's agent gets its
+    own, so every one of them keeps its sessions in SQLite, none in memory."""
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "left-over").write_text("from an earlier run")
-    done = subprocess.run([sys.executable, "-m", "acp_green", "soak", "--duration", "2", "--agents", "1", "--no-plot",
+    done = subprocess.run([sys.executable, "-m", "acp_green", "soak", "--duration", "2", "--agents", "2", "--no-plot",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["command"][-4:] == ["acp_green", "serve", "--state-dir", str(tmp_path / "state")]
+    assert summary["command"][-3:] == ["-m", "acp_green", "serve"] and summary["state_root"] == str(tmp_path / "state")
     assert not (tmp_path / "state" / "left-over").exists()
-    assert "state.sqlite3" in os.listdir(tmp_path / "state")  # the soaked agent kept its state there
+    for slot in ("slot-0", "slot-1"):  # the soaked agents kept their state there
+        assert "state.sqlite3" in os.listdir(tmp_path / "state" / slot), os.listdir(tmp_path / "state")
+    assert "in memory" not in done.stdout + done.stderr
 
 
 def test_the_soak_command_maps_its_options_and_passes_the_command_through(tmp_path, monkeypatch):
@@ -165,6 +169,7 @@ def test_the_soak_command_maps_its_options_and_passes_the_command_through(tmp_pa
     assert (cfg.duration, cfg.agents, cfg.seed, cfg.sessions, cfg.sample_interval, cfg.out_dir, cfg.plot, cfg.warmup) == \
         (3.0, 2, 9, 1, 0.5, str(tmp_path), False, 7.0)
     assert not (tmp_path / "state").exists(), "a given command gets no state directory"
+    assert cfg.state_root is None and cfg.agent_command(1) == cfg.agent_command(1, side=True) == ["my-agent", "--duration", "x"]
 
 
 def test_the_soak_command_defaults_to_acp_green_serve_on_an_emptied_state_dir(tmp_path, monkeypatch):
@@ -175,7 +180,12 @@ def test_the_soak_command_defaults_to_acp_green_serve_on_an_emptied_state_dir(tm
     result = CliRunner().invoke(cli, ["soak", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     cfg = seen[0]
-    assert cfg.command == [sys.executable, "-m", "acp_green", "serve", "--state-dir", str(tmp_path / "state")]
+    serve = [sys.executable, "-m", "acp_green", "serve"]
+    assert cfg.command == serve and cfg.state_root == str(tmp_path / "state")
+    # A state directory per slot, and one for each slot's side runs (one at a time): never one shared.
+    assert cfg.agent_command(0) == [*serve, "--state-dir", str(tmp_path / "state" / "slot-0")]
+    assert cfg.agent_command(3) == [*serve, "--state-dir", str(tmp_path / "state" / "slot-3")]
+    assert cfg.agent_command(3, side=True) == [*serve, "--state-dir", str(tmp_path / "state" / "slot-3-side")]
     assert (cfg.duration, cfg.agents, cfg.seed, cfg.sessions, cfg.sample_interval, cfg.plot, cfg.warmup) == \
         (120.0, 4, 1, 3, 1.0, True, 60.0)
     assert os.listdir(tmp_path / "state") == []

@@ -12,6 +12,10 @@ of each slot's run, and only of a run at least twice --warmup long; a shorter ru
 sample counts too, not on the clock: a slot of a run long enough keeps running past the duration
 until its second half holds MIN_HALF_SAMPLES samples (a loaded machine samples less often), up to
 EXTENSION times the duration; one still short of them is inconclusive ("not enough samples").
+
+The default agent, `acp-green serve`, gets a state directory of its own in every slot (and one
+for each slot's side runs): one process serves from a state directory (store/statelock.py), and
+an agent refused the lock would run in memory, its store unsoaked.
 """
 
 from __future__ import annotations
@@ -65,6 +69,18 @@ class SoakConfig:
     env: dict[str, str] | None = None
     plot: bool = True
     warmup: float = WARMUP  # seconds of warm-up: growth is judged on runs at least twice as long
+    state_root: str | None = None  # set: each slot's agents get `--state-dir` under it (agent_command)
+
+    def agent_command(self, slot: int, side: bool = False) -> list[str]:
+        """The command a slot's main agent (or its side runs' agents) runs.
+
+        With a state root, each gets a state directory of its own, state_root/slot-N (side runs:
+        slot-N-side, one at a time): one process serves from a state directory, and a second one
+        refused the lock would keep its state in memory, its store unsoaked."""
+        if self.state_root is None:
+            return self.command
+        name = f"slot-{slot}-side" if side else f"slot-{slot}"
+        return [*self.command, "--state-dir", os.path.join(self.state_root, name)]
 
     def judges_growth(self) -> bool:
         """Whether a run of this duration is long enough for its growth to be judged."""
@@ -113,7 +129,7 @@ def _launch(cfg: SoakConfig, slot: Slot, side: bool = False) -> tuple[CheckedAge
 
     The slot holds the agent before the first request, so a failed start still has an exit
     status and a stderr to show."""
-    agent = CheckedAgent(cfg.command, ClientPolicy(), env=cfg.env)
+    agent = CheckedAgent(cfg.agent_command(slot.index, side), ClientPolicy(), env=cfg.env)
     if side:
         slot.side = agent
     else:
@@ -377,6 +393,7 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None,
         "verdict": "failed" if failures else "inconclusive" if reasons else "passed",
         "ok": not failures,
         "command": cfg.command,
+        "state_root": cfg.state_root,
         "agents": cfg.agents,
         "duration_s": cfg.duration,
         "warmup_s": cfg.warmup,
@@ -483,13 +500,19 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def fresh_state_command(out_dir: str) -> list[str]:
-    """`acp-green serve` on an emptied state directory, out_dir/state: the default soaked agent
-    (a state directory, not --ephemeral, so the store's thread and database are soaked too)."""
+def serve_command() -> list[str]:
+    """`acp-green serve`: the default soaked agent, to which each slot adds its own --state-dir
+    (SoakConfig.agent_command): a state directory, not --ephemeral, so the store's thread and
+    database are soaked too."""
+    return [sys.executable, "-m", "acp_green", "serve"]
+
+
+def fresh_state_root(out_dir: str) -> str:
+    """out_dir/state, emptied: where the default agent's state directories go, one per slot."""
     state = os.path.join(out_dir, "state")
     shutil.rmtree(state, ignore_errors=True)
     os.makedirs(state)
-    return [sys.executable, "-m", "acp_green", "serve", "--state-dir", state]
+    return state
 
 
 def main(cfg: SoakConfig) -> int:
@@ -497,7 +520,8 @@ def main(cfg: SoakConfig) -> int:
     (an inconclusive run exits 0: nothing was found wrong, and the summary says why it is not a pass)."""
     import click
 
-    click.echo(f"soak: {cfg.agents} x {' '.join(cfg.command)} for {cfg.duration:g}s, seed {cfg.seed}", err=True)
+    where = f" (state directories under {cfg.state_root})" if cfg.state_root else ""
+    click.echo(f"soak: {cfg.agents} x {' '.join(cfg.command)}{where} for {cfg.duration:g}s, seed {cfg.seed}", err=True)
     if not cfg.judges_growth():
         click.echo(f"soak: growth will be inconclusive: {too_short_reason(cfg.warmup)}", err=True)
     in_place = sys.stderr.isatty()

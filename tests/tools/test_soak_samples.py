@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import sys
 
-from acp_green.tools.rig.soak import MIN_HALF_SAMPLES, SoakConfig, format_summary, run_soak, second_half, Sample
+from acp_green.tools.rig.soak import MIN_HALF_SAMPLES, SoakConfig, format_summary, progress_line, run_soak, second_half, Sample
 
 SERVE = [sys.executable, "-m", "acp_green", "serve", "--ephemeral"]
 
@@ -53,3 +53,10 @@ def test_a_run_too_short_to_be_judged_does_not_run_on_for_samples(tmp_path):
     assert summary["verdict"] == "inconclusive", summary
     assert summary["inconclusive_reasons"] == [
         "run longer than 10 s (growth is judged on the second half of a run, after a 5 s warm-up)"]
+
+
+def test_progress_says_running_on_only_for_a_run_that_runs_on():
+    """Past the duration, a run long enough to be judged is running on for samples; a shorter one
+    is only finishing its last action."""
+    assert progress_line([], 3.0, 2.0).endswith("MiB  (running on: too few samples yet)")
+    assert progress_line([], 3.0, 2.0, runs_on=False).endswith("rss - MiB")

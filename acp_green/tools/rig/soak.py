@@ -316,10 +316,12 @@ def _drive_until(slot: Slot, cfg: SoakConfig, start: float, report: Callable[[st
 
 
 # -- the run ---------------------------------------------------------------------------------
-def progress_line(slots: Sequence[Slot], elapsed: float, duration: float) -> str:
-    """One line of progress: time, actions, prompts, side runs, violations, each agent's RSS."""
+def progress_line(slots: Sequence[Slot], elapsed: float, duration: float, runs_on: bool = True) -> str:
+    """One line of progress: time, actions, prompts, side runs, violations, each agent's RSS.
+
+    `runs_on`: whether slots run past the duration for samples (only runs long enough to be judged do)."""
     rss = [s.samples[-1].rss for s in slots if s.samples and s.samples[-1].rss]
-    over = "  (running on: too few samples yet)" if elapsed > duration else ""
+    over = "  (running on: too few samples yet)" if runs_on and elapsed > duration else ""
     return (f"[{elapsed:5.1f}s/{duration:g}s] actions {sum(s.actions for s in slots)}, prompts {sum(s.prompts for s in slots)}, "
             f"side runs {sum(s.side_runs for s in slots)}, violations {sum(s.violation_count() for s in slots)}, "
             f"rss {'/'.join(f'{r / 2**20:.1f}' for r in rss) or '-'} MiB{over}")
@@ -342,7 +344,7 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None,
     while not all(d.dead for d in drivers):
         gevent.joinall(drivers, timeout=progress_every, count=len(drivers))
         if progress is not None:
-            progress(progress_line(slots, time.monotonic() - start, cfg.duration))
+            progress(progress_line(slots, time.monotonic() - start, cfg.duration, cfg.judges_growth()))
     sampler.stop()
     gevent.killall(counters, block=True, timeout=5)
     failures: list[dict[str, Any]] = []

@@ -450,8 +450,11 @@ def chat(yes: bool, deny: bool, resume: str | None, ephemeral: bool, state_dir: 
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True, metavar="SECONDS",
-              help="How long the random mix runs.")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True, metavar="SECONDS",
+              help="How long the random mix runs. Growth is judged only if this is at least twice --warmup.")
+@click.option("--warmup", type=click.FloatRange(min=0), default=60.0, show_default=True, metavar="SECONDS",
+              help="How long an agent's memory may climb before it levels (page cache, interned strings): growth is "
+                   "judged on the second half of a run at least twice this long; a shorter run is inconclusive.")
 @click.option("--agents", type=click.IntRange(min=1), default=4, show_default=True,
               help="Agents driven in parallel, each by its own seeded mix.")
 @click.option("--seed", type=int, default=1, show_default=True,
@@ -464,20 +467,27 @@ def chat(yes: bool, deny: bool, resume: str | None, ephemeral: bool, state_dir: 
               help="Where summary.json, samples.json and memory.png are written.")
 @click.option("--no-plot", is_flag=True, help="Do not draw memory.png (default: drawn when matplotlib is installed).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def soak(duration: float, agents: int, seed: int, sessions: int, sample_interval: float, out_dir: str, no_plot: bool,
-         command: tuple[str, ...]) -> None:
+def soak(duration: float, warmup: float, agents: int, seed: int, sessions: int, sample_interval: float, out_dir: str,
+         no_plot: bool, command: tuple[str, ...]) -> None:
     """Soak agents under a seeded random mix: acp-green soak [OPTIONS] [-- COMMAND [ARGS...]]
 
     \b
     Prompts, streams, cancels at random moments, busy prompts, mode changes, pauses in reading,
     EOF mid-turn and SIGTERM, with the invariants checked all along. Exit 1 on a broken
-    invariant or a resource that keeps growing. Default COMMAND: acp-green serve on a fresh
-    state directory, DIR/state (emptied first).
+    invariant or a resource that keeps growing after the warm-up: the least-squares slope of
+    each window's floor over the second half of the run, judged only when the run is at least
+    twice --warmup long (a fresh agent's memory climbs, then levels: read over that climb, a
+    slope says "leak" when there is none; the second half rather than all after the warm-up
+    keeps a margin on a loaded machine, where warm-up takes longer). A shorter run, or one
+    with too few samples, ends "INCONCLUSIVE" with the reason, exit 0. Default COMMAND:
+    acp-green serve, each agent on a state directory of its own under DIR/state (emptied first).
     """
-    from .tools.rig.soak import SoakConfig, fresh_state_command, main
+    from .tools.rig.soak import SoakConfig, fresh_state_root, main, serve_command
 
-    cfg = SoakConfig(list(command) or fresh_state_command(out_dir), agents=agents, duration=duration, seed=seed,
-                     sessions=sessions, sample_interval=sample_interval, out_dir=out_dir, plot=not no_plot)
+    given = list(command)
+    cfg = SoakConfig(given or serve_command(), agents=agents, duration=duration, seed=seed, sessions=sessions,
+                     sample_interval=sample_interval, out_dir=out_dir, plot=not no_plot, warmup=warmup,
+                     state_root=None if given else fresh_state_root(out_dir))
     sys.exit(main(cfg))
 
 

@@ -198,6 +198,9 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "rig.soak": ("rig-verdicts", "acp_green/tools/rig/soak.py", [
         "tests/tools/test_soak_samples.py", "tests/tools/test_soak.py", "tests/tools/test_soak_orphans.py",
     ]),
+    "rig.growth": ("rig-verdicts", "acp_green/tools/rig/growth.py", [
+        "tests/tools/test_soak_verdict.py", "tests/tools/test_soak.py", "tests/tools/test_soak_samples.py",
+    ]),
     "rig.reaper": ("rig-verdicts", "acp_green/tools/rig/reaper.py", [
         "tests/tools/test_reaper_launched.py", "tests/tools/test_probe_busy_prompt.py",
         "tests/tools/test_teardown_checks.py", "tests/tools/test_rig_fault_agents.py",

@@ -113,3 +113,12 @@ def test_another_exit_status_is_a_divergence(demo_trace: Path, tmp_path: Path):
     code, report = replay(write_trace(tmp_path / "exit3.jsonl", events), DEMO)
     assert code == 1
     assert report["divergences"] == [{"line": len(events), "what": "the agent exited with 0, the trace has 3"}]
+
+
+def test_an_agent_that_exits_at_once_is_a_divergence_not_a_crash(demo_trace: Path):
+    """An agent that exits before reading (a wrong --agent, a missing module) breaks the pipe the
+    replay writes to: that is the first divergence, at the line that could not be sent."""
+    code, report = replay(demo_trace, [*ACP_GREEN, "serve", "--ephemeral", "--agent", "no_such_module:Agent"])
+    assert code == 1
+    assert any("closed its input" in d["what"] or "ended first" in d["what"] for d in report["divergences"]), report
+    assert any("no_such_module" in line for line in report["stderr"]), report["stderr"]

@@ -175,7 +175,11 @@ class Replayer:
             played = script(self.events, self.client_name)
             for step in played.steps:
                 self._prepare(played, step)
-                self._send(step)
+                try:
+                    self._send(step)
+                except (BrokenPipeError, ConnectionResetError):
+                    self.report.divergences.append(Divergence(step.event.line, "the agent closed its input (or exited) before this line was sent"))
+                    break
             self._settle()
             self.proc.close_input()
             self.report.exit_code = self._exit()

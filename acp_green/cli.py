@@ -437,6 +437,32 @@ def chat(yes: bool, deny: bool, resume: str | None, ephemeral: bool, state_dir: 
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write the trace to FILE (replaced if it exists). Default: a new file "
+                   "acp-trace-<UTC time>-<pid>.jsonl in --out-dir.")
+@click.option("--out-dir", "out_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Where the default trace file goes, one new file per launch (default: the current directory).")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def record(out: str | None, out_dir: str | None, command: tuple[str, ...]) -> None:
+    """Record what an editor and an agent say to each other: acp-green record [--out FILE] -- AGENT [ARGS...]
+
+    \b
+    Put it in front of any stdio agent, in the editor's agent command. Every byte goes
+    through unchanged both ways, end of input included; each line is written to the trace
+    (JSON Lines, docs/TRACES.md) as it passes, with its direction and time, and so is every
+    line the agent writes to stderr (which also goes on to this command's stderr).
+    SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH and SIGCONT are
+    forwarded to the agent; the exit status is the agent's (128+N when signal N ended it).
+    A trace file that cannot be written is said once on stderr; the agent runs on unrecorded.
+    """
+    from .tools.trace.record import RecordOptions, main
+
+    if out is not None and out_dir is not None:
+        raise click.UsageError("--out and --out-dir cannot be given together")
+    sys.exit(main(RecordOptions(command, out=out, out_dir=out_dir)))
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True, metavar="SECONDS",
               help="How long the random mix runs.")
 @click.option("--agents", type=click.IntRange(min=1), default=4, show_default=True,

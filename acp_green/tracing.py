@@ -131,6 +131,8 @@ class TraceWriter:
         if self.failed or not events:
             return
         with self._lock:
+            if self.failed:  # another thread's write failed, or the trace was closed, meanwhile
+                return
             ts = self.now() if ts is None else ts
             ts = self._last_ts = max(ts, self._last_ts)
             lines = []

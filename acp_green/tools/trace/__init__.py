@@ -1,0 +1,1 @@
+"""The trace tools: recording a conversation between an editor and an agent, and reading traces."""

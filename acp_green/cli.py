@@ -104,9 +104,13 @@ def cli() -> None:
 @click.option("--flush-stall-timeout", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
               help="At exit, keep writing the last answers while the client reads them; give up once it has read "
                    "nothing for this long (30 s at most in all; at once if it closed its end).")
+@click.option("--trace", "trace", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write every line read and written to FILE (replaced if it exists) as it passes: the trace "
+                   "`acp-green record` writes, without a proxy process (docs/TRACES.md).")
 def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, idle_timeout: float,
           max_line_bytes: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
-          block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float, stable_only: bool) -> None:
+          block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float, stable_only: bool,
+          trace: str | None) -> None:
     """Run an ACP agent on stdin/stdout (the main job: point your editor at this).
 
     \b
@@ -147,6 +151,7 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
         stable_only=stable_only,
         output=OutputLimits(flush_stall_timeout=flush_stall_timeout),
         block_warning=block_warning,
+        trace=trace,
     )
     if os.isatty(0):  # someone typed `acp-green serve` at a prompt: say why nothing happens
         click.echo(TTY_HINT, err=True)

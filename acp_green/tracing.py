@@ -219,3 +219,31 @@ class StreamTrace:
         if self._stderr:
             return note_event(self._sender, "info", line.decode("utf-8", errors="replace"))
         return wire_event(line, self._sender, newline=newline)
+
+
+class WireTrace:
+    """The trace of one connection served in this process (`serve --trace`): what the reader
+    read and what the writer wrote, with the runtime's notes."""
+
+    def __init__(self, path: str, command: Sequence[str] | None, pid: int | None) -> None:
+        self.writer = TraceWriter(path, "runtime")
+        self.writer.start(command, pid)
+        self._sent = StreamTrace(self.writer, AGENT)
+
+    def received(self, line: bytes) -> None:
+        """One line the reader handed on, with its newline (none for a last line that had none)."""
+        if not self.writer.failed:
+            newline = line.endswith(b"\n")
+            self.writer.write([wire_event(line[:-1] if newline else line, CLIENT, newline=newline)])
+
+    def sent(self, data: bytes) -> None:
+        """Bytes the writer wrote to the wire."""
+        self._sent.feed(data)
+
+    def note(self, level: str, message: str) -> None:
+        self.writer.note(level, message)
+
+    def finish(self, exit_code: int | None, signal_name: str | None) -> None:
+        """The connection is over: a last line written without a newline, then the closing event."""
+        self._sent.end()
+        self.writer.finish(exit_code, signal_name)

@@ -171,15 +171,18 @@ def monkey_patch_now() -> None:
 @cli.command("editor-config", context_settings={"ignore_unknown_options": True})
 @click.argument("editor", type=click.Choice(["zed", "jetbrains"]))
 @click.option("--name", default="acp-green", show_default=True, help="The agent's name in the editor's agent list.")
+@click.option("--record", "record_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Run the agent behind `acp-green record`: each launch writes a new trace file "
+                   "(acp-trace-<UTC time>-<pid>.jsonl) in DIR (made absolute; created when missing).")
 @click.argument("serve_args", nargs=-1, type=click.UNPROCESSED, metavar="[SERVE OPTIONS]...")
-def editor_config(editor: str, name: str, serve_args: tuple[str, ...]) -> None:
-    """Print the JSON that makes EDITOR (zed or jetbrains) launch this acp-green: acp-green editor-config zed [--agent SPEC] [SERVE OPTIONS]
+def editor_config(editor: str, name: str, record_dir: str | None, serve_args: tuple[str, ...]) -> None:
+    """Print the JSON that makes EDITOR (zed or jetbrains) launch this acp-green: acp-green editor-config zed [--record DIR] [--agent SPEC] [SERVE OPTIONS]
 
     \b
     The command is this installation's absolute executable; the serve options are checked as
-    `serve` would check them, and --agent and --state-dir are made absolute (the editor starts the
-    agent from a directory of its own). An --agent is loaded once here, so a wrong one fails now.
-    Where to paste it goes to stderr; stdout is the JSON alone.
+    `serve` would check them, and --agent, --state-dir and --trace are made absolute (the editor
+    starts the agent from a directory of its own). An --agent is loaded once here, so a wrong one
+    fails now. Where to paste it goes to stderr; stdout is the JSON alone.
     """
     import json
 
@@ -193,7 +196,8 @@ def editor_config(editor: str, name: str, serve_args: tuple[str, ...]) -> None:
         sys.path.insert(0, os.getcwd())
         load_agent(absolute_spec(agent_spec, os.getcwd()))
     args = absolute_serve_args(list(serve_args), os.getcwd())
-    click.echo(json.dumps(editor_settings(editor, name, args), indent=2))
+    recording = os.path.abspath(os.path.expanduser(record_dir)) if record_dir is not None else None
+    click.echo(json.dumps(editor_settings(editor, name, args, recording), indent=2))
     click.echo(WHERE[editor], err=True)
 
 

@@ -52,6 +52,11 @@ class RecordOptions:
     def trace_path(self) -> str:
         if self.out is not None:
             return self.out
+        if self.out_dir is not None:
+            try:
+                os.makedirs(self.out_dir, exist_ok=True)
+            except OSError:
+                pass  # the trace file's own open fails next, and says so
         return os.path.join(self.out_dir or os.getcwd(), trace_file_name())
 
 

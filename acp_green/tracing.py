@@ -91,7 +91,8 @@ def header_fields(command: Sequence[str] | None, pid: int | None) -> dict[str, A
     return {"format": FORMAT, "command": list(command) if command is not None else None, "started": started, "pid": pid}
 
 
-def _encoded(event: Event) -> bytes:
+def encode_event(event: Event) -> bytes:
+    """One event as a line of the trace file (ASCII JSON and a newline)."""
     try:
         return wire.encode_json(event) + b"\n"
     except (TypeError, OverflowError, ValueError):  # whatever the fast encoder refuses, the slow one writes
@@ -137,7 +138,7 @@ class TraceWriter:
             ts = self._last_ts = max(ts, self._last_ts)
             lines = []
             for event in events:
-                lines.append(_encoded({"ts": round(ts, 6), "seq": self._seq, **event}))
+                lines.append(encode_event({"ts": round(ts, 6), "seq": self._seq, **event}))
                 self._seq += 1
             self._write_all(b"".join(lines))
 

@@ -32,10 +32,10 @@ from .errors import LineTooLong, OutOfMemory
 from .sessions import SessionRegistry
 from .store.opening import OpeningStore
 from .rpc.transport import Line, LineReader, OutputLimits, Outbound
-from .tracing import WireTrace
 
 if TYPE_CHECKING:
     from .store.base import Store
+    from .tracing import WireTrace
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +100,8 @@ class Server:
         """Serve until EOF, a transport failure or a signal; returns the exit code (0)."""
         options = self.options
         if options.trace is not None:
+            from .tracing import WireTrace  # only when asked: start-up imports nothing it does not use
+
             self._trace = WireTrace(options.trace, list(sys.orig_argv), os.getpid())
         outbound = Outbound(write_fd, options.output, on_failure=lambda exc: self.request_stop(f"output failed: {exc}"),
                             on_written=self._trace.sent if self._trace is not None else None)

@@ -11,8 +11,8 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -22,6 +22,15 @@ from tests.helpers import TESTS, wait_until
 RECORD = [sys.executable, "-m", "acp_green", "record"]
 TRACE_AGENT = [sys.executable, str(TESTS / "trace_agents.py")]
 SERVE = [sys.executable, "-m", "acp_green", "serve", "--ephemeral"]
+
+
+def bounded(read: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+    """read() (a blocking read of a pipe), failing after `timeout` seconds instead of hanging."""
+    result: list[Any] = []
+    reader = threading.Thread(target=lambda: result.append(read()), daemon=True)
+    reader.start()
+    wait_until(lambda: result, timeout, what)
+    return result[0]
 
 
 def events(path: Path) -> list[dict[str, Any]]:
@@ -113,11 +122,11 @@ def test_the_end_of_each_stream_is_passed_on_by_itself(tmp_path):
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stdin is not None
-        assert proc.stdout.read() == b"bye\n"  # EOF reached while the agent still waits for its stdin
+        assert bounded(proc.stdout.read, "EOF on stdout") == b"bye\n"  # while the agent still waits for its stdin
         assert proc.poll() is None
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
-        assert proc.stderr is not None and proc.stderr.read() == b"stdin ended\n"
+        assert proc.stderr is not None and bounded(proc.stderr.read, "stderr") == b"stdin ended\n"
     finally:
         proc.kill()
         proc.wait()
@@ -128,7 +137,7 @@ def start_recorded(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, Path]:
     trace = tmp_path / "t.jsonl"
     proc = subprocess.Popen([*RECORD, "--out", str(trace), "--", *TRACE_AGENT, mode],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+    assert proc.stdout is not None and bounded(proc.stdout.readline, "ready") == b"ready\n"
     return proc, trace
 
 
@@ -138,7 +147,7 @@ def test_signals_are_forwarded_and_the_exit_status_is_the_agents(tmp_path):
         assert proc.stderr is not None
         for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGWINCH):
             proc.send_signal(signum)
-            assert proc.stderr.readline() == f"got {signal.Signals(signum).name}\n".encode()
+            assert bounded(proc.stderr.readline, "the agent's word") == f"got {signal.Signals(signum).name}\n".encode()
         assert proc.poll() is None
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=60) == 43
@@ -175,15 +184,15 @@ def test_an_agent_killed_mid_turn_leaves_every_event_up_to_its_death_in_the_trac
     try:
         proc.stdin.write(request(0, "initialize", {"protocolVersion": 1}) + request(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []}))
         proc.stdin.flush()
-        assert b'"id":0' in proc.stdout.readline()
-        session = json.loads(proc.stdout.readline())["result"]["sessionId"]
+        assert b'"id":0' in bounded(proc.stdout.readline, "initialize's answer")
+        session = json.loads(bounded(proc.stdout.readline, "session/new's answer"))["result"]["sessionId"]
         proc.stdin.write(request(2, "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "/stream 1000000 64"}]}))
         proc.stdin.flush()
         while len(received) < 200:  # the turn streams
-            received.append(proc.stdout.readline())
+            received.append(bounded(proc.stdout.readline, "an update"))
         agent_pid = events(trace)[0]["fields"]["pid"]
         os.kill(agent_pid, signal.SIGKILL)
-        received.extend(proc.stdout.readlines())  # the rest the agent wrote before it died, then EOF
+        received.extend(bounded(proc.stdout.readlines, "EOF after the kill"))  # what the agent wrote before it died
         assert proc.wait(timeout=60) == 128 + signal.SIGKILL
     finally:
         proc.kill()
@@ -214,12 +223,12 @@ def test_serve_trace_writes_the_events_record_writes_for_the_same_session(tmp_pa
     try:
         proc.stdin.write(request(0, "initialize", {"protocolVersion": 1}) + request(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []}))
         proc.stdin.flush()
-        proc.stdout.readline()
-        session = json.loads(proc.stdout.readline())["result"]["sessionId"]
+        bounded(proc.stdout.readline, "initialize's answer")
+        session = json.loads(bounded(proc.stdout.readline, "session/new's answer"))["result"]["sessionId"]
         proc.stdin.write(request(2, "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "/stream 50 8"}]})
                          + b"\xff not UTF-8\n" + b'{"jsonrpc":"2.0","id":3,"method":"nope"}')
         proc.stdin.close()
-        proc.stdout.read()
+        bounded(proc.stdout.read, "EOF")
         assert proc.wait(timeout=60) == 0
     finally:
         proc.kill()

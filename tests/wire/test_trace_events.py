@@ -43,7 +43,7 @@ def check(data: bytes, sender: str, newline: bool) -> dict[str, Any]:
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.binary(max_size=300), st.sampled_from(["client", "agent"]), st.booleans())
+@given(st.binary(max_size=300) | st.binary(min_size=200, max_size=5000), st.sampled_from(["client", "agent"]), st.booleans())
 def test_any_bytes_become_an_event_that_keeps_them_exactly(data: bytes, sender: str, newline: bool) -> None:
     check(data, sender, newline)
 

@@ -247,3 +247,24 @@ def test_serve_with_an_unwritable_trace_says_so_once_and_serves(tmp_path):
                           input=request(0, "initialize", {"protocolVersion": 1}), capture_output=True, timeout=120)
     assert done.returncode == 0 and json.loads(done.stdout)["result"]["protocolVersion"] == 1
     assert done.stderr.count(b"cannot write the trace file") == 1, done.stderr
+
+
+def test_serve_trace_notes_a_line_it_skipped_unread_and_the_signal_that_stopped_it(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    proc = subprocess.Popen([*SERVE, "--max-line-bytes", "1024", "--trace", str(trace)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(b"x" * 5000 + b"\n" + request(0, "initialize", {"protocolVersion": 1}))
+        proc.stdin.flush()
+        assert b"-32600" in bounded(proc.stdout.readline, "the long line's refusal")
+        assert b'"id":0' in bounded(proc.stdout.readline, "initialize's answer")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    written = events(trace)
+    assert [e["type"] for e in written] == ["trace", "trace", "response", "request", "response", "trace"]
+    assert written[1]["level"] == "warn" and "longer than 1024 bytes was skipped" in written[1]["message"]
+    assert written[-1]["fields"] == {"exit": 0, "signal": "SIGTERM"}

@@ -268,3 +268,12 @@ def test_serve_trace_notes_a_line_it_skipped_unread_and_the_signal_that_stopped_
     assert [e["type"] for e in written] == ["trace", "trace", "response", "request", "response", "trace"]
     assert written[1]["level"] == "warn" and "longer than 1024 bytes was skipped" in written[1]["message"]
     assert written[-1]["fields"] == {"exit": 0, "signal": "SIGTERM"}
+
+
+def test_an_agent_that_cannot_start_is_said_in_one_line_with_the_shells_status(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    done = subprocess.run([*RECORD, "--out", str(trace), "--", str(tmp_path / "no-such-agent")], input=b"",
+                          capture_output=True, timeout=120)
+    assert done.returncode == 127 and done.stdout == b""
+    assert done.stderr.count(b"\n") == 1 and b"cannot start" in done.stderr
+    assert events(trace)[-1]["fields"] == {"exit": None, "signal": None}

@@ -71,12 +71,11 @@ class Recorder:
 
     def run(self) -> int:
         """Record until the agent exits; its exit status (128+N when signal N ended it)."""
-        # Our own pipes, not Popen's file objects: each pump closes its descriptors itself, once.
+        # Our own pipes (not inheritable), not Popen's file objects: each pump closes its
+        # descriptors itself, once.
         stdin_r, stdin_w = os.pipe()
         stdout_r, stdout_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
-        for fd in (stdin_w, stdout_r, stderr_r):
-            os.set_inheritable(fd, False)
         try:
             agent = self.agent = subprocess.Popen(list(self.options.command), stdin=stdin_r, stdout=stdout_w,
                                                   stderr=stderr_w, process_group=0)
@@ -112,6 +111,8 @@ class Recorder:
         return status
 
     def _forward(self, signum: int, _frame: object) -> None:
+        # Runs in the main thread, which only waits for the agent while this handler is
+        # installed: never inside a trace write, so the note below cannot wait on its own lock.
         agent = self.agent
         if agent is not None and not self._reaped:
             try:

@@ -37,11 +37,7 @@ def wire_event(data: bytes, sender: str, *, newline: bool = True) -> Event:
     `data` is the line without its final newline; `newline` False for a last line that had none.
     Never raises for any bytes: what is not one JSON-RPC message is a `line` event saying why.
     """
-    fields = _message_fields(data)
-    if isinstance(fields, str):
-        event: Event = {"type": "line", "from": sender, "to": _OTHER_SIDE[sender], "error": fields}
-    else:
-        event = {"type": fields.pop("type"), "from": sender, "to": _OTHER_SIDE[sender], **fields}
+    event = _message_event(data, sender, _OTHER_SIDE[sender])
     try:
         event["raw"] = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -51,30 +47,35 @@ def wire_event(data: bytes, sender: str, *, newline: bool = True) -> Event:
     return event
 
 
-def _message_fields(data: bytes) -> Event | str:
-    """The fields of the one JSON-RPC message `data` holds (with its type), or why it holds none."""
+def _message_event(data: bytes, sender: str, to: str) -> Event:
+    """The event's fields for the one JSON-RPC message `data` holds, or a `line` event saying why none."""
     try:
         value = wire.decode_value(data)
     except ParseError as exc:
-        return str(exc).removeprefix("Parse error: ")
+        return {"type": "line", "from": sender, "to": to, "error": str(exc).removeprefix("Parse error: ")}
     if isinstance(value, list):
-        return "a batch (JSON array): not one JSON-RPC message"
-    if not isinstance(value, dict):
-        return f"{wire.describe(value)}: a JSON-RPC message is an object"
-    try:
-        message = wire.classify(value)
-    except wire.InvalidMessage as exc:
-        return str(exc)
-    if isinstance(message, wire.Response):
-        is_error = message.error is not None
-        return {"type": "response", "id": message.id, "is_error": is_error,
-                "payload": message.error if is_error else message.result}
-    params = value.get("params")
-    session = params.get("sessionId") if isinstance(params, dict) else None
-    fields: Event = {"type": "request", "protocol": "acp", "id": message.id} if isinstance(message, wire.Request) \
-        else {"type": "notification", "protocol": "acp"}
-    fields.update(method=message.method, session=session if isinstance(session, str) else None, params=params)
-    return fields
+        error = "a batch (JSON array): not one JSON-RPC message"
+    elif not isinstance(value, dict):
+        error = f"{wire.describe(value)}: a JSON-RPC message is an object"
+    else:
+        try:
+            message = wire.classify(value)
+        except wire.InvalidMessage as exc:
+            error = str(exc)
+        else:
+            if isinstance(message, wire.Response):
+                is_error = message.error is not None
+                return {"type": "response", "from": sender, "to": to, "id": message.id, "is_error": is_error,
+                        "payload": message.error if is_error else message.result}
+            params = value.get("params")
+            session = params.get("sessionId") if isinstance(params, dict) else None
+            session = session if isinstance(session, str) else None
+            if isinstance(message, wire.Request):
+                return {"type": "request", "from": sender, "to": to, "protocol": "acp", "id": message.id,
+                        "method": message.method, "session": session, "params": params}
+            return {"type": "notification", "from": sender, "to": to, "protocol": "acp", "method": message.method,
+                    "session": session, "params": params}
+    return {"type": "line", "from": sender, "to": to, "error": error}
 
 
 def note_event(component: str, level: str, message: str, fields: dict[str, Any] | None = None) -> Event:
@@ -131,14 +132,16 @@ class TraceWriter:
         """Append events that happened at `ts` (default: now), in one write."""
         if self.failed or not events:
             return
+        bodies = [encode_event(event) for event in events]  # the costly part, outside the lock
         with self._lock:
             if self.failed:  # another thread's write failed, or the trace was closed, meanwhile
                 return
             ts = self.now() if ts is None else ts
             ts = self._last_ts = max(ts, self._last_ts)
+            stamp = b'{"ts":' + repr(round(ts, 6)).encode("ascii") + b',"seq":'
             lines = []
-            for event in events:
-                lines.append(encode_event({"ts": round(ts, 6), "seq": self._seq, **event}))
+            for body in bodies:  # each `{"type":...}`: ts and seq go first
+                lines.append(b"%s%d,%s" % (stamp, self._seq, body[1:]))
                 self._seq += 1
             self._write_all(b"".join(lines))
 

@@ -116,6 +116,7 @@ class TraceWriter:
         self._last_ts = 0.0
         self._seq = 0
         self._lock = threading.Lock()
+        #: True once nothing more is written: the file failed, or the trace was closed.
         self.failed = False
         self._fd: int | None = None
         try:

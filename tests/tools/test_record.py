@@ -277,3 +277,10 @@ def test_an_agent_that_cannot_start_is_said_in_one_line_with_the_shells_status(t
     assert done.returncode == 127 and done.stdout == b""
     assert done.stderr.count(b"\n") == 1 and b"cannot start" in done.stderr
     assert events(trace)[-1]["fields"] == {"exit": None, "signal": None}
+
+
+def test_out_and_out_dir_together_are_refused_before_anything_starts(tmp_path):
+    done = subprocess.run([*RECORD, "--out", str(tmp_path / "t.jsonl"), "--out-dir", str(tmp_path), "--", *TRACE_AGENT, "sleeps"],
+                          input=b"", capture_output=True, timeout=120)
+    assert done.returncode == 2 and b"cannot be given together" in done.stderr and done.stdout == b""
+    assert list(tmp_path.iterdir()) == []

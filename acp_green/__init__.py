@@ -67,6 +67,7 @@ if TYPE_CHECKING:
         McpError as McpError,
         McpUnavailable as McpUnavailable,
         StateNotStorable as StateNotStorable,
+        ForkRefused as ForkRefused,
     )
     from .conversation import (
         ConversationTurn as ConversationTurn,
@@ -136,6 +137,7 @@ _EXPORTS = {
     "McpError": "acp_green.errors",
     "McpUnavailable": "acp_green.errors",
     "StateNotStorable": "acp_green.errors",
+    "ForkRefused": "acp_green.errors",
     "ConversationTurn": "acp_green.conversation",
     "ConversationMessage": "acp_green.conversation",
     "ConversationToolCall": "acp_green.conversation",

@@ -538,3 +538,26 @@ def bench(agents: tuple[str, ...], only: tuple[str, ...], workloads: tuple[str, 
         peers_dir=Path(peers_dir) if peers_dir else default_peers_dir(), ceiling=not no_ceiling, read_pause=read_pause,
     )
     sys.exit(run(settings))
+
+
+@cli.group()
+def trace() -> None:
+    """Look at a trace of ACP traffic (docs/TRACES.md)."""
+
+
+@trace.command("html")
+@click.argument("trace_file", metavar="FILE", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, metavar="PATH",
+              help="Where to write the page (default: FILE with the suffix .html).")
+def trace_html(trace_file: str, output: str | None) -> None:
+    """One self-contained HTML page (no network) with a timeline per session; click a mark to see its message."""
+    from pathlib import Path
+
+    from .tools.trace.html import write_html
+
+    target = Path(output) if output else Path(trace_file).with_suffix(".html")
+    if target.resolve() == Path(trace_file).resolve():
+        raise OneLineUsageError("-o: the page would overwrite the trace; name another file")
+    timeline = write_html(trace_file, target)
+    click.echo(f"wrote {target}: {len(timeline.lanes) - 1} sessions, {len(timeline.marks)} marks, "
+               f"{len(timeline.events)} events", err=True)

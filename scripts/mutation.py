@@ -217,8 +217,11 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/tools/test_chat_ask_eof.py", "tests/tools/test_chat_pipe.py",
     ]),
     "rig.chat_files": ("rig-verdicts", "acp_green/tools/rig/chat_files.py", ["tests/tools/test_chat_answers.py"]),
-    # -- trace tools: recording what an editor and an agent say -------------------------------------
-    "trace.record": ("trace-tools", "acp_green/tools/trace/record.py", ["tests/tools/test_record.py"]),
+    # -- trace: the trace tools' readings of a recorded conversation ----------------------------------
+    "trace.html": ("trace", "acp_green/tools/trace/html.py", [
+        "tests/tools/test_trace_html.py", "tests/tools/test_trace_html_browser.py",
+    ]),
+    "trace.record": ("trace", "acp_green/tools/trace/record.py", ["tests/tools/test_record.py"]),
 }
 GROUPS: list[str] = list(dict.fromkeys(group for group, _path, _tests in MODULES.values()))
 

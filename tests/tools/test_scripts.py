@@ -121,6 +121,35 @@ def test_setup_node_without_npm_is_an_error_naming_npm(tmp_path):
     assert done.returncode == 1 and "npm is not" in done.stderr
 
 
+
+# -- the browser the trace html tests need (CI runs scripts/setup-browser.sh first) ------------------
+def run_setup_browser(bin_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(ROOT / "scripts" / "setup-browser.sh")], env={**os.environ, "PATH": str(bin_dir)},
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_setup_browser_does_nothing_when_chromium_is_there(tmp_path):
+    log = tmp_path / "apt.log"
+    bin_dir = tool_dir(tmp_path / "bin", ("chromium", "#!/bin/sh\nexit 0\n"), ("apt-get", f"#!/bin/sh\necho \"$*\" >> {log}\n"))
+    done = run_setup_browser(bin_dir)
+    assert (done.returncode, done.stderr, log.exists()) == (0, "", False)
+
+
+def test_setup_browser_installs_chromium_with_apt_get(tmp_path):
+    log = tmp_path / "apt.log"
+    bin_dir = tmp_path / "bin"
+    apt = f"#!/bin/sh\necho \"$*\" >> {log}\ncase \"$*\" in *install*) printf '#!/bin/sh\\n' > {bin_dir}/chromium; chmod +x {bin_dir}/chromium;; esac\n"
+    tool_dir(bin_dir, ("apt-get", apt), ("id", "#!/bin/sh\necho 0\n"))
+    done = run_setup_browser(bin_dir)
+    assert done.returncode == 0, done.stderr
+    assert log.read_text().splitlines() == ["update -qq", "install -y -qq chromium"]
+    assert run_setup_browser(bin_dir).returncode == 0 and len(log.read_text().splitlines()) == 2
+
+
+def test_setup_browser_without_apt_get_fails_saying_so(tmp_path):
+    done = run_setup_browser(tool_dir(tmp_path / "bin"))
+    assert done.returncode == 1 and "apt-get is not available" in done.stderr
+
 # -- the run command, from nothing (slow tier) ------------------------------------------------------
 def _wheel_of_installed(dist: importlib.metadata.Distribution, into: Path) -> None:
     """Pack an installed distribution back into a wheel, from the files its RECORD lists, so pip can

@@ -1,1 +1,1 @@
-"""The trace tools: recording a conversation between an editor and an agent, and reading traces."""
+"""The trace tools: record ACP traffic, then check, show, view and replay the trace (docs/TRACES.md)."""

@@ -88,7 +88,8 @@ def cli() -> None:
 @click.option("--stable-only", is_flag=True,
               help="Speak ACP's stable schema only, for clients that want no unstable surface: session/fork, "
                    "session/archive, session/unarchive, session/set_title, session/status and MCP-over-ACP (mcp/connect, "
-                   "mcp/message, mcp/disconnect) answer -32601 and are not advertised; session/list then reports no "
+                   "mcp/message, mcp/disconnect) answer -32601 and are not advertised, and a client's 'acp' MCP server is never "
+                   "contacted; session/list then reports no "
                    "archive state and lists archived sessions too.")
 @click.option("--provide-mcp", "provide_mcp", multiple=True, metavar="NAME=COMMAND",
               help="Provide a stdio MCP server over ACP (mcp/connect); repeatable; COMMAND is split like a shell would.")
@@ -355,9 +356,12 @@ def usage(state_dir: str | None, session_id: str | None, as_json: bool, records:
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (for machines).")
 @click.option("--long-prompt", default="/wait", show_default=True, metavar="TEXT",
-              help="A prompt that runs until cancelled (for agents without acp-green's /wait).")
+              help="A prompt that runs for many seconds, until cancelled. The default is a command of acp-green's demo "
+                   "agent; any other agent needs its own, e.g. --long-prompt 'Write a 3000-word essay on rivers.' "
+                   "Without one, the cancel and busy-session rows are skipped (needs --long-prompt).")
 @click.option("--stream-prompt", default="/stream 20000 256", show_default=True, metavar="TEXT",
-              help="A prompt that streams many updates.")
+              help="A prompt that streams many updates (the default is the demo's; when it ends at once the long prompt "
+                   "is used). Chunk order is checked only in the demo's grammar (chunks numbered 0:, 1:, ...).")
 @click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
               help="How long any single answer may take before its check fails.")
 @click.option("--sessions", type=click.IntRange(min=1), default=16, show_default=True,
@@ -365,7 +369,9 @@ def usage(state_dir: str | None, session_id: str | None, as_json: bool, records:
 @click.option("--check", "only", multiple=True, metavar="NAME",
               help="Run only the checks whose names contain NAME (repeatable).")
 @click.option("--tool-prompt", default=None, metavar="TEXT",
-              help="A prompt that makes the agent use a tool on a file (default: acp-green's /read of a file the probe serves).")
+              help="A prompt that makes the agent use a tool on the file the probe offers; {file} is replaced by its path "
+                   "(notes.txt in a per-run temporary directory, each session's cwd, named in the report). Default: "
+                   "'/read {file}', the demo agent's command; e.g. --tool-prompt 'Read {file} and quote its first line.'")
 @click.option("--authenticate", metavar="METHOD_ID", default=None,
               help="Call `authenticate` with this authMethods id after every initialize (default: never).")
 @click.option("--keep-env", is_flag=True,
@@ -378,9 +384,16 @@ def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, s
     """Check any stdio ACP agent from outside: acp-green probe -- COMMAND [ARGS...]
 
     \b
-    Each check runs the agent afresh. A broken MUST is FAIL (exit 1); advisory rows (WARN) are
-    shown apart and never change the exit code. The agent runs with a fresh temporary
-    XDG_STATE_HOME unless --keep-env.
+    Each check runs the agent afresh. A broken MUST is FAIL (exit 1), quoting the wire that
+    proves it; advisory rows (SHOULD-level: WARN) are shown apart and never change the exit
+    code. The agent runs with a fresh temporary XDG_STATE_HOME unless --keep-env.
+
+    \b
+    Examples:
+      acp-green probe -- acp-green serve
+      acp-green probe --long-prompt 'Count slowly from 1 to 500, one number per line.' \\
+          --tool-prompt 'Read {file} and tell me what it says.' -- python my_agent.py
+      acp-green probe --authenticate api-key --json -- node agent.js
     """
     from .tools.rig.probe import ProbeConfig, main
 
@@ -472,8 +485,11 @@ def record(out: str | None, out_dir: str | None, command: tuple[str, ...]) -> No
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True, metavar="SECONDS",
-              help="How long the random mix runs.")
+@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True, metavar="SECONDS",
+              help="How long the random mix runs. Growth is judged only if this is at least twice --warmup.")
+@click.option("--warmup", type=click.FloatRange(min=0), default=60.0, show_default=True, metavar="SECONDS",
+              help="How long an agent's memory may climb before it levels (page cache, interned strings): growth is "
+                   "judged on the second half of a run at least twice this long; a shorter run is inconclusive.")
 @click.option("--agents", type=click.IntRange(min=1), default=4, show_default=True,
               help="Agents driven in parallel, each by its own seeded mix.")
 @click.option("--seed", type=int, default=1, show_default=True,
@@ -486,20 +502,27 @@ def record(out: str | None, out_dir: str | None, command: tuple[str, ...]) -> No
               help="Where summary.json, samples.json and memory.png are written.")
 @click.option("--no-plot", is_flag=True, help="Do not draw memory.png (default: drawn when matplotlib is installed).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def soak(duration: float, agents: int, seed: int, sessions: int, sample_interval: float, out_dir: str, no_plot: bool,
-         command: tuple[str, ...]) -> None:
+def soak(duration: float, warmup: float, agents: int, seed: int, sessions: int, sample_interval: float, out_dir: str,
+         no_plot: bool, command: tuple[str, ...]) -> None:
     """Soak agents under a seeded random mix: acp-green soak [OPTIONS] [-- COMMAND [ARGS...]]
 
     \b
     Prompts, streams, cancels at random moments, busy prompts, mode changes, pauses in reading,
     EOF mid-turn and SIGTERM, with the invariants checked all along. Exit 1 on a broken
-    invariant or a resource that keeps growing. Default COMMAND: acp-green serve on a fresh
-    state directory, DIR/state (emptied first).
+    invariant or a resource that keeps growing after the warm-up: the least-squares slope of
+    each window's floor over the second half of the run, judged only when the run is at least
+    twice --warmup long (a fresh agent's memory climbs, then levels: read over that climb, a
+    slope says "leak" when there is none; the second half rather than all after the warm-up
+    keeps a margin on a loaded machine, where warm-up takes longer). A shorter run, or one
+    with too few samples, ends "INCONCLUSIVE" with the reason, exit 0. Default COMMAND:
+    acp-green serve, each agent on a state directory of its own under DIR/state (emptied first).
     """
-    from .tools.rig.soak import SoakConfig, fresh_state_command, main
+    from .tools.rig.soak import SoakConfig, fresh_state_root, main, serve_command
 
-    cfg = SoakConfig(list(command) or fresh_state_command(out_dir), agents=agents, duration=duration, seed=seed,
-                     sessions=sessions, sample_interval=sample_interval, out_dir=out_dir, plot=not no_plot)
+    given = list(command)
+    cfg = SoakConfig(given or serve_command(), agents=agents, duration=duration, seed=seed, sessions=sessions,
+                     sample_interval=sample_interval, out_dir=out_dir, plot=not no_plot, warmup=warmup,
+                     state_root=None if given else fresh_state_root(out_dir))
     sys.exit(main(cfg))
 
 
@@ -542,7 +565,7 @@ def bench(agents: tuple[str, ...], only: tuple[str, ...], workloads: tuple[str, 
 
 @cli.group()
 def trace() -> None:
-    """Look at a trace of ACP traffic (docs/TRACES.md)."""
+    """Look at a trace of ACP traffic: check, show, draw or replay it (docs/TRACES.md)."""
 
 
 @trace.command("html")
@@ -561,3 +584,79 @@ def trace_html(trace_file: str, output: str | None) -> None:
     timeline = write_html(trace_file, target)
     click.echo(f"wrote {target}: {len(timeline.lanes) - 1} sessions, {len(timeline.marks)} marks, "
                f"{len(timeline.events)} events", err=True)
+
+
+def _read_trace(path: str) -> Any:
+    from .tools.trace.read import read_trace
+
+    try:
+        return read_trace(path)
+    except OSError as exc:
+        raise click.ClickException(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+@trace.command("check")
+@click.argument("path", metavar="FILE")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--long-prompt", "long_prompts", multiple=True, metavar="TEXT",
+              help="A prompt that ends only when cancelled (e.g. the demo's /wait): once cancelled it must answer "
+                   "stopReason \"cancelled\" (repeatable).")
+def trace_check(path: str, as_json: bool, long_prompts: tuple[str, ...]) -> None:
+    """Check every message of a trace against the ACP schemas and the rig's invariants; exit 1 on a problem."""
+    from .tools.trace.check import check_trace, json_report, text_report
+
+    found = _read_trace(path)
+    report = check_trace(found, long_prompts)
+    if as_json:
+        _echo_json(json_report(path, found, report))
+    else:
+        for line in text_report(path, found, report):
+            click.echo(line)
+    sys.exit(0 if report.ok else 1)
+
+
+@trace.command("show")
+@click.argument("path", metavar="FILE")
+@click.option("--session", "session_id", default=None, metavar="ID", help="Only this session.")
+@click.option("--grep", default=None, metavar="TEXT", help="Only the messages whose line contains TEXT (and their answers).")
+def trace_show(path: str, session_id: str | None, grep: str | None) -> None:
+    """A trace as a timeline per session: requests with their answers and latency, updates folded, errors and cancels marked."""
+    from .tools.trace.show import render, timeline
+
+    found = _read_trace(path)
+    for line in render(found, timeline(found, session_id, grep), path):
+        click.echo(line)
+
+
+@trace.command("replay", context_settings={"ignore_unknown_options": True})
+@click.argument("path", metavar="FILE")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
+              help="How long to wait for each answer or update the trace's client had seen before its next line.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def trace_replay(path: str, timeout: float, as_json: bool, command: tuple[str, ...]) -> None:
+    """Replay the client side of a trace against an agent: acp-green trace replay FILE -- COMMAND [ARGS...]
+
+    \b
+    The agent's own requests are answered as the trace's client answered them; its session ids
+    stand for the recorded ones. Exit 1 where the agent diverges from the trace (other methods,
+    a missing or extra answer, another stopReason, an error for a result).
+    """
+    from .tools.trace.replay import replay, text_report
+
+    if command[:1] == ("--",):  # FILE ends the options: click hands the separator on
+        command = command[1:]
+    if not command:
+        raise click.UsageError("give the agent's command after --")
+    found = _read_trace(path)
+    try:
+        report = replay(found, list(command), timeout)
+    except OSError as exc:
+        raise click.ClickException(f"cannot start {command[0]}: {exc.strerror or exc}") from None
+    if as_json:
+        _echo_json({"file": path, "command": list(command), "ok": report.ok, "sent": report.sent, "exit": report.exit_code,
+                    "divergences": [{"line": d.line, "what": d.what} for d in report.divergences], "stderr": report.stderr_tail})
+    else:
+        for line in text_report(path, command, report):
+            click.echo(line)
+    sys.exit(0 if report.ok else 1)

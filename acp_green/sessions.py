@@ -219,8 +219,8 @@ class SessionRegistry:
         record = session.record if session is not None else self._store.load_session(session_id)
         if record is None:
             raise UnknownSession(session_id)
-        if archived and session is not None:
-            self.close(session_id)
+        if archived:
+            self.close(session_id)  # an evicted session's dormant MCP declarations go too
         record.archived = archived
         self._store.save_session(record)
 

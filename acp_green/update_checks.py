@@ -306,6 +306,19 @@ def compaction_chunk_fields(where: str, update: Any) -> dict[str, Any]:
     return checked
 
 
+def _want_json(where: str, update: dict[str, Any]) -> dict[str, Any]:
+    """`update` as it is, if it encodes as JSON (a `_meta` or a block may hold anything: a NaN, a
+    set, a cycle). Checked here, not only when the line is built, because a notice or compaction
+    for a client that did not advertise it is never built: the same call must raise for every client."""
+    try:
+        wire.encode_json(update)
+    except TypeError as exc:
+        raise TypeError(f"{where}: not JSON: {exc}") from None
+    except (ValueError, OverflowError) as exc:  # NaN or infinity, a number too large, nesting too deep
+        raise ValueError(f"{where}: not JSON: {exc}") from None
+    return update
+
+
 _FIELD_CHECKS = {
     "notice": notice_fields,
     "compaction_update": compaction_update_fields,
@@ -327,7 +340,7 @@ def session_update(where: str, update: Any) -> dict[str, Any]:
     if kind == "plan":
         return {**update, "entries": plan_entries(where, update.get("entries"))}
     if kind in _FIELD_CHECKS:
-        return _FIELD_CHECKS[kind](where, update)
+        return _want_json(where, _FIELD_CHECKS[kind](where, update))
     if kind in MESSAGE_CHUNKS:
         content_block(where, "content", update.get("content"))
     return dict(update)

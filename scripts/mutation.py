@@ -195,18 +195,25 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     ]),
     # -- rig-verdicts: the rig's judgements of an agent ---------------------------------------------
     "rig.probe": ("rig-verdicts", "acp_green/tools/rig/probe.py", [
-        "tests/tools/test_probe_busy_prompt.py", "tests/tools/test_probe_verdicts.py", "tests/tools/test_probe.py",
+        "tests/tools/test_probe_busy_prompt.py", "tests/tools/test_probe_verdicts.py", "tests/tools/test_probe_truth.py",
+        "tests/tools/test_probe.py",
     ]),
     "rig.soak": ("rig-verdicts", "acp_green/tools/rig/soak.py", [
         "tests/tools/test_soak_samples.py", "tests/tools/test_soak.py", "tests/tools/test_soak_orphans.py",
+    ]),
+    "rig.growth": ("rig-verdicts", "acp_green/tools/rig/growth.py", [
+        "tests/tools/test_soak_verdict.py", "tests/tools/test_soak.py", "tests/tools/test_soak_samples.py",
     ]),
     "rig.reaper": ("rig-verdicts", "acp_green/tools/rig/reaper.py", [
         "tests/tools/test_reaper_launched.py", "tests/tools/test_probe_busy_prompt.py",
         "tests/tools/test_teardown_checks.py", "tests/tools/test_rig_fault_agents.py",
         "tests/tools/test_soak_orphans.py",
     ]),
+    "rig.schema_v2": ("rig-verdicts", "acp_green/tools/rig/schema_v2.py", [
+        "tests/tools/test_probe_truth.py", "tests/tools/test_schema_validator.py",
+    ]),
     "rig.invariants": ("rig-verdicts", "acp_green/tools/rig/invariants.py", [
-        "tests/tools/test_rig_invariants.py", "tests/tools/test_invariant_findings.py",
+        "tests/tools/test_rig_invariants.py", "tests/tools/test_invariant_findings.py", "tests/tools/test_probe_truth.py",
         "tests/tools/test_teardown_checks.py", "tests/tools/test_rig_fault_agents.py",
         "tests/endpoint/test_input_guard.py",
     ]),
@@ -221,6 +228,12 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "trace.html": ("trace", "acp_green/tools/trace/html.py", [
         "tests/tools/test_trace_html.py", "tests/tools/test_trace_html_browser.py",
     ]),
+    "trace.read": ("trace", "acp_green/tools/trace/read.py", [
+        "tests/tools/test_trace_read.py", "tests/tools/test_trace_check.py",
+    ]),
+    "trace.check": ("trace", "acp_green/tools/trace/check.py", ["tests/tools/test_trace_check.py"]),
+    "trace.show": ("trace", "acp_green/tools/trace/show.py", ["tests/tools/test_trace_show.py"]),
+    "trace.replay": ("trace", "acp_green/tools/trace/replay.py", ["tests/tools/test_trace_replay.py"]),
     "trace.record": ("trace", "acp_green/tools/trace/record.py", ["tests/tools/test_record.py"]),
 }
 GROUPS: list[str] = list(dict.fromkeys(group for group, _path, _tests in MODULES.values()))

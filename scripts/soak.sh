@@ -2,9 +2,10 @@
 # Runs `acp-green soak` from .venv, installing the package with the rig and plot extras first
 # (jsonschema for the checks, matplotlib for memory.png). Arguments go to `acp-green soak`:
 #
-#   scripts/soak.sh [--duration 60] [--agents 4] [--seed 1] [--out soak-results] [-- COMMAND...]
+#   scripts/soak.sh [--duration 120] [--warmup 60] [--agents 4] [--seed 1] [--out soak-results] [-- COMMAND...]
 #
-# `acp-green soak --help` lists every option.
+# `acp-green soak --help` lists every option. Growth is judged only on the second half of a run at
+# least twice --warmup long; a shorter run ends INCONCLUSIVE (exit 0) and says how long to run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}

@@ -41,6 +41,21 @@ class SleepsAfterCancelAgent(Agent):
         return "cancelled"
 
 
+class StepsUntilCancelledAgent(Agent):
+    """Says "started", pauses 0.3 s (cancellable), opens a tool call, then waits for cancellation:
+    when the cancel comes decides what it sends (a trace replay must time it as recorded)."""
+
+    name = "steps-until-cancelled"
+
+    def prompt(self, turn: Turn) -> str:
+        turn.say("started")
+        if not turn.sleep(0.3):
+            return "cancelled"
+        turn.tool_call(title="step", kind="other", status="in_progress")
+        turn.wait_cancelled()
+        return "cancelled"
+
+
 class HeldAfterCancelAgent(DemoAgent):
     """The demo agent whose prompts say "working", wait for cancellation, then wait until the test
     sets `release` before they answer `cancelled` (in-process only)."""

@@ -178,7 +178,8 @@ class SessionMcp:
 
     def __init__(self, session_id: str, cwd: str | None, servers: list[dict[str, Any]], provided: dict[str, ProvidedServer],
                  call_client: Callable[..., Any], notify_client: Callable[[str, Any], None],
-                 on_outbound: Callable[[str, str | None], None], shape: ClientShape | None = None) -> None:
+                 on_outbound: Callable[[str, str | None], None], shape: ClientShape | None = None,
+                 acp: bool = True) -> None:
         self.session_id = session_id
         self.cwd = cwd
         self.declared = {s["name"]: s for s in servers if isinstance(s.get("name"), str)}
@@ -187,6 +188,7 @@ class SessionMcp:
         self._notify_client = notify_client
         self._on_outbound = on_outbound  # (connectionId, name) registers; (connectionId, None) removes
         self._shape = shape if shape is not None else ClientShape()  # shared by the ACP connection's sessions
+        self._acp = acp  # False: `acp` servers are of a transport not offered (--stable-only advertises none)
         self.stdio: dict[str, _StdioServer] = {}
         self.http: dict[str, _HttpServer] = {}
         self.unstartable: dict[str, str] = {}  # name -> why its declaration cannot be started
@@ -226,7 +228,7 @@ class SessionMcp:
         entry = self.declared.get(name)
         if entry is not None:
             kind = _kind(entry)
-            if kind == "acp":
+            if kind == "acp" and self._acp:
                 return self._connect_acp(name, entry, token)
             raise McpUnavailable(f"MCP server {name!r} uses the {kind} transport, which this agent does not support")
         server = self.provided.get(name)

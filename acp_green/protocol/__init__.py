@@ -109,7 +109,7 @@ def attach(
         call_client=client.call,
         notify_client=client.notify,
     )
-    session_mcp = SessionMcpServers(mcp, client.call, client.notify)
+    session_mcp = SessionMcpServers(mcp, client.call, client.notify, acp=not stable_only)
     access = SessionAccess(agent, context, sessions)
     prompts = PromptLedger(store, sessions)
     connection = ConnectionMethods(agent, context, mcp, endpoint, sessions, store, stable_only)

@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 class SessionMcpServers(Mapping[str, "SessionMcp"]):
     """The `SessionMcp` of every session that started one, by session id."""
 
-    def __init__(self, registry: McpRegistry, call_client: Callable[..., Any], notify_client: Callable[[str, Any], None]) -> None:
+    def __init__(self, registry: McpRegistry, call_client: Callable[..., Any], notify_client: Callable[[str, Any], None],
+                 acp: bool = True) -> None:
         self.registry = registry
+        self.acp = acp  # `type: "acp"` servers are reached (MCP-over-ACP); not with --stable-only
         self._call_client = call_client
         self._notify_client = notify_client
         self._running: dict[str, SessionMcp] = {}
@@ -74,7 +76,7 @@ class SessionMcpServers(Mapping[str, "SessionMcp"]):
             found = SessionMcp(
                 session_id, session.record.cwd, session.mcp_servers, self.registry.by_name,
                 call_client=self._call_client, notify_client=self._notify_client,
-                on_outbound=self._outbound_changed, shape=self.registry.client_shape,
+                on_outbound=self._outbound_changed, shape=self.registry.client_shape, acp=self.acp,
             )
             self._running[session_id] = found
 

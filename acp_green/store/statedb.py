@@ -42,7 +42,7 @@ DB_NAME = "state.sqlite3"
 # 4: a `session_state` table holds each session's agent state (`session.state` as JSON), added
 # by `_migrate_state`; nothing else changes.
 # 5: `sessions.archived` (session/archive) and `sessions.forked_from` (session/fork), added by
-# `_migrate_session_admin`; an older acp-green's queries name their columns, so they still work.
+# `_migrate_session_admin`; an older acp-green refuses the database, as any newer schema.
 SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 5000
 PIECE_ROW_BYTES = 128 * 1024  # a stored piece is split into rows of at most this many bytes

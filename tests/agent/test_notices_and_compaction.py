@@ -44,7 +44,8 @@ def test_a_notice_reaches_a_client_that_advertised_notices(launch):
 def test_without_the_capability_a_notice_is_a_no_op(launch):
     """A client that did not advertise `session.notices` (absent, null, or not an object) is sent no
     notice; the call returns False and the turn goes on."""
-    for capabilities in ({}, {"session": None}, {"session": {"notices": None}}, {"session": {"compaction": {}}}):
+    for capabilities in ({}, {"session": None}, {"session": {"notices": None}}, {"session": {"notices": True}},
+                         {"session": {"compaction": {}}}):
         agent = launch(*NOTICES)
         agent.initialize(capabilities)
         sid = agent.new_session()

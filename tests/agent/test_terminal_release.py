@@ -43,3 +43,15 @@ def test_a_released_terminal_is_released_once_and_refuses_every_later_use():
         with pytest.raises(TerminalReleased):
             use()
     assert client.calls == ["terminal/create", "terminal/output"]
+
+
+def test_a_late_terminal_is_killed_and_released_and_a_late_answer_naming_none_sends_nothing():
+    """`release_late` (a terminal/create answered after the turn stopped waiting): the terminal it
+    names is killed, then released; an answer without a string terminalId made nothing to name."""
+    client = RecordingClient()
+    terminals = TurnTerminals("sess-1", CancelToken(), client.call, client.send)
+    for made_nothing in ({}, None, {"terminalId": 7}, ["term-x"]):
+        terminals.release_late(made_nothing)
+    assert client.sent == []
+    terminals.release_late({"terminalId": "term-late"})
+    assert client.sent == [("terminal/kill", "term-late"), ("terminal/release", "term-late")]

@@ -242,7 +242,20 @@ REFUSED_CALLS: list[tuple[str, Callable[[Turn], Any], type[Exception], str]] = [
     ("summary chunk", lambda t: t.compaction_summary("c1", {"type": "txt"}), ValueError,
      "compaction_summary: content.type must be one of 'text', "),
     ("summary chunk id", lambda t: t.compaction_summary(5, "x"), TypeError, "compaction_summary: compactionId must be a string, got 'int'"),
+    ("notice meta nan", lambda t: t.notice("Hi", meta={"x": math.nan}), ValueError, "notice: not JSON: "),
+    ("notice meta set", lambda t: t.notice("Hi", meta={"x": {1}}), TypeError, "notice: not JSON: "),
+    ("compaction meta deep", lambda t: t.compaction(meta=_nested(5000)), ValueError, "compaction_update: not JSON: "),
+    ("summary chunk meta", lambda t: t.compaction_summary("c1", {"type": "text", "text": "x", "_meta": {"x": math.inf}}), ValueError,
+     "compaction_summary: not JSON: "),
 ]
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    """An object nested `depth` levels deep (deeper than the JSON encoder goes)."""
+    nested: dict[str, Any] = {}
+    for _ in range(depth):
+        nested = {"x": nested}
+    return nested
 
 
 @pytest.mark.parametrize("name, action, error, message", REFUSED_CALLS, ids=[c[0] for c in REFUSED_CALLS])
@@ -315,6 +328,9 @@ def test_a_malformed_notice_is_refused_even_for_a_client_that_would_not_be_sent_
     session_id = conn.new_session(cwd=CWD)
     assert run(conn, agent, session_id, "bad", lambda t: t.notice("", severity="info")) == []
     assert str(agent.raised["bad"]) == "notice: title must not be empty"
+    # What could not go on the wire is refused too, as it is for a client that is sent notices.
+    assert run(conn, agent, session_id, "nan", lambda t: t.notice("Hi", meta={"x": math.nan})) == []
+    assert type(agent.raised["nan"]) is ValueError and str(agent.raised["nan"]).startswith("notice: not JSON: ")
     assert run(conn, agent, session_id, "good", lambda t: [t.notice("Hi"), t.compaction().sent, t.can_show_notices]) == []
     assert agent.returned["good"] == [False, False, False]
 

@@ -11,6 +11,7 @@ Every mcp/* message the agent sends is checked against the schema of the shape i
 from __future__ import annotations
 
 import json
+import logging
 import time
 from typing import Any
 
@@ -20,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from acp_green.demo import DemoAgent
-from acp_green.errors import InvalidParams, McpError, one_line
+from acp_green.errors import InvalidParams, McpError, UnknownMcpConnection, one_line
 from acp_green.mcp.acp_message import (
     BACKEND_FAILED,
     MCP_PROTOCOL_VERSION,
@@ -41,8 +42,6 @@ OLD_ANSWERS = {
     "initialize": {"protocolVersion": "2025-11-25", "capabilities": {"tools": {}}, "serverInfo": {"name": "proj", "version": "1"}},
     "tools/call": ECHO,
 }
-NEW_SHAPE_ONLY = pytest.mark.breaks_invariants(
-    "schema", reason="the message shape is checked here against the sdk-2.4.0 schema; the default checker knows only the older one")
 
 
 class ShapedClient:
@@ -105,7 +104,6 @@ def acp_entry(name: str, server_id: str) -> dict[str, Any]:
     return {"type": "acp", "name": name, "serverId": server_id}
 
 
-@NEW_SHAPE_ONLY
 def test_a_client_that_answers_mcp_connect_32601_is_reached_in_the_message_shape(unit):
     """The rule: mcp/connect first; -32601 (no such method) means the client speaks the message
     shape, so the tool call goes as mcp/message {serverId, requestId, method, params with the
@@ -173,7 +171,34 @@ def test_another_refusal_of_mcp_connect_fails_the_call_and_does_not_switch_shape
     assert len(conn.sink.requests("mcp/connect")) == 2 and not conn.sink.requests("mcp/message")
 
 
-@NEW_SHAPE_ONLY
+def test_a_client_that_accepted_mcp_connect_is_not_switched_by_a_later_32601(unit):
+    """The shape is learnt once: a client that answered mcp/connect speaks the connect shape, so a
+    later -32601 to mcp/connect (for another server) fails that call like any refusal, and no
+    message-shape mcp/message is sent."""
+    conn: UnitConnection = unit(DemoAgent())
+    client = ShapedClient(conn, "connect")
+    conn.initialize()
+    first = conn.new_session(mcp_servers=[acp_entry("proj", "srv-1")])
+    run_mcp(conn, first)
+    assert tool_text(conn, first) == "hosted answer"
+    client.shape = "message"  # from now on it answers mcp/connect -32601
+    second = conn.new_session(mcp_servers=[acp_entry("other", "srv-2")])
+    run_mcp(conn, second, "other")
+    assert tool_update(conn, second)["status"] == "failed"
+    assert "the client refused mcp/connect for 'other'" in tool_text(conn, second)
+    assert all("connectionId" in m["params"] for m in conn.sink.requests("mcp/message"))
+
+
+def test_a_notification_naming_a_connection_is_read_in_the_connect_shape_even_with_a_server_id() -> None:
+    """Only a notification without `connectionId` is of the message shape: one naming a connection
+    is relayed on it (here an unknown one: refused as such), whatever else it carries."""
+    registry = _registry()
+    registry.client_shape.active.add(("srv", "r-1"))
+    with pytest.raises(UnknownMcpConnection):
+        registry.on_message_notification({"connectionId": "conn-9", "serverId": "srv", "requestId": "r-1",
+                                          "method": "notifications/progress", "params": {}})
+
+
 @pytest.mark.parametrize(("outcome", "expected"), [
     ({"error": {"code": -32602, "message": "Unknown tool: echo"}}, "Unknown tool: echo"),
     ({"result": None, "error": {"code": 1, "message": "ignored"}}, None),  # result wins, even null
@@ -198,7 +223,6 @@ def test_message_shape_outcomes_reach_the_turn(unit, outcome: Any, expected: str
         assert update["status"] == "failed" and expected in tool_text(conn, session_id)
 
 
-@NEW_SHAPE_ONLY
 def test_cancelling_a_turn_cancels_its_message_shape_request_with_cancel_request(unit):
     """S12 in the message shape: a session/cancel during a tool call sends $/cancel_request for
     the outer mcp/message (the shape has no inner notification); the turn ends cancelled."""
@@ -216,8 +240,7 @@ def test_cancelling_a_turn_cancels_its_message_shape_request_with_cancel_request
     assert not [m for m in conn.sink.requests("mcp/message") if "id" not in m]
 
 
-@NEW_SHAPE_ONLY
-def test_client_notifications_and_requests_in_the_message_shape(unit):
+def test_client_notifications_and_requests_in_the_message_shape(unit, caplog):
     """Client->agent in the message shape: an mcp/message notification naming one of our requests
     (progress) or none is taken quietly, never answered (S6); the schema gives the client no
     mcp/message request to the agent, and one with serverId instead of connectionId gets -32602."""
@@ -231,8 +254,11 @@ def test_client_notifications_and_requests_in_the_message_shape(unit):
     held = client.held[0]
     progress = {"serverId": "srv-1", "requestId": held["params"]["requestId"], "method": "notifications/progress",
                 "params": {"progressToken": 1, "progress": 0.5}}
-    conn.notify("mcp/message", progress)
-    conn.notify("mcp/message", {**progress, "requestId": "nobody"})
+    with caplog.at_level(logging.DEBUG, logger="acp_green.mcp.registry"):
+        conn.notify("mcp/message", progress)
+        conn.notify("mcp/message", {**progress, "requestId": "nobody"})
+    taken, dropped = [r.getMessage() for r in caplog.records if "notifications/progress" in r.getMessage()]
+    assert "dropped" not in taken and "no such request in flight: dropped" in dropped  # one of ours is in flight
     conn.respond(held["id"], {"result": ECHO})
     assert conn.result(prompt) == {"stopReason": "end_turn"}
     error = conn.error(conn.request("mcp/message", {"serverId": "acp-green:demo", "requestId": "r1", "method": "tools/list"}))

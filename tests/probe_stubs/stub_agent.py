@@ -3,7 +3,9 @@ real agents have and acp_green's demo agent has not.
 
     python stub_agent.py [--needs-auth] [--ignore-eof] [--child] [--graceful-sigterm]
         [--relative-paths] [--open-tool-calls] [--wait-queues] [--busy-code CODE]
-        [--unknown-session-code CODE]
+        [--auth-at-prompt] [--auth-message TEXT] [--v2] [--v2-only] [--v2-invalid] [--null-unknown]
+        [--garbage-no-id] [--session-updates-after] [--string-locations] [--negative-ids-unreadable]
+        [--broken-backend] [--unknown-session-code CODE]
 
 It answers every prompt at once with end_turn and no chunks (no /stream, no prompt that runs
 until cancelled), `/read PATH` by asking the client for the file, and nothing else.
@@ -18,6 +20,20 @@ turn (a second prompt is queued, not refused); at EOF the agent exits without an
 once with error CODE (ACP's is -32000; any other code is a wrong refusal).
 --unknown-session-code CODE: a prompt naming a session it never created is refused with error
 CODE (ACP's is -32002; older agents answered -32602); without it such a prompt answers end_turn.
+--auth-at-prompt (with --needs-auth): session/new works, session/prompt is refused with -32000.
+--auth-message TEXT: the -32000 refusal's message (default "Authentication required").
+--v2: initialize answers the v2 draft's result (info, capabilities) when asked for 2 or more.
+--v2-only: as --v2, and initialize(protocolVersion=1) is refused with -32022 (v2: no version at
+or below 1). --v2-invalid: the v2 initialize result lacks `info` (invalid in v2, valid in v1).
+--null-unknown: an unknown `_` request is answered `result: null` instead of -32601.
+--garbage-no-id: a line that is not JSON is answered -32700 without an `id` member.
+--session-updates-after: after each prompt's response, session-level updates follow
+(session_info_update, available_commands_update), as real agents send between turns.
+--string-locations: `/read`'s tool call gives `locations` as bare strings, not objects.
+--negative-ids-unreadable: a request with a negative integer id is answered -32700 without an id
+(codex-acp 0.16.0 does so), never with its own answer.
+--broken-backend: session/new is answered -32603 (claude-code-acp does so when Claude Code cannot
+start): the agent is reachable, but no session can be opened.
 """
 
 from __future__ import annotations
@@ -35,9 +51,11 @@ import uuid
 def main() -> None:
     parser = argparse.ArgumentParser()
     for flag in ("--needs-auth", "--ignore-eof", "--child", "--graceful-sigterm", "--relative-paths", "--open-tool-calls",
-                 "--wait-queues"):
+                 "--wait-queues", "--auth-at-prompt", "--v2", "--v2-only", "--v2-invalid", "--null-unknown", "--garbage-no-id",
+                 "--session-updates-after", "--string-locations", "--negative-ids-unreadable", "--broken-backend"):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--busy-code", type=int, default=None)
+    parser.add_argument("--auth-message", default="Authentication required")
     parser.add_argument("--unknown-session-code", type=int, default=None)
     flags = parser.parse_args()
     if flags.graceful_sigterm:
@@ -80,23 +98,40 @@ def main() -> None:
             return
         if "id" not in message:
             return  # notifications: nothing to do
+        if flags.negative_ids_unreadable and isinstance(rid, int) and rid < 0:
+            write({"jsonrpc": "2.0", "error": {"code": -32700, "message": "Parse error"}})
+            return
         if method == "initialize":
             methods = [{"id": "stub-login", "name": "Stub login"}] if flags.needs_auth else []
-            respond(rid, {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": methods,
-                          "agentInfo": {"name": "stub-agent", "version": "0.0.1"}})
+            asked = params.get("protocolVersion")
+            v2 = flags.v2 or flags.v2_only or flags.v2_invalid
+            if v2 and isinstance(asked, int) and asked >= 2:
+                info = {} if flags.v2_invalid else {"info": {"name": "stub-agent", "version": "0.0.1"}}
+                respond(rid, {"protocolVersion": 2, **info, "capabilities": {}, "authMethods": methods})
+            elif flags.v2_only:
+                respond(rid, error={"code": -32022, "message": "Unsupported protocol version",
+                                    "data": {"supportedVersions": [2]}})
+            else:
+                respond(rid, {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": methods,
+                              "agentInfo": {"name": "stub-agent", "version": "0.0.1"}})
         elif method == "authenticate":
             if params.get("methodId") == "stub-login":
                 logged_in = True
                 respond(rid, {})
             else:
                 respond(rid, error={"code": -32602, "message": "Unknown auth method"})
+        elif method == "session/new" and flags.broken_backend:
+            respond(rid, error={"code": -32603, "message": "Internal error",
+                                "data": {"details": "Query closed before response received"}})
         elif method == "session/new":
-            if logged_in:
+            if logged_in or flags.auth_at_prompt:
                 session_id = uuid.uuid4().hex
                 sessions.add(session_id)
                 respond(rid, {"sessionId": session_id})
             else:
-                respond(rid, error={"code": -32000, "message": "Authentication required"})
+                respond(rid, error={"code": -32000, "message": flags.auth_message})
+        elif method == "session/prompt" and not logged_in:
+            respond(rid, error={"code": -32000, "message": flags.auth_message})
         elif method == "session/prompt":
             blocks = params.get("prompt") or []
             text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict)).strip()
@@ -125,12 +160,18 @@ def main() -> None:
             if text.startswith("/read "):
                 path = text[len("/read "):].strip()
                 path = path.lstrip("/") if flags.relative_paths else path
+                location = os.path.basename(path) if flags.string_locations else {"path": path}
                 update(session_id, {"sessionUpdate": "tool_call", "toolCallId": "read-1", "title": f"Read {path}",
-                                    "kind": "read", "status": "in_progress", "locations": [{"path": path}]})
+                                    "kind": "read", "status": "in_progress", "locations": [location]})
                 ask("fs/read_text_file", {"sessionId": session_id, "path": path})
                 if not flags.open_tool_calls:
                     update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": "read-1", "status": "completed"})
             respond(rid, {"stopReason": "end_turn"})
+            if flags.session_updates_after:
+                update(session_id, {"sessionUpdate": "session_info_update", "title": "A stub conversation"})
+                update(session_id, {"sessionUpdate": "available_commands_update", "availableCommands": []})
+        elif flags.null_unknown and method.startswith("_"):
+            respond(rid, None)
         else:
             respond(rid, error={"code": -32601, "message": f"Method not found: {method}"})
 
@@ -138,7 +179,10 @@ def main() -> None:
         try:
             message = json.loads(line)
         except ValueError:
-            write({"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}})
+            answer = {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error"}}
+            if flags.garbage_no_id:
+                del answer["id"]
+            write(answer)
             continue
         if isinstance(message, dict):
             handle(message)

@@ -74,7 +74,8 @@ def test_a_replay_never_sends_a_stored_entry_that_is_not_an_update_object(inproc
     state = str(tmp_path / "state")
     store = SqliteStore(statedb.db_path(state))
     store.save_session(SessionRecord("sess_g", "/tmp", [], updated_at=1.0))
-    bad = [b"not json", b"[1,2]", b'{"unterminated":', b'"a string"', b'{"content":"no sessionUpdate"}', b"\xff\xfe"]
+    bad = [b"not json", b"[1,2]", b'{"unterminated":', b'"a string"', b'{"content":"no sessionUpdate"}', b"\xff\xfe",
+           b'{"sessionUpdate":5}', b'{"sessionUpdate":null}']
     store.append_turn("sess_g", [chunk_json("one"), *bad, chunk_json("two")], "end_turn")
     store.close()
     harness = inprocess(DemoAgent(), state_dir=state)

@@ -169,6 +169,9 @@ def test_replay_of_a_100000_chunk_session_while_another_session_is_answered_S2(l
     during = sum(1 for at, _m in answers.values() if at < loaded_at)
     print(f"replay of a 100,000-chunk session: {replay_time:.2f}s; longest set_mode answer for another session "
           f"during it: {longest * 1000:.1f} ms ({len(asked)} asked, {during} answered before the load)")
-    assert client.updates_before[load_id][sid] == 1 + 100_000  # the whole replay, before the response (S5)
+    # The whole replay, then the session's commands and title (session/load sends them after the
+    # replay and before its response), and nothing after the response (S5).
+    assert client.updates_before[load_id][sid] == 1 + 100_000 + 2
+    assert client.updates[sid] == client.updates_before[load_id][sid]
     assert all(m.get("result") == {} for _at, m in answers.values())
     assert len(asked) == 19 and during >= 1

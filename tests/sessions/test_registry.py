@@ -197,6 +197,17 @@ def test_S15_a_closed_session_does_not_come_back_with_its_mcp_servers(registry, 
     assert registry.get(session.session_id).mcp_servers == []
 
 
+def test_S15_an_archived_session_does_not_come_back_with_its_mcp_servers(registry, clock):
+    """session/archive closes as session/close would, an evicted session too: its dormant MCP
+    declarations (which may carry secrets) are forgotten, and it stays archived."""
+    session = registry.create("/tmp", [], [{"name": "t", "command": "/bin/true", "args": [], "env": []}])
+    clock.now += TIMEOUT + 1
+    registry.evict_idle()
+    registry.set_archived(session.session_id, True)
+    revived = registry.get(session.session_id)
+    assert revived.mcp_servers == [] and revived.record.archived
+
+
 @settings(deadline=None, max_examples=60)
 @given(idle=st.lists(st.floats(min_value=0, max_value=3 * TIMEOUT, allow_nan=False), min_size=1, max_size=8),
        busy=st.data())

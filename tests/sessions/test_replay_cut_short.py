@@ -117,3 +117,27 @@ def test_a_whole_replay_cancelled_after_its_last_entry_answers_its_result(inproc
     load = client.request("session/load", load_params(sid))
     assert load.error()["code"] == -32800
     assert replayed_before(client, load, sid, mark) == 3
+
+
+def test_a_session_deleted_as_its_replay_ends_gets_no_session_level_updates(inprocess, tmp_path, monkeypatch):
+    """session/delete lands while the last entry is being sent: the replay was whole, but the
+    commands and title that would follow it are not sent for a session that no longer exists."""
+    harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"))
+    sid = stored_session(harness, 3)  # 4 entries: the prompt and 3 chunks
+    client = harness.client
+    sent = [0]
+
+    class DeletingProducer(replay.PacedProducer):
+        def send(self, line: bytes) -> None:
+            super().send(line)
+            sent[0] += 1
+            if sent[0] == 4:
+                harness.server.sessions.delete(sid)
+
+    monkeypatch.setattr(replay, "PacedProducer", DeletingProducer)
+    mark = len(client.received())
+    load = client.request("session/load", load_params(sid))
+    load.response()
+    assert replayed_before(client, load, sid, mark) == 4
+    kinds = [m["params"]["update"]["sessionUpdate"] for m in client.received()[mark:] if m.get("method") == "session/update"]
+    assert not {"available_commands_update", "session_info_update"} & set(kinds), kinds

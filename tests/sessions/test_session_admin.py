@@ -9,12 +9,14 @@ import gevent.event
 import pytest
 
 from acp_green.agent import Agent, SessionView, Turn
+from acp_green.demo import DemoAgent
 from acp_green.context import ConnectionSnapshot
 from acp_green.errors import ForkRefused, UnknownSession
 from acp_green.store import statedb
 from acp_green.store.session_record import SessionRecord
 from tests import sdk_unstable_schema
-from tests.helpers import chunk_texts, wait_until
+from tests.helpers import chunk_texts, wait_gone, wait_until
+from tests.mcp_helpers import SDK_TOOLS, stdio_entry
 
 
 UNSTABLE_METHODS = ("session/fork", "session/archive", "session/unarchive", "session/set_title", "session/status")
@@ -96,8 +98,9 @@ def test_stable_only_hides_the_unstable_surface(inprocess, tmp_path):
     state = tmp_path / "state"
     state.mkdir(mode=0o700)
     conn = statedb.connect(statedb.db_path(str(state)))
-    sid = "sess_archived"
+    sid, plain = "sess_archived", "sess_plain"
     statedb.save_session(conn, SessionRecord(sid, "/tmp", archived=True))
+    statedb.save_session(conn, SessionRecord(plain, "/tmp", updated_at=1.0))
     conn.close()
 
     stable = inprocess(CountingAgent(), state_dir=str(tmp_path / "state"), stable_only=True)
@@ -109,8 +112,24 @@ def test_stable_only_hides_the_unstable_surface(inprocess, tmp_path):
     for method in UNSTABLE_METHODS + ("mcp/connect", "mcp/disconnect"):
         error = stable.client.request(method, {"sessionId": sid, "cwd": "/tmp", "title": "t", "serverId": "x"}).error()
         assert error["code"] == -32601, (method, error)
-    listed = _listed(stable.client, archived="only")  # the unstable filter is not read
-    assert list(listed) == [sid] and "archived" not in listed[sid]
+    for params in ({}, {"archived": "only"}, {"archived": "exclude"}, {"archived": 5}):  # the unstable filter is not read
+        listed = _listed(stable.client, **params)
+        assert list(listed) == [sid, plain] and "archived" not in listed[sid], params
+
+
+def test_stable_only_does_not_reach_a_declared_acp_server(inprocess, tmp_path):
+    """--stable-only advertises no `mcpCapabilities.acp`: a `type: "acp"` server a client declares
+    anyway is one of a transport this agent does not support (the tool call fails saying so), and
+    the agent sends no mcp/connect nor any other unstable request."""
+    harness = inprocess(DemoAgent(), state_dir=str(tmp_path / "state"), stable_only=True)
+    client = harness.client
+    result = client.initialize()
+    assert result["_meta"]["acpGreen"]["providedMcpServers"] == []  # the demo provides one otherwise
+    sid = client.call("session/new", {"cwd": "/tmp", "mcpServers": [{"type": "acp", "name": "proj", "serverId": "srv-1"}]})["sessionId"]
+    assert client.prompt(sid, '/mcp proj echo {"text": "x"}').result() == {"stopReason": "end_turn"}
+    failed = [u for u in client.updates(sid) if u.get("status") == "failed"]
+    assert "uses the acp transport, which this agent does not support" in failed[0]["content"][0]["content"]["text"]
+    assert [r["method"] for r in client.agent_requests if r["method"].startswith("mcp/")] == []
 
 
 def test_fork_holds_the_history_and_state_and_leaves_the_source_alone(inprocess, tmp_path):
@@ -280,3 +299,64 @@ def test_every_unstable_method_refuses_an_unknown_session(inprocess, tmp_path):
         assert _unknown(error), (method, error)
         assert error["data"]["sessionId"] == "sess_nope"
     assert list(_listed(client, archived="include")) == []
+
+
+def test_a_fork_is_announced_like_a_new_session_and_remembers_its_source(inprocess, tmp_path):
+    """After (never before) the fork's response: the agent's commands and the title it took from the
+    source, as for session/new; the fork keeps the source's mode, and the store names its source."""
+    harness = _start(inprocess, tmp_path, DemoAgent())
+    client = harness.client
+    source = client.new_session()
+    client.prompt(source, "the source").result()
+    client.call("session/set_mode", {"sessionId": source, "modeId": "code"})
+    pending = client.request("session/fork", {"sessionId": source, "cwd": "/tmp"})
+    fork = pending.result()["sessionId"]
+    assert pending.result()["modes"]["currentModeId"] == "code"
+    wait_until(lambda: len(client.updates(fork)) >= 2, what="the fork's commands and title")
+    arrived = client.received()
+    answered_at = next(i for i, m in enumerate(arrived) if m.get("id") == pending.id)
+    for_fork = [(i, m["params"]["update"]) for i, m in enumerate(arrived)
+                if m.get("method") == "session/update" and m["params"]["sessionId"] == fork]
+    assert all(i > answered_at for i, _ in for_fork)
+    assert [u["sessionUpdate"] for _, u in for_fork] == ["available_commands_update", "session_info_update"]
+    assert for_fork[1][1]["title"] == "the source"
+    harness.finish()
+    conn = statedb.connect_existing(statedb.db_path(str(tmp_path / "state")))
+    try:
+        stored = {r.session_id: r for r in statedb.list_sessions(conn)}
+    finally:
+        conn.close()
+    assert (stored[fork].forked_from, stored[fork].mode_id) == (source, "code")
+    assert stored[source].forked_from is None
+
+
+def test_a_forks_state_is_stored_when_it_is_made(inprocess, tmp_path):
+    """The fork's state (the source's, and the hook's change) is stored at once: a new process that
+    loads a fork never prompted continues from it."""
+    first = _start(inprocess, tmp_path)
+    source = first.client.new_session()
+    first.client.prompt(source, "first").result()
+    fork = first.client.call("session/fork", {"sessionId": source, "cwd": "/tmp"})["sessionId"]
+    first.finish()
+    second = _start(inprocess, tmp_path)
+    try:
+        second.client.call("session/load", {"sessionId": fork, "cwd": "/tmp", "mcpServers": []})
+        second.client.prompt(fork, "next").result()
+        assert _replayed(second.client, fork) == ["first #1 forked=False", "next #2 forked=True"]
+    finally:
+        second.finish()  # before the teardown's check of the first, which sees every server's greenlets
+
+
+def test_a_forks_own_mcp_servers_start_when_it_is_made(inprocess, tmp_path):
+    """The servers the fork request declares are started in the background at once, as for
+    session/new (the source's are its own), and stop with the fork."""
+    harness = _start(inprocess, tmp_path)
+    client = harness.client
+    source = client.new_session()
+    fork = client.call("session/fork", {"sessionId": source, "cwd": "/tmp",
+                                        "mcpServers": [stdio_entry("st", SDK_TOOLS)]})["sessionId"]
+    servers = harness.server.protocol.session_mcp
+    pids = wait_until(lambda: fork in servers and servers[fork].pids().get("st"), what="the fork's stdio server to start")
+    assert source not in servers
+    harness.server.sessions.drop(fork)
+    assert wait_gone(pids)

@@ -34,6 +34,12 @@ def test_a_normalized_title_is_one_bounded_line_and_stable(title):
     assert normalized_title(stored) == stored
 
 
+def test_a_title_is_cut_only_past_the_limit():
+    """Exactly SET_TITLE_LIMIT characters are kept; one more is cut to the limit, "…" last."""
+    assert normalized_title("x" * SET_TITLE_LIMIT) == "x" * SET_TITLE_LIMIT
+    assert normalized_title("x" * (SET_TITLE_LIMIT + 1)) == "x" * (SET_TITLE_LIMIT - 1) + "…"
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.text(st.characters(exclude_categories=("Cc", "Cs", "Zs", "Zl", "Zp")), min_size=1, max_size=SET_TITLE_LIMIT))
 def test_a_plain_title_is_kept_as_it_is(title):

@@ -33,7 +33,7 @@ def test_an_agent_that_needs_a_login_gets_one_row_saying_so_and_the_sessionless_
     assert verdict == SKIP and "needs authentication" in evidence and "stub-login" in evidence, evidence
     assert [r.check for r in report.results].count("authentication") == 1
     assert all(found[name][0] == PASS for name in SESSIONLESS), found
-    skipped = [name for name, (v, e) in found.items() if e == "skipped: needs authentication"]
+    skipped = [name for name, (v, e) in found.items() if e.startswith("skipped: needs authentication")]
     assert {"cancel during a long prompt", "many sessions at once", "a prompt that uses a tool"} <= set(skipped)
     assert all(v != FAIL for v, _ in found.values()), found
     assert report.ok
@@ -92,10 +92,11 @@ def test_the_probes_own_kill_flips_no_pass_and_a_live_agents_child_is_no_orphan(
 
 
 def test_a_queued_second_prompt_is_reported_as_queued():
-    """P6: the wire shows the second prompt waiting for the first; the evidence says so."""
+    """P6: the wire shows the second prompt waiting for the first; the evidence says so. ACP implies
+    one turn at a time but defines no refusal: an advisory, a warning."""
     report = run_probe(ProbeConfig(STUB + ["--wait-queues"], timeout=2), only=["second prompt"])
     verdict, evidence = rows(report)["second prompt on a busy session"]
-    assert verdict == FAIL and evidence.startswith("queued: "), evidence
+    assert verdict == WARN and evidence.startswith("queued: "), evidence
     assert "ended when the second arrived" not in evidence
 
 

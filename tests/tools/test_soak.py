@@ -27,10 +27,11 @@ FAULT_AGENT = [sys.executable, str(TESTS / "peer_agents" / "fault_agent.py")]
 def test_a_short_soak_of_acp_green_serve_passes(tmp_path):
     """No invariant broken, and no growth of descriptors (or greenlets, when enough counts came back):
     the second half holds enough samples (WINDOW per point, several points) for a slope to be
-    computed, so the check can fail.
+    computed, so the check can fail (a one-second warm-up: the run is long enough to be judged).
     RSS over a few seconds moves by megabytes per minute either way (allocator noise, history kept
     in memory by --ephemeral); its slope is computed here but judged only by long soaks."""
-    summary = run_soak(SoakConfig(SERVE, agents=2, duration=4, sample_interval=0.05, out_dir=str(tmp_path), plot=False))
+    summary = run_soak(SoakConfig(SERVE, agents=2, duration=4, sample_interval=0.05, out_dir=str(tmp_path), plot=False,
+                                  warmup=1))
     assert [f for f in summary["failures"] if not (f["kind"] == "growth" and f["resource"] == "rss")] == []
     assert summary["prompts"] > 0
     on_disk = json.loads((tmp_path / "summary.json").read_text())
@@ -46,10 +47,14 @@ def test_a_short_soak_of_acp_green_serve_passes(tmp_path):
 
 @pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)
 def test_a_leaking_agent_fails_the_soak_naming_memory(tmp_path):
+    """A list that grows by 256 KiB a prompt is growth after any warm-up: judged on the second half
+    of a run twice the warm-up long (two seconds here; with the default minute, a two-minute run)."""
     env = dict(os.environ, PYTHONPATH=str(REPO))  # the repository root: tests.agents
     command = [sys.executable, "-m", "acp_green", "serve", "--ephemeral", "--agent", "tests.agents:LeaksMemoryAgent"]
-    summary = run_soak(SoakConfig(command, agents=1, duration=5, sample_interval=0.1, out_dir=str(tmp_path), env=env, plot=False))
-    assert not summary["ok"]
+    summary = run_soak(SoakConfig(command, agents=1, duration=5, sample_interval=0.1, out_dir=str(tmp_path), env=env, plot=False,
+                                  warmup=2))
+    assert not summary["ok"] and summary["verdict"] == "failed"
+    assert "rss" not in summary["per_agent"][0]["inconclusive"]  # judged: past the warm-up, samples enough
     assert summary["growing_resources"] == ["rss"]
     assert summary["failed_invariants"] == []
 
@@ -119,41 +124,52 @@ def test_growth_gives_the_slope_it_gave_when_hand_written(values: list[int], tic
 
 @pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)
 def test_the_soak_entry_prints_its_summary(tmp_path):
+    """Two seconds, inside the default minute of warm-up: growth is not judged, the run is
+    inconclusive and says how long a run must be, and exits 0 (nothing was found wrong)."""
     done = subprocess.run([sys.executable, "-m", "acp_green", "soak", "--duration", "2", "--agents", "1", "--no-plot",
                            "--out", str(tmp_path), "--", *SERVE], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "soak PASSED: 1 agents, 2s, seed 1" in done.stdout
+    assert "soak INCONCLUSIVE: 1 agents, 2s, seed 1" in done.stdout
+    assert "  inconclusive: run longer than 120 s (growth is judged on the second half of a run, after a 60 s warm-up)" \
+        in done.stdout.splitlines(), done.stdout
+    assert "FAILED" not in done.stdout and "(not judged)" in done.stdout
+    assert "growth will be inconclusive: run longer than 120 s" in done.stderr  # said before the run, too
     assert (tmp_path / "summary.json").exists()
     # Progress on stderr (a line a second when stderr is not a terminal): time, actions, violations.
     assert re.search(r"\[\s*[\d.]+s/2s\] actions \d+, prompts \d+, side runs \d+, violations 0", done.stderr), done.stderr
 
 
 @pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)
-def test_the_soak_command_soaks_acp_green_serve_on_a_fresh_state_dir_by_default(tmp_path):
+def test_the_soak_command_soaks_acp_green_serve_on_a_fresh_state_dir_per_agent_by_default(tmp_path):
+    """One process serves from a state directory (store/statelock.py): each slot's agent gets its
+    own, so every one of them keeps its sessions in SQLite, none in memory."""
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "left-over").write_text("from an earlier run")
-    done = subprocess.run([sys.executable, "-m", "acp_green", "soak", "--duration", "2", "--agents", "1", "--no-plot",
+    done = subprocess.run([sys.executable, "-m", "acp_green", "soak", "--duration", "2", "--agents", "2", "--no-plot",
                            "--out", str(tmp_path)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     summary = json.loads((tmp_path / "summary.json").read_text())
-    assert summary["command"][-4:] == ["acp_green", "serve", "--state-dir", str(tmp_path / "state")]
+    assert summary["command"][-3:] == ["-m", "acp_green", "serve"] and summary["state_root"] == str(tmp_path / "state")
     assert not (tmp_path / "state" / "left-over").exists()
-    assert "state.sqlite3" in os.listdir(tmp_path / "state")  # the soaked agent kept its state there
+    for slot in ("slot-0", "slot-1"):  # the soaked agents kept their state there
+        assert "state.sqlite3" in os.listdir(tmp_path / "state" / slot), os.listdir(tmp_path / "state")
+    assert "in memory" not in done.stdout + done.stderr
 
 
 def test_the_soak_command_maps_its_options_and_passes_the_command_through(tmp_path, monkeypatch):
     """`acp-green soak` is a click command like every other: options, `-- COMMAND...`, exit code."""
     seen: list[SoakConfig] = []
     monkeypatch.setattr(soak_module, "main", lambda cfg: seen.append(cfg) or 1)
-    result = CliRunner().invoke(cli, ["soak", "--duration", "3", "--agents", "2", "--seed", "9", "--sessions", "1",
+    result = CliRunner().invoke(cli, ["soak", "--duration", "3", "--warmup", "7", "--agents", "2", "--seed", "9", "--sessions", "1",
                                       "--sample-interval", "0.5", "--out", str(tmp_path), "--no-plot",
                                       "--", "my-agent", "--duration", "x"])
     assert result.exit_code == 1, result.output
     cfg = seen[0]
     assert cfg.command == ["my-agent", "--duration", "x"]
-    assert (cfg.duration, cfg.agents, cfg.seed, cfg.sessions, cfg.sample_interval, cfg.out_dir, cfg.plot) == \
-        (3.0, 2, 9, 1, 0.5, str(tmp_path), False)
+    assert (cfg.duration, cfg.agents, cfg.seed, cfg.sessions, cfg.sample_interval, cfg.out_dir, cfg.plot, cfg.warmup) == \
+        (3.0, 2, 9, 1, 0.5, str(tmp_path), False, 7.0)
     assert not (tmp_path / "state").exists(), "a given command gets no state directory"
+    assert cfg.state_root is None and cfg.agent_command(1) == cfg.agent_command(1, side=True) == ["my-agent", "--duration", "x"]
 
 
 def test_the_soak_command_defaults_to_acp_green_serve_on_an_emptied_state_dir(tmp_path, monkeypatch):
@@ -164,8 +180,14 @@ def test_the_soak_command_defaults_to_acp_green_serve_on_an_emptied_state_dir(tm
     result = CliRunner().invoke(cli, ["soak", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
     cfg = seen[0]
-    assert cfg.command == [sys.executable, "-m", "acp_green", "serve", "--state-dir", str(tmp_path / "state")]
-    assert (cfg.duration, cfg.agents, cfg.seed, cfg.sessions, cfg.sample_interval, cfg.plot) == (60.0, 4, 1, 3, 1.0, True)
+    serve = [sys.executable, "-m", "acp_green", "serve"]
+    assert cfg.command == serve and cfg.state_root == str(tmp_path / "state")
+    # A state directory per slot, and one for each slot's side runs (one at a time): never one shared.
+    assert cfg.agent_command(0) == [*serve, "--state-dir", str(tmp_path / "state" / "slot-0")]
+    assert cfg.agent_command(3) == [*serve, "--state-dir", str(tmp_path / "state" / "slot-3")]
+    assert cfg.agent_command(3, side=True) == [*serve, "--state-dir", str(tmp_path / "state" / "slot-3-side")]
+    assert (cfg.duration, cfg.agents, cfg.seed, cfg.sessions, cfg.sample_interval, cfg.plot, cfg.warmup) == \
+        (120.0, 4, 1, 3, 1.0, True, 60.0)
     assert os.listdir(tmp_path / "state") == []
 
 
@@ -173,5 +195,8 @@ def test_soak_is_listed_and_documented_in_help():
     listing = CliRunner().invoke(cli, ["--help"])
     assert "soak" in listing.output
     result = CliRunner().invoke(cli, ["soak", "--help"])
-    for option in ("--duration", "--agents", "--seed", "--sessions", "--sample-interval", "--out", "--no-plot"):
+    for option in ("--duration", "--warmup", "--agents", "--seed", "--sessions", "--sample-interval", "--out", "--no-plot"):
         assert option in result.output
+    text = " ".join(result.output.split())
+    assert "judged on the second half of a run at least twice this long" in text
+    assert '"INCONCLUSIVE" with the reason, exit 0' in text

@@ -161,7 +161,8 @@ class Asker:
             self._open.pop(id_key(request["id"]), None)
 
     def _cancel_request(self, client: AcpClient, message: dict[str, Any]) -> None:
-        request_id = (message.get("params") or {}).get("requestId")
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
         if is_valid_id(request_id):
             self._withdraw(id_key(request_id), REQUEST_CANCELLED)
 

@@ -196,10 +196,12 @@ class Renderer:
     def __call__(self, message: dict[str, Any]) -> None:
         if message.get("method") != "session/update":
             return
-        params = message.get("params") or {}
-        if params.get("sessionId") != self.session_id:
+        params = message.get("params")
+        if not isinstance(params, dict) or params.get("sessionId") != self.session_id:
             return
-        update = params.get("update") or {}
+        update = params.get("update")
+        if not isinstance(update, dict):
+            return
         kind = update.get("sessionUpdate")
         if kind == "agent_thought_chunk":
             self.thought(block_text(update.get("content")))

@@ -272,7 +272,7 @@ class AcpClient:
                 now = time.monotonic()
                 try:
                     message = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
                     message = None
                 self.records.append(Record(now, "in", line, message))
                 if isinstance(message, dict):
@@ -293,7 +293,7 @@ class AcpClient:
                 self._answer(message)
             else:
                 if message["method"] == "$/cancel_request":
-                    self._cancelled_by_agent((message.get("params") or {}).get("requestId"))
+                    self._cancelled_by_agent(_param(message, "requestId"))
                 handler = self.policy.notification_handlers.get(message["method"])
                 if handler is not None:
                     handler(self, message)
@@ -371,6 +371,12 @@ class AcpClient:
         for handle in (self._reader_file, self._writer_file):
             with contextlib.suppress(OSError):
                 handle.close()
+
+
+def _param(message: dict[str, Any], name: str) -> Any:
+    """`params[name]`, or None when params are absent or no object (an agent's line is untrusted)."""
+    params = message.get("params")
+    return params.get(name) if isinstance(params, dict) else None
 
 
 def default_signal_dispositions() -> Callable[[], None]:

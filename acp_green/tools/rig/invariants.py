@@ -13,11 +13,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...errors import METHOD_NOT_FOUND
 from ...rpc.wire import IdKey, id_key, is_valid_id
 from .client import Record
 from .schema import StreamChecker, message_kind
+from .schema_v2 import schema_for_version
 
-__all__ = ["ADVISORIES", "INVARIANTS", "InvariantChecker", "Violation", "render"]
+__all__ = ["ADVISORIES", "INVARIANTS", "PROBE_METHOD_PREFIX", "TURN_UPDATES", "InvariantChecker", "Violation", "render"]
 
 # Names are part of the rig's output (probe table, soak summary): keep them stable.
 INVARIANTS = (
@@ -37,7 +39,14 @@ INVARIANTS = (
 ADVISORIES = (
     "tool_calls_finished",  # every tool call is completed or failed before its prompt's response
     "message_id_consistent",  # chunks of one message carry one messageId; a message never resumes
+    "unknown_method_not_found",  # a request for a method nobody implements is answered -32601 (ACP: should)
 )
+# Requests under this prefix name methods no agent implements: the probe's own (ping, unknown).
+PROBE_METHOD_PREFIX = "_acp_green_probe/"
+# The updates that belong to a prompt turn: under ACP none may follow the turn's response, while
+# session-level updates (commands, modes, config options, session info, usage...) may come at any
+# time. acp_green's own rule (S5) is stricter: nothing for the session follows the response.
+TURN_UPDATES = frozenset({"agent_message_chunk", "agent_thought_chunk", "tool_call", "tool_call_update", "plan"})
 
 _STREAM = re.compile(r"^/stream\s+(\d+)")
 _CHUNK_INDEX = re.compile(r"^(\d+):")
@@ -144,6 +153,7 @@ class _PromptChecks(_Findings):
     _requests: dict[IdKey | None, _Request]
     prompts_answered: int
     cancelled_prompts: int
+    session_updates_between_turns: bool
 
     def _quieted_by(self, session_id: str) -> str:
         """Which response a session must stay quiet after, in words: "its session/load response"."""
@@ -186,15 +196,16 @@ class _PromptChecks(_Findings):
                       [prompt.record, record])
 
     def _session_update(self, record: Record, message: dict[str, Any]) -> None:
-        params = message.get("params") or {}
+        params = _object(message.get("params"))
         session_id = params.get("sessionId")
+        update = _object(params.get("update"))
         if session_id in self._quiet:
-            self._add("no_update_after_response", f"session/update for {session_id} after {self._quieted_by(session_id)}",
-                      [self._quiet[session_id], record])
+            if not self.session_updates_between_turns or update.get("sessionUpdate") in TURN_UPDATES:
+                self._add("no_update_after_response", f"a {update.get('sessionUpdate')} update for {session_id} after "
+                          f"{self._quieted_by(session_id)}", [self._quiet[session_id], record])
             return
         key = self._running.get(session_id) if isinstance(session_id, str) else None
         prompt = self._prompts.get(key) if key is not None else None
-        update = _object(params.get("update"))
         if prompt is not None:
             self._advisory_update(prompt, record, update)
         if prompt is None or prompt.expected_chunks is None or prompt.grammar_off:
@@ -259,11 +270,43 @@ class _PromptChecks(_Findings):
             self._advise("tool_calls_finished", f"the prompt answered with tool calls still open: {listing}", [prompt.record, record])
 
 
-class InvariantChecker(_PromptChecks):
+class _MessageChecks(_PromptChecks):
+    """Checks on single messages of the agent: the paths it sends, its answer to a method nobody has."""
+
+    def _paths(self, record: Record, message: dict[str, Any]) -> None:
+        """ACP: file paths the agent sends the client are absolute (a path that is no string is no path)."""
+        for where, path in _sent_paths(message):
+            self.exercised["absolute_paths"] += 1
+            if where.endswith("]"):  # a location that is no object: whatever it holds, it gives no path
+                shown = json.dumps(path, default=repr)[:80]
+                self._add("absolute_paths", f"{message.get('method')} sent {where} = {shown}, not an object with a path",
+                          [record])
+            elif not isinstance(path, str):
+                shown = json.dumps(path, default=repr)[:80]
+                self._add("absolute_paths", f"{message.get('method')} sent {where} = {shown}, not an absolute path", [record])
+            elif not path.startswith("/"):
+                self._add("absolute_paths", f"{message.get('method')} sent a relative path at {where}: {path!r}", [record])
+
+    def _unknown_method_answered(self, request: _Request, record: Record, message: dict[str, Any]) -> None:
+        """ACP: a request for an unknown method should be answered -32601 (a SHOULD: an advisory)."""
+        self.exercised["unknown_method_not_found"] += 1
+        error = message.get("error")
+        if not (isinstance(error, dict) and error.get("code") == METHOD_NOT_FOUND):
+            answer = f"error {error.get('code')!r}" if isinstance(error, dict) else f"result {json.dumps(message.get('result'), default=repr)[:60]}"
+            self._advise("unknown_method_not_found", f"{request.method}, a method no agent has, was answered with {answer}, "
+                         "not -32601", [request.record, record])
+
+
+class InvariantChecker(_MessageChecks):
     """Checks one agent connection; feed it records in order, then `finish` when it ended."""
 
-    def __init__(self, must_cancel_ids: Iterable[Any] = (), max_violations: int = 50) -> None:
+    def __init__(self, must_cancel_ids: Iterable[Any] = (), max_violations: int = 50, *,
+                 session_updates_between_turns: bool = False) -> None:
+        """`session_updates_between_turns`: ACP's rule, which lets session-level updates (commands,
+        modes, config options, session info) follow a response; by default acp_green's S5, by
+        which nothing for the session may follow it."""
         super().__init__(max_violations)
+        self.session_updates_between_turns = session_updates_between_turns
         self._schema = StreamChecker("agent")
         self._requests: dict[IdKey | None, _Request] = {}
         self._prompts: dict[IdKey | None, _Prompt] = {}
@@ -280,6 +323,9 @@ class InvariantChecker(_PromptChecks):
         self.responses = 0
         self.prompts_answered = 0
         self.cancelled_prompts = 0
+        self.protocol_version: Any = None  # what the agent's initialize answer negotiated, once seen
+        self.schema_notes: list[str] = []  # why some messages could not be validated (no schema for their version)
+        self._schema_off = False
 
     # -- public ------------------------------------------------------------------------------
     def expect_cancelled(self, request_id: Any) -> None:
@@ -300,6 +346,13 @@ class InvariantChecker(_PromptChecks):
             else:
                 self._agent_record(record)
         return self.violations[before:]
+
+    def gave_up(self, request_id: Any, waited: float) -> None:
+        """The client stopped waiting for a request's answer after `waited` seconds, the connection still open."""
+        request = self._requests.get(id_key(request_id))
+        if request is not None and not request.responses:
+            self._add("one_response_per_request", f"{request.method} #{request_id!r} got no response within {waited:g}s",
+                      [request.record])
 
     def finish(self, records: Sequence[Record], *, complete: bool | str = True) -> list[Violation]:
         """Final checks once the connection is over.
@@ -378,14 +431,17 @@ class InvariantChecker(_PromptChecks):
     def _agent_record(self, record: Record) -> None:
         message = record.message
         self.exercised["valid_json_rpc"] += 1
-        self.exercised["schema"] += 1
         if not isinstance(message, dict) or message_kind(message) is None:
+            self.exercised["schema"] += 1
             text = "not JSON" if message is None else "not a JSON-RPC request, notification or response"
             self._add("valid_json_rpc", f"the agent wrote a line that is {text}", [record])
             return
-        problems = self._schema.observe(message, from_sender=True)
-        if problems:
-            self._add("schema", "; ".join(problems[:3]), [record])
+        self._negotiated(message)
+        if not self._schema_off:
+            self.exercised["schema"] += 1
+            problems = self._schema.observe(message, from_sender=True)
+            if problems:
+                self._add("schema", "; ".join(problems[:3]), [record])
         kind = message_kind(message)
         if kind in ("request", "notification"):
             self._paths(record, message)
@@ -400,12 +456,23 @@ class InvariantChecker(_PromptChecks):
         elif kind == "request":
             self._agent_request(record, message)
 
-    def _paths(self, record: Record, message: dict[str, Any]) -> None:
-        """ACP: file paths the agent sends the client are absolute."""
-        for where, path in _sent_paths(message):
-            self.exercised["absolute_paths"] += 1
-            if not path.startswith("/"):
-                self._add("absolute_paths", f"{message.get('method')} sent a relative path at {where}: {path!r}", [record])
+    def _negotiated(self, message: dict[str, Any]) -> None:
+        """On the answer to `initialize`, validate the connection against the schema of the version it negotiated."""
+        request = self._requests.get(id_key(message.get("id"))) if message_kind(message) == "response" else None
+        result = message.get("result")
+        if request is None or request.method != "initialize" or not isinstance(result, dict) or "protocolVersion" not in result:
+            return
+        version = self.protocol_version = result["protocolVersion"]
+        schema = schema_for_version(version)
+        if schema is None:
+            self._schema_off = True
+            self.schema_notes.append(f"a run negotiated protocolVersion {json.dumps(version)}, which no vendored schema "
+                                     "describes: its messages were not validated")
+        else:
+            self._schema.schema = schema
+            if version != 1:
+                self.schema_notes.append(f"a run negotiated protocolVersion {version}: validated against the ACP v{version} "
+                                         "draft schema")
 
     def _agent_request(self, record: Record, message: dict[str, Any]) -> None:
         """A request to the client about a session (fs, terminal, permission...) is "for the
@@ -452,6 +519,8 @@ class InvariantChecker(_PromptChecks):
             self._add("one_response_per_request", f"{request.method} #{rid!r} was answered {len(request.responses)} times",
                       [request.record, *request.responses])
             return
+        if isinstance(request.method, str) and request.method.startswith(PROBE_METHOD_PREFIX):
+            self._unknown_method_answered(request, record, message)
         prompt = self._prompts.get(id_key(rid))
         if prompt is not None:
             self._prompt_answered(prompt, record, message)
@@ -462,6 +531,7 @@ class InvariantChecker(_PromptChecks):
                 self._quiet[session_id] = record
 
 
+
 _CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
 
 
@@ -470,23 +540,28 @@ def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _sent_paths(message: dict[str, Any]) -> Iterator[tuple[str, str]]:
-    """(where, path) for every file path in an agent's request or notification to the client."""
+def _sent_paths(message: dict[str, Any]) -> Iterator[tuple[str, Any]]:
+    """(where, value) for every file path in an agent's request or notification to the client.
+
+    The value is what stands where a path must be, whatever it is: a location that is a bare
+    string, or a path that is no string, is a malformed path, not an absent one."""
     params = _object(message.get("params"))
     method = message.get("method")
-    if method in ("fs/read_text_file", "fs/write_text_file") and isinstance(params.get("path"), str):
+    if method in ("fs/read_text_file", "fs/write_text_file") and "path" in params:
         yield "path", params["path"]
-    elif method == "terminal/create" and isinstance(params.get("cwd"), str):
+    elif method == "terminal/create" and params.get("cwd") is not None:
         yield "cwd", params["cwd"]
     tool = params.get("update") if method == "session/update" else params.get("toolCall") if method == "session/request_permission" else None
     if not isinstance(tool, dict):
         return
     for i, location in enumerate(tool.get("locations") or [] if isinstance(tool.get("locations"), list) else []):
-        if isinstance(location, dict) and isinstance(location.get("path"), str):
-            yield f"locations[{i}].path", location["path"]
+        if isinstance(location, dict):
+            yield f"locations[{i}].path", location.get("path")
+        else:
+            yield f"locations[{i}]", location
     for i, block in enumerate(tool.get("content") or [] if isinstance(tool.get("content"), list) else []):
-        if isinstance(block, dict) and block.get("type") == "diff" and isinstance(block.get("path"), str):
-            yield f"content[{i}].path", block["path"]
+        if isinstance(block, dict) and block.get("type") == "diff":
+            yield f"content[{i}].path", block.get("path")
 
 
 def _prompt_text(params: dict[str, Any]) -> str:

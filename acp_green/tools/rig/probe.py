@@ -5,10 +5,13 @@ outside, and reports a verdict with evidence. Every run also goes through the in
 checker; the invariants are reported as checks of their own, naming the messages that broke
 them. Nothing here knows which agent it talks to.
 
-Verdicts follow the force of the rule: a broken MUST is `fail` (exit 1); an advisory row (what
-real clients trip on although ACP allows it) is `warn` and never changes the exit code. A row
-with nothing to check says `not exercised` (skip) instead of claiming the rule held. An agent
-that needs a login gets one row saying so; the checks that need no session still run.
+Verdicts follow the force of the rule: a broken MUST is `fail` (exit 1) and quotes the wire
+that proves it; an advisory row (a SHOULD, what ACP only implies, what real clients trip on
+although ACP allows it) is `warn` and never changes the exit code. A row with nothing to check
+says `not exercised` (skip) instead of claiming the rule held, and names the option that would
+exercise it when the demo's default prompts did not. An agent that needs a login (-32000 at any
+method), that cannot open a session, or that speaks only the v2 draft gets one row saying so;
+the checks that need no session still run.
 """
 
 from __future__ import annotations
@@ -25,18 +28,36 @@ from typing import Any
 
 import gevent
 
-from ...errors import AUTH_REQUIRED, INVALID_PARAMS, METHOD_NOT_FOUND, RESOURCE_NOT_FOUND, SERVER_BUSY
-from .client import ClientPolicy, Pending
-from .invariants import ADVISORIES, INVARIANTS, Violation
+from ...errors import AUTH_REQUIRED, INVALID_PARAMS, RESOURCE_NOT_FOUND, SERVER_BUSY
+from ...rpc.wire import id_key, is_valid_id
+from .client import ClientPolicy, Pending, Record
+from .invariants import ADVISORIES, INVARIANTS, PROBE_METHOD_PREFIX, Violation, render
 from .run import CheckedAgent, RunResult
 
 __all__ = ["CheckResult", "ProbeConfig", "ProbeReport", "run_probe", "format_table"]
 
 PASS, FAIL, SKIP, WARN = "pass", "fail", "skip", "warn"
 MUST, ADVISORY = "must", "advisory"
-# A file the probe's client serves from memory, for the tool prompt to read (never on disk).
-PROBE_FILE = "/tmp/acp-green-probe/notes.txt"
+# The file the probe offers: written into a per-run temporary directory (each session's cwd),
+# and served by the probe's client from memory too. `{file}` in a prompt stands for its path.
+PROBE_FILE_NAME = "notes.txt"
 PROBE_FILE_TEXT = "written by acp-green probe\n"
+# The defaults are commands of acp-green's demo agent; another agent needs its own prompts.
+DEMO_LONG_PROMPT = "/wait"
+DEMO_STREAM_PROMPT = "/stream 20000 256"
+DEMO_TOOL_PROMPT = "/read {file}"
+UNSUPPORTED_VERSION = -32022  # ACP v2's "no version at or below the one asked for"
+# Refusals that say "busy", not "log in", although they share -32000 (acp_green's S8).
+_BUSY_REASONS = frozenset({"session_busy", "connection_busy", "output_backlog"})
+# What a row that was not exercised needs, said once below the table.
+NEEDS = {
+    "--long-prompt": "a prompt that runs until cancelled: the default, /wait, is a command of acp-green's demo agent; "
+                     "pass --long-prompt TEXT (e.g. a request for a 2000-word essay)",
+    "--tool-prompt": "a prompt that makes the agent use a tool on the file the probe offers: the default, /read {file}, is "
+                     "a command of acp-green's demo agent; pass --tool-prompt TEXT ({file} is replaced by the file's path)",
+    "--stream-prompt": "a prompt answered in the demo's `/stream N` grammar (chunks numbered 0:, 1:, ...): only agents "
+                       "that follow it can be checked for chunk order",
+}
 
 
 @dataclass(slots=True)
@@ -44,27 +65,38 @@ class ProbeConfig:
     """What to launch and how to drive it."""
 
     command: list[str]
-    long_prompt: str = "/wait"
-    stream_prompt: str = "/stream 20000 256"
+    long_prompt: str = DEMO_LONG_PROMPT
+    stream_prompt: str = DEMO_STREAM_PROMPT
     timeout: float = 10.0  # how long any single answer may take before the check fails
     settle: float = 0.5  # how long the long prompt must still be running before we act
     sessions: int = 16
     exit_timeout: float = 8.0  # the runtime's shutdown grace is 5 s
     env: dict[str, str] | None = None
-    tool_prompt: str = f"/read {PROBE_FILE}"  # a prompt that makes the agent use a tool on a file
+    tool_prompt: str = DEMO_TOOL_PROMPT  # a prompt that makes the agent use a tool; {file}: the offered file
     authenticate: str | None = None  # an authMethods id to call `authenticate` with after initialize
     keep_env: bool = False  # False: the agent gets a fresh, temporary XDG_STATE_HOME
-    sessionless: bool = False  # set by the probe when the agent needs a login it did not get
+    # Set by the probe itself: ------------------------------------------------------------------
+    sessionless: bool = False  # no session can be opened (a login is needed, or not ACP v1): why_sessionless says why
+    why_sessionless: str = ""
+    workspace: str = ""  # the per-run temporary directory: each session's cwd, holds the offered file
+    protocol: Any = 1  # what the agent answers to initialize(protocolVersion=1)
+    auth_methods: tuple[str, ...] = ()  # the ids of the agent's authMethods
+
+    @property
+    def offered_file(self) -> str:
+        return os.path.join(self.workspace or tempfile.gettempdir(), PROBE_FILE_NAME)
 
 
 @dataclass(slots=True)
 class CheckResult:
-    """One row of the report."""
+    """One row of the report; a failing (or warning) row quotes the wire that proves it."""
 
     check: str
     verdict: str
     evidence: str
     force: str = MUST
+    wire: list[str] = field(default_factory=list)  # the messages (trimmed) that prove a FAIL or WARN
+    needs: str = ""  # the option that would let a skipped row be exercised (a key of NEEDS)
 
 
 @dataclass
@@ -76,6 +108,7 @@ class ProbeReport:
     advisories: list[CheckResult] = field(default_factory=list)  # advisory rows: pass, warn or skip
     violations: list[Violation] = field(default_factory=list)
     warnings: list[Violation] = field(default_factory=list)  # broken advisories seen in the runs
+    offered_file: str = ""  # the file the probe offered the agent (in a per-run temporary directory)
 
     @property
     def ok(self) -> bool:
@@ -88,6 +121,7 @@ class ProbeReport:
         return {
             "command": self.command,
             "ok": self.ok,
+            "offered_file": self.offered_file,
             "checks": [asdict(r) for r in self.results],
             "advisories": [asdict(r) for r in self.advisories],
             "violations": [v.to_json() for v in self.violations],
@@ -96,48 +130,119 @@ class ProbeReport:
 
 
 class CheckFailed(Exception):
-    """A check's verdict is fail; the message is the evidence."""
+    """A check's verdict is fail; the message is the evidence, `wire` the records that prove it."""
+
+    def __init__(self, evidence: str, wire: Sequence[Record] = ()) -> None:
+        super().__init__(evidence)
+        self.wire = list(wire)
 
 
 class CheckSkipped(Exception):
-    """The check cannot be made against this agent; the message says why."""
+    """The check cannot be made against this agent; the message says why, `needs` what would help."""
+
+    def __init__(self, evidence: str, needs: str = "", wire: Sequence[Record] = ()) -> None:
+        super().__init__(evidence)
+        self.needs = needs
+        self.wire = list(wire)
 
 
 class NeedsAuthentication(CheckSkipped):
-    """session/new was refused for want of a login (-32000 naming authentication)."""
+    """A request was refused for want of a login: -32000 (ACP's "Authentication required")."""
 
 
 # -- helpers ---------------------------------------------------------------------------------
-def _answer(agent: CheckedAgent, pending: Pending, cfg: ProbeConfig, what: str) -> dict[str, Any]:
-    """The response, or CheckFailed when it does not come in time or the agent closed its stdout."""
+def _exchange(agent: CheckedAgent, *pendings: Pending) -> list[Record]:
+    """The requests of `pendings` and their answers, as they went over the wire."""
+    keys = {id_key(p.id) for p in pendings}
+    found = []
+    for record in agent.records:
+        message = record.message
+        if isinstance(message, dict) and is_valid_id(message.get("id")) and "id" in message and id_key(message["id"]) in keys \
+                and (record.direction == "out") == ("method" in message):
+            found.append(record)
+    return found
+
+
+def _strays(agent: CheckedAgent, since: float, limit: int = 2) -> list[Record]:
+    """Responses since `since` that answer nothing the client is waiting for (no id, id null or
+    unknown): what an agent wrote instead of the answer that never came."""
+    found = []
+    for record in agent.records:
+        message = record.message
+        if record.t < since or record.direction != "in" or not isinstance(message, dict) or "method" in message:
+            continue
+        rid = message.get("id")
+        if "id" not in message or not is_valid_id(rid) or rid is None or id_key(rid) not in agent.pending:
+            found.append(record)
+    return found[:limit]
+
+
+def _login_refusal(error: Any, cfg: ProbeConfig) -> bool:
+    """-32000 is ACP's "Authentication required" at any method; a refusal that says "busy" is not one.
+
+    The code is the signal when the agent advertises authMethods; without them, only when the
+    message names authentication."""
+    if not isinstance(error, dict) or error.get("code") != AUTH_REQUIRED:
+        return False
+    data = error.get("data")
+    if isinstance(data, dict) and data.get("reason") in _BUSY_REASONS:
+        return False
+    return bool(cfg.auth_methods) or "auth" in str(error.get("message", "")).lower()
+
+
+def _answer(agent: CheckedAgent, pending: Pending, cfg: ProbeConfig, what: str, *, login_check: bool = True) -> dict[str, Any]:
+    """The response, or CheckFailed when it does not come in time or the agent closed its stdout;
+    NeedsAuthentication when the agent refuses for want of a login."""
     deadline = time.monotonic() + cfg.timeout
     while not pending.done:
         if agent.eof.is_set():
-            raise CheckFailed(f"the agent closed its stdout before answering {what} (exit code {agent.proc.poll()})")
+            raise CheckFailed(f"the agent closed its stdout before answering {what} (exit code {agent.proc.poll()})",
+                              _exchange(agent, pending))
         left = deadline - time.monotonic()
         if left <= 0:
-            raise CheckFailed(f"no response to {what} within {cfg.timeout:g}s")
+            agent.check()
+            agent.checker.gave_up(pending.id, cfg.timeout)
+            raise CheckFailed(f"no response to {what} within {cfg.timeout:g}s",
+                              _exchange(agent, pending) + _strays(agent, pending.sent_at))
         gevent.wait([pending.waitable, agent.eof], count=1, timeout=left)
-    return pending.response(0)
+    message = pending.response(0)
+    if login_check and _login_refusal(message.get("error"), cfg):
+        raise NeedsAuthentication(f"{pending.method} answered {_brief(message['error'])}", wire=_exchange(agent, pending))
+    return message
 
 
 def _result(agent: CheckedAgent, pending: Pending, cfg: ProbeConfig, what: str) -> Any:
     message = _answer(agent, pending, cfg, what)
     if "error" in message:
-        raise CheckFailed(f"{what} failed: {json.dumps(message['error'])[:200]}")
+        raise CheckFailed(f"{what} failed: {json.dumps(message['error'])[:200]}", _exchange(agent, pending))
     return message.get("result")
 
 
-def _initialize(agent: CheckedAgent, cfg: ProbeConfig, version: int = 1) -> dict[str, Any]:
-    """initialize, then `authenticate` when --authenticate named a method; the initialize result."""
-    result = _result(agent, agent.request("initialize", agent.initialize_params(version=version)), cfg, f"initialize(v{version})")
-    if cfg.authenticate is not None:
+def _initialize_params(agent: CheckedAgent, version: int) -> dict[str, Any]:
+    """initialize's params: v2 (draft) names them `info` and `capabilities`; any other version the v1 way."""
+    if version == 2:
+        return {"protocolVersion": 2, "info": {"name": "acp-green-probe", "version": "0.1.0"}, "capabilities": {}}
+    return agent.initialize_params(version=version)
+
+
+def _initialize(agent: CheckedAgent, cfg: ProbeConfig, version: int | None = None) -> dict[str, Any]:
+    """initialize (with the version the agent speaks unless given), then `authenticate` when
+    --authenticate named a method and the agent speaks v1; the initialize result."""
+    version = (cfg.protocol if cfg.protocol in (1, 2) else 1) if version is None else version
+    pending = agent.request("initialize", _initialize_params(agent, version))
+    result = _result(agent, pending, cfg, f"initialize(v{version})")
+    result = result if isinstance(result, dict) else {}
+    if cfg.authenticate is not None and result.get("protocolVersion") == 1:
         _result(agent, agent.request("authenticate", {"methodId": cfg.authenticate}), cfg, f"authenticate({cfg.authenticate})")
-    return result if isinstance(result, dict) else {}
+    return result
+
+
+def _session_params(cfg: ProbeConfig) -> dict[str, Any]:
+    return {"cwd": cfg.workspace or tempfile.gettempdir(), "mcpServers": []}
 
 
 def _ready(agent: CheckedAgent, cfg: ProbeConfig) -> str | None:
-    """initialize + session/new; returns the session id (None when the agent needs a login)."""
+    """initialize + session/new; returns the session id (None when no session can be opened)."""
     _initialize(agent, cfg)
     return None if cfg.sessionless else _new_session(agent, cfg)
 
@@ -148,23 +253,17 @@ def _ready_session(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     return _new_session(agent, cfg)
 
 
-def _needs_login(error: Any) -> bool:
-    """-32000 whose message names authentication: ACP's "auth required"."""
-    return isinstance(error, dict) and error.get("code") == AUTH_REQUIRED and "auth" in str(error.get("message", "")).lower()
-
-
 def _new_session_result(agent: CheckedAgent, cfg: ProbeConfig) -> dict[str, Any]:
     """session/new's result; NeedsAuthentication when the agent wants a login first."""
     if cfg.sessionless:
-        raise NeedsAuthentication("skipped: needs authentication")
-    answer = _answer(agent, agent.request("session/new", {"cwd": "/tmp", "mcpServers": []}), cfg, "session/new")
-    if _needs_login(answer.get("error")):
-        raise NeedsAuthentication(f"session/new answered {_brief(answer['error'])}")
+        raise CheckSkipped(f"skipped: {cfg.why_sessionless}")
+    pending = agent.request("session/new", _session_params(cfg))
+    answer = _answer(agent, pending, cfg, "session/new")
     if "error" in answer:
-        raise CheckFailed(f"session/new failed: {json.dumps(answer['error'])[:200]}")
+        raise CheckFailed(f"session/new failed: {json.dumps(answer['error'])[:200]}", _exchange(agent, pending))
     result = answer.get("result")
     if not isinstance(result, dict) or not isinstance(result.get("sessionId"), str):
-        raise CheckFailed(f"session/new gave no sessionId: {result!r}")
+        raise CheckFailed(f"session/new gave no sessionId: {result!r}", _exchange(agent, pending))
     return result
 
 
@@ -173,8 +272,8 @@ def _new_session(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 
 def _ping(agent: CheckedAgent, cfg: ProbeConfig, what: str) -> None:
-    """A request any agent answers (an unknown method: -32601): proof it still reads its input."""
-    _answer(agent, agent.request("_acp_green_probe/ping", {}), cfg, what)
+    """A request any agent answers (an unknown method: -32601 or some answer): proof it still reads its input."""
+    _answer(agent, agent.request(f"{PROBE_METHOD_PREFIX}ping", {}), cfg, what, login_check=False)
 
 
 def _start_long(agent: CheckedAgent, session_id: str, cfg: ProbeConfig, text: str | None = None) -> Pending:
@@ -182,8 +281,12 @@ def _start_long(agent: CheckedAgent, session_id: str, cfg: ProbeConfig, text: st
     pending = agent.prompt(session_id, text or cfg.long_prompt)
     gevent.sleep(cfg.settle)
     if pending.done:
-        raise CheckSkipped(f"the long prompt {text or cfg.long_prompt!r} ended within {cfg.settle:g}s "
-                           f"({_brief(pending.response(0))}); pass --long-prompt with one that runs until cancelled")
+        answer = pending.response(0)
+        if _login_refusal(answer.get("error"), cfg):
+            raise NeedsAuthentication(f"session/prompt answered {_brief(answer['error'])}", wire=_exchange(agent, pending))
+        ended = _stop_reason(answer) or _brief(answer.get("error"), 80)
+        raise CheckSkipped(f"the long prompt {text or cfg.long_prompt!r} ended within {cfg.settle:g}s ({ended})",
+                           needs="--long-prompt")
     return pending
 
 
@@ -194,17 +297,25 @@ def _answered_at(pending: Pending) -> float:
 
 
 def _launch(cfg: ProbeConfig) -> CheckedAgent:
-    """A fresh agent process with the probe's client (it serves PROBE_FILE from memory)."""
-    agent = CheckedAgent(cfg.command, ClientPolicy(files={PROBE_FILE: PROBE_FILE_TEXT}), env=cfg.env)
+    """A fresh agent process with the probe's client (it serves the offered file from memory too).
+
+    ACP owes no answer to a request still running when the client closes stdin: the probe
+    judges that as an advisory of its own, and reports what it waited for in vain itself. Nor
+    does ACP forbid session-level updates between turns."""
+    agent = CheckedAgent(cfg.command, ClientPolicy(files={cfg.offered_file: PROBE_FILE_TEXT}), env=cfg.env)
     agent.exit_timeout = cfg.exit_timeout
+    agent.owed_at_end = False
+    agent.checker.session_updates_between_turns = True  # ACP's rule, not acp_green's stricter S5
     return agent
 
 
-def _absorb(agent: CheckedAgent, other: RunResult) -> None:
-    """Count a second process a check ran as part of the check's own run."""
-    agent.checker.violations.extend(other.violations)
-    agent.checker.advisories.extend(other.advisories)
-    agent.checker.exercised.update(other.exercised)
+def _absorb(agent: CheckedAgent, other: CheckedAgent) -> None:
+    """End a second process a check ran, and count it as part of the check's own run."""
+    result = other.finish()
+    agent.checker.violations.extend(result.violations)
+    agent.checker.advisories.extend(result.advisories)
+    agent.checker.exercised.update(result.exercised)
+    agent.checker.schema_notes.extend(other.checker.schema_notes)
 
 
 def _stop_reason(message: dict[str, Any]) -> Any:
@@ -219,37 +330,56 @@ def _brief(message: Any, limit: int = 160) -> str:
 
 # -- the checks ------------------------------------------------------------------------------
 def check_version(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    """initialize with v1 echoes 1; with an unknown future version the agent answers its own latest."""
-    result = _initialize(agent, cfg, version=1)
-    if result.get("protocolVersion") != 1:
-        raise CheckFailed(f"initialize(protocolVersion=1) answered protocolVersion {result.get('protocolVersion')!r}")
+    """initialize with v1 echoes 1 (or, from an agent without v1, its latest, or v2's -32022); with an
+    unknown future version the agent answers its own latest."""
+    pending = agent.request("initialize", _initialize_params(agent, 1))
+    answer = _answer(agent, pending, cfg, "initialize(v1)", login_check=False)
+    error = answer.get("error")
+    got_v1: Any = None
+    if isinstance(error, dict) and error.get("code") == UNSUPPORTED_VERSION:
+        first = "-32022 (no version at or below 1: the v2 draft's rule)"
+    elif error is not None:
+        raise CheckFailed(f"initialize(protocolVersion=1) failed: {_brief(error)}", _exchange(agent, pending))
+    else:
+        got_v1 = answer["result"].get("protocolVersion") if isinstance(answer.get("result"), dict) else None
+        if not isinstance(got_v1, int) or isinstance(got_v1, bool) or got_v1 < 1:
+            raise CheckFailed(f"initialize(protocolVersion=1) answered protocolVersion {got_v1!r}", _exchange(agent, pending))
+        first = "1" if got_v1 == 1 else f"{got_v1} (its latest: it has no v1)"
+    v1_wire = _exchange(agent, pending)
     other = _launch(cfg)
     try:
-        future = _initialize(other, cfg, version=999)
+        ask = other.request("initialize", _initialize_params(other, 999))
+        future = _answer(other, ask, cfg, "initialize(v999)", login_check=False)
+        wire = _exchange(other, ask)
     finally:
-        _absorb(agent, other.finish())
-    got = future.get("protocolVersion")
+        _absorb(agent, other)
+    got = future.get("result", {}).get("protocolVersion") if isinstance(future.get("result"), dict) else None
     if not isinstance(got, int) or isinstance(got, bool) or not 1 <= got < 999:
-        raise CheckFailed(f"initialize(protocolVersion=999) answered {got!r}; expected the agent's latest supported version")
-    return f"v1 -> 1; v999 -> {got}"
+        raise CheckFailed(f"initialize(protocolVersion=999) answered {_brief(future.get('error', got), 100)}; expected the "
+                          "agent's latest supported version", wire)
+    if got_v1 is not None and got_v1 != 1 and got_v1 != got:
+        raise CheckFailed(f"initialize(protocolVersion=1) answered {got_v1}, which is neither 1 nor its latest: 999 answered "
+                          f"{got}", v1_wire + wire)
+    note = " (the ACP v2 draft: that run is validated against the v2 draft schema)" if got == 2 else ""
+    return f"v1 -> {first}; v999 -> {got}{note}"
 
 
 def check_ids_echoed(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    """Ids 0, negative, string and large integers come back exactly, on errors too (-32601)."""
+    """Ids 0, negative, string and large integers come back exactly, on whatever answer the agent gives.
+
+    (That an unknown method should be answered -32601 is an advisory row of its own.)"""
     _ready(agent, cfg)
     ids: list[Any] = [0, -7, "probe-id", 2**53 + 1, "1"]
-    messages = [agent.make_request("_acp_green_probe/unknown", {}, request_id=i) for i in ids]
+    messages = [agent.make_request(f"{PROBE_METHOD_PREFIX}unknown", {}, request_id=i) for i in ids]
     agent.send(*messages)
     seen = []
     for message in messages:
-        answer = _answer(agent, agent.pending_for(message), cfg, f"request id {message['id']!r}")
+        pending = agent.pending_for(message)
+        answer = _answer(agent, pending, cfg, f"request id {message['id']!r}", login_check=False)  # any answer shows the id
         if answer.get("id") != message["id"] or type(answer.get("id")) is not type(message["id"]):
-            raise CheckFailed(f"sent id {message['id']!r}, got {answer.get('id')!r}")
-        code = (answer.get("error") or {}).get("code")
-        if code != METHOD_NOT_FOUND:
-            raise CheckFailed(f"unknown method _acp_green_probe/unknown answered {_brief(answer)}, expected -32601")
+            raise CheckFailed(f"sent id {message['id']!r}, got {answer.get('id')!r}", _exchange(agent, pending))
         seen.append(repr(message["id"]))
-    return f"echoed {', '.join(seen)}; unknown method -> -32601"
+    return f"echoed {', '.join(seen)}"
 
 
 def check_notifications(agent: CheckedAgent, cfg: ProbeConfig) -> str:
@@ -262,31 +392,39 @@ def check_notifications(agent: CheckedAgent, cfg: ProbeConfig) -> str:
         {"jsonrpc": "2.0", "method": "_acp_green_probe/notice", "params": {}},
         {"jsonrpc": "2.0", "method": "$/cancel_request", "params": {"requestId": 424242}},
     )
-    sentinel = agent.make_request("_acp_green_probe/ping", {})
+    sentinel = agent.make_request(f"{PROBE_METHOD_PREFIX}ping", {})
     agent.send(sentinel)
-    _answer(agent, agent.pending_for(sentinel), cfg, "a request after the notifications")
+    _answer(agent, agent.pending_for(sentinel), cfg, "a request after the notifications", login_check=False)
     agent.check()
     extra = agent.checker.responses - before - 1
     if extra:
-        raise CheckFailed(f"{extra} response(s) arrived for 3 notifications")
+        raise CheckFailed(f"{extra} response(s) arrived for 3 notifications", agent.records[-5:])
     return "3 notifications, 0 responses (a request sent after them was answered)"
 
 
 def check_parse_error(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    """A garbage line gets -32700 with id null, and the connection keeps working."""
+    """A garbage line gets -32700 with an `id` member that is null, and the connection keeps working."""
     _ready(agent, cfg)
     start = len(agent.records)
     agent.send_raw(b'{"jsonrpc": "2.0", "id": 1, "method": \n')
+    garbage = agent.records[start]
+
+    def error_answer() -> Record | None:
+        return next((r for r in agent.records[start:] if r.direction == "in" and isinstance(r.message, dict)
+                     and "error" in r.message and "method" not in r.message and r.message.get("id") is None), None)
+
     try:
-        agent.wait_for(lambda: any(r.direction == "in" and isinstance(r.message, dict) and "error" in r.message
-                                   and r.message.get("id") is None for r in agent.records[start:]),
-                       cfg.timeout, "a -32700 response")
+        agent.wait_for(error_answer, cfg.timeout, "a -32700 response")
     except AssertionError:
-        raise CheckFailed(f"no error response with id null within {cfg.timeout:g}s") from None
-    error = next(r.message["error"] for r in agent.records[start:] if r.direction == "in" and isinstance(r.message, dict)
-                 and "error" in r.message and r.message.get("id") is None)
-    if error.get("code") != -32700:
-        raise CheckFailed(f"garbage answered with code {error.get('code')}, expected -32700")
+        raise CheckFailed(f"no error response with id null within {cfg.timeout:g}s", [garbage]) from None
+    record = error_answer()
+    assert record is not None
+    if "id" not in record.message:
+        raise CheckFailed("garbage answered with an error that has no `id` member (JSON-RPC: id null)", [garbage, record])
+    error = record.message["error"]
+    if not isinstance(error, dict) or error.get("code") != -32700:
+        code = error.get("code") if isinstance(error, dict) else error
+        raise CheckFailed(f"garbage answered with code {code!r}, expected -32700", [garbage, record])
     _ping(agent, cfg, "the request after the garbage")
     return "-32700, id null; next request answered"
 
@@ -295,16 +433,17 @@ def check_init_and_new_one_write(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """S2: initialize and session/new written together both succeed."""
     init = agent.make_request("initialize", agent.initialize_params())
     login = [agent.make_request("authenticate", {"methodId": cfg.authenticate})] if cfg.authenticate else []
-    new = agent.make_request("session/new", {"cwd": "/tmp", "mcpServers": []})
+    new = agent.make_request("session/new", _session_params(cfg))
     agent.send(init, *login, new)
     _result(agent, agent.pending_for(init), cfg, "initialize")
     for message in login:
         _result(agent, agent.pending_for(message), cfg, "authenticate")
     result = _result(agent, agent.pending_for(new), cfg, "session/new")
     # S2: a prompt written the moment the session/new response is read works.
-    answer = _answer(agent, agent.prompt(result["sessionId"], "hello"), cfg, "a prompt right after session/new")
+    pending = agent.prompt(result["sessionId"], "hello")
+    answer = _answer(agent, pending, cfg, "a prompt right after session/new")
     if "error" in answer:
-        raise CheckFailed(f"the prompt after session/new failed: {_brief(answer)}")
+        raise CheckFailed(f"the prompt after session/new failed: {_brief(answer)}", _exchange(agent, pending))
     return f"both answered in one write; prompt right after -> {_stop_reason(answer)}"
 
 
@@ -317,7 +456,7 @@ def check_cancel_long(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     agent.cancel(session_id)
     answer = _answer(agent, pending, cfg, "the cancelled prompt")
     if _stop_reason(answer) != "cancelled":
-        raise CheckFailed(f"cancelled prompt answered {_brief(answer)}")
+        raise CheckFailed(f"cancelled prompt answered {_brief(answer)}", _exchange(agent, pending))
     return f"cancelled after {time.monotonic() - sent:.3f}s"
 
 
@@ -333,12 +472,13 @@ def check_cancel_same_write(agent: CheckedAgent, cfg: ProbeConfig) -> str:
         agent.checker.expect_cancelled(running.id)
         agent.cancel(session_id)
         _answer(agent, running, cfg, "the long prompt after cancel")
-        raise CheckFailed(f"answered {_brief(answer)}")
+        raise CheckFailed(f"answered {_brief(answer)}", _exchange(agent, agent.pending_for(message)))
     return "answered cancelled"
 
 
 def check_second_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    """S8: a second prompt on a busy session is refused at once (-32000); the first is unaffected.
+    """Advisory (acp_green's S8; ACP implies one turn at a time but defines no error for an overlapping
+    prompt): a second prompt on a busy session is refused at once (-32000); the first is unaffected.
 
     When it is not, the evidence says what the wire shows: the second was queued behind the
     first, ran alongside it, ended it, or was refused some other way."""
@@ -350,26 +490,28 @@ def check_second_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     if not first.done and not second.done:
         agent.cancel(session_id)
         first_answer = _answer(agent, first, cfg, "the first prompt after cancel")
-        late = _answer(agent, second, cfg, "the second prompt")
+        late = _answer(agent, second, cfg, "the second prompt", login_check=False)
         raise CheckFailed(f"queued: the second prompt got no answer while the first ran ({cfg.timeout:g}s); after "
-                          f"session/cancel the first answered {_brief(first_answer, 80)}, then the second {_brief(late, 80)}")
+                          f"session/cancel the first answered {_brief(first_answer, 80)}, then the second {_brief(late, 80)}",
+                          _exchange(agent, first, second))
     if first.done and not (second.done and _answered_at(second) <= _answered_at(first)):
         first_answer = first.response(0)
-        later = _answer(agent, second, cfg, "the second prompt")
+        later = _answer(agent, second, cfg, "the second prompt", login_check=False)
         raise CheckFailed(f"the first prompt answered {_brief(first_answer, 80)} once the second arrived, then the "
-                          f"second answered {_brief(later, 80)}")
+                          f"second answered {_brief(later, 80)}", _exchange(agent, first, second))
     answer = second.response(0)
     error = answer.get("error")
     if error is None:
         agent.cancel(session_id)
         _answer(agent, first, cfg, "the first prompt after cancel")
-        raise CheckFailed(f"ran alongside: the second prompt answered {_brief(answer, 80)} while the first still ran")
+        raise CheckFailed(f"ran alongside: the second prompt answered {_brief(answer, 80)} while the first still ran",
+                          _exchange(agent, first, second))
     agent.cancel(session_id)
     first_answer = _answer(agent, first, cfg, "the first prompt after cancel")
     if not isinstance(error, dict) or error.get("code") != SERVER_BUSY:
-        raise CheckFailed(f"refused with {_brief(error, 100)} while the first ran (expected -32000)")
+        raise CheckFailed(f"refused with {_brief(error, 100)} while the first ran (expected -32000)", _exchange(agent, first, second))
     if _stop_reason(first_answer) != "cancelled":
-        raise CheckFailed(f"first prompt answered {_brief(first_answer)} after cancel")
+        raise CheckFailed(f"first prompt answered {_brief(first_answer)} after cancel", _exchange(agent, first, second))
     reason = (error.get("data") or {}).get("reason") if isinstance(error.get("data"), dict) else None
     return f"-32000 ({reason or 'no reason'}); first prompt then cancelled normally"
 
@@ -410,7 +552,7 @@ def check_control_while_streaming(agent: CheckedAgent, cfg: ProbeConfig) -> str:
         gevent.sleep(0)
         prompt = _start_long(agent, session_id, cfg)
         agent.checker.expect_cancelled(prompt.id)
-    controls = [("session/new", {"cwd": "/tmp", "mcpServers": []})]
+    controls = [("session/new", _session_params(cfg))]
     if len(modes) > 1:
         controls.insert(0, ("session/set_mode", {"sessionId": session_id, "modeId": modes[-1]}))
     notes = []
@@ -424,14 +566,14 @@ def check_control_while_streaming(agent: CheckedAgent, cfg: ProbeConfig) -> str:
             pending = agent.request(method, params)
             answer = _answer(agent, pending, cfg, method)
             if "error" in answer:
-                raise CheckFailed(f"{method} during the prompt failed: {_brief(answer)}")
+                raise CheckFailed(f"{method} during the prompt failed: {_brief(answer)}", _exchange(agent, pending))
             overtaken = prompt.done and prompt.answered_at is not None and pending.answered_at is not None \
                 and prompt.answered_at < pending.answered_at
             if not overtaken:
                 break
             if not streaming:
                 raise CheckFailed(f"{method} was answered only after the running prompt finished "
-                                  f"({len(agent.updates(session_id))} updates)")
+                                  f"({len(agent.updates(session_id))} updates)", _exchange(agent, prompt, pending))
         notes.append(f"{method} in {_answered_at(pending) - pending.sent_at:.3f}s")
     if not prompt.done:
         agent.cancel(session_id)
@@ -449,7 +591,8 @@ def check_many_sessions(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     for message in messages:
         answer = _answer(agent, agent.pending_for(message), cfg, f"prompt #{message['id']}")
         if "error" in answer:
-            raise CheckFailed(f"prompt on one of {cfg.sessions} sessions failed: {_brief(answer)}")
+            raise CheckFailed(f"prompt on one of {cfg.sessions} sessions failed: {_brief(answer)}",
+                              _exchange(agent, agent.pending_for(message)))
         reason = str(_stop_reason(answer))
         reasons[reason] = reasons.get(reason, 0) + 1
     return f"{cfg.sessions} sessions, {cfg.sessions} prompts in one write: " + ", ".join(f"{n} {r}" for r, n in reasons.items())
@@ -463,22 +606,30 @@ def check_exit_on_eof(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     took = time.monotonic() - closed
     bad = [v for v in result.violations if v.invariant in ("exit_after_eof", "no_orphan_processes")]
     if bad:
-        raise CheckFailed(str(bad[0]).splitlines()[0])
+        raise CheckFailed(str(bad[0]).splitlines()[0], agent.records[-1:])
     if result.exit_code != 0:
-        raise CheckFailed(f"exited with code {result.exit_code} after EOF")
+        raise CheckFailed(f"exited with code {result.exit_code} after EOF", agent.records[-1:])
     return f"exit 0 after {took:.2f}s"
 
 
 def check_tool_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    """The tool prompt is answered; what it sends (paths, tool calls) is judged by the invariant rows."""
+    """The tool prompt is answered; what it sends (paths, tool calls) is judged by the invariant rows.
+
+    A prompt that used no tool, or that the agent refused, exercised nothing: the row says so (a
+    skip), not that it passed or failed."""
     session_id = _ready_session(agent, cfg)
-    answer = _answer(agent, agent.prompt(session_id, cfg.tool_prompt), cfg, "the tool prompt")
-    if "error" in answer:
-        raise CheckFailed(f"the tool prompt failed: {_brief(answer)}")
+    text = cfg.tool_prompt.replace("{file}", cfg.offered_file)
+    pending = agent.prompt(session_id, text)
+    answer = _answer(agent, pending, cfg, "the tool prompt")
+    if "error" in answer:  # an agent may refuse a prompt it cannot do: ACP allows it, and nothing was exercised
+        raise CheckSkipped(f"not exercised: the agent answered the prompt {text!r} with an error: "
+                           f"{_brief(answer['error'], 120)}", needs="--tool-prompt")
     tools = [u for u in agent.updates(session_id) if u.get("sessionUpdate") == "tool_call"]
     asked = sorted({r["method"] for r in agent.agent_requests})
-    return (f"{_stop_reason(answer)}; {len(tools)} tool call(s)" + (f", asked the client: {', '.join(asked)}" if asked else "")
-            + ("" if tools else f" (give --tool-prompt a prompt that makes this agent use a tool)"))
+    if not tools and not asked:
+        raise CheckSkipped(f"not exercised: the prompt {text!r} answered {_stop_reason(answer)!r} without using a tool",
+                           needs="--tool-prompt")
+    return f"{_stop_reason(answer)}; {len(tools)} tool call(s)" + (f", asked the client: {', '.join(asked)}" if asked else "")
 
 
 def check_answers_at_eof(agent: CheckedAgent, cfg: ProbeConfig) -> str:
@@ -490,7 +641,8 @@ def check_answers_at_eof(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     if result.killed:
         raise CheckSkipped("not exercised: the agent did not exit after EOF (see exit on EOF)")
     if not pending.done:
-        raise CheckFailed(f"the prompt running at EOF got no answer before the agent exited (code {result.exit_code})")
+        raise CheckFailed(f"the prompt running at EOF got no answer before the agent exited (code {result.exit_code})",
+                          _exchange(agent, pending))
     return f"the running prompt answered {_stop_reason(pending.response(0))} before exit {result.exit_code}"
 
 
@@ -524,9 +676,9 @@ def check_sighup(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     try:
         on_hup = _signal_outcome(other, cfg, signals.SIGHUP)
     finally:
-        _absorb(agent, other.finish())
+        _absorb(agent, other)
     if on_hup != on_term:
-        raise CheckFailed(f"SIGTERM: {on_term}; SIGHUP: {on_hup}")
+        raise CheckFailed(f"SIGTERM: {on_term}; SIGHUP: {on_hup}", other.records[-2:])
     return f"both: {on_term}"
 
 
@@ -539,7 +691,7 @@ CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str],
     ("initialize+session/new in one write", check_init_and_new_one_write, True, MUST),
     ("cancel during a long prompt", check_cancel_long, True, MUST),
     ("cancel in the same write as the prompt", check_cancel_same_write, True, MUST),
-    ("second prompt on a busy session", check_second_prompt, True, MUST),
+    ("second prompt on a busy session", check_second_prompt, True, ADVISORY),
     ("control during a streaming prompt", check_control_while_streaming, True, MUST),
     ("many sessions at once", check_many_sessions, True, MUST),
     ("a prompt that uses a tool", check_tool_prompt, True, MUST),
@@ -549,131 +701,227 @@ CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str],
     ("unknown session answered -32002", check_unknown_session, True, ADVISORY),
 )
 
-# Invariant rows: what every run above was checked for, named as in the table, and what a row
-# with nothing to check says.
+# Invariant rows: what every run above was checked for, named as in the table, what a row with
+# nothing to check says, and the option that would give it something to check (a key of NEEDS).
 _INVARIANT_ROWS = {
-    "valid_json_rpc": ("stdout hygiene (every line JSON-RPC)", "the agent wrote nothing"),
-    "schema": ("strict schema validity", "the agent wrote nothing"),
-    "one_response_per_request": ("one response per request", "no request was sent"),
-    "no_response_to_notification": ("no response to a notification", "no notification was sent"),
-    "prompt_updates_in_order": ("prompt updates in order", "no /stream prompt was answered with indexed chunks"),
-    "no_update_after_response": ("no update after the prompt response", "no prompt was answered"),
-    "cancelled_answers_cancelled": ("cancelled prompt answers cancelled", "no prompt was cancelled while it ran"),
-    "exit_after_eof": ("process exits after stdin closes", "no run ended"),
-    "no_orphan_processes": ("no descendant survives", "the agent never exited by itself"),
-    "absolute_paths": ("file paths sent to the client are absolute", "the agent sent no file path (see --tool-prompt)"),
-    "tool_calls_finished": ("tool calls finish before the prompt response", "the agent reported no tool call"),
-    "message_id_consistent": ("messageId consistent within a message", "no chunk carried a messageId"),
+    "valid_json_rpc": ("stdout hygiene (every line JSON-RPC)", "the agent wrote nothing", ""),
+    "schema": ("strict schema validity", "the agent wrote nothing", ""),
+    "one_response_per_request": ("one response per request", "no request was sent", ""),
+    "no_response_to_notification": ("no response to a notification", "no notification was sent", ""),
+    "prompt_updates_in_order": ("prompt updates in order", "no prompt was answered in the demo's /stream grammar "
+                                "(indexed chunks)", "--stream-prompt"),
+    "no_update_after_response": ("no update after the prompt response", "no prompt was answered", ""),
+    "cancelled_answers_cancelled": ("cancelled prompt answers cancelled", "no prompt was cancelled while it ran", "--long-prompt"),
+    "exit_after_eof": ("process exits after stdin closes", "no run ended", ""),
+    "no_orphan_processes": ("no descendant survives", "the agent never exited by itself", ""),
+    "absolute_paths": ("file paths sent to the client are absolute", "the agent sent no file path", "--tool-prompt"),
+    "tool_calls_finished": ("tool calls finish before the prompt response", "the agent reported no tool call", "--tool-prompt"),
+    "message_id_consistent": ("messageId consistent within a message", "no chunk carried a messageId", ""),
+    "unknown_method_not_found": ("unknown method answered -32601", "no request for an unknown method was answered", ""),
 }
+AUTH_ROW = "authentication"
+SESSION_ROW = "session and first prompt"
 
 
-def _isolated(cfg: ProbeConfig) -> tuple[ProbeConfig, str | None]:
-    """The config the agents run with: a fresh XDG_STATE_HOME unless keep_env; and that directory."""
+def _isolated(cfg: ProbeConfig) -> tuple[ProbeConfig, list[str]]:
+    """The config the agents run with, and the directories to remove afterwards: a per-run
+    workspace (each session's cwd, holding the offered file) and, unless keep_env, a fresh
+    XDG_STATE_HOME."""
+    workspace = tempfile.mkdtemp(prefix="acp-green-probe-")
+    os.chmod(workspace, 0o755)  # an agent run as another user (runuser) must still reach its cwd and the file
+    with open(os.path.join(workspace, PROBE_FILE_NAME), "w", encoding="utf-8") as handle:
+        handle.write(PROBE_FILE_TEXT)
+    cfg = replace(cfg, workspace=workspace)
     if cfg.keep_env:
-        return cfg, None
+        return cfg, [workspace]
     state = tempfile.mkdtemp(prefix="acp-green-probe-state-")
-    return replace(cfg, env={**(os.environ if cfg.env is None else cfg.env), "XDG_STATE_HOME": state}), state
+    return replace(cfg, env={**(os.environ if cfg.env is None else cfg.env), "XDG_STATE_HOME": state}), [workspace, state]
 
 
-def _login_row(cfg: ProbeConfig, report: ProbeReport) -> tuple[CheckResult | None, int]:
-    """Whether the agent needs a login: one run of initialize (+authenticate) and session/new.
+def _wire(records: Sequence[Record], limit: int = 300) -> list[str]:
+    return [render(record, limit) for record in records]
 
-    Returns the row to show (None when nothing about a login is worth saying) and the runs made."""
+
+def _in_run(violations: Sequence[Violation], run: str) -> list[Violation]:
+    """Violations no message proves (an exit, an orphan) name the run they were seen in."""
+    return [v if v.messages else Violation(v.invariant, f"{v.detail} (in the run of {run!r})", v.messages) for v in violations]
+
+
+def _auth_row(cfg: ProbeConfig, exc: CheckSkipped) -> CheckResult:
+    """The one row that says the agent needs a login: where it said so, in its words, and its authMethods."""
+    offered = f"authMethods: {', '.join(cfg.auth_methods)}" if cfg.auth_methods else "no authMethods advertised"
+    how = f"authenticate({cfg.authenticate}) did not help" if cfg.authenticate else "run with --authenticate METHOD_ID"
+    return CheckResult(AUTH_ROW, SKIP, f"needs authentication: {exc}; {offered}; the rows that need a session or a prompt "
+                                       f"are skipped ({how})", wire=_wire(exc.wire))
+
+
+def _first_session_refused(agent: CheckedAgent, cfg: ProbeConfig) -> CheckResult | None:
+    """session/new and a first prompt ("hello"); the row to show when either is answered with an error.
+
+    An agent may answer any request with an error (its backend did not start, it has no model):
+    ACP allows it, and then no row that needs a session can be graded. Said once, not as a
+    failure in every row. A login refusal raises NeedsAuthentication instead."""
+    pending = agent.request("session/new", _session_params(cfg))
+    answer = _answer(agent, pending, cfg, "session/new")
+    result = answer.get("result")
+    if "error" not in answer and isinstance(result, dict) and isinstance(result.get("sessionId"), str):
+        pending = agent.prompt(result["sessionId"], "hello")
+        answer = _answer(agent, pending, cfg, "a first prompt")
+    if "error" not in answer:
+        return None
+    return CheckResult(SESSION_ROW, SKIP, f"{pending.method} answered {_brief(answer['error'], 200)}: the rows that need a "
+                                          "session are skipped (an error answer breaks no rule; nothing could be graded)",
+                       wire=_wire(_exchange(agent, pending)))
+
+
+def _preflight(cfg: ProbeConfig, report: ProbeReport) -> tuple[ProbeConfig, list[CheckResult]]:
+    """One run before the checks: the version the agent answers to initialize(protocolVersion=1),
+    its authMethods, and whether it needs a login (-32000 on session/new or on a first prompt).
+
+    Returns the config the checks run with and the rows to show (a login row, a version row)."""
     agent = _launch(cfg)
-    row: CheckResult | None = None
+    rows: list[CheckResult] = []
     try:
-        init = _initialize(agent, cfg)
-        methods = [m.get("id") for m in init.get("authMethods") or [] if isinstance(m, dict)]
-        _new_session(agent, cfg)
+        pending = agent.request("initialize", _initialize_params(agent, 1))
+        answer = _answer(agent, pending, cfg, "initialize(v1)", login_check=False)
+        result = answer["result"] if isinstance(answer.get("result"), dict) else {}
+        error = answer.get("error")
+        protocol = 2 if isinstance(error, dict) and error.get("code") == UNSUPPORTED_VERSION else result.get("protocolVersion", 1)
+        methods = tuple(str(m.get("id")) for m in result.get("authMethods") or [] if isinstance(m, dict))
+        cfg = replace(cfg, protocol=protocol, auth_methods=methods)
+        if protocol != 1:
+            why = ("the agent speaks only the ACP v2 draft: this check drives ACP v1 sessions and prompt turns, which the "
+                   "probe does not grade in v2" if protocol == 2 else
+                   f"initialize(protocolVersion=1) answered protocolVersion {json.dumps(protocol)}: no session is opened")
+            rows.append(CheckResult("protocol version", SKIP, why + "; graded: the version, ids, notifications, -32700 and "
+                                    "exit rows, and the invariants" + (" (against the v2 draft schema)" if protocol == 2 else ""),
+                                    wire=_wire(_exchange(agent, pending))))
+            return replace(cfg, sessionless=True, why_sessionless=why), rows
         if cfg.authenticate is not None:
-            row = CheckResult("authentication", PASS, f"authenticate({cfg.authenticate}) then session/new succeeded")
+            _result(agent, agent.request("authenticate", {"methodId": cfg.authenticate}), cfg, f"authenticate({cfg.authenticate})")
+        refused = _first_session_refused(agent, cfg)
+        if refused is not None:
+            rows.append(refused)
+            return replace(cfg, sessionless=True, why_sessionless=f"no session could be opened and prompted (see the {SESSION_ROW} "
+                                                                   "row)"), rows
+        if cfg.authenticate is not None:
+            rows.append(CheckResult(AUTH_ROW, PASS, f"authenticate({cfg.authenticate}), then session/new and a prompt succeeded"))
     except NeedsAuthentication as exc:
-        offered = f"authMethods: {', '.join(map(str, methods))}" if methods else "no authMethods advertised"
-        how = f"authenticate({cfg.authenticate}) did not help" if cfg.authenticate else "run with --authenticate METHOD_ID"
-        row = CheckResult("authentication", SKIP, f"needs authentication: {exc}; {offered}; checks that need a session "
-                                                  f"are skipped ({how})")
+        rows.append(_auth_row(cfg, exc))
+        cfg = replace(cfg, sessionless=True, why_sessionless="needs authentication (see the authentication row)")
     except Exception as exc:  # the checks below say what is wrong, one by one
         if cfg.authenticate is not None:
-            row = CheckResult("authentication", FAIL, f"{type(exc).__name__}: {exc}" if not isinstance(exc, CheckFailed) else str(exc))
+            wire = _wire(exc.wire) if isinstance(exc, CheckFailed) else _wire(agent.records[-2:])
+            rows.append(CheckResult(AUTH_ROW, FAIL, str(exc) if isinstance(exc, CheckFailed) else f"{type(exc).__name__}: {exc}",
+                                    wire=wire))
     finally:
         result = agent.finish()
-    report.violations.extend(result.violations)
-    report.warnings.extend(result.advisories)
-    return row, 1
+        report.violations.extend(_in_run(result.violations, "initialize, session/new and a first prompt"))
+        report.warnings.extend(result.advisories)
+    return cfg, rows
 
 
 def run_probe(cfg: ProbeConfig, progress: Callable[[CheckResult], None] | None = None,
               only: Sequence[str] = ()) -> ProbeReport:
     """Run every check (or those whose names contain one of `only`) and the invariant rows."""
-    cfg, state_dir = _isolated(cfg)
+    cfg, made = _isolated(cfg)
     try:
         return _run(cfg, progress or (lambda row: None), only)
     finally:
-        if state_dir is not None:
-            shutil.rmtree(state_dir, ignore_errors=True)
+        for directory in made:
+            shutil.rmtree(directory, ignore_errors=True)
+
+
+def _run_check(cfg: ProbeConfig, name: str, check: Callable[[CheckedAgent, ProbeConfig], str], force: str,
+               report: ProbeReport) -> tuple[CheckResult, CheckedAgent, RunResult]:
+    """One check in a fresh agent process: its row, the agent and how its run ended."""
+    bad = WARN if force == ADVISORY else FAIL
+    agent = _launch(cfg)
+    try:
+        row = CheckResult(name, PASS, check(agent, cfg), force)
+    except CheckFailed as exc:
+        row = CheckResult(name, bad, str(exc), force, _wire(exc.wire))
+    except NeedsAuthentication as exc:
+        if not any(r.check == AUTH_ROW for r in report.results):
+            report.add(_auth_row(cfg, exc))
+        row = CheckResult(name, SKIP, "skipped: needs authentication (see the authentication row)", force)
+    except CheckSkipped as exc:
+        row = CheckResult(name, SKIP, str(exc), force, _wire(exc.wire), exc.needs)
+    except Exception as exc:  # the agent crashed, closed its stdout, answered nonsense...
+        row = CheckResult(name, bad, f"{type(exc).__name__}: {exc}", force)
+    finally:
+        result = agent.finish()
+    # An exit the agent chose after EOF; one the probe caused (a kill, a signal) has its own row.
+    if row.verdict == PASS and result.exit_code not in (0, None) and name != "exit on EOF" \
+            and result.ended_by == "eof" and not result.killed:
+        row = CheckResult(name, bad, f"{row.evidence}; then the agent exited with code {result.exit_code}", force)
+    if row.verdict in (FAIL, WARN) and not row.wire:  # every failing row quotes the wire: here, how the run ended
+        row.wire = _wire(agent.records[-2:]) + [f"(the probe closed stdin; exit code {result.exit_code}; stderr ends: "
+                                                f"{result.stderr_tail[-200:]!r})"]
+    return row, agent, result
 
 
 def _run(cfg: ProbeConfig, progress: Callable[[CheckResult], None], only: Sequence[str]) -> ProbeReport:
-    report = ProbeReport(list(cfg.command))
+    report = ProbeReport(list(cfg.command), offered_file=cfg.offered_file)
     exercised: dict[str, int] = {}
+    schema_notes: list[str] = []
     runs = 0
     try:
-        login, runs = _login_row(cfg, report)
+        cfg, first_rows = _preflight(cfg, report)
     except OSError as exc:
-        report.add(CheckResult("start", FAIL, f"cannot start {cfg.command[0]!r}: {exc}"))
+        report.add(CheckResult("start", FAIL, f"cannot start {cfg.command[0]!r}: {exc}", wire=[f"(exec failed: {exc})"]))
         return report
-    if login is not None:
-        report.add(login)
-        progress(login)
-        cfg = replace(cfg, sessionless=login.verdict != PASS)
+    for row in first_rows:
+        report.add(row)
+        progress(row)
     for name, check, needs_session, force in CHECKS:
         if only and not any(o in name for o in only):
             continue
         if needs_session and cfg.sessionless:
-            row = CheckResult(name, SKIP, "skipped: needs authentication", force)
+            row = CheckResult(name, SKIP, f"skipped: {cfg.why_sessionless}", force)
             report.add(row)
             progress(row)
             continue
-        agent = _launch(cfg)
+        had_auth_row = any(r.check == AUTH_ROW for r in report.results)
+        row, agent, result = _run_check(cfg, name, check, force, report)
         runs += 1
-        try:
-            row = CheckResult(name, PASS, check(agent, cfg), force)
-        except CheckFailed as exc:
-            row = CheckResult(name, WARN if force == ADVISORY else FAIL, str(exc), force)
-        except CheckSkipped as exc:
-            row = CheckResult(name, SKIP, str(exc), force)
-        except Exception as exc:  # the agent crashed, closed its stdout, answered nonsense...
-            row = CheckResult(name, WARN if force == ADVISORY else FAIL, f"{type(exc).__name__}: {exc}", force)
-        finally:
-            result = agent.finish()
-        report.violations.extend(result.violations)
+        if not had_auth_row and any(r.check == AUTH_ROW for r in report.results):
+            progress(next(r for r in report.results if r.check == AUTH_ROW))
+            cfg = replace(cfg, sessionless=True, why_sessionless="needs authentication (see the authentication row)")
+        report.violations.extend(_in_run(result.violations, name))
         report.warnings.extend(result.advisories)
+        schema_notes += [n for n in agent.checker.schema_notes if n not in schema_notes]
         for key, count in result.exercised.items():
             exercised[key] = exercised.get(key, 0) + count
-        # An exit the agent chose after EOF; one the probe caused (a kill, a signal) has its own row.
-        if row.verdict == PASS and result.exit_code not in (0, None) and name != "exit on EOF" \
-                and result.ended_by == "eof" and not result.killed:
-            row = CheckResult(name, FAIL, f"{row.evidence}; then the agent exited with code {result.exit_code}", force)
         report.add(row)
         progress(row)
     for invariant in (*INVARIANTS, *ADVISORIES):
-        advisory = invariant in ADVISORIES
-        title, idle = _INVARIANT_ROWS[invariant]
-        broken = [v for v in (report.warnings if advisory else report.violations) if v.invariant == invariant]
-        if broken:
-            first = broken[0]
-            evidence = f"{len(broken)} violation(s); first: {first.detail}" + "".join(f" | {m[:110]}" for m in first.messages[:2])
-            row = CheckResult(title, WARN if advisory else FAIL, evidence)
-        elif not runs:
-            row = CheckResult(title, SKIP, "no check ran")
-        elif not exercised.get(invariant):
-            row = CheckResult(title, SKIP, f"not exercised: {idle}")
-        else:
-            row = CheckResult(title, PASS, f"held in all {runs} runs ({exercised[invariant]} checked)")
-        row.force = ADVISORY if advisory else MUST
+        row = _invariant_row(invariant, report, exercised, runs, schema_notes if invariant == "schema" else [])
         report.add(row)
         progress(row)
     return report
+
+
+def _invariant_row(invariant: str, report: ProbeReport, exercised: dict[str, int], runs: int, notes: list[str]) -> CheckResult:
+    """The row of one invariant over every run: the first violation (quoting its messages), or why nothing was checked."""
+    advisory = invariant in ADVISORIES
+    title, idle, needs = _INVARIANT_ROWS[invariant]
+    broken = [v for v in (report.warnings if advisory else report.violations) if v.invariant == invariant]
+    row: CheckResult
+    if broken:
+        first = broken[0]
+        row = CheckResult(title, WARN if advisory else FAIL, f"{len(broken)} violation(s); first: {first.detail}",
+                          wire=list(first.messages) or [f"(no message: what the process did) {first.detail}"])
+    elif not runs:
+        row = CheckResult(title, SKIP, "no check ran")
+    elif not exercised.get(invariant):
+        row = CheckResult(title, SKIP, f"not exercised: {idle}", needs=needs)
+    else:
+        row = CheckResult(title, PASS, f"held in all {runs} runs ({exercised[invariant]} checked)")
+    if notes:
+        row.evidence += "; " + "; ".join(notes)
+    row.force = ADVISORY if advisory else MUST
+    return row
 
 
 def _rows_table(rows: Sequence[CheckResult], width: int) -> list[str]:
@@ -682,22 +930,40 @@ def _rows_table(rows: Sequence[CheckResult], width: int) -> list[str]:
     name_w = max([len(r.check) for r in rows] + [10])
     lines = [f"{'check'.ljust(name_w)}  verdict  evidence", f"{'-' * name_w}  -------  {'-' * 40}"]
     for row in rows:
-        wrapped = textwrap.wrap(row.evidence, max(30, width - name_w - 11)) or [""]
+        evidence = f"needs {row.needs}: {row.evidence}" if row.needs and row.verdict == SKIP else row.evidence
+        wrapped = textwrap.wrap(evidence, max(30, width - name_w - 11)) or [""]
         lines.append(f"{row.check.ljust(name_w)}  {row.verdict.upper().ljust(7)}  {wrapped[0]}")
         lines.extend(f"{'':{name_w}}  {'':7}  {more}" for more in wrapped[1:])
+        if row.verdict in (FAIL, WARN):
+            lines.extend(f"    wire: {line if len(line) <= 2 * width else line[:2 * width - 3] + '...'}" for line in row.wire)
     return lines
 
 
+def _needs_lines(report: ProbeReport) -> list[str]:
+    """One line per option a skipped row needs, instead of saying it in every row."""
+    counts: dict[str, int] = {}
+    for row in [*report.results, *report.advisories]:
+        if row.verdict == SKIP and row.needs:
+            counts[row.needs] = counts.get(row.needs, 0) + 1
+    return [f"{count} row(s) marked `needs {needs}` were not exercised for want of {NEEDS.get(needs, needs)}."
+            for needs, count in counts.items()]
+
+
 def format_table(report: ProbeReport, width: int = 100) -> str:
-    """Plain-text tables: the MUST rows, then the advisory rows apart; each wraps its evidence."""
+    """Plain-text tables: the MUST rows, then the advisory rows apart; each wraps its evidence and
+    quotes the wire under a failing or warning row; then what the skipped rows need, once."""
     lines = _rows_table(report.results, width)
     failed = sum(1 for r in report.results if r.verdict == FAIL)
     skipped = sum(1 for r in report.results if r.verdict == SKIP)
     if report.advisories:
-        lines += ["", "advisory (ACP allows it, clients trip on it; never fails the probe)", ""]
+        lines += ["", "advisory (SHOULD-level, or what clients trip on although ACP allows it; never fails the probe)", ""]
         lines += _rows_table(report.advisories, width)
     warned = sum(1 for r in report.advisories if r.verdict == WARN)
     lines.append("")
+    lines.extend(_needs_lines(report))
+    if report.offered_file:
+        lines.append(f"The file offered to the agent was {report.offered_file} (a per-run temporary directory, each "
+                     "session's cwd; removed after the run).")
     lines.append(f"{len(report.results)} checks: {len(report.results) - failed - skipped} passed, {failed} failed, {skipped} skipped"
                  + (f"; {len(report.advisories)} advisories: {warned} warned" if report.advisories else ""))
     return "\n".join(lines)

@@ -56,6 +56,10 @@ class CheckedAgent(AgentProcess):
         # Whether a clean exit after EOF owes an answer to every request (S13). A probe that
         # judges this as an advisory of its own turns it off, so it is not counted twice.
         self.answers_owed_at_eof = True
+        # What the final check owes, overriding the rule above when set (InvariantChecker.finish's
+        # `complete`): the probe sets False, because ACP owes no answer to what is still running
+        # when the client closes stdin; what it waited for in vain it reports itself (gave_up).
+        self.owed_at_end: bool | str | None = None
         self._input_closed = False
         self._result: RunResult | None = None
 
@@ -113,6 +117,8 @@ class CheckedAgent(AgentProcess):
         # After EOF a clean exit (0) promises an answer to everything (S13). A signal may stop the
         # agent before it read the last requests: only those it must have read are owed answers.
         complete: bool | str = True if (code == 0 and self.ended_by == "eof" and self.answers_owed_at_eof) else "read"
+        if self.owed_at_end is not None:
+            complete = self.owed_at_end
         checker.finish(self.records, complete=complete)
         self.close()
         tail = bytes(self.stderr[-2000:]).decode("utf-8", "replace")

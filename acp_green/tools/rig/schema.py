@@ -199,8 +199,8 @@ def _describe(err: ValidationError, base: str) -> list[str]:
 class AcpSchema:
     """The ACP JSON Schemas, loaded once."""
 
-    def __init__(self) -> None:
-        """Load both schemas, index their methods and prepare a validator cache."""
+    def __init__(self, folder: str = "schema") -> None:
+        """Load both schemas of `folder` (in the package), index their methods and prepare a validator cache."""
         self._roots: dict[str, dict[str, Any]] = {}
         self._registries: dict[str, Registry] = {}
         self._classes: dict[str, Any] = {}
@@ -208,9 +208,12 @@ class AcpSchema:
         self._types: dict[tuple[str, str], dict[str, str]] = {}
         self._sides: dict[tuple[str, str], str] = {}
         self._validators: dict[tuple[str, str], Any] = {}
-        base = files("acp_green") / "schema"
+        base = files("acp_green").joinpath(*folder.split("/"))
         for name, filename in _FILES.items():
-            root = json.loads(base.joinpath(*filename).read_text(encoding="utf-8"))
+            path = base.joinpath(*filename)
+            if name == _OLDER and not path.is_file():  # a folder without an older copy (the v2 draft)
+                continue
+            root = json.loads(path.read_text(encoding="utf-8"))
             self._roots[name] = root
             resource = DRAFT202012.create_resource(_fold_ref_wrappers(root))
             self._registries[name] = Registry().with_resource(self._uri(name), resource)
@@ -235,6 +238,8 @@ class AcpSchema:
     def _older_shape(self, method: str, params: Any) -> bool:
         """True for the older MCP-over-ACP shape: a method only the older unstable copy knows
         (`mcp/connect`, `mcp/disconnect`, ...), or an `mcp/message` whose params name a `connectionId`."""
+        if _OLDER not in self._roots:
+            return False
         if method == "mcp/message":
             return isinstance(params, dict) and _OLDER_MCP_MESSAGE_KEY in params
         return (_OLDER, method) in self._types and not any((name, method) in self._types for name in (_STABLE, _UNSTABLE))

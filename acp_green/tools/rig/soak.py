@@ -6,13 +6,16 @@ drives it with prompts, cancels at random moments, a cancel in the prompt's own 
 prompts, mode changes and pauses in reading. EOF mid-turn and SIGTERM end an agent, so the slot
 exercises them on short-lived side agents, whose runs are checked the same way.
 
-Growth criterion (stated in the summary too): over the second half of each slot's run, samples
-are grouped in windows of WINDOW; the least-squares slope through each window's minimum (the
-floor, which activity does not lift but a leak does) must stay under the threshold per minute.
-The criterion rests on sample counts, not on the clock: a slot keeps running past the duration
-until its second half holds MIN_HALF_SAMPLES samples (a loaded machine samples less often), up
-to EXTENSION times the duration; a slope that still cannot be computed is reported as "not
-enough samples", never as a pass.
+Growth is judged only after the agent's warm-up (growth.py says how and why): on the second half
+of each slot's run, and only of a run at least twice --warmup long; a shorter run is
+"inconclusive: run longer than N s" (exit 0), never a pass or a failure. The criterion rests on
+sample counts too, not on the clock: a slot of a run long enough keeps running past the duration
+until its second half holds MIN_HALF_SAMPLES samples (a loaded machine samples less often), up to
+EXTENSION times the duration; one still short of them is inconclusive ("not enough samples").
+
+The default agent, `acp-green serve`, gets a state directory of its own in every slot (and one
+for each slot's side runs): one process serves from a state directory (store/statelock.py), and
+an agent refused the lock would run in memory, its store unsoaked.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import os
 import random
 import shutil
 import signal as signals
-import statistics
 import sys
 import threading
 import time
@@ -34,19 +36,18 @@ from typing import Any
 import gevent
 
 from .client import ClientPolicy, Pending
+from .growth import (GROWING, INCONCLUSIVE, MIN_HALF_SAMPLES, THRESHOLDS, WARMUP, WINDOW, Judgement, Sample, growth, judge,
+                     second_half, shortest_judged_run, too_short_reason)
 from .invariants import Violation
 from .plot import PlotUnavailable, pyplot
 from .run import CheckedAgent, RunResult
 
-__all__ = ["SoakConfig", "Sample", "run_soak", "plan", "growth", "second_half", "THRESHOLDS", "WINDOW", "MIN_HALF_SAMPLES"]
+__all__ = ["SoakConfig", "Sample", "run_soak", "plan", "growth", "second_half", "judge", "THRESHOLDS", "WINDOW",
+           "MIN_HALF_SAMPLES", "WARMUP"]
 
-WINDOW = 5
-MIN_HALF_SAMPLES = 4 * WINDOW  # samples the second half needs: four floors to fit a slope through
 EXTENSION = 3.0  # a slot short of samples runs on, up to this many times the duration
 STDERR_TAIL = 2000  # characters of a failed agent's stderr kept in the summary
 STDERR_LINES = 15  # lines of it printed
-# Per minute. RSS in bytes. Generous for noise, far below any leak worth the name.
-THRESHOLDS = {"rss": 2 * 1024 * 1024, "fds": 2.0, "greenlets": 5.0}
 
 ACTIONS = (
     ("echo", 4), ("stream", 4), ("cancel_wait", 3), ("cancel_stream", 3), ("cancel_same_write", 2),
@@ -60,23 +61,30 @@ class SoakConfig:
 
     command: list[str]
     agents: int = 4
-    duration: float = 60.0
+    duration: float = 120.0
     seed: int = 1
     sample_interval: float = 1.0
     sessions: int = 3
     out_dir: str = "soak-results"
     env: dict[str, str] | None = None
     plot: bool = True
+    warmup: float = WARMUP  # seconds of warm-up: growth is judged on runs at least twice as long
+    state_root: str | None = None  # set: each slot's agents get `--state-dir` under it (agent_command)
 
+    def agent_command(self, slot: int, side: bool = False) -> list[str]:
+        """The command a slot's main agent (or its side runs' agents) runs.
 
-@dataclass(slots=True)
-class Sample:
-    """One resource reading of one agent."""
+        With a state root, each gets a state directory of its own, state_root/slot-N (side runs:
+        slot-N-side, one at a time): one process serves from a state directory, and a second one
+        refused the lock would keep its state in memory, its store unsoaked."""
+        if self.state_root is None:
+            return self.command
+        name = f"slot-{slot}-side" if side else f"slot-{slot}"
+        return [*self.command, "--state-dir", os.path.join(self.state_root, name)]
 
-    t: float
-    rss: int | None
-    fds: int | None
-    greenlets: int | None
+    def judges_growth(self) -> bool:
+        """Whether a run of this duration is long enough for its growth to be judged."""
+        return self.duration >= shortest_judged_run(self.warmup)
 
 
 @dataclass
@@ -115,36 +123,13 @@ def plan(seed: int, slot: int, length: int) -> list[str]:
     return rng.choices(names, weights, k=length)
 
 
-def second_half(samples: Sequence[Sample], key: str, duration: float) -> list[Sample]:
-    """The samples of one resource taken in the second half of a run of `duration` seconds."""
-    return [s for s in samples if s.t >= duration / 2 and getattr(s, key) is not None]  # t counts from the run's start
-
-
-def growth(samples: Sequence[Sample], key: str, duration: float) -> float | None:
-    """Slope per minute of the windowed floor of one resource over the second half; None if unknown."""
-    half = second_half(samples, key, duration)
-    if len(half) < 2 * WINDOW:
-        return None
-    points = []
-    for i in range(0, len(half) - WINDOW + 1, WINDOW):
-        window = half[i : i + WINDOW]
-        low = min(window, key=lambda s: getattr(s, key))
-        points.append((low.t, float(getattr(low, key))))
-    if len(points) < 2:
-        return None
-    try:
-        return 60.0 * statistics.linear_regression([p[0] for p in points], [p[1] for p in points]).slope
-    except statistics.StatisticsError:  # every floor at one instant: no slope
-        return None
-
-
 # -- driving one slot ------------------------------------------------------------------------
 def _launch(cfg: SoakConfig, slot: Slot, side: bool = False) -> tuple[CheckedAgent, list[str], list[str]]:
     """Start an agent (the slot's main one, or a side run's) and open its sessions.
 
     The slot holds the agent before the first request, so a failed start still has an exit
     status and a stderr to show."""
-    agent = CheckedAgent(cfg.command, ClientPolicy(), env=cfg.env)
+    agent = CheckedAgent(cfg.agent_command(slot.index, side), ClientPolicy(), env=cfg.env)
     if side:
         slot.side = agent
     else:
@@ -308,7 +293,9 @@ def _sampled_enough(slot: Slot, start: float) -> bool:
 def _drive_until(slot: Slot, cfg: SoakConfig, start: float, report: Callable[[str], None]) -> None:
     agent, sessions, modes = _launch(cfg, slot)
     step = 0
-    deadline, last_call = start + cfg.duration, start + cfg.duration * EXTENSION
+    deadline = start + cfg.duration
+    # Running on for samples helps only a run long enough to be judged; a shorter one is inconclusive anyway.
+    last_call = start + cfg.duration * (EXTENSION if cfg.judges_growth() else 1.0)
     while not agent.exited and (now := time.monotonic()) < last_call and (now < deadline or not _sampled_enough(slot, start)):
         if step >= len(slot.plan):
             slot.plan.extend(plan(cfg.seed, slot.index, len(slot.plan) + 256)[len(slot.plan):])
@@ -329,10 +316,12 @@ def _drive_until(slot: Slot, cfg: SoakConfig, start: float, report: Callable[[st
 
 
 # -- the run ---------------------------------------------------------------------------------
-def progress_line(slots: Sequence[Slot], elapsed: float, duration: float) -> str:
-    """One line of progress: time, actions, prompts, side runs, violations, each agent's RSS."""
+def progress_line(slots: Sequence[Slot], elapsed: float, duration: float, runs_on: bool = True) -> str:
+    """One line of progress: time, actions, prompts, side runs, violations, each agent's RSS.
+
+    `runs_on`: whether slots run past the duration for samples (only runs long enough to be judged do)."""
     rss = [s.samples[-1].rss for s in slots if s.samples and s.samples[-1].rss]
-    over = "  (running on: too few samples yet)" if elapsed > duration else ""
+    over = "  (running on: too few samples yet)" if runs_on and elapsed > duration else ""
     return (f"[{elapsed:5.1f}s/{duration:g}s] actions {sum(s.actions for s in slots)}, prompts {sum(s.prompts for s in slots)}, "
             f"side runs {sum(s.side_runs for s in slots)}, violations {sum(s.violation_count() for s in slots)}, "
             f"rss {'/'.join(f'{r / 2**20:.1f}' for r in rss) or '-'} MiB{over}")
@@ -355,7 +344,7 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None,
     while not all(d.dead for d in drivers):
         gevent.joinall(drivers, timeout=progress_every, count=len(drivers))
         if progress is not None:
-            progress(progress_line(slots, time.monotonic() - start, cfg.duration))
+            progress(progress_line(slots, time.monotonic() - start, cfg.duration, cfg.judges_growth()))
     sampler.stop()
     gevent.killall(counters, block=True, timeout=5)
     failures: list[dict[str, Any]] = []
@@ -377,13 +366,11 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None,
             report(f"slot {slot.index} failed before any agent started: {error!r}")
         slot.side = None
         slopes = {key: growth(slot.samples, key, slot.elapsed) for key in THRESHOLDS}
-        # Greenlet counts exist only for agents that answer _acp_green/stats.
-        judged = [key for key in THRESHOLDS if key != "greenlets" or slot.stats_supported]
-        unjudged = {key: len(second_half(slot.samples, key, slot.elapsed)) for key in judged if slopes[key] is None}
-        for key, slope in slopes.items():
-            if slope is not None and slope > THRESHOLDS[key]:
-                failures.append({"kind": "growth", "slot": slot.index, "resource": key, "slope_per_min": slope,
-                                 "threshold_per_min": THRESHOLDS[key]})
+        judgements = _judge_slot(slot, cfg.warmup)
+        for judgement in judgements:
+            if judgement.outcome == GROWING:
+                failures.append({"kind": "growth", "slot": slot.index, "resource": judgement.resource,
+                                 "slope_per_min": judgement.slope_per_min, "threshold_per_min": THRESHOLDS[judgement.resource]})
         for violation in slot.violations:
             failures.append({"kind": "invariant", "slot": slot.index, **violation.to_json()})
         per_agent.append({
@@ -395,25 +382,34 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None,
             "slopes_per_min": slopes,
             "elapsed_s": round(slot.elapsed, 2),
             "samples": len(slot.samples),
-            # Resources whose slope could not be computed, with the samples their second half held.
-            "not_enough_samples": unjudged,
+            # Resources whose growth could not be judged, with the reason (too short a run, too few samples).
+            "inconclusive": {j.resource: j.reason for j in judgements if j.outcome == INCONCLUSIVE},
             "first_sample": asdict(slot.samples[0]) if slot.samples else None,
             "last_sample": asdict(slot.samples[-1]) if slot.samples else None,
             "violations": len(slot.violations),
         })
-    summary = {
+    reasons = _inconclusive_reasons(per_agent, cfg.warmup)
+    summary: dict[str, Any] = {
+        # FAILED: a broken invariant, a failed slot or a resource growing after the warm-up; else
+        # INCONCLUSIVE when some growth could not be judged (exit 0 too: nothing was found wrong); else PASSED.
+        "verdict": "failed" if failures else "inconclusive" if reasons else "passed",
         "ok": not failures,
         "command": cfg.command,
+        "state_root": cfg.state_root,
         "agents": cfg.agents,
         "duration_s": cfg.duration,
+        "warmup_s": cfg.warmup,
         "elapsed_s": round(time.monotonic() - start, 2),
         "seed": cfg.seed,
         "prompts": sum(s.prompts for s in slots),
         "side_runs": sum(s.side_runs for s in slots),
         "criterion": (f"least-squares slope, per minute, through the minimum of each window of {WINDOW} samples "
-                      f"over the second half of each agent's run (run on until it holds {MIN_HALF_SAMPLES} samples, "
-                      f"up to {EXTENSION:g}x the duration); fail above {THRESHOLDS}"),
-        "growth_judged": not any(a["not_enough_samples"] for a in per_agent),
+                      f"over the second half of each agent's run, judged only when the run is at least "
+                      f"{shortest_judged_run(cfg.warmup):g} s long (twice the {cfg.warmup:g} s warm-up) and that half "
+                      f"holds {MIN_HALF_SAMPLES} samples (run on for them up to {EXTENSION:g}x the duration); "
+                      f"fail above {THRESHOLDS}"),
+        "growth_judged": not reasons,
+        "inconclusive_reasons": reasons,
         "per_agent": per_agent,
         "failures": failures[:100],
         "failed_invariants": sorted({f["invariant"] for f in failures if f["kind"] == "invariant"}),
@@ -427,6 +423,24 @@ def run_soak(cfg: SoakConfig, report: Callable[[str], None] = lambda line: None,
     if cfg.plot:
         summary["plot"] = _plot(slots, cfg.out_dir, report)
     return summary
+
+
+def _judge_slot(slot: Slot, warmup: float) -> list[Judgement]:
+    """The growth verdict on each resource the slot's agent reports (greenlets: acp_green agents only)."""
+    keys = [key for key in THRESHOLDS if key != "greenlets" or slot.stats_supported]
+    return [judge(slot.samples, key, slot.elapsed, warmup) for key in keys]
+
+
+def _inconclusive_reasons(per_agent: Sequence[dict[str, Any]], warmup: float) -> list[str]:
+    """Why growth was not judged: a run too short once for all agents, else each agent's resource and reason."""
+    too_short = too_short_reason(warmup)
+    reasons: list[str] = []
+    for agent in per_agent:
+        for key, reason in agent["inconclusive"].items():
+            line = reason if reason == too_short else f"agent {agent['slot']} {key}: {reason}"
+            if line not in reasons:
+                reasons.append(line)
+    return reasons
 
 
 def _slot_failure(index: int, which: str, error: BaseException, result: RunResult) -> str:
@@ -465,20 +479,18 @@ def _plot(slots: Sequence[Slot], out_dir: str, report: Callable[[str], None]) ->
 
 def format_summary(summary: dict[str, Any]) -> str:
     """The human summary printed at the end."""
-    unjudged = "" if summary.get("growth_judged", True) else " (growth not judged for every agent: not enough samples)"
     lines = [
-        f"soak {'PASSED' if summary['ok'] else 'FAILED'}: {summary['agents']} agents, {summary['duration_s']:g}s, "
-        f"seed {summary['seed']}{unjudged}",
+        f"soak {summary['verdict'].upper()}: {summary['agents']} agents, {summary['duration_s']:g}s, seed {summary['seed']}",
+        *(f"  inconclusive: {reason}" for reason in summary["inconclusive_reasons"]),
         f"  prompts {summary['prompts']}, side runs (EOF mid-turn / SIGTERM) {summary['side_runs']}",
         f"  criterion: {summary['criterion']}",
     ]
     for agent in summary["per_agent"]:
         slopes = ", ".join(
             f"{k} {'n/a' if v is None else (f'{v / 2**20:+.2f} MiB/min' if k == 'rss' else f'{v:+.2f}/min')}"
+            f"{' (not judged)' if k in agent['inconclusive'] else ''}"
             for k, v in agent["slopes_per_min"].items())
         lines.append(f"  agent {agent['slot']}: {agent['prompts']} prompts, {agent['violations']} violations; {slopes}")
-        for key, count in agent.get("not_enough_samples", {}).items():
-            lines.append(f"    {key}: not enough samples ({count} in the second half, {2 * WINDOW} needed for a slope)")
     if summary["failed_invariants"]:
         lines.append(f"  broken invariants: {', '.join(summary['failed_invariants'])}")
     if summary["growing_resources"]:
@@ -490,20 +502,30 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def fresh_state_command(out_dir: str) -> list[str]:
-    """`acp-green serve` on an emptied state directory, out_dir/state: the default soaked agent
-    (a state directory, not --ephemeral, so the store's thread and database are soaked too)."""
+def serve_command() -> list[str]:
+    """`acp-green serve`: the default soaked agent, to which each slot adds its own --state-dir
+    (SoakConfig.agent_command): a state directory, not --ephemeral, so the store's thread and
+    database are soaked too."""
+    return [sys.executable, "-m", "acp_green", "serve"]
+
+
+def fresh_state_root(out_dir: str) -> str:
+    """out_dir/state, emptied: where the default agent's state directories go, one per slot."""
     state = os.path.join(out_dir, "state")
     shutil.rmtree(state, ignore_errors=True)
     os.makedirs(state)
-    return [sys.executable, "-m", "acp_green", "serve", "--state-dir", state]
+    return state
 
 
 def main(cfg: SoakConfig) -> int:
-    """The `acp-green soak` command: progress on stderr, the summary on stdout; 1 on failure."""
+    """The `acp-green soak` command: progress on stderr, the summary on stdout; 1 on failure
+    (an inconclusive run exits 0: nothing was found wrong, and the summary says why it is not a pass)."""
     import click
 
-    click.echo(f"soak: {cfg.agents} x {' '.join(cfg.command)} for {cfg.duration:g}s, seed {cfg.seed}", err=True)
+    where = f" (state directories under {cfg.state_root})" if cfg.state_root else ""
+    click.echo(f"soak: {cfg.agents} x {' '.join(cfg.command)}{where} for {cfg.duration:g}s, seed {cfg.seed}", err=True)
+    if not cfg.judges_growth():
+        click.echo(f"soak: growth will be inconclusive: {too_short_reason(cfg.warmup)}", err=True)
     in_place = sys.stderr.isatty()
     shown = [False]
 

@@ -105,9 +105,13 @@ def cli() -> None:
 @click.option("--flush-stall-timeout", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
               help="At exit, keep writing the last answers while the client reads them; give up once it has read "
                    "nothing for this long (30 s at most in all; at once if it closed its end).")
+@click.option("--trace", "trace", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write every line read and written to FILE (replaced if it exists) as it passes: the trace "
+                   "`acp-green record` writes, without a proxy process (docs/TRACES.md).")
 def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, idle_timeout: float,
           max_line_bytes: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
-          block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float, stable_only: bool) -> None:
+          block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float, stable_only: bool,
+          trace: str | None) -> None:
     """Run an ACP agent on stdin/stdout (the main job: point your editor at this).
 
     \b
@@ -148,6 +152,7 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
         stable_only=stable_only,
         output=OutputLimits(flush_stall_timeout=flush_stall_timeout),
         block_warning=block_warning,
+        trace=trace,
     )
     if os.isatty(0):  # someone typed `acp-green serve` at a prompt: say why nothing happens
         click.echo(TTY_HINT, err=True)
@@ -167,15 +172,18 @@ def monkey_patch_now() -> None:
 @cli.command("editor-config", context_settings={"ignore_unknown_options": True})
 @click.argument("editor", type=click.Choice(["zed", "jetbrains"]))
 @click.option("--name", default="acp-green", show_default=True, help="The agent's name in the editor's agent list.")
+@click.option("--record", "record_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Run the agent behind `acp-green record`: each launch writes a new trace file "
+                   "(acp-trace-<UTC time>-<pid>.jsonl) in DIR (made absolute; created when missing).")
 @click.argument("serve_args", nargs=-1, type=click.UNPROCESSED, metavar="[SERVE OPTIONS]...")
-def editor_config(editor: str, name: str, serve_args: tuple[str, ...]) -> None:
-    """Print the JSON that makes EDITOR (zed or jetbrains) launch this acp-green: acp-green editor-config zed [--agent SPEC] [SERVE OPTIONS]
+def editor_config(editor: str, name: str, record_dir: str | None, serve_args: tuple[str, ...]) -> None:
+    """Print the JSON that makes EDITOR (zed or jetbrains) launch this acp-green: acp-green editor-config zed [--record DIR] [--agent SPEC] [SERVE OPTIONS]
 
     \b
     The command is this installation's absolute executable; the serve options are checked as
-    `serve` would check them, and --agent and --state-dir are made absolute (the editor starts the
-    agent from a directory of its own). An --agent is loaded once here, so a wrong one fails now.
-    Where to paste it goes to stderr; stdout is the JSON alone.
+    `serve` would check them, and --agent, --state-dir and --trace are made absolute (the editor
+    starts the agent from a directory of its own). An --agent is loaded once here, so a wrong one
+    fails now. Where to paste it goes to stderr; stdout is the JSON alone.
     """
     import json
 
@@ -189,7 +197,8 @@ def editor_config(editor: str, name: str, serve_args: tuple[str, ...]) -> None:
         sys.path.insert(0, os.getcwd())
         load_agent(absolute_spec(agent_spec, os.getcwd()))
     args = absolute_serve_args(list(serve_args), os.getcwd())
-    click.echo(json.dumps(editor_settings(editor, name, args), indent=2))
+    recording = os.path.abspath(os.path.expanduser(record_dir)) if record_dir is not None else None
+    click.echo(json.dumps(editor_settings(editor, name, args, recording), indent=2))
     click.echo(WHERE[editor], err=True)
 
 
@@ -447,6 +456,32 @@ def chat(yes: bool, deny: bool, resume: str | None, ephemeral: bool, state_dir: 
         raise click.UsageError("--ephemeral and --state-dir are for the demo agent; an agent given after -- keeps its own sessions")
     sys.exit(main(command, approve="yes" if yes else "deny" if deny else "ask", resume=resume, ephemeral=ephemeral,
                   state_dir=state_dir))
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--out", "out", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Write the trace to FILE (replaced if it exists). Default: a new file "
+                   "acp-trace-<UTC time>-<pid>.jsonl in --out-dir.")
+@click.option("--out-dir", "out_dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Where the default trace file goes, one new file per launch (default: the current directory).")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def record(out: str | None, out_dir: str | None, command: tuple[str, ...]) -> None:
+    """Record what an editor and an agent say to each other: acp-green record [--out FILE] -- AGENT [ARGS...]
+
+    \b
+    Put it in front of any stdio agent, in the editor's agent command. Every byte goes
+    through unchanged both ways, end of input included; each line is written to the trace
+    (JSON Lines, docs/TRACES.md) as it passes, with its direction and time, and so is every
+    line the agent writes to stderr (which also goes on to this command's stderr).
+    SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2, SIGALRM, SIGWINCH and SIGCONT are
+    forwarded to the agent; the exit status is the agent's (128+N when signal N ended it).
+    A trace file that cannot be written is said once on stderr; the agent runs on unrecorded.
+    """
+    from .tools.trace.record import RecordOptions, main
+
+    if out is not None and out_dir is not None:
+        raise click.UsageError("--out and --out-dir cannot be given together")
+    sys.exit(main(RecordOptions(command, out=out, out_dir=out_dir)))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

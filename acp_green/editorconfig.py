@@ -33,17 +33,17 @@ def launcher() -> tuple[str, list[str]]:
 
 
 def absolute_serve_args(args: list[str], cwd: str) -> list[str]:
-    """`serve` arguments that mean the same from any directory: --agent and --state-dir absolute."""
+    """`serve` arguments that mean the same from any directory: --agent, --state-dir and --trace absolute."""
     out: list[str] = []
     pending: str | None = None
     for arg in args:
         if pending is not None:
             out.append(_absolute(pending, arg, cwd))
             pending = None
-        elif arg in ("--agent", "--state-dir"):
+        elif arg in ("--agent", "--state-dir", "--trace"):
             pending = arg
             out.append(arg)
-        elif arg.startswith(("--agent=", "--state-dir=")):
+        elif arg.startswith(("--agent=", "--state-dir=", "--trace=")):
             option, _, value = arg.partition("=")
             out.append(f"{option}={_absolute(option, value, cwd)}")
         else:
@@ -57,10 +57,16 @@ def _absolute(option: str, value: str, cwd: str) -> str:
     return os.path.abspath(os.path.join(cwd, os.path.expanduser(value)))
 
 
-def editor_settings(editor: str, name: str, serve_args: list[str]) -> dict[str, Any]:
-    """The JSON object to paste into `editor`'s settings for an agent called `name`."""
+def editor_settings(editor: str, name: str, serve_args: list[str], record_dir: str | None = None) -> dict[str, Any]:
+    """The JSON object to paste into `editor`'s settings for an agent called `name`.
+
+    `record_dir` (absolute): the agent runs behind `acp-green record`, one new trace file per launch there.
+    """
     command, leading = launcher()
-    entry: dict[str, Any] = {"command": command, "args": [*leading, "serve", *serve_args], "env": {}}
+    args = [*leading, "serve", *serve_args]
+    if record_dir is not None:
+        args = [*leading, "record", "--out-dir", record_dir, "--", command, *args]
+    entry: dict[str, Any] = {"command": command, "args": args, "env": {}}
     if editor == "zed":
         entry = {"type": "custom", **entry}  # Zed's agent_servers also hold registry and extension agents
     return {"agent_servers": {name: entry}}

@@ -11,6 +11,7 @@ SIGTERM, SIGINT, SIGHUP and every other catchable signal whose default would end
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -30,10 +31,11 @@ from .rpc.endpoint import Endpoint
 from .errors import LineTooLong, OutOfMemory
 from .sessions import SessionRegistry
 from .store.opening import OpeningStore
-from .rpc.transport import LineReader, OutputLimits, Outbound
+from .rpc.transport import Line, LineReader, OutputLimits, Outbound
 
 if TYPE_CHECKING:
     from .store.base import Store
+    from .tracing import WireTrace
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +59,8 @@ class ServeOptions:
     stable_only: bool = False
     #: Seconds the event loop may be held before a WARNING names what holds it; 0: never (blockwatch.py).
     block_warning: float = 0.5
+    #: Write every line read and written to this trace file (`--trace`; the format: docs/TRACES.md).
+    trace: str | None = None
 
 
 class Server:
@@ -80,6 +84,7 @@ class Server:
         self._reading = False
         self._reader: Greenlet | None = None
         self._settler: Greenlet | None = None  # the start-up heap freeze (owns_process only)
+        self._trace: WireTrace | None = None
 
     def request_stop(self, reason: str) -> None:
         """Begin shutdown; safe from any greenlet and from hub callbacks."""
@@ -94,7 +99,12 @@ class Server:
     def serve(self, read_fd: int, write_fd: int) -> int:
         """Serve until EOF, a transport failure or a signal; returns the exit code (0)."""
         options = self.options
-        outbound = Outbound(write_fd, options.output, on_failure=lambda exc: self.request_stop(f"output failed: {exc}"))
+        if options.trace is not None:
+            from .tracing import WireTrace  # only when asked: start-up imports nothing it does not use
+
+            self._trace = WireTrace(options.trace, list(sys.orig_argv), os.getpid())
+        outbound = Outbound(write_fd, options.output, on_failure=lambda exc: self.request_stop(f"output failed: {exc}"),
+                            on_written=self._trace.sent if self._trace is not None else None)
         endpoint = Endpoint(outbound, max_background=options.max_background)
         self.protocol = acp = protocol.attach(
             endpoint, self.agent, self.context, self.sessions, self.store,
@@ -117,7 +127,21 @@ class Server:
                 # Only now: a second SIGTERM during shutdown must not kill the process (S13, S16).
                 for handler in handlers:
                     handler.cancel()
+                if self._trace is not None:
+                    by_signal = self.stop_reason is not None and self.stop_reason.startswith("SIG")
+                    self._trace.finish(0, self.stop_reason if by_signal else None)
         return 0
+
+    def _traced(self, line: Line) -> Line:
+        """`line`, written to the trace first when there is one (`--trace`)."""
+        if self._trace is not None:
+            if line.too_long:
+                self._trace.note("warn", f"a line longer than {self.options.max_line_bytes} bytes was skipped unread")
+            elif line.out_of_memory:
+                self._trace.note("error", "a line that did not fit in memory was dropped unread")
+            else:
+                self._trace.received(line.data)
+        return line
 
     def _receive(self, line_reader: LineReader, endpoint: Endpoint) -> None:
         reason = "stdin closed"
@@ -132,6 +156,7 @@ class Server:
                     self._reading = False
                 if line is None:
                     break
+                self._traced(line)
                 if line.too_long:
                     endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
                 elif line.out_of_memory:
@@ -207,6 +232,7 @@ class Server:
             self._reader.kill(block=True, timeout=1)
         # Lines already read but never dispatched: each request among them gets one answer.
         for line in line_reader.unread_lines():
+            self._traced(line)
             if line.too_long:
                 endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
             elif line.out_of_memory:

@@ -61,6 +61,9 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     ]),
     "stats": ("bytes", "acp_green/process/stats.py", ["tests/endpoint/test_protocol_shape.py", "tests/cli/test_heap.py"]),
     "redact": ("bytes", "acp_green/redact.py", ["tests/mcp/test_redaction.py"]),
+    "tracing": ("bytes", "acp_green/tracing.py", [
+        "tests/wire/test_trace_events.py", "tests/transport/test_trace_writer.py", "tests/tools/test_record.py",
+    ]),
     # -- json-rpc: requests, responses, ids, admission -----------------------------------------
     "endpoint": ("json-rpc", "acp_green/rpc/endpoint.py", [
         "tests/endpoint/test_endpoint.py", "tests/endpoint/test_background_drain.py",
@@ -231,6 +234,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "trace.check": ("trace", "acp_green/tools/trace/check.py", ["tests/tools/test_trace_check.py"]),
     "trace.show": ("trace", "acp_green/tools/trace/show.py", ["tests/tools/test_trace_show.py"]),
     "trace.replay": ("trace", "acp_green/tools/trace/replay.py", ["tests/tools/test_trace_replay.py"]),
+    "trace.record": ("trace", "acp_green/tools/trace/record.py", ["tests/tools/test_record.py"]),
 }
 GROUPS: list[str] = list(dict.fromkeys(group for group, _path, _tests in MODULES.values()))
 

@@ -275,10 +275,13 @@ class LineReader(LineFramer):
 class Outbound:
     """The single outbound FIFO and the one greenlet that writes it to the wire."""
 
-    def __init__(self, fd: int, limits: OutputLimits, on_failure: Callable[[BaseException], None]) -> None:
+    def __init__(self, fd: int, limits: OutputLimits, on_failure: Callable[[BaseException], None],
+                 on_written: Callable[[bytes], None] | None = None) -> None:
+        """`on_written`, if given, is handed each piece of bytes as soon as it is written (a trace)."""
         self._fd = fd
         self.limits = limits
         self._on_failure = on_failure
+        self._on_written = on_written
         self._chunks: deque[bytes] = deque()
         self.queued_bytes = 0
         self._wake = Event()
@@ -386,6 +389,8 @@ class Outbound:
                     raise
                 hub.wait(self._watcher)
                 continue
+            if self._on_written is not None:
+                self._on_written(view[:written].tobytes())
             view = view[written:]
             self.queued_bytes -= written
             if self.queued_bytes <= low and not self._below_high.is_set():

@@ -219,6 +219,27 @@ def test_editor_config_for_jetbrains_from_python_m_names_the_console_script(tmp_
         "command": CONSOLE_SCRIPT, "args": ["serve", "--log-level", "INFO"], "env": {}}}}
 
 
+def test_editor_config_record_puts_the_recorder_in_front_one_trace_file_per_launch(tmp_path, tmp_path_factory):
+    """--record DIR: the printed command runs `record --out-dir DIR -- <this acp-green> serve ...`
+    (DIR absolute); run as printed from elsewhere, each launch serves and leaves its own trace."""
+    done = acp_green("editor-config", "zed", "--record", "traces", "--ephemeral", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    entry = json.loads(done.stdout)["agent_servers"]["acp-green"]
+    traces = tmp_path / "traces"
+    assert entry["command"] == CONSOLE_SCRIPT
+    assert entry["args"] == ["record", "--out-dir", str(traces), "--", CONSOLE_SCRIPT, "serve", "--ephemeral"]
+    for _launch in range(2):
+        served = subprocess.run([entry["command"], *entry["args"]], cwd=tmp_path_factory.mktemp("editor-cwd"),
+                                input=INITIALIZE, capture_output=True, text=True, timeout=120)
+        assert served.returncode == 0, served.stderr
+        assert json.loads(served.stdout)["result"]["protocolVersion"] == 1
+    files = sorted(traces.iterdir())
+    assert len(files) == 2 and all(re.fullmatch(r"acp-trace-\d{8}T\d{6}\.\d{3}Z-\d+\.jsonl", f.name) for f in files), files
+    for path in files:
+        methods = [json.loads(line).get("method") for line in path.read_text().splitlines()]
+        assert "initialize" in methods
+
+
 def test_editor_config_refuses_what_serve_would_refuse(agents_dir):
     done = acp_green("editor-config", "zed", "--agent", "my_agents:NoPrompt", cwd=agents_dir)
     assert done.returncode == 2 and done.stdout == ""

@@ -11,7 +11,7 @@ from acp_green.tools.bench import doc
 from acp_green.tools.bench.report import ROWS, fmt, table
 from acp_green.tools.bench.workloads import Sizes
 
-AGENTS = ("acp-green", "python-sdk", "ts-sdk", "bare-loop")
+AGENTS = ("acp-green", "python-sdk", "ts-sdk", "bare-loop", "recorded")
 NUMBER = re.compile(r"\d[\d,.]*\d|\d")
 
 
@@ -22,6 +22,8 @@ def synthetic_report(seed: int) -> dict[str, Any]:
     for agent in AGENTS:
         for row in ROWS:
             if row.workload in ("W7", "W8") and agent != "acp-green":
+                continue
+            if agent == "recorded" and row.workload not in ("W1", "W4"):
                 continue
             value = rng.uniform(1, 900) * (1000 if row.kind == "rate" else 1)
             runs = [value * rng.uniform(0.8, 1.2) for _ in range(2)] + [value]
@@ -78,6 +80,10 @@ def test_every_figure_of_the_page_comes_from_the_results_file_it_read():
         acp = report["results"]["acp-green"]
         assert fmt(acp["W7"]["replay_updates_per_s"]["median"], "rate") in page  # the prose does quote figures
         assert f'{acp["W5"]["init_ms"]["median"] / report["results"]["bare-loop"]["W5"]["init_ms"]["median"]:.2f}×' in page
+        recorded = report["results"]["recorded"]
+        assert "## What recording costs" in page
+        assert f'{recorded["W1"]["chunks_per_s"]["median"] / acp["W1"]["chunks_per_s"]["median"]:.2f}×' in page
+        assert f'p50 {fmt(recorded["W4"]["rtt_p50_ms"]["median"], "ms")} ms' in page
 
 
 def test_a_page_for_a_run_without_peers_says_not_measured_instead_of_inventing_figures():

@@ -103,6 +103,23 @@ def test_queued_bytes_count_what_was_put_and_drop_to_zero_once_written(pipe):
     assert failures == []
 
 
+def test_the_on_written_observer_sees_exactly_the_bytes_written_in_order(pipe):
+    """An observer (serve --trace) is handed each piece as written: partial writes to a full pipe
+    included, the pieces add up to exactly what the wire got, never more."""
+    pieces: list[bytes] = []
+    outbound = Outbound(pipe.write_end, OutputLimits(), on_failure=lambda exc: None, on_written=pieces.append)
+    pipe.outbounds.append(outbound)
+    data = [bytes([65 + i % 26]) * (1000 + 37 * i) for i in range(40)]
+    for chunk in data:
+        outbound.put(chunk)
+    wait_until(lambda: pieces, what="the first write")
+    assert len(b"".join(pieces)) <= PIPE_SIZE  # the pipe is full: only what it took was observed
+    pipe.read_all_until(lambda: len(pipe.received) == sum(map(len, data)), "every byte to be read")
+    assert b"".join(pieces) == bytes(pipe.received) == b"".join(data)
+    assert len(pieces) > 1
+    finish(outbound, pipe)
+
+
 @settings(deadline=None, max_examples=40)
 @given(sizes=st.lists(st.integers(min_value=0, max_value=3000), min_size=1, max_size=12),
        high=st.integers(min_value=1, max_value=8000))

@@ -20,3 +20,7 @@ WORKLOADS: dict[str, Callable[[Sequence[str], Sizes], Metrics]] = {
 
 #: Big-history replay and MCP round trips: features the peers do not have.
 ACP_GREEN_ONLY = frozenset({"W7", "W8"})
+
+#: The workloads run through `acp-green record` (the agent named peers.RECORDED): one stream's
+#: throughput and sequential round trips, beside the same agent run directly.
+RECORDED_WORKLOADS = frozenset({"W1", "W4"})

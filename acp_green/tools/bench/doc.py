@@ -21,6 +21,7 @@ from .report import fmt, table
 ACP = "acp-green"
 BARE = "bare-loop"
 PY_SDK = "python-sdk"
+RECORDED = "recorded"  # peers.RECORDED; not imported, so the page renders without the bench's machinery
 
 
 @dataclass(frozen=True)
@@ -122,7 +123,9 @@ def render(report: dict[str, Any]) -> str:
     add("Agents run with Python's bytecode cache, as users run them (the bench drops PYTHONDONTWRITEBYTECODE "
         "from their environment). Without `--agent`, the bench runs `acp-green serve --ephemeral` plus every peer "
         "whose runtime is present, and says why it skipped any other. W7 and W8 exercise what only acp_green "
-        "offers (a stored history, MCP bridges) and run on acp-green alone.\n")
+        "offers (a stored history, MCP bridges) and run on acp-green alone. `recorded` is the same `acp-green serve` "
+        "behind `acp-green record` (the proxy that writes a trace, [TRACES.md](TRACES.md)), run on W1 and W4 only: "
+        "what recording costs.\n")
     add("## The workloads\n")
     add("| | what is sent | what is reported |\n|---|---|---|")
     add(f"| W1 | one session; `/stream {sizes.get('w1_chunks')} {sizes.get('chunk_size')}` | chunks/s, prompt written → response read |")
@@ -158,6 +161,15 @@ def render(report: dict[str, Any]) -> str:
             f"{f.value(PY_SDK, 'W2', 'ping_p99_ms', 'ms')} ms; W3 cancel p99: {f.value(ACP, 'W3', 'cancel_p99_ms', 'ms')} ms "
             f"and {f.value(PY_SDK, 'W3', 'cancel_p99_ms', 'ms')} ms.")
         add(f"- W5 start-up: acp-green {f.value(ACP, 'W5', 'init_ms', 'ms')} ms, the Python SDK {f.value(PY_SDK, 'W5', 'init_ms', 'ms')} ms.\n")
+    if RECORDED in agents:
+        add("## What recording costs\n")
+        add(f"- W1 through `acp-green record`: {f.value(RECORDED, 'W1', 'chunks_per_s', 'rate')} chunks/s, against "
+            f"{f.value(ACP, 'W1', 'chunks_per_s', 'rate')} directly ({f.ratio(RECORDED, ACP, 'W1', 'chunks_per_s')}); the "
+            f"recorder and the agent together spent {f.value(RECORDED, 'W1', 'agent_cpu_us_per_chunk', 'us')} µs of CPU per chunk, "
+            f"the agent alone {f.value(ACP, 'W1', 'agent_cpu_us_per_chunk', 'us')} µs.")
+        add(f"- W4 round trip through the recorder: p50 {f.value(RECORDED, 'W4', 'rtt_p50_ms', 'ms')} ms and p99 "
+            f"{f.value(RECORDED, 'W4', 'rtt_p99_ms', 'ms')} ms, against {f.value(ACP, 'W4', 'rtt_p50_ms', 'ms')} ms and "
+            f"{f.value(ACP, 'W4', 'rtt_p99_ms', 'ms')} ms directly.\n")
     add("## acp_green only: replay and MCP\n")
     add(f"- W7: a fresh process replays the stored session at {f.value(ACP, 'W7', 'replay_updates_per_s', 'rate')} updates/s; "
         f"meanwhile `session/set_mode` on another session answers in {f.value(ACP, 'W7', 'ping_p50_ms', 'ms')} ms at the median and "

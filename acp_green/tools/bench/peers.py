@@ -7,6 +7,7 @@ skipped with a message saying what to do.
 
 from __future__ import annotations
 
+import atexit
 import importlib.metadata
 import json
 import os
@@ -14,6 +15,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +75,19 @@ def acp_green_agent() -> AgentSpec:
     return AgentSpec("acp-green", (sys.executable, "-m", "acp_green", "serve", "--ephemeral"), "acp-green serve --ephemeral")
 
 
+#: acp-green serve behind `acp-green record`: what recording costs, on the workloads in RECORDED_WORKLOADS.
+RECORDED = "recorded"
+
+
+def recorded_agent() -> AgentSpec:
+    """`acp-green serve --ephemeral` behind the recorder, its traces in a scratch directory removed at exit."""
+    traces = tempfile.mkdtemp(prefix="acp-green-bench-traces-")
+    atexit.register(shutil.rmtree, traces, True)
+    serve = acp_green_agent().command
+    return AgentSpec(RECORDED, (sys.executable, "-m", "acp_green", "record", "--out-dir", traces, "--", *serve),
+                     "acp-green serve --ephemeral behind acp-green record (a trace per launch)")
+
+
 def python_sdk_agent(peers: Path, cache: Path) -> AgentSpec | str:
     """The Python SDK peer, or why it cannot run."""
     script = peers / "python_sdk_agent.py"
@@ -120,8 +135,8 @@ PEER_NAMES = ("python-sdk", "ts-sdk", "bare-loop")
 
 
 def default_lineup(peers: Path, cache: Path) -> Lineup:
-    """acp-green serve plus every peer whose runtime is present."""
-    lineup = Lineup([acp_green_agent()])
+    """acp-green serve, the same behind the recorder, and every peer whose runtime is present."""
+    lineup = Lineup([acp_green_agent(), recorded_agent()])
     for name, find in zip(PEER_NAMES, PEERS):
         found = find(peers, cache)
         if isinstance(found, AgentSpec):

@@ -13,10 +13,10 @@ from typing import Any
 from . import machine
 from .ceiling import measure_ceiling
 from .conn import AgentFailed
-from .peers import REPO_ROOT, AgentSpec
+from .peers import RECORDED, REPO_ROOT, AgentSpec
 from .stats import summarize
 from .acp_only import Skipped
-from .catalog import ACP_GREEN_ONLY, WORKLOADS
+from .catalog import ACP_GREEN_ONLY, RECORDED_WORKLOADS, WORKLOADS
 from .workloads import Sizes
 
 Log = Callable[[str], None]
@@ -73,6 +73,9 @@ def run_bench(options: BenchOptions, log: Log) -> dict[str, Any]:
             for agent in agents[shift:] + agents[:shift]:
                 if workload in ACP_GREEN_ONLY and not agent.is_acp_green:
                     report["not_run"][f"{agent.name} {workload}"] = "applies to acp-green only"
+                    continue
+                if agent.name == RECORDED and workload not in RECORDED_WORKLOADS:
+                    report["not_run"][f"{agent.name} {workload}"] = "recording is measured on " + ", ".join(sorted(RECORDED_WORKLOADS))
                     continue
                 started = time.perf_counter()
                 try:

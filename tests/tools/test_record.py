@@ -1,0 +1,286 @@
+"""`acp-green record` through the real command line: a transparent proxy (every byte both ways, EOF,
+signals, the exit status) that writes a trace of what passed, and `serve --trace`, the same trace
+from inside the runtime."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests.helpers import TESTS, wait_until
+
+RECORD = [sys.executable, "-m", "acp_green", "record"]
+TRACE_AGENT = [sys.executable, str(TESTS / "trace_agents.py")]
+SERVE = [sys.executable, "-m", "acp_green", "serve", "--ephemeral"]
+
+
+def bounded(read: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
+    """read() (a blocking read of a pipe), failing after `timeout` seconds instead of hanging."""
+    result: list[Any] = []
+    reader = threading.Thread(target=lambda: result.append(read()), daemon=True)
+    reader.start()
+    wait_until(lambda: result, timeout, what)
+    return result[0]
+
+
+def events(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def line_bytes(event: dict[str, Any]) -> bytes:
+    raw = event["raw"].encode() if "raw" in event else base64.b64decode(event["raw_b64"])
+    return raw + (b"\n" if event.get("newline", True) else b"")
+
+
+def wire_bytes(trace: list[dict[str, Any]], sender: str) -> bytes:
+    """Everything `sender` wrote, put back together from the trace."""
+    return b"".join(line_bytes(e) for e in trace if e["type"] != "trace" and e["from"] == sender)
+
+
+def stderr_lines_of_recorder(stderr: bytes) -> list[bytes]:
+    return [line for line in stderr.splitlines() if line.startswith(b"acp-green record:")]
+
+
+# -- the bytes both ways ---------------------------------------------------------------------------
+CLIENT_SENDS = (b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}\n'
+                b"\xff\xfe\xc3( invalid UTF-8\n"
+                + b'{"jsonrpc":"2.0","method":"big","params":{"x":"' + b"y" * (5 << 20) + b'"}}\n'
+                + b"\n\r\n[1,2]\n"
+                + b"a last line without a newline")
+AGENT_SENDS = (b'{"jsonrpc":"2.0","id":1,"result":{"ok":true}}\n'
+               + b'{"jsonrpc":"2.0","method":"huge","params":{"z":"' + b"\xc3\xa9" * (3 << 20) + b'"}}\n'
+               + b"\x80\x81 not UTF-8 either\n"
+               + b'{"jsonrpc":"2.0","id":2,"error":{"code":-1,"message":"m"}}\n'
+               + b"\x00 and no final newline \xff")
+
+
+def run_bytes_agent(tmp_path: Path, name: str, record: list[str] | None) -> tuple[subprocess.CompletedProcess, bytes]:
+    """The bytes agent run directly (`record` None) or behind the recorder; what each side received."""
+    payload, received = tmp_path / "payload", tmp_path / f"received-{name}"
+    payload.write_bytes(AGENT_SENDS)
+    agent = [*TRACE_AGENT, "bytes", str(received), str(payload)]
+    done = subprocess.run([*record, "--", *agent] if record is not None else agent, input=CLIENT_SENDS,
+                          capture_output=True, timeout=120)
+    return done, received.read_bytes()
+
+
+def test_every_byte_passes_unchanged_both_ways_with_the_exit_status_and_stderr(tmp_path):
+    """Invalid UTF-8, lines of several MiB, blank lines and last lines without a newline: each side
+    receives exactly what it received without the recorder; the trace holds it all, line by line."""
+    direct, direct_received = run_bytes_agent(tmp_path, "direct", None)
+    trace = tmp_path / "t.jsonl"
+    recorded, recorded_received = run_bytes_agent(tmp_path, "recorded", [*RECORD, "--out", str(trace)])
+    assert direct_received == CLIENT_SENDS and direct.stdout == AGENT_SENDS and direct.returncode == 7
+    assert recorded_received == direct_received
+    assert recorded.stdout == direct.stdout
+    assert recorded.returncode == direct.returncode == 7
+    assert recorded.stderr == direct.stderr  # the agent's stderr, and nothing of ours
+    written = events(trace)
+    assert wire_bytes(written, "client") == CLIENT_SENDS
+    assert wire_bytes(written, "agent") == AGENT_SENDS
+    assert [e["seq"] for e in written] == list(range(len(written)))
+    stamps = [e["ts"] for e in written]
+    assert stamps == sorted(stamps)
+    header, footer = written[0], written[-1]
+    assert header["type"] == "trace" and header["component"] == "recorder"
+    assert header["fields"]["format"] == "acp-green-trace/1" and header["fields"]["command"][-3] == "bytes"
+    assert footer["fields"] == {"exit": 7, "signal": None}
+    stderr_notes = [e["message"] for e in written if e["type"] == "trace" and e["component"] == "agent"]
+    assert stderr_notes == ["a line on stderr", "\ufffd\ufffd not UTF-8"]
+    kinds = [(e["type"], e["from"]) for e in written if e["type"] != "trace"]
+    assert kinds[:2] == [("request", "client"), ("line", "client")]
+    assert ("response", "agent") in kinds and ("notification", "client") in kinds
+    last_client = [e for e in written if e["type"] == "line" and e["from"] == "client"][-1]
+    assert last_client["newline"] is False and last_client["raw"] == "a last line without a newline"
+
+
+def test_an_unwritable_trace_file_is_said_once_and_every_byte_still_passes(tmp_path):
+    direct, direct_received = run_bytes_agent(tmp_path, "direct", None)
+    for out in (tmp_path / "no such dir" / "t.jsonl", Path("/dev/full")):
+        recorded, received = run_bytes_agent(tmp_path, "recorded", [*RECORD, "--out", str(out)])
+        assert (received, recorded.stdout, recorded.returncode) == (direct_received, direct.stdout, 7), out
+        ours = stderr_lines_of_recorder(recorded.stderr)
+        assert len(ours) == 1 and b"cannot write the trace file" in ours[0], recorded.stderr
+        assert recorded.stderr.replace(ours[0] + b"\n", b"") == direct.stderr
+
+
+# -- EOF ---------------------------------------------------------------------------------------------
+def test_the_end_of_each_stream_is_passed_on_by_itself(tmp_path):
+    """The agent closing its stdout ends the client's input while both run on; the client closing
+    its output ends the agent's input."""
+    proc = subprocess.Popen([*RECORD, "--out", str(tmp_path / "t.jsonl"), "--", *TRACE_AGENT, "closes-stdout"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        assert bounded(proc.stdout.read, "EOF on stdout") == b"bye\n"  # while the agent still waits for its stdin
+        assert proc.poll() is None
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
+        assert proc.stderr is not None and bounded(proc.stderr.read, "stderr") == b"stdin ended\n"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+# -- signals -----------------------------------------------------------------------------------------
+def start_recorded(tmp_path: Path, mode: str) -> tuple[subprocess.Popen, Path]:
+    trace = tmp_path / "t.jsonl"
+    proc = subprocess.Popen([*RECORD, "--out", str(trace), "--", *TRACE_AGENT, mode],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and bounded(proc.stdout.readline, "ready") == b"ready\n"
+    return proc, trace
+
+
+def test_signals_are_forwarded_and_the_exit_status_is_the_agents(tmp_path):
+    proc, trace = start_recorded(tmp_path, "signals")
+    try:
+        assert proc.stderr is not None
+        for signum in (signal.SIGHUP, signal.SIGINT, signal.SIGUSR1, signal.SIGWINCH):
+            proc.send_signal(signum)
+            assert bounded(proc.stderr.readline, "the agent's word") == f"got {signal.Signals(signum).name}\n".encode()
+        assert proc.poll() is None
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 43
+    finally:
+        proc.kill()
+        proc.wait()
+    written = events(trace)
+    assert written[-1]["fields"] == {"exit": 43, "signal": None}
+    assert "forwarded SIGTERM to the agent" in [e.get("message") for e in written]
+
+
+def test_an_agent_ended_by_a_signal_gives_128_plus_its_number(tmp_path):
+    proc, trace = start_recorded(tmp_path, "sleeps")
+    try:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    finally:
+        proc.kill()
+        proc.wait()
+    assert events(trace)[-1]["fields"] == {"exit": None, "signal": "SIGTERM"}
+
+
+# -- a crash mid-turn --------------------------------------------------------------------------------
+def request(request_id: int, method: str, params: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}).encode() + b"\n"
+
+
+def test_an_agent_killed_mid_turn_leaves_every_event_up_to_its_death_in_the_trace(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    proc = subprocess.Popen([*RECORD, "--out", str(trace), "--", *SERVE], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    received: list[bytes] = []
+    try:
+        proc.stdin.write(request(0, "initialize", {"protocolVersion": 1}) + request(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []}))
+        proc.stdin.flush()
+        assert b'"id":0' in bounded(proc.stdout.readline, "initialize's answer")
+        session = json.loads(bounded(proc.stdout.readline, "session/new's answer"))["result"]["sessionId"]
+        proc.stdin.write(request(2, "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "/stream 1000000 64"}]}))
+        proc.stdin.flush()
+        while len(received) < 200:  # the turn streams
+            received.append(bounded(proc.stdout.readline, "an update"))
+        agent_pid = events(trace)[0]["fields"]["pid"]
+        os.kill(agent_pid, signal.SIGKILL)
+        received.extend(bounded(proc.stdout.readlines, "EOF after the kill"))  # what the agent wrote before it died
+        assert proc.wait(timeout=60) == 128 + signal.SIGKILL
+    finally:
+        proc.kill()
+        proc.wait()
+    written = events(trace)
+    sent = [line_bytes(e) for e in written if e["type"] != "trace" and e["from"] == "agent"]
+    # Every line the client got, in order, after the two it read first, and nothing it did not get
+    # (a line the agent died in the middle of is there as far as it got, marked as such).
+    assert sent[2:] == received
+    if not received[-1].endswith(b"\n"):
+        assert [e for e in written if e["type"] == "line"][-1]["newline"] is False
+    assert [e["method"] for e in written if e["type"] == "request"] == ["initialize", "session/new", "session/prompt"]
+    assert written[-1]["fields"] == {"exit": None, "signal": "SIGKILL"}
+
+
+# -- serve --trace -----------------------------------------------------------------------------------
+def comparable(trace: list[dict[str, Any]], sender: str) -> list[dict[str, Any]]:
+    return [{k: v for k, v in e.items() if k not in ("ts", "seq")} for e in trace
+            if e["type"] != "trace" and e["from"] == sender]
+
+
+def test_serve_trace_writes_the_events_record_writes_for_the_same_session(tmp_path):
+    """One session, traced from outside (record) and from inside (serve --trace) at once."""
+    outside, inside = tmp_path / "outside.jsonl", tmp_path / "inside.jsonl"
+    proc = subprocess.Popen([*RECORD, "--out", str(outside), "--", *SERVE, "--trace", str(inside)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(request(0, "initialize", {"protocolVersion": 1}) + request(1, "session/new", {"cwd": str(tmp_path), "mcpServers": []}))
+        proc.stdin.flush()
+        bounded(proc.stdout.readline, "initialize's answer")
+        session = json.loads(bounded(proc.stdout.readline, "session/new's answer"))["result"]["sessionId"]
+        proc.stdin.write(request(2, "session/prompt", {"sessionId": session, "prompt": [{"type": "text", "text": "/stream 50 8"}]})
+                         + b"\xff not UTF-8\n" + b'{"jsonrpc":"2.0","id":3,"method":"nope"}')
+        proc.stdin.close()
+        bounded(proc.stdout.read, "EOF")
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    recorded, served = events(outside), events(inside)
+    for sender in ("client", "agent"):
+        assert comparable(served, sender) == comparable(recorded, sender), sender
+    assert len(comparable(served, "agent")) > 50
+    assert served[0]["component"] == "runtime" and served[0]["fields"]["format"] == "acp-green-trace/1"
+    assert served[-1]["fields"] == {"exit": 0, "signal": None}
+    assert comparable(served, "client")[-1]["newline"] is False
+
+
+def test_serve_with_an_unwritable_trace_says_so_once_and_serves(tmp_path):
+    done = subprocess.run([*SERVE, "--trace", str(tmp_path / "missing" / "t.jsonl")],
+                          input=request(0, "initialize", {"protocolVersion": 1}), capture_output=True, timeout=120)
+    assert done.returncode == 0 and json.loads(done.stdout)["result"]["protocolVersion"] == 1
+    assert done.stderr.count(b"cannot write the trace file") == 1, done.stderr
+
+
+def test_serve_trace_notes_a_line_it_skipped_unread_and_the_signal_that_stopped_it(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    proc = subprocess.Popen([*SERVE, "--max-line-bytes", "1024", "--trace", str(trace)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        proc.stdin.write(b"x" * 5000 + b"\n" + request(0, "initialize", {"protocolVersion": 1}))
+        proc.stdin.flush()
+        assert b"-32600" in bounded(proc.stdout.readline, "the long line's refusal")
+        assert b'"id":0' in bounded(proc.stdout.readline, "initialize's answer")
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    written = events(trace)
+    assert [e["type"] for e in written] == ["trace", "trace", "response", "request", "response", "trace"]
+    assert written[1]["level"] == "warn" and "longer than 1024 bytes was skipped" in written[1]["message"]
+    assert written[-1]["fields"] == {"exit": 0, "signal": "SIGTERM"}
+
+
+def test_an_agent_that_cannot_start_is_said_in_one_line_with_the_shells_status(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    done = subprocess.run([*RECORD, "--out", str(trace), "--", str(tmp_path / "no-such-agent")], input=b"",
+                          capture_output=True, timeout=120)
+    assert done.returncode == 127 and done.stdout == b""
+    assert done.stderr.count(b"\n") == 1 and b"cannot start" in done.stderr
+    assert events(trace)[-1]["fields"] == {"exit": None, "signal": None}
+
+
+def test_out_and_out_dir_together_are_refused_before_anything_starts(tmp_path):
+    done = subprocess.run([*RECORD, "--out", str(tmp_path / "t.jsonl"), "--out-dir", str(tmp_path), "--", *TRACE_AGENT, "sleeps"],
+                          input=b"", capture_output=True, timeout=120)
+    assert done.returncode == 2 and b"cannot be given together" in done.stderr and done.stdout == b""
+    assert list(tmp_path.iterdir()) == []

@@ -123,23 +123,29 @@ class PipelinedAgent:
 ])
 def test_rss_returns_after_ten_thousand_sessions_are_opened_and_closed(tmp_path, store, warm_up):
     """After a warm-up, 10,000 sessions opened and closed grow the agent's VmRSS by no more
-    than 450 bytes each. With --ephemeral the store keeps every closed session's record in
+    than 450 bytes each (the smaller of two rounds). With --ephemeral the store keeps every closed session's record in
     memory (about 250 bytes each, by design); the runtime keeps nothing of them."""
     args = [store] if store == "--ephemeral" else [store, str(tmp_path / "state")]
     agent = PipelinedAgent(*args)
     try:
         agent.churn(warm_up)
-        before = agent.rss_kib()
-        agent.churn(10_000)
-        after = agent.rss_kib()
+        # Two rounds, judged by the smaller growth: the allocator and SQLite's cache grow in
+        # steps that land in one round or the other (11 to 570 bytes a session, run to run, on
+        # the same code), while what is kept per session shows in every round.
+        rounds = []
+        for _ in range(2):
+            before = agent.rss_kib()
+            agent.churn(10_000)
+            after = agent.rss_kib()
+            rounds.append((after - before) * 1024 / 10_000)
+            print(f"{store}: VmRSS {before} KiB, then {after} KiB after 10,000 more ({rounds[-1]:.0f} bytes per session)")
         assert agent.live_sessions() == 0
-        kept = (after - before) * 1024 / 10_000
-        print(f"{store}: VmRSS {before} KiB after the warm-up, {after} KiB after 10,000 more ({kept:.0f} bytes per session)")
+        kept = min(rounds)
         # The memory store keeps each closed session's record (~250 bytes with its key and dict
         # slot); anything the runtime kept of a session (its objects, token, greenlets) is
         # kilobytes. A bound per session, not a share of RSS: 10% of ~26 MiB was below what the
         # 10,000 records themselves take, and passed only when they fitted in freed memory.
-        assert kept <= 450, (before, after, kept)
+        assert kept <= 450, rounds
     finally:
         agent.end()
 

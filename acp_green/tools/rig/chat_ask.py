@@ -84,7 +84,7 @@ class LineSource:
 class FdLines:
     """readline on the descriptor `fd`: a line with its newline; '' at end of input (or a read error) and ever after.
 
-    Unlike `sys.stdin.readline` it holds no lock of the interpreter's: chat may exit while the
+    Unlike a buffered file's readline it holds no lock of the interpreter's: chat may exit while the
     reading thread waits for the person (Ctrl-C at the prompt), and a buffered file's lock held
     by that thread would stop the interpreter's exit.
     """

@@ -19,6 +19,7 @@ from typing import Any, Union
 
 from ...errors import RpcError
 from ...rpc.wire import decode_value
+from ..rig.schema import message_kind
 
 __all__ = ["Damage", "Note", "Trace", "TraceEvent", "WireEvent", "parse_line", "read_lines", "read_trace", "visible"]
 
@@ -217,7 +218,7 @@ def _event(number: int, value: dict[str, Any]) -> TraceEvent:
         message, why = _decoded(raw)
         if kind == "line" or message is None:
             return wire("line", message, why or _string(value.get("error"), "not a JSON-RPC message"))
-        return wire(_message_kind(message) or kind, message)
+        return wire(message_kind(message) or kind, message)
     if kind == "line":
         return wire("line", None, _string(value.get("error"), "not a JSON-RPC message"))
     return wire(kind, _rebuilt(kind, value))
@@ -244,19 +245,9 @@ def _decoded(raw: bytes) -> tuple[Any, str | None]:
         return None, str(exc).removeprefix("Parse error: ")
     if isinstance(value, list):
         return None, "a batch (JSON array)"
-    if _message_kind(value) is None:
+    if message_kind(value) is None:
         return None, "not a JSON-RPC request, notification or response"
     return value, None
-
-
-def _message_kind(value: Any) -> str | None:
-    if not isinstance(value, dict):
-        return None
-    if "method" in value:
-        return "request" if "id" in value else "notification"
-    if "result" in value or "error" in value or "id" in value:
-        return "response"
-    return None
 
 
 def _rebuilt(kind: str, value: dict[str, Any]) -> dict[str, Any]:

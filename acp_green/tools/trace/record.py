@@ -90,7 +90,7 @@ class Recorder:
         for fd in (stdin_r, stdout_w, stderr_w):
             os.close(fd)
         self.trace.start(self.options.command, agent.pid)
-        previous = {signum: signal.signal(signum, self._forward) for signum in FORWARDED}
+        previous = {signum: signal.signal(signum, self._forward) for signum in FORWARDED}  # ok: the recorder runs no gevent hub (plain threads)
         to_agent = _pump(0, stdin_w, StreamTrace(self.trace, CLIENT), "client → agent", self.trace)
         to_client = _pump(stdout_r, 1, StreamTrace(self.trace, AGENT), "agent → client", self.trace)
         stderr = _pump(stderr_r, 2, StreamTrace(self.trace, AGENT, stderr=True), "agent stderr", self.trace,
@@ -100,7 +100,7 @@ class Recorder:
         finally:
             self._reaped = True
             for signum, handler in previous.items():
-                signal.signal(signum, handler)
+                signal.signal(signum, handler)  # ok: restores the handlers above; no gevent hub here
         for pump in (to_client, stderr):
             pump.join(DRAIN_TIMEOUT)
         to_agent.stop_tracing()  # its thread may sit in a read of our stdin for good

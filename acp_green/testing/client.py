@@ -1,0 +1,158 @@
+"""The editor a test scripts: sessions, prompts, cancel at a chosen moment, and what came back.
+
+A thin layer over the rig's `AcpClient` (which records every line both ways and answers the
+agent by its policy); every wait is bounded by the connection's `timeout` and fails naming
+what it waited for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ..tools.rig.client import AcpClient, Pending, RpcErrorResponse
+from ..tools.rig.terminals import HostedTerminal
+from ..version import __version__
+from .editor import Editor
+from .turns import TurnResult, read_turn
+
+__all__ = ["AgentClient", "RunningTurn", "UpdatePredicate"]
+
+#: What `RunningTurn.wait_for_update` waits for: an update's `sessionUpdate` kind, or a predicate on the update.
+UpdatePredicate = str | Callable[[dict[str, Any]], Any]
+
+
+class RunningTurn:
+    """A prompt that has been sent and may still run: wait for an update, cancel it, wait for its end."""
+
+    def __init__(self, client: AgentClient, session_id: str, pending: Pending, first_record: int) -> None:
+        self.session_id = session_id
+        self.request_id = pending.id
+        self._client = client
+        self._pending = pending
+        self._first = first_record  # index in the client's records where this turn's messages start
+
+    @property
+    def done(self) -> bool:
+        """Whether the agent has answered the prompt."""
+        return self._pending.done
+
+    @property
+    def updates(self) -> list[dict[str, Any]]:
+        """This turn's updates so far."""
+        return [m["params"]["update"] for m in self._messages() if m.get("method") == "session/update"
+                and isinstance(m.get("params"), dict) and m["params"].get("sessionId") == self.session_id]
+
+    def wait_for_update(self, predicate: UpdatePredicate, timeout: float | None = None) -> dict[str, Any]:
+        """The first update of this turn that matches (`"tool_call"`, or a predicate), waiting for it.
+
+        AssertionError when the turn ends, or `timeout` passes, with no such update."""
+        matches = (lambda u: u.get("sessionUpdate") == predicate) if isinstance(predicate, str) else predicate
+
+        def found() -> dict[str, Any] | bool:
+            match = next((u for u in self.updates if matches(u)), None)
+            if match is None and self.done:
+                raise AssertionError(f"the turn ended ({self._pending.response(0)}) with no update matching {predicate!r}; "
+                                     f"its updates: {self.updates}")
+            return match or False
+
+        limit = self._client.timeout if timeout is None else timeout
+        return self._client.rpc.wait_for(found, limit, what=f"an update matching {predicate!r}")
+
+    def cancel(self) -> None:
+        """Send `session/cancel` for this turn's session (the turn should then end `cancelled`)."""
+        self._client.cancel(self.session_id)
+
+    def wait(self, timeout: float | None = None) -> TurnResult:
+        """Wait for the prompt's response; the whole turn."""
+        response = self._client.answer(self._pending, timeout)
+        return read_turn(self.session_id, self._messages(), response)
+
+    def _messages(self) -> list[dict[str, Any]]:
+        """What the agent sent since the prompt went out, up to its response."""
+        messages = []
+        for record in self._client.rpc.records[self._first:]:
+            message = record.message
+            if record.direction != "in" or not isinstance(message, dict):
+                continue
+            if "method" not in message and message.get("id") == self.request_id:
+                break
+            messages.append(message)
+        return messages
+
+
+class AgentClient:
+    """One initialized connection to the agent under test, from the editor's side."""
+
+    def __init__(self, rpc: AcpClient, editor: Editor, *, cwd: str, timeout: float) -> None:
+        self.rpc = rpc  # the rig's client: raw requests (`rpc.request`), every record (`rpc.records`)
+        self.editor = editor
+        self.cwd = cwd
+        self.timeout = timeout
+        self.initialize_result: dict[str, Any] = {}
+
+    @property
+    def workspace(self) -> Path:
+        """The directory the editor serves files from (and the default cwd of sessions)."""
+        return self.editor.root
+
+    @property
+    def written(self) -> dict[str, str]:
+        """What the agent wrote through `fs/write_text_file`, by absolute path."""
+        return self.editor.written
+
+    @property
+    def received(self) -> list[dict[str, Any]]:
+        """Every message the agent sent, in order."""
+        return self.rpc.received()
+
+    @property
+    def terminals(self) -> list[HostedTerminal]:
+        """The terminals the agent created, as the editor ran them (argv, cwd, output, killed, released)."""
+        return list(self.rpc.terminal_host.terminals.values())
+
+    def initialize(self) -> dict[str, Any]:
+        """Send `initialize` with this editor's capabilities; done by `acp_connect` already."""
+        params = {"protocolVersion": 1, "clientCapabilities": self.editor.capabilities,
+                  "clientInfo": {"name": "acp_green.testing", "version": __version__}}
+        self.initialize_result = self.call("initialize", params)
+        return self.initialize_result
+
+    def call(self, method: str, params: Any = None, timeout: float | None = None) -> Any:
+        """Any request; its result, or `RpcErrorResponse` (`.code`, `.error`) when answered with an error."""
+        response = self.answer(self.rpc.request(method, params), timeout)
+        if "error" in response:
+            raise RpcErrorResponse(response["error"])
+        return response.get("result")
+
+    def answer(self, pending: Pending, timeout: float | None = None) -> dict[str, Any]:
+        """The response to a request already sent, waited for; AssertionError naming it on timeout."""
+        limit = self.timeout if timeout is None else timeout
+        self.rpc.wait_for(lambda: pending.done, limit, what=f"the answer to {pending.method} #{pending.id}")
+        return pending.response(0)
+
+    def new_session(self, cwd: str | None = None) -> str:
+        """`session/new` in `cwd` (the workspace by default); its session id."""
+        return str(self.call("session/new", {"cwd": cwd or self.cwd, "mcpServers": []})["sessionId"])
+
+    def load_session(self, session_id: str, cwd: str | None = None) -> list[dict[str, Any]]:
+        """`session/load`; the updates the agent replayed before its response."""
+        first = len(self.rpc.records)
+        self.call("session/load", {"sessionId": session_id, "cwd": cwd or self.cwd, "mcpServers": []})
+        return [r.message["params"]["update"] for r in self.rpc.records[first:]
+                if r.direction == "in" and isinstance(r.message, dict) and r.message.get("method") == "session/update"
+                and isinstance(r.message.get("params"), dict) and r.message["params"].get("sessionId") == session_id]
+
+    def start_prompt(self, session_id: str, text: str) -> RunningTurn:
+        """Send a text prompt and return at once; the turn runs while the test acts."""
+        first = len(self.rpc.records)
+        return RunningTurn(self, session_id, self.rpc.prompt(session_id, text), first)
+
+    def prompt(self, session_id: str, text: str) -> TurnResult:
+        """Send a text prompt and wait for the turn's end."""
+        return self.start_prompt(session_id, text).wait()
+
+    def cancel(self, session_id: str) -> None:
+        """`session/cancel` (a notification: nothing comes back for it)."""
+        self.rpc.cancel(session_id)

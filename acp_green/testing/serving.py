@@ -1,0 +1,163 @@
+"""Serving the agent under test, in process or as a subprocess, and judging the wire when it stops.
+
+In process, the real `Server` runs the author's `Agent` in a greenlet on two `os.pipe()`s, the
+test's client on the other ends. As a subprocess, the rig's `CheckedAgent` runs the author's
+command line. Either way, stopping closes the agent's input (EOF), waits for it to finish, and
+runs the rig's `InvariantChecker` (schema validation included) over every line that passed.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from gevent.greenlet import Greenlet
+
+from ..agent import Agent
+from ..server import ServeOptions, Server
+from ..tools.rig.client import AcpClient
+from ..tools.rig.invariants import InvariantChecker, Violation
+from ..tools.rig.run import CheckedAgent
+from .client import AgentClient
+from .editor import Editor, ElicitationAnswers, PermissionAnswer
+
+__all__ = ["AcpAdvisory", "Connections", "RULES"]
+
+#: The rule each invariant stands for, said in the failure message beside the invariant's name.
+RULES = {
+    "valid_json_rpc": "JSON-RPC 2.0: every line the agent writes on stdout is one JSON-RPC message",
+    "schema": "ACP: every message matches the ACP JSON Schema",
+    "one_response_per_request": "JSON-RPC: every request gets exactly one response (S4, S13)",
+    "no_response_to_notification": "S6: a notification is never answered",
+    "prompt_updates_in_order": "S5: a prompt's updates leave in order",
+    "no_update_after_response": "S5: nothing is sent for a session after its prompt's response",
+    "cancelled_answers_cancelled": "S14: a cancelled prompt answers stopReason \"cancelled\"",
+    "exit_after_eof": "S13: the agent exits once its input closes",
+    "no_orphan_processes": "S13: no process the agent started outlives it",
+    "absolute_paths": "ACP: every file path the agent sends the client is absolute",
+}
+
+
+class AcpAdvisory(UserWarning):
+    """What real clients trip on although ACP allows it (a tool call left open at the turn's end...): a warning, never a failure."""
+
+
+class _InProcess:
+    """A `Server` on pipes in this process, with the rig's client on the other ends."""
+
+    def __init__(self, agent: Agent, options: ServeOptions) -> None:
+        to_agent_r, to_agent_w = os.pipe()
+        from_agent_r, from_agent_w = os.pipe()
+        self.fds = (to_agent_r, from_agent_w)
+        self.server = Server(agent, options)
+        self.greenlet = Greenlet(self.server.serve, to_agent_r, from_agent_w)
+        self.greenlet.name = "acp_green.testing-server"
+        self.greenlet.start()
+        self.ends = (from_agent_r, to_agent_w)
+
+    def stop(self, rpc: AcpClient, bound: float) -> tuple[list[Violation], list[Violation], str]:
+        rpc.close_input()
+        self.greenlet.join(timeout=bound)
+        checker = InvariantChecker()
+        if not self.greenlet.dead:
+            checker.add("exit_after_eof", f"the in-process server was still serving {bound:g}s after its input closed")
+            self.greenlet.kill(block=True, timeout=5)
+        for fd in self.fds:  # the server's ends: the client then reads to EOF
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        rpc.eof.wait(bound)
+        rpc.stop()
+        checker.finish(rpc.records, complete=True)  # it read to EOF: every request is owed its answer (S13)
+        return list(checker.violations), list(checker.advisories), ""
+
+
+class _Connection:
+    """One agent under test and its client."""
+
+    def __init__(self, name: str, client: AgentClient, inprocess: _InProcess | None, bound: float) -> None:
+        self.name = name
+        self.client = client
+        self.inprocess = inprocess
+        self.bound = bound
+
+    def stop(self) -> tuple[list[Violation], list[Violation], str]:
+        """Stop the agent; (violations, advisories, the end of its stderr)."""
+        rpc = self.client.rpc
+        if self.inprocess is not None:
+            return self.inprocess.stop(rpc, self.bound)
+        assert isinstance(rpc, CheckedAgent)
+        result = rpc.finish()
+        return result.violations, result.advisories, result.stderr_tail
+
+
+class Connections:
+    """Every agent one test started; `stop_and_check` ends them all and says what they broke."""
+
+    def __init__(self, directory: Callable[[], Path]) -> None:
+        self._directory = directory  # a fresh temporary directory per call (the workspace, a state home)
+        self._running: list[_Connection] = []
+
+    def connect(self, agent: type[Agent] | Agent | Sequence[str], *, permissions: PermissionAnswer = "allow",
+                files: Mapping[str, str] | None = None, cwd: str | None = None, capabilities: Mapping[str, Any] | None = None,
+                elicitation: ElicitationAnswers | None = None, timeout: float = 30.0,
+                serve_options: ServeOptions | None = None) -> AgentClient:
+        """Serve `agent` (in process for an `Agent` class or instance, else run the command line),
+        initialize a client for it, and return the client."""
+        root = Path(cwd) if cwd is not None else self._directory()
+        editor = Editor(root, permissions=permissions, files=files, capabilities=capabilities, elicitation=elicitation)
+        inprocess: _InProcess | None = None
+        rpc: AcpClient
+        if isinstance(agent, type) and issubclass(agent, Agent) or isinstance(agent, Agent):
+            instance = agent() if isinstance(agent, type) else agent
+            # Never the process's signals: they belong to the test run.
+            options = replace(serve_options or ServeOptions(ephemeral=True), handle_signals=False)
+            inprocess = _InProcess(instance, options)
+            rpc = AcpClient(*inprocess.ends, editor.policy())
+            name = f"{type(instance).__name__} (in process)"
+            bound = options.shutdown_grace + max(timeout, 10.0)
+        elif isinstance(agent, (list, tuple)) and agent and all(isinstance(a, str) for a in agent):
+            env = {**os.environ, "PYTHONUNBUFFERED": "1", "XDG_STATE_HOME": str(self._directory())}
+            rpc = CheckedAgent(list(agent), editor.policy(), env=env)
+            name = " ".join(agent)
+            bound = max(timeout, 15.0)
+        else:
+            raise TypeError(f"acp_connect takes an Agent subclass, an Agent, or a command line (a list of str), not {agent!r}")
+        client = AgentClient(rpc, editor, cwd=str(editor.root), timeout=timeout)
+        self._running.append(_Connection(name, client, inprocess, bound))
+        client.initialize()
+        return client
+
+    def stop_and_check(self) -> str | None:
+        """Stop every agent still running; the failure message when any broke a rule, else None.
+
+        Advisories become `AcpAdvisory` warnings."""
+        running, self._running = self._running, []
+        failures = []
+        for connection in running:
+            violations, advisories, stderr = connection.stop()
+            for advisory in advisories:
+                warnings.warn(AcpAdvisory(f"{connection.name}: {advisory}"), stacklevel=2)
+            problems = [f"the test's own script: {p}" for p in connection.client.editor.problems]
+            if violations or problems:
+                failures.append(_failure(connection.name, violations, problems, stderr))
+        return "\n\n".join(failures) if failures else None
+
+
+def _failure(name: str, violations: Sequence[Violation], problems: Sequence[str], stderr: str) -> str:
+    """The message a failing test shows: each broken rule named, and the lines that broke it quoted."""
+    lines = [f"the agent {name} broke {len(violations)} ACP rule(s) (checked once the test was over: each rule named, the lines that broke it quoted)"
+             if violations else f"the agent {name}: the test's own script went wrong"]
+    for violation in violations:
+        rule = RULES.get(violation.invariant, violation.invariant)
+        lines.append(f"\n{violation.invariant} ({rule}): {violation.detail}")
+        lines.extend(f"    {message}" for message in violation.messages)
+    lines.extend(f"\n{problem}" for problem in problems)
+    if stderr.strip():
+        lines.append("\nthe agent's stderr ends:\n" + "\n".join("    " + line for line in stderr.strip().splitlines()[-10:]))
+    return "\n".join(lines)

@@ -55,7 +55,11 @@ setup(
         "bench": ["mcp==2.3.0"],
         "test": TEST_REQUIRES,
     },
-    entry_points={"console_scripts": ["acp-green = acp_green.__main__:main"]},
+    entry_points={
+        "console_scripts": ["acp-green = acp_green.__main__:main"],
+        # The plugin for agent authors' tests (docs/TESTING.md): the fixtures without a conftest line.
+        "pytest11": ["acp_green = acp_green.testing.entry_point"],
+    },
     classifiers=[
         "Programming Language :: Python :: 3",
         "Framework :: gevent",

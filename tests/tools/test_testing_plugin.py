@@ -24,6 +24,11 @@ AUTHORS_AGENT = '''
 from acp_green import Agent, ClientError, Turn
 
 
+#: Its own option ids, so that a script answering by kind ("allow") is told from one naming an optionId.
+OPTIONS = [{"optionId": "once", "name": "Allow once", "kind": "allow_once"},
+           {"optionId": "never", "name": "Reject", "kind": "reject_once"}]
+
+
 class Helper(Agent):
     name = "helper"
 
@@ -42,7 +47,7 @@ class Helper(Agent):
         elif word == "edit":  # edit PATH TEXT: ask, then write
             path, _, text = rest.partition(" ")
             call = turn.tool_call(title=f"Edit {path}", kind="edit")
-            if not turn.ask_permission(call, title=f"Edit {path}", kind="edit").granted:  # the call is failed already
+            if not turn.ask_permission(call, OPTIONS, title=f"Edit {path}", kind="edit").granted:  # the call is failed already
                 turn.say("not allowed")
                 return "end_turn"
             turn.write_text_file(path, text)
@@ -161,8 +166,9 @@ def test_raises(acp_connect):
 
 
 def test_permissions_are_answered_as_scripted(author):
-    """"allow" writes the file; "reject" does not; a callable sees the request and picks an
-    optionId, or None for cancelled; a callable that raises fails the test as the test's mistake."""
+    """"allow" writes the file; "reject" does not; a callable sees the request and answers by kind
+    ("allow"), by optionId, or None for cancelled; a callable that raises or names no option
+    fails the test as the test's own mistake."""
     result = author('''
 import pytest
 from authors_agent import Helper
@@ -184,13 +190,18 @@ def test_callable(acp_connect):
 
     def decide(request):
         asked.append(request["toolCall"]["title"])
-        return "allow" if "yes" in request["toolCall"]["title"] else None
+        title = request["toolCall"]["title"]
+        return "allow" if "yes" in title else "never" if "no" in title else None
 
     client = acp_connect(Helper, permissions=decide)
     sid = client.new_session()
     assert client.prompt(sid, f"edit {client.workspace}/yes.txt 1").text == "written"
-    assert client.prompt(sid, f"edit {client.workspace}/no.txt 2").text == "not allowed"
-    assert asked == [f"Edit {client.workspace}/yes.txt", f"Edit {client.workspace}/no.txt"]
+    refused = client.prompt(sid, f"edit {client.workspace}/no.txt 2")
+    cancelled = client.prompt(sid, f"edit {client.workspace}/other.txt 3")
+    assert "Permission denied" in str(refused.tool_calls[0].content)
+    assert "cancelled by the client" in str(cancelled.tool_calls[0].content)
+    assert asked == [f"Edit {client.workspace}/{name}.txt" for name in ("yes", "no", "other")]
+    assert list(client.written) == [f"{client.workspace}/yes.txt"]
 
 
 def test_callable_that_raises(acp_connect):
@@ -199,10 +210,16 @@ def test_callable_that_raises(acp_connect):
 
     client = acp_connect(Helper, permissions=decide)
     assert client.prompt(client.new_session(), f"edit {client.workspace}/x 1").text == "not allowed"
+
+
+def test_callable_that_names_no_option(acp_connect):
+    client = acp_connect(Helper, permissions=lambda request: "maybe")
+    assert client.prompt(client.new_session(), f"edit {client.workspace}/x 1").text == "not allowed"
 ''')
-    result.assert_outcomes(passed=3, failed=1)
-    result.stdout.fnmatch_lines(["*_ test_callable_that_raises _*",
-                                 "the test's own script: the permissions callable raised LookupError: no answer scripted*"])
+    result.assert_outcomes(passed=3, failed=2)
+    shown = result.stdout.str()
+    assert "the test's own script: the permissions callable raised LookupError: no answer scripted" in shown
+    assert "the test's own script: the permissions callable answered 'maybe', which is neither" in shown
 
 
 def test_files_are_served_from_the_workspace_and_nowhere_else(author):

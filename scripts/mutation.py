@@ -235,6 +235,13 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "trace.show": ("trace", "acp_green/tools/trace/show.py", ["tests/tools/test_trace_show.py"]),
     "trace.replay": ("trace", "acp_green/tools/trace/replay.py", ["tests/tools/test_trace_replay.py"]),
     "trace.record": ("trace", "acp_green/tools/trace/record.py", ["tests/tools/test_record.py"]),
+    # -- testing: the pytest plugin for agent authors, judged through an author's test run ------------
+    "testing": ("testing", "acp_green/testing/__init__.py", ["tests/tools/test_testing_plugin.py"]),
+    "testing.turns": ("testing", "acp_green/testing/turns.py", ["tests/tools/test_testing_plugin.py"]),
+    "testing.editor": ("testing", "acp_green/testing/editor.py", ["tests/tools/test_testing_plugin.py"]),
+    "testing.client": ("testing", "acp_green/testing/client.py", ["tests/tools/test_testing_plugin.py"]),
+    "testing.serving": ("testing", "acp_green/testing/serving.py", ["tests/tools/test_testing_plugin.py"]),
+    "testing.probe": ("testing", "acp_green/testing/probe.py", ["tests/tools/test_testing_plugin.py"]),
 }
 GROUPS: list[str] = list(dict.fromkeys(group for group, _path, _tests in MODULES.values()))
 

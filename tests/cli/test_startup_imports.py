@@ -7,7 +7,9 @@ message has been handled, and the first request that needs it waits for it.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 
 import pytest
@@ -24,7 +26,7 @@ NOT_BEFORE_INITIALIZE = (
     "acp_green.mcp.process", "acp_green.mcp.jsonrpc", "acp_green.mcp.client", "acp_green.mcp.session",
     "acp_green.mcp.httplink", "geventhttpclient", "gevent.subprocess", "mcp",
     "acp_green.tools.rig", "acp_green.tools.bench", "acp_green.blocks", "acp_green.terminals",
-    "acp_green.elicitation", "secrets",
+    "acp_green.elicitation", "secrets", "acp_green.testing", "pytest", "_pytest",
 )
 
 
@@ -73,3 +75,13 @@ def test_the_first_requests_after_start_up_reach_the_store_in_order(launch, tmp_
     again = launch("--state-dir", state)
     again.initialize()
     assert [s["sessionId"] for s in again.call("session/list", {})["sessions"]] == [sid]
+
+
+def test_importing_the_package_imports_neither_the_test_plugin_nor_pytest():
+    """`import acp_green` and its public names never load `acp_green.testing` (the pytest plugin
+    for agent authors) or pytest: an agent's process has no test framework in it."""
+    code = ("import json, sys, acp_green; acp_green.Agent, acp_green.Server; "
+            "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('pytest', '_pytest', 'pluggy') "
+            "or m.startswith('acp_green.testing'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, text=True)
+    assert json.loads(out.stdout) == []

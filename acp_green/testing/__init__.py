@@ -8,6 +8,8 @@ rig's invariants and the ACP schema, and a broken rule fails the test, named and
 docs/TESTING.md is the guide.
 
 Importing this module loads neither gevent nor the rig: they load when a test first connects.
+PYTEST_DONT_REWRITE: the plugin's own asserts are left as written, so pytest does not warn when
+a conftest.py or `-W error::acp_green.testing.AcpAdvisory` imported it before loading it as a plugin.
 """
 
 from __future__ import annotations

@@ -136,23 +136,28 @@ class Connections:
     def stop_and_check(self) -> str | None:
         """Stop every agent still running; the failure message when any broke a rule, else None.
 
-        Advisories become `AcpAdvisory` warnings."""
+        Advisories become `AcpAdvisory` warnings once every agent has stopped (a warnings filter
+        may make them raise), and only when nothing failed."""
         running, self._running = self._running, []
         failures = []
+        advisories: list[str] = []
         for connection in running:
-            violations, advisories, stderr = connection.stop()
-            for advisory in advisories:
-                warnings.warn(AcpAdvisory(f"{connection.name}: {advisory}"), stacklevel=2)
+            violations, advised, stderr = connection.stop()
+            advisories += [f"{connection.name}: {advisory}" for advisory in advised]
             problems = [f"the test's own script: {p}" for p in connection.client.editor.problems]
             if violations or problems:
                 failures.append(_failure(connection.name, violations, problems, stderr))
-        return "\n\n".join(failures) if failures else None
+        if failures:
+            return "\n\n".join(failures)
+        for advisory in advisories:
+            warnings.warn(AcpAdvisory(advisory), stacklevel=2)
+        return None
 
 
 def _failure(name: str, violations: Sequence[Violation], problems: Sequence[str], stderr: str) -> str:
     """The message a failing test shows: each broken rule named, and the lines that broke it quoted."""
-    lines = [f"the agent {name} broke {len(violations)} ACP rule(s) (checked once the test was over: each rule named, the lines that broke it quoted)"
-             if violations else f"the agent {name}: the test's own script went wrong"]
+    lines = [f"the agent {name} broke {len(violations)} ACP rule(s) (checked once the test was over: each rule named, "
+             "the lines that broke it quoted)" if violations else f"the agent {name}: the test's own script went wrong"]
     for violation in violations:
         rule = RULES.get(violation.invariant, violation.invariant)
         lines.append(f"\n{violation.invariant} ({rule}): {violation.detail}")

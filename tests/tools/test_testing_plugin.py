@@ -76,6 +76,30 @@ class Helper(Agent):
 '''
 
 
+#: A stdio agent with no runtime under it, which leaves its tool call open when it answers the prompt.
+RAW_AGENT = '''
+import json, sys
+
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message:
+        continue
+    method, params = message["method"], message.get("params") or {}
+    out = []
+    if method == "initialize":
+        out.append({"id": message["id"], "result": {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": []}})
+    elif method == "session/new":
+        out.append({"id": message["id"], "result": {"sessionId": "s1"}})
+    elif method == "session/prompt":
+        update = {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "Left open", "status": "pending"}
+        out.append({"method": "session/update", "params": {"sessionId": "s1", "update": update}})
+        out.append({"id": message["id"], "result": {"stopReason": "end_turn"}})
+    for answer in out:
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", **answer}) + "\\n")
+    sys.stdout.flush()
+'''
+
+
 @pytest.fixture
 def author(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Callable[[str], pytest.RunResult]:
     """Run an author's test file (its text) with the plugin enabled in their conftest.py and
@@ -333,3 +357,18 @@ def test_run_probe_passes_the_demo_and_names_what_a_broken_agent_broke():
     bad = run_probe([*FAULT_AGENT, "--answer-notifications"], only=["notifications unanswered"])
     assert not bad.ok
     assert any(f.startswith("no response to a notification: ") and '"id":null' in f for f in bad.failures), bad.failures
+
+
+def test_what_clients_trip_on_is_a_warning_unless_made_an_error(author, pytester):
+    """A tool call still open when its prompt is answered breaks no ACP rule: an AcpAdvisory
+    warning naming it, which `-W error::acp_green.testing.AcpAdvisory` makes a failure."""
+    pytester.makepyfile(raw_agent=RAW_AGENT)
+    test_file = '''
+def test_open_tool_call(acp_connect):
+    client = acp_connect([sys.executable, "raw_agent.py"])
+    assert client.prompt(client.new_session(), "x").tool_calls[0].status == "pending"
+'''
+    warned = author(test_file)
+    warned.assert_outcomes(passed=1, warnings=1)
+    assert "AcpAdvisory" in warned.stdout.str() and "tool_calls_finished: the prompt answered with tool calls still open: t1" in warned.stdout.str()
+    author(test_file, "-W", "error::acp_green.testing.AcpAdvisory").assert_outcomes(failed=1)

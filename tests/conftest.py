@@ -28,6 +28,10 @@ from acp_green.rpc.transport import OutputLimits
 from tests.helpers import group_members, invariant_problems, stream_schema_problems, tolerated_invariants
 from tests.unit_harness import unit  # noqa: F401 - the unit layer's fixture, for every test module
 
+# The plugin for agent authors (docs/TESTING.md): `acp_connect`, where a test of ours is written as
+# an author would write it. An installed acp_green loads it by its pytest11 entry point too.
+pytest_plugins = ["acp_green.testing"]
+
 TEST_TIMEOUT = 120
 
 

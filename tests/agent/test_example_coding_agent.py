@@ -1,6 +1,7 @@
-"""examples/coding_agent.py served through its own command line over real pipes: it reads a real
-file, proposes the change as a diff, asks, writes, runs a check in a client terminal (the rig
-really runs it) and reports the exit code; refusals and missing capabilities end cleanly."""
+"""examples/coding_agent.py served through its own command line over real pipes (and once in
+process, through acp_green.testing): it reads a real file, proposes the change as a diff, asks,
+writes, runs a check in a client terminal (the rig really runs it) and reports the exit code;
+refusals and missing capabilities end cleanly."""
 
 from __future__ import annotations
 
@@ -178,6 +179,24 @@ def test_a_path_outside_the_sessions_cwd_is_shown_absolute_in_the_permission_ask
     (asked,) = [r for r in agent.agent_requests if r["method"] == "session/request_permission"]
     assert asked["params"]["toolCall"]["content"][0]["path"] == str(outside)
     assert outside.read_text() == "x = 2\n"
+
+
+def test_in_process_through_the_testing_plugin_a_cancel_when_the_check_starts_kills_it(acp_connect):
+    """The example served in process by acp_green.testing, as its author would test it: the edit
+    is made after permission; a cancel sent when the check's terminal is embedded in its tool call
+    ends the turn `cancelled`, the command killed and released, no tool call left running (S5,
+    S14). The plugin checks every rule of the conversation when the test returns."""
+    client = acp_connect(example_module().CodingAgent, files={"app.py": "def f():\n    return 1\n"})
+    session_id = client.new_session()
+    running = client.start_prompt(session_id, "file: app.py\nreplace: return 1\nwith: return 2\nrun: sleep 60")
+    running.wait_for_update(lambda u: any(c.get("type") == "terminal" for c in u.get("content") or []))
+    running.cancel()
+    turn = running.wait()
+    assert turn.stop_reason == "cancelled"
+    assert (client.workspace / "app.py").read_text() == "def f():\n    return 2\n"
+    assert [t.argv for t in client.terminals] == [["sleep", "60"]]
+    assert client.terminals[0].killed and client.terminals[0].released
+    assert {call.kind: call.status for call in turn.tool_calls} == {"read": "completed", "edit": "completed", "execute": "failed"}
 
 
 line_text = st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1).map(str.strip).filter(bool)

@@ -7,6 +7,7 @@ permissions, files, forms, terminals and a cancel at a chosen moment do what the
 from __future__ import annotations
 
 import ast
+import importlib.metadata
 import os
 import sys
 from collections.abc import Callable
@@ -336,15 +337,18 @@ def test_the_entry_point_and_the_conftest_line_together_load_the_plugin_once(aut
     call = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "setup")
     entry_points = ast.literal_eval(next(k.value for k in call.keywords if k.arg == "entry_points"))
     assert entry_points["pytest11"] == ["acp_green = acp_green.testing.entry_point"]
+    # Installed with this entry point, pytest loads it by itself; else it is loaded here as pytest would.
+    installed = any(e.value == "acp_green.testing.entry_point" for e in importlib.metadata.entry_points(group="pytest11", name="acp_green"))
     result = author('''
 from authors_agent import Helper
 
 
 def test_once(acp_connect, pytestconfig):
     assert pytestconfig.pluginmanager.has_plugin("acp_green.testing")
+    assert pytestconfig.pluginmanager.has_plugin("acp_green") or pytestconfig.pluginmanager.has_plugin("acp_green.testing.entry_point")
     client = acp_connect(Helper)
     assert client.prompt(client.new_session(), "x").text == "you said: x"
-''', "-p", "acp_green.testing.entry_point")
+''', *([] if installed else ["-p", "acp_green.testing.entry_point"]))
     result.assert_outcomes(passed=1)
 
 

@@ -118,9 +118,12 @@ def author(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> Callab
 
 def test_a_good_agent_passes_in_process_and_as_a_subprocess_and_its_turn_reads_back(author):
     """In process (the Agent class and an instance) and as a subprocess (`acp-green serve`): the
-    turn's text, thoughts, plan and tool calls read back; nothing is broken, so all pass."""
+    turn's text, thoughts and plan read back, a load replays the history, an error answer is
+    RpcErrorResponse; nothing is broken, so all pass."""
     result = author('''
+import pytest
 from authors_agent import Helper
+from acp_green.testing import RpcErrorResponse
 
 
 def test_in_process(acp_connect):
@@ -133,6 +136,12 @@ def test_in_process(acp_connect):
     assert turn.thoughts == "thinking it over" and turn.text == "planned"
     assert [e["content"] for e in turn.plan] == ["look", "answer"]
     assert turn.updates_of("plan")[0]["entries"] == turn.plan
+    replayed = client.load_session(sid)
+    assert [u["content"]["text"] for u in replayed if u["sessionUpdate"].endswith("message_chunk")] == [
+        "hello", "you said: hello", "plan", "planned"]
+    with pytest.raises(RpcErrorResponse) as refused:
+        client.call("no/such_method", {})
+    assert refused.value.code == -32601
 
 
 def test_an_instance_as_a_subprocess_too(acp_connect):

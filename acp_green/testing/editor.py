@@ -46,6 +46,8 @@ class Editor:
         self._elicitation = elicitation
         for relative, text in (files or {}).items():
             path = self.root / relative
+            if not path.resolve().is_relative_to(self.root):
+                raise ValueError(f"files: {relative!r} is not a path inside the test's directory")
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
 
@@ -88,10 +90,19 @@ class Editor:
                                                  "data": {"uri": str(path)}})
             return
         params = request.get("params") or {}
-        lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-        start = max(int(params.get("line") or 1), 1) - 1  # ACP: `line` is 1-based
-        limit = params.get("limit")
-        chosen = lines[start:] if limit is None else lines[start:start + int(limit)]
+        line, limit = params.get("line"), params.get("limit")
+        if not all(value is None or type(value) is int and value >= 0 for value in (line, limit)):
+            client.respond_error(request["id"], {"code": INVALID_PARAMS, "message": "Invalid params: line and limit are "
+                                                 f"integers at least 0, not {line!r} and {limit!r}"})
+            return
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+        except (OSError, UnicodeError) as exc:  # answered, never raised: it would end the client's reading
+            client.respond_error(request["id"], {"code": INTERNAL_ERROR, "message": "Internal error",
+                                                 "data": {"details": f"cannot read {path}: {exc}"}})
+            return
+        start = max(line or 1, 1) - 1  # ACP: `line` is 1-based
+        chosen = lines[start:] if limit is None else lines[start:start + limit]
         client.respond(request["id"], {"content": "".join(chosen)})
 
     def _write(self, client: AcpClient, request: dict[str, Any]) -> None:
@@ -102,8 +113,13 @@ class Editor:
         if not isinstance(content, str):
             client.respond_error(request["id"], {"code": INVALID_PARAMS, "message": "Invalid params: content is no string"})
             return
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content, encoding="utf-8")
+        except OSError as exc:  # answered, never raised: it would end the client's reading
+            client.respond_error(request["id"], {"code": INTERNAL_ERROR, "message": "Internal error",
+                                                 "data": {"details": f"cannot write {path}: {exc}"}})
+            return
         self.written[str(path)] = content
         client.respond(request["id"], {})
 

@@ -258,8 +258,11 @@ def test_callable_that_names_no_option(acp_connect):
 
 def test_files_are_served_from_the_workspace_and_nowhere_else(author):
     """`files` are written into the workspace and served from it (line and limit honoured); a
-    path outside it is refused, so the agent's tool call fails; `cwd` moves the workspace."""
+    path outside it is refused, so the agent's tool call fails, and so is a file that is no
+    UTF-8 text (answered, the client reads on); `files` cannot name a path outside it; `cwd`
+    moves the workspace."""
     result = author('''
+import pytest
 from authors_agent import Helper
 
 
@@ -274,6 +277,11 @@ def test_read(acp_connect, tmp_path):
     turn = client.prompt(sid, f"read {outside}")
     assert turn.text == "" and turn.tool_calls[0].status == "failed"
     assert "outside the test's directory" in str(turn.tool_calls[0].content)
+    (client.workspace / "binary").write_bytes(b"\\xff\\xfe")
+    unreadable = client.prompt(sid, f"read {client.workspace}/binary")
+    assert unreadable.tool_calls[0].status == "failed" and "cannot read" in str(unreadable.tool_calls[0].content)
+    with pytest.raises(ValueError, match="not a path inside"):
+        acp_connect(Helper, files={"../escape.txt": "x"})
 
 
 def test_cwd(acp_connect, tmp_path):

@@ -145,10 +145,13 @@ class Editor:
             client.respond_error(request["id"], {"code": METHOD_NOT_FOUND, "message": "Method not found: elicitation/create"})
             return
         answer = self._scripted("elicitation", request)
-        if answer is _FAILED:
-            client.respond_error(request["id"], {"code": INTERNAL_ERROR, "message": "Internal error"})
-        else:
+        if isinstance(answer, Mapping):
             client.respond(request["id"], dict(answer))
+            return
+        if answer is not _FAILED:
+            self.problems.append(f"the elicitation callable answered {answer!r}, not a result object such as "
+                                 "{'action': 'accept', 'content': {...}}")
+        client.respond_error(request["id"], {"code": INTERNAL_ERROR, "message": "Internal error"})
 
     def _scripted(self, name: str, request: dict[str, Any]) -> Any:
         """The test's callable asked about this request; _FAILED (kept in problems) if it raised."""

@@ -323,8 +323,8 @@ def test_no_such_update(acp_connect):
 
 
 def test_forms_and_terminals(author):
-    """Elicitation answers in order (then decline) or by a callable; the agent's terminal runs on
-    this machine and the test sees it."""
+    """Elicitation answers in order (then decline) or by a callable (one that answers no result
+    object fails the test); the agent's terminal runs on this machine and the test sees it."""
     result = author('''
 from authors_agent import Helper
 
@@ -338,12 +338,18 @@ def test_forms(acp_connect):
     assert by_callable.prompt(by_callable.new_session(), "ask").text == "accept {'name': 'Your name?'}"
 
 
+def test_a_form_callable_answering_nonsense(acp_connect):
+    client = acp_connect(Helper, elicitation=lambda request: "yes")
+    assert client.prompt(client.new_session(), "ask").stop_reason == ""
+
+
 def test_terminal(acp_connect):
     client = acp_connect(Helper)
     assert client.prompt(client.new_session(), "run hi").text == "hi 0"
     assert [t.argv for t in client.terminals] == [["echo", "hi"]] and client.terminals[0].released
 ''')
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=2, failed=1)
+    assert "the test's own script: the elicitation callable answered 'yes', not a result object" in result.stdout.str()
 
 
 def test_the_entry_point_and_the_conftest_line_together_load_the_plugin_once(author):

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..tools.rig.client import AcpClient, Pending, RpcErrorResponse
+from ..tools.rig.client import AcpClient, AgentProcess, Pending, RpcErrorResponse
 from ..tools.rig.terminals import HostedTerminal
 from ..version import __version__
 from .editor import Editor
@@ -55,6 +55,9 @@ class RunningTurn:
             if match is None and self.done:
                 raise AssertionError(f"the turn ended ({self._pending.response(0)}) with no update matching {predicate!r}; "
                                      f"its updates: {self.updates}")
+            if match is None and self._client.rpc.eof.is_set():
+                raise AssertionError(f"the agent closed its output with no update matching {predicate!r}"
+                                     f"{self._client.stderr_tail()}")
             return match or False
 
         limit = self._client.timeout if timeout is None else timeout
@@ -129,8 +132,18 @@ class AgentClient:
     def answer(self, pending: Pending, timeout: float | None = None) -> dict[str, Any]:
         """The response to a request already sent, waited for; AssertionError naming it on timeout."""
         limit = self.timeout if timeout is None else timeout
-        self.rpc.wait_for(lambda: pending.done, limit, what=f"the answer to {pending.method} #{pending.id}")
+        self.rpc.wait_for(lambda: pending.done or self.rpc.eof.is_set(), limit, what=f"the answer to {pending.method} #{pending.id}")
+        if not pending.done:  # the reader sets eof only after the last line it read was handled
+            raise AssertionError(f"the agent closed its output without answering {pending.method} #{pending.id}"
+                                 f"{self.stderr_tail()}")
         return pending.response(0)
+
+    def stderr_tail(self, lines: int = 10) -> str:
+        """The last lines the agent (as a subprocess) wrote to stderr, to append to a message; "" in process."""
+        if not isinstance(self.rpc, AgentProcess):
+            return ""
+        text = self.rpc.stderr_text(timeout=2).strip()
+        return "; its stderr ends:\n" + "\n".join("    " + line for line in text.splitlines()[-lines:]) if text else ""
 
     def new_session(self, cwd: str | None = None) -> str:
         """`session/new` in `cwd` (the workspace by default); its session id."""

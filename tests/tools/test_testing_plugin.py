@@ -199,6 +199,20 @@ def test_raises(acp_connect):
     assert "ERROR at teardown of test_raises" in shown and "no_response_to_notification (S6" in shown
 
 
+def test_an_agent_that_dies_fails_at_once_showing_its_stderr(author):
+    """A command that exits without answering fails the wait at once, not after the timeout,
+    with its stderr; the unanswered initialize is then reported at teardown."""
+    result = author('''
+def test_dies(acp_connect):
+    acp_connect([sys.executable, "-c", "import sys; sys.stderr.write('no model configured\\\\n')"], timeout=60)
+''')
+    result.assert_outcomes(failed=1, errors=1)
+    shown = result.stdout.str()
+    assert "the agent closed its output without answering initialize #1; its stderr ends:" in shown
+    assert "    no model configured" in shown and "initialize #1 never got a response" in shown
+    assert result.duration < 30
+
+
 def test_permissions_are_answered_as_scripted(author):
     """"allow" writes the file; "reject" does not; a callable sees the request and answers by kind
     ("allow"), by optionId, or None for cancelled; a callable that raises or names no option

@@ -124,10 +124,24 @@ class AgentClient:
 
     def call(self, method: str, params: Any = None, timeout: float | None = None) -> Any:
         """Any request; its result, or `RpcErrorResponse` (`.code`, `.error`) when answered with an error."""
-        response = self.answer(self.rpc.request(method, params), timeout)
+        response = self.answer(self.request(method, params), timeout)
         if "error" in response:
             raise RpcErrorResponse(response["error"])
         return response.get("result")
+
+    def request(self, method: str, params: Any = None) -> Pending:
+        """Send a request without waiting; AssertionError if the agent no longer reads its input."""
+        message = self.rpc.make_request(method, params)
+        self.send(message)
+        return self.rpc.pending_for(message)
+
+    def send(self, message: dict[str, Any]) -> None:
+        """Write one message to the agent; AssertionError if it no longer reads its input (it exited)."""
+        try:
+            self.rpc.send(message)
+        except (BrokenPipeError, ConnectionResetError):
+            what = f"{message.get('method')} #{message['id']}" if "id" in message else str(message.get("method"))
+            raise AssertionError(f"the agent stopped reading its input before {what} could be sent{self.stderr_tail()}") from None
 
     def answer(self, pending: Pending, timeout: float | None = None) -> dict[str, Any]:
         """The response to a request already sent, waited for; AssertionError naming it on timeout."""
@@ -160,7 +174,7 @@ class AgentClient:
     def start_prompt(self, session_id: str, text: str) -> RunningTurn:
         """Send a text prompt and return at once; the turn runs while the test acts."""
         first = len(self.rpc.records)
-        return RunningTurn(self, session_id, self.rpc.prompt(session_id, text), first)
+        return RunningTurn(self, session_id, self.request("session/prompt", self.rpc.prompt_params(session_id, text)), first)
 
     def prompt(self, session_id: str, text: str) -> TurnResult:
         """Send a text prompt and wait for the turn's end."""
@@ -168,4 +182,4 @@ class AgentClient:
 
     def cancel(self, session_id: str) -> None:
         """`session/cancel` (a notification: nothing comes back for it)."""
-        self.rpc.cancel(session_id)
+        self.send({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}})

@@ -202,6 +202,35 @@ def editor_config(editor: str, name: str, record_dir: str | None, serve_args: tu
     click.echo(WHERE[editor], err=True)
 
 
+@cli.command("new")
+@click.argument("name")
+@click.option("--llm", is_flag=True, help="An agent on an OpenAI-compatible endpoint instead of the hello agent.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None, metavar="PATH",
+              help="Where to make the project (default: ./NAME); it must be new or empty.")
+def new(name: str, llm: bool, directory: str | None) -> None:
+    """Make a ready project for an agent on acp_green: acp-green new NAME [--llm] [--dir PATH]
+
+    \b
+    NAME is the distribution, its command and (with - as _) its package. The project holds
+    pyproject.toml, the agent, its tests on acp_green's pytest plugin, ci.sh and a README with
+    the editor settings (docs/NEW_PROJECT.md).
+    """
+    from pathlib import Path
+
+    from .editorconfig import EDITORS, WHERE, command_settings
+    from .tools.newproject.project import ProjectRefused, make_project, next_steps
+
+    def settings(command: str, env: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
+        return [(WHERE[editor], command_settings(editor, name, command, [], env)) for editor in EDITORS]
+
+    target = Path(directory if directory is not None else name)
+    try:
+        project = make_project(name, target, llm=llm, editor_settings=settings)
+    except ProjectRefused as exc:
+        raise OneLineUsageError(str(exc)) from None
+    click.echo(next_steps(project, target, llm=llm))
+
+
 # -- inspecting the state directory -----------------------------------------------------------
 def _state_dir_option(fn: Any) -> Any:
     return click.option(

@@ -235,6 +235,8 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "trace.show": ("trace", "acp_green/tools/trace/show.py", ["tests/tools/test_trace_show.py"]),
     "trace.replay": ("trace", "acp_green/tools/trace/replay.py", ["tests/tools/test_trace_replay.py"]),
     "trace.record": ("trace", "acp_green/tools/trace/record.py", ["tests/tools/test_record.py"]),
+    # -- `acp-green new`: the project it makes -----------------------------------------------------
+    "newproject": ("command-line", "acp_green/tools/newproject/project.py", ["tests/tools/test_newproject.py"]),
 }
 GROUPS: list[str] = list(dict.fromkeys(group for group, _path, _tests in MODULES.values()))
 

@@ -212,3 +212,13 @@ def test_the_generated_in_process_tests_pass_uninstalled(tmp_path, llm):
                           cwd=project, env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert re.search(rf"\b{1 if llm else 2} passed", done.stdout), done.stdout
+
+
+def test_both_agents_pass_mypy_strict(tmp_path):
+    """The agent an author starts from is typed as the examples are (acp_green ships py.typed)."""
+    from tests.package.test_author_types import mypy_strict
+
+    for name, llm in (("hello-bot", False), ("llm-bot", True)):
+        make_project(name, tmp_path / name, llm=llm, editor_settings=settings_for(name))
+    done = mypy_strict(str(tmp_path / "hello-bot" / "hello_bot"), str(tmp_path / "llm-bot" / "llm_bot"), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr

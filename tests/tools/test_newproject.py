@@ -25,6 +25,7 @@ from acp_green.tools.newproject.project import (
     NAME_LIMIT, TAKEN, ProjectRefused, check_name, make_project, render, render_project, write_project,
 )
 from acp_green.version import __version__
+from tests.helpers import REPO
 
 GRAMMAR = re.compile(r"[A-Za-z]([A-Za-z0-9_-]*[A-Za-z0-9])?")
 
@@ -206,7 +207,7 @@ def test_the_generated_in_process_tests_pass_uninstalled(tmp_path, llm):
     PYTHONPATH (the console-script tests need the install: test_newproject_install.py)."""
     project = tmp_path / "demo-bot"
     make_project("demo-bot", project, llm=llm, editor_settings=settings_for("demo-bot"))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path.cwd()), str(project)])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(project)])}
     env.pop("PYTEST_ADDOPTS", None)
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k", "in_process"],
                           cwd=project, env=env, capture_output=True, text=True, timeout=120)

@@ -89,13 +89,13 @@ def test_a_new_project_installs_offline_and_passes_its_tests_and_the_probe(wheel
     assert made.returncode == 0, made.stderr
     assert f"cd {project}" in made.stdout
     env = offline_env(wheels)
-    tested = subprocess.run([str(project / "ci.sh"), "-p", "no:cacheprovider"], cwd=tmp_path, capture_output=True, text=True,
+    tested = subprocess.run([str(project / "ci.sh"), "-p", "no:cacheprovider", "--durations=5"], cwd=tmp_path, capture_output=True, text=True,
                             env=env, timeout=900)
     seconds = time.monotonic() - started
     assert tested.returncode == 0, tested.stdout + tested.stderr
     counted = re.search(r"(\d+) passed", tested.stdout)
     assert counted and "failed" not in tested.stdout and "skipped" not in tested.stdout, tested.stdout
-    print(f"{kind}: acp-green new -> {counted.group(0)} in {seconds:.1f} s")
+    print(f"{kind}: acp-green new -> {counted.group(0)} in {seconds:.1f} s\n{tested.stdout}")
 
     script = project / ".venv" / "bin" / name
     command = [str(project / ".venv" / "bin" / "acp-green"), "probe", "--", str(script)]

@@ -141,6 +141,15 @@ def test_missing_metadata_names_each_field_and_how_to_supply_it_and_writes_nothi
     assert json.loads((package / "agent.json").read_text())["distribution"]["uvx"]["package"] == "hello-agent==2.0.0"
 
 
+def test_what_is_there_but_breaks_the_format_is_refused_before_writing(package: Path):
+    (package / "pyproject.toml").write_text(PYPROJECT.replace('version = "1.2.3"', 'version = "1.2"'), encoding="utf-8")
+    done = run(package, "--agent", "hello_agent:Hello")
+    assert done.returncode == 2 and not (package / "agent.json").exists()
+    assert "Error: version: '1.2' is not a semantic version" in done.stderr
+    done = run(package, "--agent", "hello_agent:Hello", "--id", "Hello_Agent")
+    assert done.returncode == 2 and "Error: id: 'Hello_Agent': lowercase letters, digits and hyphens" in done.stderr
+
+
 def test_without_a_pyproject_or_an_installed_package_the_error_says_what_to_give(tmp_path: Path):
     done = run(tmp_path, "--agent", "tests.agents:NeedsAuthAgent")
     assert done.returncode == 2 and "no pyproject.toml" in done.stderr and "--package" in done.stderr
@@ -211,7 +220,7 @@ def test_an_agent_that_does_not_answer_initialize_fails_the_check(package: Path)
     assert checks["start"][0] == "PASS"
     assert checks["initialize"] == ("FAIL", "no answer within 1s")
     assert checks["authMethods"][0] == "SKIP"
-    assert time.monotonic() - started < 30, "a silent agent is killed, not waited for"
+    assert time.monotonic() - started < 9, "a silent agent is killed, not given the 10 s an agent gets to exit after EOF"
 
 
 def test_an_agent_that_exits_at_once_fails_to_start(package: Path):
@@ -222,7 +231,7 @@ def test_an_agent_that_exits_at_once_fails_to_start(package: Path):
 
 
 RAW_AGENT = """\
-import json, sys
+import json, os, sys
 request = json.loads(sys.stdin.readline())
 result = {"protocolVersion": 1, "agentCapabilities": {}, "authMethods": %s}
 sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": result}) + "\\n")
@@ -245,3 +254,15 @@ def test_the_kind_of_each_auth_method_decides_the_auth_check(package: Path, meth
     assert (code == 0, checks["authMethods"][0]) == (ok, "PASS" if ok else "FAIL"), checks["authMethods"]
     if not ok and methods:
         assert checks["authMethods"][1] == "no method of type agent or terminal: found key (env_var)"
+
+
+def test_the_agent_runs_with_a_fresh_home_unless_kept(package: Path):
+    """As in the registry's check, an agent cannot lean on the author's own login or settings."""
+    assert run(package, "--agent", "hello_agent:Hello").returncode == 0
+    (package / "home_agent.py").write_text(RAW_AGENT % '[{"id": os.environ["HOME"], "name": "Home"}]', encoding="utf-8")
+    command = f"{sys.executable} {package / 'home_agent.py'}"
+    home = os.path.expanduser("~")
+    _, checks = check(package, "agent.json", "--command", command)
+    assert checks["authMethods"][0] == "PASS" and home not in checks["authMethods"][1] and "acp-green-manifest-" in checks["authMethods"][1]
+    _, checks = check(package, "agent.json", "--command", command, "--keep-home")
+    assert checks["authMethods"][1] == f"of a kind the registry accepts: {home} (agent)"

@@ -107,10 +107,8 @@ def _article(json_type: Any) -> str:
 
 
 def rule_problems(manifest: dict[str, Any]) -> list[Problem]:
-    """The build's rules beyond the schema, for a manifest the schema accepts."""
+    """The build's rules beyond the schema, for a manifest the schema accepts (its id pattern is the build's id rule)."""
     problems: list[Problem] = []
-    if not ID_PATTERN.fullmatch(manifest["id"]):
-        problems.append(Problem("id", PATTERN_RULES["id"].format(manifest["id"])))
     version = manifest["version"]
     if not is_semver(version):
         problems.append(Problem("version", PATTERN_RULES["version"].format(version)))

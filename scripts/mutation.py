@@ -235,6 +235,16 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "trace.show": ("trace", "acp_green/tools/trace/show.py", ["tests/tools/test_trace_show.py"]),
     "trace.replay": ("trace", "acp_green/tools/trace/replay.py", ["tests/tools/test_trace_replay.py"]),
     "trace.record": ("trace", "acp_green/tools/trace/record.py", ["tests/tools/test_record.py"]),
+    # -- publish: the registry manifest, written and checked -------------------------------------------
+    "publish.format": ("publish", "acp_green/tools/publish/format.py", [
+        "tests/tools/test_manifest_format.py", "tests/tools/test_manifest.py",
+    ]),
+    "publish.metadata": ("publish", "acp_green/tools/publish/metadata.py", [
+        "tests/tools/test_manifest_format.py", "tests/tools/test_manifest.py",
+    ]),
+    "publish.manifest": ("publish", "acp_green/tools/publish/manifest.py", ["tests/tools/test_manifest.py"]),
+    "publish.check": ("publish", "acp_green/tools/publish/check.py", ["tests/tools/test_manifest.py"]),
+    "publish.command": ("publish", "acp_green/tools/publish/command.py", ["tests/tools/test_manifest.py"]),
 }
 GROUPS: list[str] = list(dict.fromkeys(group for group, _path, _tests in MODULES.values()))
 

@@ -705,6 +705,7 @@ def manifest(check_file: str | None, as_json: bool, command: str | None, timeout
     """
     from .tools.publish import command as publish
 
+    publish.refuse_mixed(check_file is not None, options, command is not None or keep_home or as_json)
     if check_file is not None:
         sys.exit(publish.check(check_file, as_json, command, timeout, keep_home))
 

@@ -266,3 +266,11 @@ def test_the_agent_runs_with_a_fresh_home_unless_kept(package: Path):
     assert checks["authMethods"][0] == "PASS" and home not in checks["authMethods"][1] and "acp-green-manifest-" in checks["authMethods"][1]
     _, checks = check(package, "agent.json", "--command", command, "--keep-home")
     assert checks["authMethods"][1] == f"of a kind the registry accepts: {home} (agent)"
+
+
+def test_the_options_of_the_other_job_are_refused(package: Path):
+    done = run(package, "--check", "agent.json", "--agent", "hello_agent:Hello")
+    assert done.returncode == 2 and "--check takes only --command, --timeout, --keep-home and --json" in done.stderr
+    done = run(package, "--agent", "hello_agent:Hello", "--command", "true")
+    assert done.returncode == 2 and "go with --check FILE" in done.stderr
+    assert not (package / "agent.json").exists()

@@ -37,6 +37,21 @@ def split_command(value: str | None, option: str) -> tuple[str, ...] | None:
         raise UsageError(f"{option}: cannot split {value!r}: {exc}") from None
 
 
+#: The writing options at their defaults: `--check` takes none of them.
+WRITING_DEFAULTS: dict[str, Any] = {"agent_spec": None, "package": None, "out": "agent.json", "kinds": (), "entry_id": None,
+                                    "name": None, "version": None, "description": None, "repository": None,
+                                    "license_id": None, "authors": (), "args": None, "npx_package": None, "binaries": (),
+                                    "binary_cmd": None}
+
+
+def refuse_mixed(checking: bool, options: dict[str, Any], check_options_given: bool) -> None:
+    """Options of the other job are an error, not silently dropped."""
+    if checking and any(options.get(name) != default for name, default in WRITING_DEFAULTS.items()):
+        raise UsageError("--check takes only --command, --timeout, --keep-home and --json; the other options write a manifest")
+    if not checking and check_options_given:
+        raise UsageError("--command, --keep-home and --json go with --check FILE")
+
+
 def check(path: str, as_json: bool, command: str | None, timeout: float, keep_home: bool) -> int:
     """Check the manifest at `path`, print one line per check (or JSON); 0 when every check passes."""
     report = check_manifest(path, CheckOptions(split_command(command, "--command"), timeout, keep_home))

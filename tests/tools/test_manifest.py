@@ -274,3 +274,20 @@ def test_the_options_of_the_other_job_are_refused(package: Path):
     done = run(package, "--agent", "hello_agent:Hello", "--command", "true")
     assert done.returncode == 2 and "go with --check FILE" in done.stderr
     assert not (package / "agent.json").exists()
+
+
+def test_an_agent_gone_before_initialize_is_written_fails_to_start_instead_of_raising():
+    """Writing to an agent that has exited is a closed pipe: a failed start, not a traceback (or click's silent EPIPE exit)."""
+    from acp_green.tools.publish.check import CheckReport, _initialize
+    from acp_green.tools.rig.client import AgentProcess
+
+    agent = AgentProcess(["sh", "-c", "echo bad config >&2"])
+    try:
+        agent.wait_exit(timeout=30)
+        report = CheckReport("agent.json")
+        report.add("format", "PASS", "")
+        assert _initialize(report, agent, "given by --command", 5.0) is False
+    finally:
+        agent.close()
+    assert [(line.check, line.result) for line in report.lines][1:] == [("start", "FAIL"), ("initialize", "SKIP"), ("authMethods", "SKIP")]
+    assert report.lines[1].reason == "exited (code 0) before reading initialize; its stderr ends: bad config"

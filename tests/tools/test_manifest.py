@@ -268,6 +268,17 @@ def test_the_agent_runs_with_a_fresh_home_unless_kept(package: Path):
     assert checks["authMethods"][1] == f"of a kind the registry accepts: {home} (agent)"
 
 
+def test_the_agent_gets_the_environment_its_distribution_names(package: Path):
+    assert run(package, "--agent", "hello_agent:Hello").returncode == 0
+    written = json.loads((package / "agent.json").read_text())
+    written["distribution"]["uvx"]["env"] = {"GREETING": "hello from the manifest"}
+    (package / "agent.json").write_text(json.dumps(written))
+    (package / "env_agent.py").write_text(RAW_AGENT % '[{"id": os.environ.get("GREETING", "unset"), "name": "Env"}]',
+                                          encoding="utf-8")
+    code, checks = check(package, "agent.json", "--command", f"{sys.executable} {package / 'env_agent.py'}")
+    assert code == 0 and checks["authMethods"][1] == "of a kind the registry accepts: hello from the manifest (agent)"
+
+
 def test_the_options_of_the_other_job_are_refused(package: Path):
     done = run(package, "--check", "agent.json", "--agent", "hello_agent:Hello")
     assert done.returncode == 2 and "--check takes only --command, --timeout, --keep-home and --json" in done.stderr

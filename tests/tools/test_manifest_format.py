@@ -140,9 +140,12 @@ def test_a_binary_distribution_needs_every_operating_system_and_known_platforms(
 
 
 def test_shapes_and_types_are_named():
-    assert validate([]) == [Problem("", "must be an object, not list")]
+    assert validate([]) == [Problem("", "must be an object, not an array")]
     assert validate(with_(distribution={})) == [Problem("distribution", "must hold at least a distribution (uvx, npx or binary)")]
-    assert validate(with_(authors="Ada")) == [Problem("authors", "must be an array, not str")]
+    assert validate(with_(authors="Ada")) == [Problem("authors", "must be an array, not a string")]
+    assert validate(with_(authors=["Ada", 7])) == [Problem("authors.1", "must be a string, not a number")]
+    assert fields_of(validate(with_(distribution={"uvx": {"package": "p", "x": 1, "y": 2}}))) == [
+        "distribution.uvx.x", "distribution.uvx.y"]
     assert validate(with_(name="")) == [Problem("name", "must not be empty")]
     assert fields_of(validate(with_(repository="example.com/x"))) == ["repository"]
 
@@ -186,4 +189,4 @@ def test_the_repository_is_the_labelled_source_url_before_the_home_page():
 
 def test_problem_reads_as_field_colon_message():
     assert str(Problem("distribution.uvx.package", "required")) == "distribution.uvx.package: required"
-    assert re.fullmatch(r"manifest: .+", str(Problem("", "must be an object, not list")))
+    assert re.fullmatch(r"manifest: .+", str(Problem("", "must be an object, not an array")))

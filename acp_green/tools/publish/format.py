@@ -63,38 +63,47 @@ def validate(manifest: Any) -> list[Problem]:
 
 
 def schema_problems(manifest: Any) -> list[Problem]:
-    """What the vendored JSON Schema refuses, one problem per failing keyword, in field order."""
+    """What the vendored JSON Schema refuses, one problem per field, in field order."""
     from jsonschema import Draft7Validator
 
-    errors = Draft7Validator(schema()).iter_errors(manifest)
-    found = [_problem_of(error) for error in errors]
-    return sorted(set(found), key=lambda p: (p.field, p.message))
+    found = {problem for error in Draft7Validator(schema()).iter_errors(manifest) for problem in _problems_of(error)}
+    return sorted(found, key=lambda p: (p.field, p.message))
 
 
-def _problem_of(error: Any) -> Problem:
+def _problems_of(error: Any) -> list[Problem]:
     path = ".".join(str(part) for part in error.absolute_path)
     keyword = error.validator
-    if keyword == "required":
-        missing = re.match(r"'([^']*)'", error.message)
-        name = missing.group(1) if missing else str(error.validator_value)
-        return Problem(_join(path, name), "required")
+    if keyword == "required":  # one error per missing field, which its message names
+        missing = re.match(r"'([^']*)' is a required property", error.message)
+        return [Problem(_join(path, missing.group(1)) if missing else path, "required" if missing else error.message)]
     if keyword == "additionalProperties":
-        extra = sorted(set(error.instance) - set(error.schema.get("properties", {})))
-        return Problem(_join(path, extra[0]) if len(extra) == 1 else path,
-                       f"not a field of the format (allowed: {', '.join(error.schema.get('properties', {}))})"
-                       if len(extra) == 1 else f"unknown fields {', '.join(extra)}")
-    if "propertyNames" in error.schema_path:  # the key itself is what fails: only binary's platforms are named
-        return Problem(_join(path, str(error.instance)), f"unknown platform (one of {', '.join(PLATFORMS)})")
+        allowed = list(error.schema.get("properties", {}))
+        return [Problem(_join(path, str(extra)), f"not a field of the format (allowed: {', '.join(allowed)})")
+                for extra in error.instance if extra not in allowed]
+    if "propertyNames" in error.schema_path:  # the key itself fails: only binary's platforms are constrained so
+        return [Problem(_join(path, str(error.instance)), f"unknown platform (one of {', '.join(PLATFORMS)})")]
     if keyword == "type":
-        return Problem(path, f"must be {_article(error.validator_value)}, not {type(error.instance).__name__}")
+        return [Problem(path, f"must be {_article(error.validator_value)}, not {_json_type(error.instance)}")]
     if keyword == "minLength":
-        return Problem(path, "must not be empty")
+        return [Problem(path, "must not be empty")]
     if keyword == "minProperties":
         what = "a distribution (uvx, npx or binary)" if path == "distribution" else "an entry"
-        return Problem(path, f"must hold at least {what}")
+        return [Problem(path, f"must hold at least {what}")]
     if keyword == "pattern":
-        return Problem(path, PATTERN_RULES.get(path, f"does not match {error.validator_value}").format(error.instance))
-    return Problem(path, error.message)
+        return [Problem(path, PATTERN_RULES.get(path, f"{{!r}} does not match {error.validator_value}").format(error.instance))]
+    return [Problem(path, error.message)]
+
+
+def _json_type(value: Any) -> str:
+    """The JSON name of a decoded value's type."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    names: dict[type, str] = {dict: "an object", list: "an array", str: "a string"}
+    return names.get(type(value), type(value).__name__)
 
 
 def _join(path: str, name: str) -> str:

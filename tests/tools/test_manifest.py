@@ -302,3 +302,14 @@ def test_an_agent_gone_before_initialize_is_written_fails_to_start_instead_of_ra
         agent.close()
     assert [(line.check, line.result) for line in report.lines][1:] == [("start", "FAIL"), ("initialize", "SKIP"), ("authMethods", "SKIP")]
     assert report.lines[1].reason == "exited (code 0) before reading initialize; its stderr ends: bad config"
+
+
+def test_an_npx_distribution_is_started_only_by_command(package: Path):
+    (package / "agent.json").write_text(json.dumps({
+        "id": "hello", "name": "Hello", "version": "1.2.3", "description": "d",
+        "distribution": {"npx": {"package": "@ada/hello@1.2.3", "args": ["--acp"]}}}))
+    code, checks = check(package, "agent.json")
+    assert code == 1
+    assert checks["start"] == ("FAIL", "the npx distribution needs the network to start; give --command with what it would run")
+    code, checks = check(package, "agent.json", "--command", serve_command(package, "Hello"))
+    assert code == 0 and checks["start"][1].endswith("(given by --command, in place of the npx distribution)")

@@ -128,7 +128,7 @@ def _command(kind: str, entry: dict[str, Any], options: CheckOptions) -> tuple[l
     if options.command:
         return list(options.command), f"given by --command, in place of the {kind} distribution"
     if kind != "uvx":
-        return None, f"a {kind} distribution needs the network to start; give --command with what it would run"
+        return None, f"the {kind} distribution needs the network to start; give --command with what it would run"
     name = pypi_name(entry["package"])
     script = local_script(name)
     if script is None:

@@ -19,7 +19,9 @@ from hypothesis import strategies as st
 
 from acp_green.agent import Agent, SessionView, Turn
 from acp_green.context import ConnectionSnapshot
-from acp_green.errors import NotCancellable
+from acp_green.demo import DEMO_TOOLS
+from acp_green.errors import NotCancellable, TurnCancelled
+from acp_green.mcp.tools import ToolServer
 from acp_green.rpc.cancel import CancelToken
 from acp_green.tool_call_tokens import ToolCallTokens
 from tests.agents import NeedsAuthAgent
@@ -285,6 +287,39 @@ def test_cancelling_a_tool_call_cancels_its_permission_request_and_the_turn_goes
     conn.respond(asked["id"], {"outcome": {"outcome": "cancelled"}})  # the client's late answer is dropped
 
 
+class McpToolAgent(Agent):
+    """A cancellable tool call whose work is a slow MCP call bound to the tool call's token."""
+
+    name = "mcp-tool"
+
+    def provided_mcp_servers(self) -> list[ToolServer]:
+        return [DEMO_TOOLS]
+
+    def prompt(self, turn: Turn) -> str:
+        tool = turn.tool_call(title="Slow MCP call", status="in_progress", cancellable=True)
+        try:
+            turn.mcp("demo", token=tool.token).call_tool("sleep", {"seconds": 30})
+        except TurnCancelled:
+            turn.check_cancelled()  # the turn's own cancel ends the turn
+            tool.fail("Cancelled")
+            turn.say("the MCP call was cancelled")
+            return "end_turn"
+        tool.complete()
+        return "end_turn"
+
+
+def test_an_mcp_call_bound_to_a_tool_calls_token_stops_when_that_tool_call_is_cancelled(unit):
+    conn: UnitConnection = unit(McpToolAgent())
+    as_v2(conn)
+    session_id = conn.new_session()
+    prompt = conn.prompt(session_id, "go")
+    tool = announced_tool(conn, session_id)
+    gevent.sleep(0.05)  # the MCP call is under way
+    assert conn.result(cancel_tool(conn, session_id, tool["toolCallId"])) == {}
+    assert conn.result(prompt, timeout=5) == {"stopReason": "end_turn"}
+    assert said(conn.sink.updates(session_id)) == "the MCP call was cancelled"
+
+
 # -- the tokens themselves -------------------------------------------------------------------------
 
 def test_a_tool_calls_token_follows_the_turns_until_the_tool_call_ends():
@@ -303,14 +338,29 @@ def test_a_tool_calls_token_follows_the_turns_until_the_tool_call_ends():
     assert b.is_set() and not done.is_set()
 
 
+class LeavesOpenAgent(Agent):
+    """Uses the token of one tool call it finishes and of one it leaves open (the runtime closes it)."""
+
+    name = "leaves-open"
+
+    def prompt(self, turn: Turn) -> str:
+        finished = turn.tool_call(title="finished", status="in_progress", cancellable=True)
+        finished.sleep(0)
+        finished.complete()
+        turn.tool_call(title="left open", status="in_progress", cancellable=True).sleep(0)
+        return "end_turn"
+
+
 def test_no_callback_stays_on_the_session_token_after_a_turn(unit):
-    """A session's token outlives its turns: each tool call's link to it is removed."""
-    conn: UnitConnection = unit()
+    """A session's token outlives its turns: each tool call's link to it is removed, whether the
+    tool call ended in the turn or the turn ended first."""
+    conn: UnitConnection = unit(LeavesOpenAgent())
     as_v2(conn)
     session_id = conn.new_session()
     for _ in range(3):
-        assert conn.result(conn.prompt(session_id, "/longtool 0")) == {"stopReason": "end_turn"}
+        assert conn.result(conn.prompt(session_id, "go")) == {"stopReason": "end_turn"}
     assert conn.sessions.live(session_id).token._callbacks == []
+    assert [u["status"] for u in tool_updates(conn, session_id) if u.get("capabilities", "") is None] == ["completed", "failed"] * 3
 
 
 # -- terminal/cancel ---------------------------------------------------------------------------------

@@ -607,11 +607,12 @@ class TurnOutput(TurnInput):
             tool_call_id = update_checks.new_tool_call_id()
         update = {"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": title, "kind": kind, "status": status,
                   **_wire_fields("tool_call", fields)}
+        cancellable = cancellable and status not in FINAL_TOOL_STATUSES  # a final one has nothing left to cancel
         if cancellable and self._advertises_cancel:
             update["capabilities"] = {"cancel": {}}
         # Cancellable before it is sent: sending yields, and the client may cancel it meanwhile.
         known = self._tool_calls.is_cancellable(tool_call_id)
-        self._tool_calls.announced(tool_call_id, cancellable and status not in FINAL_TOOL_STATUSES)
+        self._tool_calls.announced(tool_call_id, cancellable)
         try:
             self._send_checked(update, "tool_call")
         except BaseException:

@@ -216,6 +216,7 @@ class TwoToolsAgent(Agent):
 
     def prompt(self, turn: Turn) -> str:
         turn.tool_call("done", "Done", cancellable=True).complete()
+        turn.tool_call("born-final", "Born final", status="completed", cancellable=True)
         turn.tool_call("plain", "Plain", status="in_progress")
         turn.tool_call("long", "Long", status="in_progress", cancellable=True).wait_cancelled()
         turn.wait_cancelled()
@@ -223,7 +224,7 @@ class TwoToolsAgent(Agent):
 
 
 @pytest.mark.parametrize("tool_call_id, why", [
-    ("nope", "unknown"), ("done", "already final"), ("plain", "not announced cancellable"),
+    ("nope", "unknown"), ("done", "already final"), ("born-final", "announced final"), ("plain", "not announced cancellable"),
 ])
 def test_a_tool_call_that_cannot_be_cancelled_is_refused_invalid_params(unit, tool_call_id, why):
     conn: UnitConnection = unit(TwoToolsAgent())
@@ -232,6 +233,7 @@ def test_a_tool_call_that_cannot_be_cancelled_is_refused_invalid_params(unit, to
     prompt = conn.prompt(session_id, "go")
     wait_until(lambda: any(u.get("toolCallId") == "long" for u in tool_updates(conn, session_id)), 10, "the long tool call",
                conn.sink.changed)
+    assert [u["toolCallId"] for u in tool_updates(conn, session_id) if u.get("capabilities")] == ["done", "long"]
     error = conn.error(cancel_tool(conn, session_id, tool_call_id))
     assert (error["code"], error["data"]) == (-32602, {"reason": "not_cancellable", "toolCallId": tool_call_id}), why
     assert conn.result(cancel_tool(conn, session_id, "long")) == {}

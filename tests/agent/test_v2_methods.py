@@ -24,6 +24,7 @@ from acp_green.errors import NotCancellable, TurnCancelled
 from acp_green.mcp.tools import ToolServer
 from acp_green.rpc.cancel import CancelToken
 from acp_green.tool_call_tokens import ToolCallTokens
+from acp_green.tools.rig.schema_v2 import v2_schema
 from tests.agents import NeedsAuthAgent
 from tests.helpers import said, wait_until
 from tests.surface_agents import LogsOutAgent
@@ -433,3 +434,38 @@ def test_any_params_get_a_client_error_or_success_never_an_internal_error(method
         assert conn.call("auth/login", {"methodId": "token"}) == {}
     finally:
         conn.close()
+
+
+def test_what_these_methods_answer_and_advertise_is_valid_under_the_v2_schema(unit):
+    """The answers (results and errors) against the vendored v2 draft, and each `capabilities`
+    value the tool calls carried against its ToolCallCapabilities (or null)."""
+    schema = v2_schema()
+    agent = LogsOutAgent()
+    conn: UnitConnection = unit(agent)
+    as_v2(conn)
+    asked = [conn.request("auth/login", {"methodId": "token"}), conn.request("auth/login", {"methodId": "nope"})]
+    session_id = conn.new_session()
+    asked += [conn.request("terminal/cancel", {"sessionId": session_id, "terminalId": "t"}),
+              cancel_tool(conn, "sess_nope", "t"), cancel_tool(conn, session_id, "t")]
+    asked.append(conn.request("auth/logout", {}))
+    problems = [p for request_id in asked
+                for p in schema.problems(conn.sink.response(request_id), request_method=_method_of(conn, request_id))]
+    assert problems == []
+
+
+def test_the_capabilities_a_tool_call_carries_are_v2_tool_call_capabilities(unit):
+    conn: UnitConnection = unit()
+    as_v2(conn)
+    session_id = conn.new_session()
+    prompt = conn.prompt(session_id, "/longtool 30")
+    tool = announced_tool(conn, session_id)
+    conn.result(cancel_tool(conn, session_id, tool["toolCallId"]))
+    conn.result(prompt)
+    carried = [u["capabilities"] for u in tool_updates(conn, session_id) if "capabilities" in u]
+    assert carried == [{"cancel": {}}, None]
+    validator = v2_schema().validator("stable", "ToolCallCapabilities")
+    assert validator.is_valid(carried[0])
+
+
+def _method_of(conn: UnitConnection, request_id: Any) -> str:
+    return next(r.message["method"] for r in conn.records if r.direction == "out" and r.message.get("id") == request_id)

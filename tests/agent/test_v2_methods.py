@@ -325,20 +325,46 @@ def test_an_mcp_call_bound_to_a_tool_calls_token_stops_when_that_tool_call_is_ca
 
 # -- the tokens themselves -------------------------------------------------------------------------
 
-def test_a_tool_calls_token_follows_the_turns_until_the_tool_call_ends():
+def test_a_tool_calls_token_is_set_alone_or_with_the_turns():
     turn_token = CancelToken()
     tokens = ToolCallTokens(turn_token)
     tokens.announced("a", True)
     tokens.announced("b", False)
+    tokens.announced("done", True)
     a, b, done = tokens.token("a"), tokens.token("b"), tokens.token("done")
     assert tokens.token("a") is a
     tokens.finished("done")
-    with pytest.raises(NotCancellable):
-        tokens.cancel("b")
+    for refused in ("b", "done", "never"):
+        with pytest.raises(NotCancellable):
+            tokens.cancel(refused)
     tokens.cancel("a")
-    assert (a.is_set(), b.is_set()) == (True, False)
+    assert (a.is_set(), b.is_set(), done.is_set()) == (True, False, False)
     turn_token.set()
-    assert b.is_set() and not done.is_set()
+    assert b.is_set() and done.is_set()  # every wait of a cancelled turn is released, a finished tool call's too
+    assert tokens.token("late").is_set()
+    assert len(turn_token._callbacks) == 0
+
+
+def test_a_wait_on_a_finished_tool_calls_token_is_released_by_the_turns_cancel(unit):
+    """A permission asked for a tool call already completed still ends with the turn's cancel."""
+    conn: UnitConnection = unit(AsksAfterFinishingAgent())
+    as_v2(conn)
+    session_id = conn.new_session()
+    prompt = conn.prompt(session_id, "go")
+    wait_until(lambda: conn.sink.requests("session/request_permission"), 10, "the permission request", conn.sink.changed)
+    conn.notify("session/cancel", {"sessionId": session_id})
+    assert conn.result(prompt, timeout=5) == {"stopReason": "cancelled"}
+
+
+class AsksAfterFinishingAgent(Agent):
+    name = "asks-after-finishing"
+
+    def prompt(self, turn: Turn) -> str:
+        tool = turn.tool_call(title="Done", status="in_progress", cancellable=True)
+        tool.sleep(0)
+        tool.complete()
+        turn.ask_permission(tool)
+        return "end_turn"
 
 
 class LeavesOpenAgent(Agent):

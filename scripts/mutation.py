@@ -136,6 +136,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "protocol.updates": ("protocol", "acp_green/protocol/updates.py", [
         "tests/sessions/test_history_flow.py", "tests/wire/test_wire.py", "tests/endpoint/test_rules_unit.py",
     ]),
+    "protocol.v2_methods": ("protocol", "acp_green/protocol/v2_methods.py", ["tests/agent/test_v2_methods.py"]),
     # -- agent-api: what an agent author sees ---------------------------------------------------
     "package": ("agent-api", "acp_green/__init__.py", ["tests/package/test_public_names.py"]),
     "agent": ("agent-api", "acp_green/agent.py", [
@@ -164,6 +165,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "content": ("agent-api", "acp_green/content.py", [
         "tests/agent/test_content_and_elicitation.py", "tests/agent/test_update_checks.py",
     ]),
+    "tool_call_tokens": ("agent-api", "acp_green/tool_call_tokens.py", ["tests/agent/test_v2_methods.py"]),
     # -- mcp: MCP-over-ACP and the MCP client --------------------------------------------------------
     "mcp": ("mcp", "acp_green/mcp", [
         "tests/mcp/test_stdio_link.py", "tests/mcp/test_rules_unit.py", "tests/mcp/test_units.py",

@@ -154,12 +154,12 @@ def make_project(name: str, target: Path, *, llm: bool, editor_settings: EditorS
 
 def next_steps(project: ProjectName, target: Path, *, llm: bool) -> str:
     """What to do now, for the terminal."""
-    lines = [f"Made {project.name} ({'an agent on an OpenAI-compatible endpoint' if llm else 'the hello agent'}) in {target}.",
-             "Next:",
-             f"  cd {target}",
-             "  ./ci.sh                # makes .venv, installs the project and pytest, runs its tests"]
+    steps = [(f"cd {target}", ""), ("./ci.sh", "makes .venv, installs the project and pytest, runs its tests")]
     if llm:
-        lines.append("  export OPENAI_BASE_URL=http://127.0.0.1:8080/v1 OPENAI_MODEL=...  # your model server (README.md)")
-    lines += [f"  .venv/bin/{project.name}      # the agent command an editor launches (README.md has the settings)",
-              f"  .venv/bin/acp-green chat -- .venv/bin/{project.name}   # talk to it in this terminal"]
-    return "\n".join(lines)
+        steps.append(("export OPENAI_BASE_URL=http://127.0.0.1:8080/v1 OPENAI_MODEL=...", "your model server (README.md)"))
+    steps += [(f".venv/bin/{project.name}", "the agent command an editor launches (README.md has the settings)"),
+              (f".venv/bin/acp-green chat -- .venv/bin/{project.name}", "talk to it in this terminal")]
+    width = max(len(command) for command, _ in steps)
+    kind = "an agent on an OpenAI-compatible endpoint" if llm else "the hello agent"
+    return "\n".join([f"Made {project.name} ({kind}) in {target}.", "Next:",
+                      *(f"  {command.ljust(width)}  # {why}".rstrip(" #") for command, why in steps)])

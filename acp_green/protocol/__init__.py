@@ -11,6 +11,7 @@
 | `access.py` | the auth check and the session a request names |
 | `session_mcp.py` | each session's MCP servers |
 | `updates.py` | encoding `session/update`, session info, titles |
+| `v2_methods.py` | ACP v2's `auth/login`, `auth/logout`, `tool_call/cancel`, `terminal/cancel` (version 2 only) |
 
 The endpoint exists first; every feature gets what it needs from it at construction and
 registers its own handlers (`Endpoint.add_feature`). Agent behaviour comes only from `Agent`.
@@ -35,6 +36,7 @@ from .prompt import PromptLedger, PromptService
 from .session_mcp import SessionMcpServers
 from .session_admin import SessionAdmin
 from .session_methods import SessionMethods
+from .v2_methods import V2Methods
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -122,6 +124,7 @@ def attach(
         features += (SessionAdmin(agent, session_methods), mcp)
     for feature in features:
         endpoint.add_feature(feature)
+    endpoint.add_feature(V2Methods(agent, access, prompts))  # answers only once version 2 is negotiated
     endpoint.gate = connection.refusal_before_initialize
     return AcpProtocol(endpoint, sessions, store, mcp, session_mcp, connection, session_methods, prompt_service, prompts)
 

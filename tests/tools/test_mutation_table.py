@@ -15,7 +15,8 @@ NOT_MUTATED_UNDER = ("acp_green/tools/bench/", "acp_green/tools/rig/")
 # The new packages' __init__ files hold a docstring only: nothing to mutate; nor does the plugin's
 # pytest11 entry point, which holds one list.
 NOT_MUTATED = {"acp_green/__main__.py", "acp_green/rpc/__init__.py", "acp_green/process/__init__.py", "acp_green/tools/__init__.py",
-               "acp_green/tools/trace/__init__.py", "acp_green/testing/entry_point.py"}
+               "acp_green/tools/trace/__init__.py", "acp_green/tools/publish/__init__.py",
+               "acp_green/tools/newproject/__init__.py", "acp_green/testing/entry_point.py"}
 RIG_VERDICTS = {"probe", "soak", "growth", "reaper", "invariants", "chat_answers", "chat_ask", "chat_files"}
 
 

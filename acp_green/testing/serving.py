@@ -123,9 +123,9 @@ class Connections:
             bound = options.shutdown_grace + max(timeout, 10.0)
         elif isinstance(agent, (list, tuple)) and agent and all(isinstance(a, str) for a in agent):
             env = {**os.environ, "PYTHONUNBUFFERED": "1", "XDG_STATE_HOME": str(self._directory())}
-            rpc = CheckedAgent(list(agent), editor.policy(), env=env)
+            rpc = checked = CheckedAgent(list(agent), editor.policy(), env=env)
             name = " ".join(agent)
-            bound = max(timeout, 15.0)
+            bound = checked.exit_timeout = max(timeout, checked.exit_timeout)  # how long it may take to exit after EOF
         else:
             raise TypeError(f"acp_connect takes an Agent subclass, an Agent, or a command line (a list of str), not {agent!r}")
         client = AgentClient(rpc, editor, cwd=str(editor.root), timeout=timeout)

@@ -573,9 +573,11 @@ def soak(duration: float, warmup: float, agents: int, seed: int, sessions: int, 
 @click.option("--no-ceiling", is_flag=True, help="Skip measuring the bench client's own read rate.")
 @click.option("--read-pause", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
               help="Calibration only: sleep before each read, like a lazy client (inflates every latency).")
+@click.option("--protocol", type=click.IntRange(1, 2), default=1, show_default=True,
+              help="The ACP version the bench client asks for: 2 is the v2 draft (a prompt ends at its idle state_update); an agent that serves only v1 is measured under v1.")
 def bench(agents: tuple[str, ...], only: tuple[str, ...], workloads: tuple[str, ...], repeat: int, scale: float,
           json_path: str | None, chart_path: str | None, install_peers: bool, cache_dir: str | None, peers_dir: str | None,
-          no_ceiling: bool, read_pause: float) -> None:
+          no_ceiling: bool, read_pause: float, protocol: int) -> None:
     """Benchmark ACP agents side by side (workloads W1-W8): medians and spread as a table, JSON and a chart."""
     from pathlib import Path
 
@@ -588,6 +590,7 @@ def bench(agents: tuple[str, ...], only: tuple[str, ...], workloads: tuple[str, 
         json_path=Path(json_path) if json_path else None, chart_path=Path(chart_path) if chart_path else None,
         install=install_peers, cache_dir=Path(cache_dir) if cache_dir else default_cache_dir(),
         peers_dir=Path(peers_dir) if peers_dir else default_peers_dir(), ceiling=not no_ceiling, read_pause=read_pause,
+        protocol=protocol,
     )
     sys.exit(run(settings))
 

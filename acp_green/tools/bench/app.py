@@ -31,6 +31,7 @@ class BenchSettings:
     peers_dir: Path
     ceiling: bool
     read_pause: float = 0.0
+    protocol: int = 1
 
 
 def log(message: str) -> None:
@@ -69,7 +70,7 @@ def run(settings: BenchSettings) -> int:
     for agent in lineup.agents:
         log(f"agent {agent.name}: {' '.join(agent.command)}" + (f" ({agent.note})" if agent.note else ""))
     options = BenchOptions(lineup.agents, list(settings.workloads), settings.repeat, settings.scale,
-                           ceiling_lines=400_000 if settings.ceiling else 0, read_pause=settings.read_pause,
+                           ceiling_lines=400_000 if settings.ceiling else 0, read_pause=settings.read_pause, protocol=settings.protocol,
                            skipped=lineup.skipped)
     report = run_bench(options, log)
     if settings.json_path:

@@ -47,6 +47,8 @@ class Call:
     answered_at: float = 0.0
     answered_pos: int = 0  # byte offset of the response in the agent's output: exact ordering
     response: dict[str, Any] | None = None
+    session_id: str | None = None  # a prompt's session (ACP v2 ends it by a state_update there)
+    acknowledged_at: float | None = None  # ACP v2: when the prompt's acknowledgement was read
 
     @property
     def done(self) -> bool:
@@ -67,8 +69,14 @@ class Call:
 class AgentConn:
     """One agent process over pipes, read either by a background greenlet or by `pump`."""
 
-    def __init__(self, command: Sequence[str], *, keep_limit: int = 0, read_pause: float = 0.0, env: dict[str, str] | None = None) -> None:
+    def __init__(self, command: Sequence[str], *, keep_limit: int = 0, read_pause: float = 0.0, env: dict[str, str] | None = None,
+                 protocol_version: int = PROTOCOL_VERSION) -> None:
         self.command = list(command)
+        self.requested_version = protocol_version
+        self.protocol_version = PROTOCOL_VERSION  # what `initialize` negotiated
+        # ACP v2: a prompt's response only acknowledges it; its turn ends with an idle state_update,
+        # which completes the prompt's call (by session: one running prompt per session).
+        self._turns: dict[str, Call] = {}
         self.read_pause = read_pause
         self._stderr = tempfile.TemporaryFile(prefix="acp-bench-stderr-")
         self.started_at = time.perf_counter()
@@ -93,7 +101,8 @@ class AgentConn:
         self.calls: dict[int, Call] = {}
         self._waiters: dict[int, AsyncResult] = {}
         self.on_response: Callable[[Call], None] | None = None
-        self.scanner = Scanner(self._matched, keep_limit=keep_limit)
+        self.scanner = Scanner(self._matched, keep_limit=keep_limit,
+                               on_state=self._state_update if protocol_version >= 2 else None)
         self.eof = False
         self._reader: Greenlet | None = None
 
@@ -117,6 +126,9 @@ class AgentConn:
         request_id = next(self._ids)
         call = Call(request_id, method, 0.0)
         self.calls[request_id] = call
+        if method == "session/prompt" and self.protocol_version >= 2:
+            call.session_id = params["sessionId"]
+            self._turns[call.session_id] = call
         line = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, separators=(",", ":"))
         return call, line.encode() + b"\n"
 
@@ -213,6 +225,25 @@ class AgentConn:
         call = self.calls.get(message.get("id"))  # type: ignore[arg-type]
         if call is None or call.done:
             return
+        if self._turns.get(call.session_id) is call:  # type: ignore[arg-type]
+            if "result" in message:
+                call.acknowledged_at = now  # ACP v2: the turn goes on; its idle state_update ends the call
+                return
+            del self._turns[call.session_id]  # type: ignore[arg-type]  # refused: no turn will end
+        self._complete(call, message, now, position)
+
+    def _state_update(self, message: dict[str, Any], now: float, position: int) -> None:
+        params = message.get("params") or {}
+        update = params.get("update") or {}
+        if update.get("sessionUpdate") != "state_update" or update.get("state") != "idle":
+            return
+        call = self._turns.get(params.get("sessionId"))
+        if call is None or call.acknowledged_at is None:
+            return  # an idle report of no prompt of ours (e.g. a new session's first state)
+        del self._turns[params["sessionId"]]
+        self._complete(call, {"id": call.id, "result": {"stopReason": update.get("stopReason")}}, now, position)
+
+    def _complete(self, call: Call, message: dict[str, Any], now: float, position: int) -> None:
         call.answered_at = now
         call.answered_pos = position
         call.response = message
@@ -225,8 +256,14 @@ class AgentConn:
     # -- ACP conveniences ------------------------------------------------------------------
     def initialize(self, timeout: float = 60.0) -> Call:
         """Send `initialize` and wait for it; returns the call (its latency is W5's figure)."""
-        call = self.send("initialize", {"protocolVersion": PROTOCOL_VERSION, "clientCapabilities": {}, "clientInfo": CLIENT_INFO})
-        self.wait(call, timeout)
+        if self.requested_version >= 2:
+            params = {"protocolVersion": self.requested_version, "info": CLIENT_INFO, "capabilities": {}}
+        else:
+            params = {"protocolVersion": PROTOCOL_VERSION, "clientCapabilities": {}, "clientInfo": CLIENT_INFO}
+        call = self.send("initialize", params)
+        result = self.wait(call, timeout)
+        version = result.get("protocolVersion")
+        self.protocol_version = version if isinstance(version, int) else PROTOCOL_VERSION
         return call
 
     def new_sessions(self, count: int, batch: int = 50, timeout: float = 60.0) -> list[str]:

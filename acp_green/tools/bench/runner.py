@@ -32,12 +32,13 @@ class BenchOptions:
     scale: float = 1.0
     ceiling_lines: int = 400_000
     read_pause: float = 0.0
+    protocol: int = 1
     skipped: dict[str, str] = field(default_factory=dict)
 
 
 def run_bench(options: BenchOptions, log: Log) -> dict[str, Any]:
     """Every workload on every agent, `repeat` rounds; returns the JSON-ready report."""
-    sizes = dataclasses.replace(Sizes().scaled(options.scale), read_pause=options.read_pause)
+    sizes = dataclasses.replace(Sizes().scaled(options.scale), read_pause=options.read_pause, protocol=options.protocol)
     report: dict[str, Any] = {
         "format": 1,
         "started": _now(),

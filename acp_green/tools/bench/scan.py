@@ -19,6 +19,8 @@ from typing import Any
 
 CHUNK_MARK = b'"agent_message_chunk"'
 RESPONSE_MARKS = (b'"result"', b'"error"')
+# ACP v2 ends a prompt with an idle `state_update` (its response is only an acknowledgement).
+STATE_MARK = b'"state_update"'
 # sessionId precedes the update in every agent measured (acp_green, both SDKs, the bare loop);
 # a line where it does not is checked through the slow path below.
 CHUNK_RE = re.compile(rb'"sessionId":\s*"([^"\\]*)"[^\n]*"text":\s*"(\d+):')
@@ -53,8 +55,10 @@ class Validation:
 class Scanner:
     """Feeds on raw bytes; counts chunks, hands responses to a callback, keeps blocks to check."""
 
-    def __init__(self, on_response: Callable[[dict[str, Any], float, int], None], keep_limit: int = 0) -> None:
+    def __init__(self, on_response: Callable[[dict[str, Any], float, int], None], keep_limit: int = 0,
+                 on_state: Callable[[dict[str, Any], float, int], None] | None = None) -> None:
         self.on_response = on_response  # (message, time read, byte offset of its line in the output)
+        self.on_state = on_state  # the same, for each `state_update` notification (ACP v2)
         self.chunks = 0
         self.bytes = 0
         self.scanned = 0  # bytes of complete lines scanned so far
@@ -91,6 +95,13 @@ class Scanner:
                 end = block.find(b"\n", at)
                 self._decode(block[start:end], now, self.scanned + start)
                 at = block.find(mark, end)
+        if self.on_state is not None:
+            at = block.find(STATE_MARK)
+            while at >= 0:
+                start = block.rfind(b"\n", 0, at) + 1
+                end = block.find(b"\n", at)
+                self._decode_state(block[start:end], now, self.scanned + start)
+                at = block.find(STATE_MARK, end)
         self.scanned += len(block)
         if self.keep_limit:
             if self.kept_bytes + len(block) <= self.keep_limit:
@@ -108,6 +119,15 @@ class Scanner:
         # A line holding both marks is decoded twice; only the first sighting counts.
         if isinstance(message, dict) and "method" not in message and "id" in message:
             self.on_response(message, now, position)
+
+    def _decode_state(self, line: bytes, now: float, position: int) -> None:
+        try:
+            message = json.loads(line)
+        except ValueError:
+            self.bad_lines += 1
+            return
+        if isinstance(message, dict) and message.get("method") == "session/update" and self.on_state is not None:
+            self.on_state(message, now, position)
 
     def validate(self) -> Validation:
         """Check the kept output: chunk counts and `i:` order per session."""

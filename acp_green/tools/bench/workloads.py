@@ -46,6 +46,7 @@ class Sizes:
     settle: float = 0.5  # pause before reading RSS, so start-up work has finished
     timeout: float = 300.0
     read_pause: float = 0.0  # seconds the client sleeps before each read (calibration experiments)
+    protocol: int = 1  # the ACP version the client asks for (2: the v2 draft, where the agent serves it)
 
     def scaled(self, scale: float) -> "Sizes":
         """Chunk counts, round trips and sessions times `scale` (concurrency stays as is)."""
@@ -60,7 +61,7 @@ class Sizes:
 
 def w1_stream(command: Sequence[str], sizes: Sizes) -> Metrics:
     """W1: one prompt streaming N chunks; chunks/s from writing the prompt to reading its response."""
-    with AgentConn(command, keep_limit=KEEP_FOR_CHECK, read_pause=sizes.read_pause, env=AGENT_ENV) as conn:
+    with AgentConn(command, keep_limit=KEEP_FOR_CHECK, read_pause=sizes.read_pause, env=AGENT_ENV, protocol_version=sizes.protocol) as conn:
         conn.initialize(sizes.timeout)
         (sid,) = conn.new_sessions(1)
         cpu = _CpuMeter(conn.pid)
@@ -78,7 +79,7 @@ def w2_fanout(command: Sequence[str], sizes: Sizes) -> Metrics:
     """W2: many prompts streaming at once while `session/set_mode` pings an idle session."""
     # All of the output is kept for the order check: 32 streams of 20,000 chunks exceed KEEP_FOR_CHECK.
     keep = max(KEEP_FOR_CHECK, sizes.w2_prompts * sizes.w2_chunks * CHUNK_LINE_BYTES)
-    with AgentConn(command, keep_limit=keep, read_pause=sizes.read_pause, env=AGENT_ENV) as conn:
+    with AgentConn(command, keep_limit=keep, read_pause=sizes.read_pause, env=AGENT_ENV, protocol_version=sizes.protocol) as conn:
         conn.start_reader()
         conn.initialize(sizes.timeout)
         idle, *streams = conn.new_sessions(sizes.w2_prompts + 1)
@@ -145,8 +146,7 @@ class _CpuMeter:
 
 
 def ping_until(conn: AgentConn, session_id: str, interval: float, done: Event, pings: list[Call]) -> None:
-    """Send set_mode every `interval` seconds (open loop: never waits for answers) until `done`."""
-    modes = ("code", "ask")
+    """Send a `ping` every `interval` seconds (open loop: never waits for answers) until `done`."""
     next_at = time.perf_counter()
     while not done.is_set():
         next_at += interval
@@ -156,12 +156,21 @@ def ping_until(conn: AgentConn, session_id: str, interval: float, done: Event, p
                 return
         else:
             next_at = time.perf_counter()  # fell behind (the reader had the CPU): no catch-up burst
-        pings.append(conn.send("session/set_mode", {"sessionId": session_id, "modeId": modes[len(pings) % 2]}))
+        pings.append(conn.send(*ping(conn, session_id, len(pings))))
+
+
+def ping(conn: AgentConn, session_id: str, k: int) -> tuple[str, dict[str, object]]:
+    """The k-th cheap control request on an idle session: `session/set_mode` between the demo's two
+    modes; under ACP v2, which has no modes, `session/set_config_option` between its two models."""
+    if conn.protocol_version >= 2:
+        return "session/set_config_option", {"sessionId": session_id, "configId": "model", "type": "id",
+                                             "value": ("echo-careful", "echo-fast")[k % 2]}
+    return "session/set_mode", {"sessionId": session_id, "modeId": ("code", "ask")[k % 2]}
 
 
 def w3_cancel(command: Sequence[str], sizes: Sizes) -> Metrics:
     """W3: streams run while waiting prompts are cancelled one by one; cancel write → response read."""
-    with AgentConn(command, read_pause=sizes.read_pause, env=AGENT_ENV) as conn:
+    with AgentConn(command, read_pause=sizes.read_pause, env=AGENT_ENV, protocol_version=sizes.protocol) as conn:
         conn.start_reader()
         conn.initialize(sizes.timeout)
         sids = conn.new_sessions(sizes.w3_streams + sizes.w3_waiters)
@@ -203,14 +212,14 @@ def w3_cancel(command: Sequence[str], sizes: Sizes) -> Metrics:
 
 
 def w4_round_trips(command: Sequence[str], sizes: Sizes) -> Metrics:
-    """W4: sequential `session/set_mode` round trips on an idle session."""
-    with AgentConn(command, read_pause=sizes.read_pause, env=AGENT_ENV) as conn:
+    """W4: sequential `session/set_mode` round trips on an idle session (under ACP v2, which has no
+    modes, `session/set_config_option` of the demo's `model`)."""
+    with AgentConn(command, read_pause=sizes.read_pause, env=AGENT_ENV, protocol_version=sizes.protocol) as conn:
         conn.initialize(sizes.timeout)
         (sid,) = conn.new_sessions(1)
-        modes = ("code", "ask")
         rtts = []
         for k in range(sizes.w4_round_trips):
-            call = conn.send("session/set_mode", {"sessionId": sid, "modeId": modes[k % 2]})
+            call = conn.send(*ping(conn, sid, k))
             conn.wait(call, 30.0)
             rtts.append(call.latency * 1000)
         return {"rtt_p50_ms": percentile(rtts, 50), "rtt_p99_ms": percentile(rtts, 99)}
@@ -221,7 +230,7 @@ def w5_startup(command: Sequence[str], sizes: Sizes) -> Metrics:
     median of `w5_starts` starts, after one unmeasured start (bytecode and page cache warm)."""
     samples = []
     for n in range(sizes.w5_starts + 1):
-        with AgentConn(command, read_pause=sizes.read_pause, env=AGENT_ENV) as conn:
+        with AgentConn(command, read_pause=sizes.read_pause, env=AGENT_ENV, protocol_version=sizes.protocol) as conn:
             call = conn.initialize(sizes.timeout)
             if n:
                 samples.append((call.answered_at - conn.started_at) * 1000)
@@ -230,7 +239,7 @@ def w5_startup(command: Sequence[str], sizes: Sizes) -> Metrics:
 
 def w6_memory(command: Sequence[str], sizes: Sizes) -> Metrics:
     """W6: resident memory (process tree) idle after `initialize`, then after N `session/new`."""
-    with AgentConn(command, read_pause=sizes.read_pause, env=AGENT_ENV) as conn:
+    with AgentConn(command, read_pause=sizes.read_pause, env=AGENT_ENV, protocol_version=sizes.protocol) as conn:
         conn.initialize(sizes.timeout)
         gevent.sleep(sizes.settle)
         idle = tree_rss_bytes(conn.pid)

@@ -11,6 +11,7 @@
 | `access.py` | the auth check and the session a request names |
 | `session_mcp.py` | each session's MCP servers |
 | `updates.py` | encoding `session/update`, session info, titles |
+| `dialect_v2.py` | ACP v2 (draft) as a translation at the connection's edge: pure functions from v1 shapes to v2's |
 
 The endpoint exists first; every feature gets what it needs from it at construction and
 registers its own handlers (`Endpoint.add_feature`). Agent behaviour comes only from `Agent`.
@@ -20,11 +21,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..agent import Agent
 from ..context import ConnectionContext
-from ..rpc.endpoint import Endpoint
+from ..rpc.endpoint import Endpoint, Kind, Route
 from ..errors import RequestCancelled
 from ..mcp.registry import McpRegistry, provided_servers
 from ..sessions import SessionRegistry
@@ -34,7 +36,7 @@ from .connection import ConnectionMethods
 from .prompt import PromptLedger, PromptService
 from .session_mcp import SessionMcpServers
 from .session_admin import SessionAdmin
-from .session_methods import SessionMethods
+from .session_methods import SessionMethods, admit_resume_v2
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -97,6 +99,7 @@ def attach(
     provided_commands: tuple[tuple[str, tuple[str, ...]], ...] = (),
     max_mcp_servers: int = 64,
     stable_only: bool = False,
+    max_protocol_version: int = 2,
 ) -> AcpProtocol:
     """Build ACP's features for `agent` on `endpoint` and register their routes there.
 
@@ -112,7 +115,7 @@ def attach(
     session_mcp = SessionMcpServers(mcp, client.call, client.notify, acp=not stable_only)
     access = SessionAccess(agent, context, sessions)
     prompts = PromptLedger(store, sessions)
-    connection = ConnectionMethods(agent, context, mcp, endpoint, sessions, store, stable_only)
+    connection = ConnectionMethods(agent, context, mcp, endpoint, sessions, store, stable_only, max_protocol_version)
     settings = SessionSettings(agent, sessions)
     session_methods = SessionMethods(agent, access, sessions, store, session_mcp, endpoint.outbound, settings, max_mcp_servers,
                                      stable_only)
@@ -123,6 +126,7 @@ def attach(
     for feature in features:
         endpoint.add_feature(feature)
     endpoint.gate = connection.refusal_before_initialize
+    connection.v2_overrides["session/resume"] = Route(Kind.BACKGROUND, partial(admit_resume_v2, session_methods))
     return AcpProtocol(endpoint, sessions, store, mcp, session_mcp, connection, session_methods, prompt_service, prompts)
 
 

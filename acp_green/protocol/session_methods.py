@@ -22,6 +22,7 @@ from ..rpc.params import Params
 from ..sessions import Session, SessionRegistry
 from ..settings import SessionSettings
 from ..rpc.transport import Outbound
+from . import dialect_v2
 from .access import SessionAccess
 from .replay import ReplayJob
 from .session_mcp import SessionMcpServers
@@ -248,6 +249,35 @@ class SessionMethods:
             log.debug("session/cancel for a session that is not live: %s", session_id)
             return
         self.sessions.get(session_id).cancel()
+
+
+def replay_from(params: Params) -> bool:
+    """ACP v2's `replayFrom`: True to replay everything (`{"type": "start"}`), False when absent
+    or null; -32602 for any cursor this agent does not support (the schema forbids substituting one)."""
+    cursor = params.optional("replayFrom", dict)
+    if cursor is None:
+        return False
+    if cursor.get("type") != "start":
+        raise params.refuse("replayFrom", f"unsupported replay cursor {wire.describe(cursor.get('type'))}: only {{\"type\": \"start\"}}")
+    return True
+
+
+def admit_resume_v2(methods: SessionMethods, params: Any, _id: wire.RequestId) -> ReplayJob:
+    """ACP v2's `session/resume`, admitted like `session/load` (checked, registered, reserved in the
+    receive loop): the job replays the stored conversation when `replayFrom` asks for it, then
+    the session-level updates and the current `state_update` (idle: a busy session is refused),
+    then answers (the schema: the state comes after any replay and before the response)."""
+    replay = replay_from(Params(params, "session/resume"))
+    session = methods._reopen(params, "session/resume", mcp_required=False)
+
+    def closing() -> list[bytes]:
+        return [*methods.reopened_updates(session), dialect_v2.encode(session.session_id, dialect_v2.state_update("idle"))]
+
+    job = ReplayJob(methods.store, methods.sessions, session, methods.outbound, closing=closing,
+                    answer=partial(methods.session_state, session), accepts=methods.access.context.snapshot.accepts_update,
+                    replay=replay)
+    session.reserve(job)  # nothing after the reopen can fail: the reservation is always released (S14)
+    return job
 
 
 def session_info_wire(record: Any, *, with_archived: bool = False) -> dict[str, Any]:

@@ -32,6 +32,8 @@ from ...rpc.wire import IdKey, id_key, is_valid_id
 from .terminals import TerminalHost
 
 PROTOCOL_VERSION = 1
+#: What of a policy's client capabilities ACP v2 (the draft) still has.
+V2_CLIENT_CAPABILITIES = frozenset({"elicitation", "auth"})
 
 
 class RpcErrorResponse(Exception):
@@ -199,6 +201,10 @@ class AcpClient:
         return self.call("initialize", self.initialize_params(capabilities, version))
 
     def initialize_params(self, capabilities: dict[str, Any] | None = None, version: int = PROTOCOL_VERSION) -> dict[str, Any]:
+        if version >= 2:  # the v2 draft: `info` and `capabilities` (no fs, no terminal: v2 removed them)
+            if capabilities is None:
+                capabilities = {k: v for k, v in self.policy.capabilities.items() if k in V2_CLIENT_CAPABILITIES}
+            return {"protocolVersion": version, "capabilities": capabilities, "info": {"name": "acp-green-rig", "version": "0.1.0"}}
         return {
             "protocolVersion": version,
             "clientCapabilities": capabilities if capabilities is not None else self.policy.capabilities,
@@ -229,6 +235,15 @@ class AcpClient:
             for m in self.received()
             if m.get("method") == "session/update" and (session_id is None or m["params"].get("sessionId") == session_id)
         ]
+
+    def idle_states(self, session_id: str) -> list[dict[str, Any]]:
+        """ACP v2: the session's idle `state_update`s so far (each ends a turn where v1 answered its prompt)."""
+        return [u for u in self.updates(session_id) if u.get("sessionUpdate") == "state_update" and u.get("state") == "idle"]
+
+    def wait_idle(self, session_id: str, count: int = 1, timeout: float = 30.0) -> dict[str, Any]:
+        """ACP v2: wait for the session's `count`-th idle `state_update` and return it."""
+        self.wait_for(lambda: len(self.idle_states(session_id)) >= count, timeout, f"idle state_update #{count} of {session_id}")
+        return self.idle_states(session_id)[count - 1]
 
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
         """Wait until predicate() is truthy; AssertionError naming `what` on timeout."""

@@ -36,7 +36,7 @@ from .connection import ConnectionMethods
 from .prompt import PromptLedger, PromptService
 from .session_mcp import SessionMcpServers
 from .session_admin import SessionAdmin
-from .session_methods import SessionMethods, admit_resume_v2
+from .session_methods import SessionMethods, admit_close_v2, admit_resume_v2
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -127,6 +127,7 @@ def attach(
         endpoint.add_feature(feature)
     endpoint.gate = connection.refusal_before_initialize
     connection.v2_overrides["session/resume"] = Route(Kind.BACKGROUND, partial(admit_resume_v2, session_methods))
+    connection.v2_overrides["session/close"] = Route(Kind.BACKGROUND, partial(admit_close_v2, session_methods), frees_resources=True)
     return AcpProtocol(endpoint, sessions, store, mcp, session_mcp, connection, session_methods, prompt_service, prompts)
 
 

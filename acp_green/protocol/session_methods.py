@@ -14,9 +14,11 @@ import logging
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import gevent
+
 from ..rpc import wire
 from ..agent import Agent, SessionView
-from ..rpc.endpoint import Reply, background, control, notification
+from ..rpc.endpoint import Job, Reply, background, control, notification
 from ..errors import InvalidParams, RpcError, SessionBusy, TooManyMcpServers, UnknownSession
 from ..rpc.params import Params
 from ..sessions import Session, SessionRegistry
@@ -278,6 +280,42 @@ def admit_resume_v2(methods: SessionMethods, params: Any, _id: wire.RequestId) -
                     replay=replay)
     session.reserve(job)  # nothing after the reopen can fail: the reservation is always released (S14)
     return job
+
+
+class CloseJob(Job):
+    """ACP v2's `session/close` of a session with a running turn: the turn is cancelled (as
+    session/cancel would), and the close answers once the turn has ended, so its final updates
+    and its idle `state_update` come before the close response (the schema requires it)."""
+
+    POLL = 0.01  # seconds between looks at the session: a turn ends within a few of them once cancelled
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.stopping = False
+
+    def run(self) -> Any:
+        while self.session.busy and not self.stopping:
+            gevent.sleep(self.POLL)
+        return {}
+
+    def shutdown(self) -> None:
+        self.stopping = True
+
+
+class NothingToWaitFor(Job):
+    """A close with no running turn: answered as v1's (the session is freed at admission)."""
+
+    def run(self) -> Any:
+        return {}
+
+
+def admit_close_v2(methods: SessionMethods, params: Any, request_id: wire.RequestId) -> Job:
+    """ACP v2's `session/close`: v1's (cancel, then free; -32002 for a session never known), and
+    with a running turn, answered only after that turn reported its end (see CloseJob)."""
+    session_id = Params(params, "session/close").identifier("sessionId")
+    live = methods.sessions.live(session_id)
+    methods.session_close(params, request_id)
+    return CloseJob(live) if live is not None and live.busy else NothingToWaitFor()
 
 
 def session_info_wire(record: Any, *, with_archived: bool = False) -> dict[str, Any]:

@@ -87,6 +87,7 @@ def test_session_load_and_set_mode_are_unknown_under_v2(launch):
 
 # -- 3. the prompt lifecycle ---------------------------------------------------------------------
 def test_a_prompt_is_acknowledged_and_ends_with_an_idle_state_update(launch):
+    """S5, S16 under v2: running, the echo, the turn's updates and its usage, then idle, last."""
     agent = launch("--ephemeral")
     session_id = v2_session(agent)
     ack = agent.prompt(session_id, "hello").result()
@@ -105,6 +106,8 @@ def test_a_prompt_is_acknowledged_and_ends_with_an_idle_state_update(launch):
 
 
 def test_the_acknowledgement_comes_while_the_turn_runs_and_a_cancel_ends_it_cancelled(launch):
+    """S8, S12 under v2: busy from the acknowledgement to the idle state_update; a cancel ends the
+    turn `cancelled` and the next prompt runs."""
     agent = launch("--ephemeral")
     session_id = v2_session(agent)
     ack = agent.prompt(session_id, "/wait").result()
@@ -134,6 +137,7 @@ def test_a_failing_turn_is_acknowledged_then_idle_with_the_error(launch):
 
 
 def test_every_admitted_turn_gets_its_idle_state_update_before_exit(launch):
+    """S13, S14 under v2: EOF cancels the turn, which reports idle `cancelled` before the exit."""
     agent = launch("--ephemeral", "--shutdown-grace", "10")
     session_id = v2_session(agent)
     agent.prompt(session_id, "/wait").result()
@@ -257,3 +261,27 @@ def test_a_v1_session_resumes_under_v2_with_its_history(launch, tmp_path):
     agent.call("session/resume", {"sessionId": session_id, "cwd": "/tmp", "replayFrom": {"type": "start"}})
     seen = kinds(agent, session_id)
     assert "plan_update" in seen and "plan" not in seen and seen[-1] == "state_update"
+
+
+def test_closing_a_running_session_reports_it_idle_before_the_close_answer(launch):
+    """S2, S5 under v2: a close cancels the turn and answers after its idle state_update."""
+    agent = launch("--ephemeral")
+    session_id = v2_session(agent)
+    agent.prompt(session_id, "/wait").result()
+    closed = agent.request("session/close", {"sessionId": session_id})
+    assert closed.result() == {}
+    lines = [r.message for r in agent.records if r.direction == "in" and r.message is not None]
+    idle_at = next(i for i, m in enumerate(lines) if m.get("method") == "session/update"
+                   and m["params"]["update"].get("state") == "idle")
+    assert lines[idle_at]["params"]["update"]["stopReason"] == "cancelled"
+    assert idle_at < next(i for i, m in enumerate(lines) if m.get("id") == closed.id and "result" in m)
+
+
+def test_a_cancel_in_the_same_write_as_the_prompt_cancels_it(launch):
+    """S11 under v2: a session/cancel read right after the prompt cancels that turn."""
+    agent = launch("--ephemeral")
+    session_id = v2_session(agent)
+    prompt = agent.make_request("session/prompt", agent.prompt_params(session_id, "/wait"))
+    agent.send(prompt, {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}})
+    assert "messageId" in agent.pending_for(prompt).result()
+    assert agent.wait_idle(session_id)["stopReason"] == "cancelled"

@@ -107,6 +107,7 @@ def idle(conn: Any, session_id: str) -> list[dict[str, Any]]:
 
 
 def test_an_acknowledged_prompt_frees_its_id_but_keeps_its_slot(unit: Any) -> None:
+    """S4, S9 under v2: the acknowledged id is free again; the turn keeps its slot until idle."""
     conn = unit(max_background=1)
     session_id = v2(conn)
     other = conn.call("session/new", {"cwd": "/tmp"})["sessionId"]
@@ -127,6 +128,7 @@ def test_an_acknowledged_prompt_frees_its_id_but_keeps_its_slot(unit: Any) -> No
 
 
 def test_shutdown_reports_every_acknowledged_turn_idle(unit: Any) -> None:
+    """S13 under v2: shutdown cancels an acknowledged turn, which still reports idle `cancelled`."""
     conn = unit()
     session_id = v2(conn)
     conn.result(conn.request("session/prompt", conn.prompt_params(session_id, "/wait")))

@@ -154,6 +154,7 @@ class _PromptChecks(_Findings):
     prompts_answered: int
     cancelled_prompts: int
     session_updates_between_turns: bool
+    protocol_version: Any
 
     def _quieted_by(self, session_id: str) -> str:
         """Which response a session must stay quiet after, in words: "its session/load response"."""

@@ -265,9 +265,9 @@ def test_a_v1_session_resumes_under_v2_with_its_history(launch, tmp_path):
 
 def test_closing_a_running_session_reports_it_idle_before_the_close_answer(launch):
     """S2, S5 under v2: a close cancels the turn and answers after its idle state_update."""
-    agent = launch("--ephemeral")
+    agent = launch("--ephemeral", "--agent", "tests.agents:SleepsAfterCancelAgent")
     session_id = v2_session(agent)
-    agent.prompt(session_id, "/wait").result()
+    agent.prompt(session_id, "wind down for 0.3").result()
     closed = agent.request("session/close", {"sessionId": session_id})
     assert closed.result() == {}
     lines = [r.message for r in agent.records if r.direction == "in" and r.message is not None]

@@ -196,7 +196,9 @@ def auth_methods(v1: Any) -> Any:
 
 
 def agent_capabilities(v1: Mapping[str, Any]) -> dict[str, Any]:
-    """v1 agentCapabilities as v2's AgentCapabilities: everything about sessions under `session`.
+    """v1 agentCapabilities as v2's AgentCapabilities: everything about sessions under `session`
+    (v2's `auth` object advertises nothing v1's logout capability says: auth/logout comes with
+    a non-empty `authMethods`).
 
     v2's baseline (`session: {}`) is new, list, resume, close, prompt, cancel and update; load is
     gone (resume with replayFrom). MCP transports and prompt content are objects, not booleans."""
@@ -210,10 +212,7 @@ def agent_capabilities(v1: Mapping[str, Any]) -> dict[str, Any]:
     for name in ("delete", "additionalDirectories"):
         if name in sessions:
             session[name] = {}
-    out: dict[str, Any] = {"session": session}
-    if "auth" in v1:
-        out["auth"] = {}
-    return out
+    return {"session": session}
 
 
 def initialize_result(v1: Mapping[str, Any]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ def test_a_client_asking_for_2_gets_the_v2_initialize_result(launch):
     assert result["protocolVersion"] == V2
     assert result["info"]["name"] and result["info"]["version"]
     session = result["capabilities"]["session"]
-    assert session["mcp"] == {"stdio": {}, "http": {}} and "delete" in session
+    assert session["mcp"] == {"stdio": {}, "http": {}} and "delete" in session and "auth" not in result["capabilities"]
     assert "agentCapabilities" not in result and "agentInfo" not in result
     assert result["authMethods"] == []
 
@@ -285,3 +285,16 @@ def test_a_cancel_in_the_same_write_as_the_prompt_cancels_it(launch):
     agent.send(prompt, {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}})
     assert "messageId" in agent.pending_for(prompt).result()
     assert agent.wait_idle(session_id)["stopReason"] == "cancelled"
+
+
+def test_a_form_is_asked_in_the_v2_shape(launch):
+    policy = ClientPolicy(capabilities={"elicitation": {"form": {}}},
+                          elicitations=[{"action": "accept", "content": {"answer": "blue"}}])
+    agent = launch("--ephemeral", policy=policy)
+    session_id = v2_session(agent)
+    agent.prompt(session_id, "/ask Which colour?").result()
+    agent.wait_idle(session_id)
+    [asked] = [m for m in agent.received() if m.get("method") == "elicitation/create"]
+    assert asked["params"]["mode"] == "form"
+    said = "".join(u["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "agent_message_chunk")
+    assert said == "you answered: blue"

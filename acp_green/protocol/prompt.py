@@ -257,6 +257,21 @@ def usage_record(job: PromptJob, stop_reason: str) -> UsageRecord:
     )
 
 
+#: What a turn asks the user through the client: under v2 its foreground work waits meanwhile.
+ASKS_THE_USER = frozenset({"session/request_permission", "elicitation/create"})
+
+
+def waiting_on_user(call: Callable[..., Any], outbound: Outbound, session_id: str, method: str, *args: Any, **kwargs: Any) -> Any:
+    """A v2 turn's request to the client: while it asks the user, the session `requires_action`;
+    `running` again once answered (or failed: the turn goes on, or winds down to its idle)."""
+    if method not in ASKS_THE_USER:
+        return call(method, *args, **kwargs)
+    try:
+        return call(method, *args, **kwargs)
+    finally:
+        outbound.put(dialect_v2.encode(session_id, dialect_v2.state_update("running")))
+
+
 class PromptService:
     """Admits `session/prompt` requests and builds the turn each one runs."""
 
@@ -291,22 +306,22 @@ class PromptService:
         token = session.token
         self.session_mcp.start_declared(session)  # after an eviction, the servers start again
         record = TurnRecord(self.ledger.store, session, SessionUpdateEncoder(session_id), token=token)
+        snapshot = self.access.context.snapshot
         turn = Turn(
             session=session,
             prompt=prompt,
             token=token,
-            snapshot=self.access.context.snapshot,
+            snapshot=snapshot,
             channel=self.outbound,
             updates=record,
-            call_client=self.call_client,
+            call_client=self.call_client if snapshot.v1 else partial(waiting_on_user, self.call_client, self.outbound, session_id),
             mcp=partial(self.session_mcp.client_session, session),
             send_client=self.send_client,
             settings=self.settings,
             history=partial(self._history, session_id, record.turn_id),
             save_state=self.access.sessions.save_state,
         )
-        job = PromptJob(self.agent, self.ledger, session, request_id, turn, record, self.outbound,
-                        v2=not self.access.context.snapshot.v1)
+        job = PromptJob(self.agent, self.ledger, session, request_id, turn, record, self.outbound, v2=not snapshot.v1)
         title = title_from_prompt(turn.text) if session.record.title is None else None
         # Nothing below can fail: a reservation is only taken once admission is certain (S14).
         session.reserve(job)

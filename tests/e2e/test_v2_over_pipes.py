@@ -183,6 +183,9 @@ def test_a_permission_request_has_a_title_and_its_tool_call_as_subject(launch):
     assert asked["params"]["subject"]["type"] == "tool_call"
     assert asked["params"]["subject"]["toolCall"]["toolCallId"]
     assert "allowed" in "".join(u["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "agent_message_chunk")
+    # The turn waited on the user meanwhile: requires_action, then running again.
+    states = [u["state"] for u in agent.updates(session_id) if u["sessionUpdate"] == "state_update"]
+    assert states == ["running", "requires_action", "running", "idle"]
 
 
 # -- 5. what v2 removed --------------------------------------------------------------------------

@@ -266,6 +266,7 @@ def waiting_on_user(call: Callable[..., Any], outbound: Outbound, session_id: st
     `running` again once answered (or failed: the turn goes on, or winds down to its idle)."""
     if method not in ASKS_THE_USER:
         return call(method, *args, **kwargs)
+    outbound.put(dialect_v2.encode(session_id, dialect_v2.state_update("requires_action")))
     try:
         return call(method, *args, **kwargs)
     finally:

@@ -8,6 +8,8 @@ route-specific admission (session reservation, token binding) — and run in the
 one mapping, `outcome_of`. A control request is answered where it ran; a background request is
 answered by `_finish`, which is idempotent and also wired to `rawlink`, because a greenlet
 killed before its first switch never runs its body or its `finally` (docs/ARCHITECTURE.md, the gevent traps).
+A job may be answered at admission instead (`Job.acknowledge`); `_finish` then hands its settled
+outcome to `Job.report`, the one message that stands for its end.
 """
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["acp_green", "acp_green.*"]),
     # The bench's peer agents run as their own processes, so `acp-green bench` works installed.
-    package_data={"acp_green": ["py.typed", "schema/*.json", "schema/README.md", "schema/v1-older/*.json", "schema/v2/*.json", "schema/v2/SOURCE.md", "tools/bench/peer_agents/*.py", "tools/bench/peer_agents/*.mjs", "tools/bench/peer_agents/*.json", "tools/trace/html_assets/*"]},
+    package_data={"acp_green": ["py.typed", "schema/*.json", "schema/README.md", "schema/v1-older/*.json", "schema/v2/*.json", "schema/v2/SOURCE.md", "tools/bench/peer_agents/*.py", "tools/bench/peer_agents/*.mjs", "tools/bench/peer_agents/*.json", "tools/trace/html_assets/*", "tools/publish/agent.schema.json", "tools/publish/README.md", "tools/newproject/templates/*/*.tmpl"]},
     install_requires=[
         "gevent>=24.10.1",
         "ujson>=5.8",

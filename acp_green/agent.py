@@ -14,9 +14,10 @@ from . import content, paths, update_checks
 from .rpc import fairness, wire
 from .rpc.cancel import CancelToken
 from .context import ConnectionSnapshot
-from .errors import CapabilityMissing, ClientError, TurnCancelled
+from .errors import CapabilityMissing, ClientError, NotCancellable, TurnCancelled
 from .rpc.fairness import UpdateChannel
 from .sessions import Session
+from .tool_call_tokens import ToolCallTokens
 from .update_checks import CompactionStatus, NoticeSeverity, PlanEntry, ToolCallStatus, ToolKind
 from .usage import UsageCounters, utf8_size
 
@@ -38,6 +39,8 @@ ALLOW_OR_REJECT: tuple[Mapping[str, str], ...] = (
     {"optionId": "reject", "name": "Reject", "kind": "reject_once"},
 )
 _ALLOWING = frozenset({"allow_once", "allow_always"})
+#: A tool call in one of these statuses has ended (ACP v1's final statuses).
+FINAL_TOOL_STATUSES = frozenset({"completed", "failed"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +236,14 @@ class Agent:
     def authenticate(self, method_id: str, snapshot: ConnectionSnapshot) -> None:
         """Accept or refuse (raise) an `authenticate` request; runs in receive order."""
 
+    def cancel_terminal(self, session: SessionView, terminal_id: str, snapshot: ConnectionSnapshot) -> None:
+        """ACP v2 `terminal/cancel` for a terminal this agent runs itself; runs in receive order.
+
+        Return to accept (then confirm with a `terminal_update` that sets `exitStatus`); raise
+        `errors.NotCancellable("terminalId", terminal_id, why)` to refuse (-32602). The default
+        knows no terminal: the runtime runs none of the agent's own (client terminals are v1's)."""
+        raise NotCancellable("terminalId", terminal_id, "this agent runs no terminal of its own")
+
     def logout(self, snapshot: ConnectionSnapshot) -> None:
         """Forget the connection's credentials (`logout`); runs in receive order.
 
@@ -314,13 +325,35 @@ def _tool_call_id(tool_call: str | ToolCallHandle) -> str:
 
 
 class ToolCallHandle:
-    """A tool call `Turn.tool_call` announced: its `id`, and the updates that move it on."""
+    """A tool call `Turn.tool_call` announced: its `id`, the updates that move it on, and its
+    own cancellation token (`token`, `cancelled`, `sleep`, `wait_cancelled`)."""
 
-    __slots__ = ("id", "_turn")
+    __slots__ = ("id", "_turn", "_token")
 
     def __init__(self, turn: TurnOutput, tool_call_id: str) -> None:
         self.id = tool_call_id
         self._turn = turn
+        self._token: CancelToken | None = None
+
+    @property
+    def token(self) -> CancelToken:
+        """Set when the turn is cancelled, or when a client cancels this tool call alone (ACP v2
+        `tool_call/cancel`, for one announced `cancellable`); pass it where a wait takes a token."""
+        if self._token is None:
+            self._token = self._turn._tool_calls.token(self.id)
+        return self._token
+
+    @property
+    def cancelled(self) -> bool:
+        return self.token.is_set()
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait, unless this tool call (or its turn) is cancelled first; True if the full time passed."""
+        return not self.token.wait(seconds)
+
+    def wait_cancelled(self, timeout: float | None = None) -> bool:
+        """Wait until this tool call (or its turn) is cancelled; True if it was."""
+        return self.token.wait(timeout)
 
     def update(self, **fields: Unpack[ToolCallFields]) -> None:
         """`Turn.tool_update` for this tool call."""
@@ -428,6 +461,7 @@ class TurnInput:
     _out: fairness.PacedProducer
     _updates: TurnUpdates
     _call_client: Callable[..., Any]
+    _tool_calls: ToolCallTokens
 
     # -- input -------------------------------------------------------------------------------
     @property
@@ -547,12 +581,13 @@ class TurnOutput(TurnInput):
 
     @overload
     def tool_call(self, tool_call_id: str | None, title: str, *, kind: ToolKind = "other", status: ToolCallStatus = "pending",
-                  **fields: Unpack[ToolCallDetails]) -> ToolCallHandle: ...
+                  cancellable: bool = False, **fields: Unpack[ToolCallDetails]) -> ToolCallHandle: ...
     @overload
     def tool_call(self, *, title: str, kind: ToolKind = "other", status: ToolCallStatus = "pending",
-                  **fields: Unpack[ToolCallDetails]) -> ToolCallHandle: ...
+                  cancellable: bool = False, **fields: Unpack[ToolCallDetails]) -> ToolCallHandle: ...
     def tool_call(self, tool_call_id: str | None = None, title: str | None = None, *, kind: ToolKind = "other",
-                  status: ToolCallStatus = "pending", **fields: Unpack[ToolCallDetails]) -> ToolCallHandle:
+                  status: ToolCallStatus = "pending", cancellable: bool = False,
+                  **fields: Unpack[ToolCallDetails]) -> ToolCallHandle:
         """Announce a tool call and return its handle (`update`, `complete`, `fail`).
 
         Without `tool_call_id` the runtime makes one no other tool call has had; an id this
@@ -560,6 +595,11 @@ class TurnOutput(TurnInput):
         `{"path": ..., "line": ...}` (content.location); a relative path is sent absolute. A field
         ACP would not accept raises TypeError/ValueError naming it, and nothing is sent. One left
         pending or in progress is failed by the runtime when the turn ends.
+
+        `cancellable`: the agent honours the handle's `token`, so a client may cancel this tool
+        call alone (ACP v2 `tool_call/cancel`; advertised to a v2 client as `capabilities.cancel`
+        until the tool call reaches a final status). Confirm a cancel with a final status
+        (`handle.fail("Cancelled")`); the turn goes on.
         """
         if title is None:
             raise TypeError("tool_call: missing the title")
@@ -567,15 +607,33 @@ class TurnOutput(TurnInput):
             tool_call_id = update_checks.new_tool_call_id()
         update = {"sessionUpdate": "tool_call", "toolCallId": tool_call_id, "title": title, "kind": kind, "status": status,
                   **_wire_fields("tool_call", fields)}
-        self._send_checked(update, "tool_call")
+        cancellable = cancellable and status not in FINAL_TOOL_STATUSES  # a final one has nothing left to cancel
+        if cancellable and self._advertises_cancel:
+            update["capabilities"] = {"cancel": {}}
+        # Cancellable before it is sent: sending yields, and the client may cancel it meanwhile.
+        known = self._tool_calls.is_cancellable(tool_call_id)
+        self._tool_calls.announced(tool_call_id, cancellable)
+        try:
+            self._send_checked(update, "tool_call")
+        except BaseException:
+            if not known:
+                self._tool_calls.finished(tool_call_id)
+            raise
         return ToolCallHandle(self, tool_call_id)
 
     def tool_update(self, tool_call: str | ToolCallHandle, **fields: Unpack[ToolCallFields]) -> None:
         """Patch a tool call: only the fields given (status, content, raw_output, ...) are sent,
         checked as `tool_call` checks them."""
-        update = {"sessionUpdate": "tool_call_update", "toolCallId": _tool_call_id(tool_call),
-                  **_wire_fields("tool_update", fields)}
+        tool_call_id = _tool_call_id(tool_call)
+        update = {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, **_wire_fields("tool_update", fields)}
+        if update.get("status") in FINAL_TOOL_STATUSES and self._advertises_cancel and self._tool_calls.is_cancellable(tool_call_id):
+            update["capabilities"] = None  # ACP v2: stop advertising the cancel once final
         self._send_checked(update, "tool_update")
+
+    @property
+    def _advertises_cancel(self) -> bool:
+        """Whether this turn's client is told which tool calls it may cancel (ACP v2 and later)."""
+        return (self.snapshot.protocol_version or 0) >= 2
 
     # -- notices and compaction (sent only to a client that advertised them) ------------------
     def notice(self, title: str, *, severity: NoticeSeverity | str = "info", description: str | None = None,
@@ -643,6 +701,8 @@ class TurnOutput(TurnInput):
             self._session.tool_call_ids.announce(where, checked["toolCallId"])
         if checked["sessionUpdate"] in paths.TOOL_CALL_UPDATES:
             checked = paths.tool_call_paths(checked, self.session.cwd)
+            if checked.get("status") in FINAL_TOOL_STATUSES:
+                self._tool_calls.finished(checked["toolCallId"])  # before sending, which yields
         self._out.send(self._updates.update(checked))
         return True
 
@@ -660,14 +720,17 @@ class TurnRequests(TurnOutput):
         """Ask the user; returns the outcome object (`selected` with optionId, or `cancelled`).
 
         The low-level form: `ask_permission` also handles refusals, failures and cancellation.
+        Cancelling the tool call alone (ACP v2 `tool_call/cancel`) cancels the request: `cancelled`.
         """
         where = "request_permission"
         checked = update_checks.tool_call_fields(where, tool_call, announce=False)
-        result = self.request(
-            "session/request_permission",
-            {"sessionId": self.session_id, "toolCall": paths.tool_call_paths(checked, self.session.cwd),
-             "options": update_checks.permission_options(where, options)},
-        )
+        params = {"sessionId": self.session_id, "toolCall": paths.tool_call_paths(checked, self.session.cwd),
+                  "options": update_checks.permission_options(where, options)}
+        try:
+            result = self._call_client("session/request_permission", params, token=self._tool_calls.token(checked["toolCallId"]))
+        except TurnCancelled:
+            self.check_cancelled()  # the turn's own cancel ends the turn
+            return {"outcome": "cancelled"}  # only the tool call was cancelled: nothing was granted
         outcome = result.get("outcome") if isinstance(result, dict) else result
         if outcome is None:
             return {"outcome": "cancelled"}
@@ -700,7 +763,8 @@ class TurnRequests(TurnOutput):
         self.check_cancelled()
         answer = outcome.get("outcome")
         if answer == "cancelled":
-            return self._refused(tool_call_id, None, "Permission request cancelled by the client")
+            cancelled_here = self._tool_calls.token(tool_call_id).is_set()
+            return self._refused(tool_call_id, None, "Cancelled" if cancelled_here else "Permission request cancelled by the client")
         if answer != "selected":
             return self._refused(tool_call_id, None, f"Permission denied: the client answered the outcome {wire.describe(answer)}")
         option_id = outcome.get("optionId")
@@ -780,6 +844,7 @@ class Turn(TurnRequests):
         self._session = session
         self._history = history
         self._save_state = save_state
+        self._tool_calls = ToolCallTokens(token)
         self.session_id = session.session_id
         self.session = SessionView.of(session)
         self.prompt = prompt
@@ -839,18 +904,21 @@ class Turn(TurnRequests):
         self._save_state(self._session)
 
     # -- MCP ---------------------------------------------------------------------------------
-    def mcp(self, server: str) -> "McpTools":
-        """An MCP client session with the server named `server`, bound to this turn's token.
+    def mcp(self, server: str, *, token: CancelToken | None = None) -> "McpTools":
+        """An MCP client session with the server named `server`, bound to this turn's token (or
+        to `token`: a tool call's `handle.token`, so cancelling that tool call cancels its calls).
 
         The name is one declared in `session/new` (stdio or `type: "acp"`) or one this process
-        provides. Raises McpUnavailable if there is none; cancelling the turn cancels its calls.
+        provides. Raises McpUnavailable if there is none; cancelling the turn cancels its calls
+        (TurnCancelled), whichever token they are bound to.
         """
         from .errors import McpUnavailable
         from .mcp.client import McpTools
 
         if self._mcp is None:
             raise McpUnavailable("MCP is not available to this turn")
-        return McpTools(self._mcp(server, self.token), self.token)
+        bound = self.token if token is None else token
+        return McpTools(self._mcp(server, bound), bound)
 
     # -- terminals (terminals.py) -------------------------------------------------------------
     def terminal(self, command: str, args: Sequence[str] = (), *, cwd: str | None = None,
@@ -868,10 +936,18 @@ class Turn(TurnRequests):
 
     def close_resources(self) -> None:
         """The runtime calls this as the turn ends, before its response: every terminal still
-        open is released. Never blocks nor raises."""
+        open is released, and no tool call can be cancelled alone any more. Never blocks nor raises."""
+        self._tool_calls.close()
         terminals = getattr(self, "_terminals", None)
         if terminals is not None:
             terminals.close()
+
+    def cancel_tool_call(self, tool_call_id: str) -> None:
+        """The runtime calls this for ACP v2 `tool_call/cancel`: set that tool call's token.
+
+        NotCancellable (-32602) unless this turn announced it `cancellable` and it has not
+        reached a final status. Returns at once whether or not the agent's code looks at the token."""
+        self._tool_calls.cancel(tool_call_id)
 
     def _turn_terminals(self) -> TurnTerminals:
         terminals = getattr(self, "_terminals", None)

@@ -206,6 +206,35 @@ def editor_config(editor: str, name: str, record_dir: str | None, serve_args: tu
     click.echo(WHERE[editor], err=True)
 
 
+@cli.command("new")
+@click.argument("name")
+@click.option("--llm", is_flag=True, help="An agent on an OpenAI-compatible endpoint instead of the hello agent.")
+@click.option("--dir", "directory", type=click.Path(file_okay=False), default=None, metavar="PATH",
+              help="Where to make the project (default: ./NAME); it must be new or empty.")
+def new(name: str, llm: bool, directory: str | None) -> None:
+    """Make a ready project for an agent on acp_green: acp-green new NAME [--llm] [--dir PATH]
+
+    \b
+    NAME is the distribution, its command and (with - as _) its package. The project holds
+    pyproject.toml, the agent, its tests on acp_green's pytest plugin, ci.sh and a README with
+    the editor settings (docs/NEW_PROJECT.md).
+    """
+    from pathlib import Path
+
+    from .editorconfig import EDITORS, WHERE, command_settings
+    from .tools.newproject.project import ProjectRefused, make_project, next_steps
+
+    def settings(command: str, env: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
+        return [(WHERE[editor], command_settings(editor, name, command, [], env)) for editor in EDITORS]
+
+    target = Path(directory if directory is not None else name)
+    try:
+        project = make_project(name, target, llm=llm, editor_settings=settings)
+    except ProjectRefused as exc:
+        raise OneLineUsageError(str(exc)) from None
+    click.echo(next_steps(project, target, llm=llm))
+
+
 # -- inspecting the state directory -----------------------------------------------------------
 def _state_dir_option(fn: Any) -> Any:
     return click.option(
@@ -664,3 +693,56 @@ def trace_replay(path: str, timeout: float, as_json: bool, command: tuple[str, .
         for line in text_report(path, command, report):
             click.echo(line)
     sys.exit(0 if report.ok else 1)
+
+
+@cli.command()
+@click.option("--agent", "agent_spec", metavar="MODULE:ATTR", default=None,
+              help="The agent the package serves (as for serve --agent): its auth_methods are checked, and a console "
+                   "script that is acp-green's own command line gets `serve --agent MODULE:ATTR` as its arguments.")
+@click.option("--package", "package", metavar="DIST", default=None,
+              help="Read the metadata of this installed distribution (default: the [project] table of ./pyproject.toml).")
+@click.option("--out", "out", type=click.Path(dir_okay=False), default="agent.json", show_default=True, metavar="FILE",
+              help="Where to write the manifest; - for stdout.")
+@click.option("--distribution", "kinds", multiple=True, type=click.Choice(["uvx", "npx", "binary"]),
+              help="How the agent is installed (repeatable; default: uvx).")
+@click.option("--id", "entry_id", default=None, help="The registry id (default: the package's name, lowercased, with hyphens).")
+@click.option("--name", default=None, help="The display name (default: the package's name).")
+@click.option("--version", "version", default=None, metavar="X.Y.Z", help="Default: the package's version.")
+@click.option("--description", default=None, help="Default: the package's description (Summary).")
+@click.option("--repository", default=None, metavar="URL", help="Default: the package's Repository (or Source, or Homepage) URL.")
+@click.option("--license", "license_id", default=None, metavar="SPDX-ID", help="Default: the package's license.")
+@click.option("--author", "authors", multiple=True, metavar="'NAME <EMAIL>'", help="Repeatable; default: the package's authors.")
+@click.option("--args", "args", default=None, metavar="ARGS",
+              help="The agent's arguments after its command, as one string (default: none, or `serve --agent ...`).")
+@click.option("--npx-package", default=None, metavar="NAME@VERSION", help="The npm package, for --distribution npx.")
+@click.option("--binary", "binaries", multiple=True, metavar="PLATFORM=URL",
+              help="An archive per platform, for --distribution binary (repeatable).")
+@click.option("--binary-cmd", default=None, metavar="CMD", help="What to run in the unpacked archive, for --distribution binary.")
+@click.option("--check", "check_file", default=None, metavar="FILE",
+              help="Check this manifest instead of writing one: its format, then the agent it starts (exit 1 on a failure).")
+@click.option("--command", "command", default=None, metavar="COMMAND",
+              help="With --check: start the agent with this command line instead of the manifest's.")
+@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
+              help="With --check: how long the agent may take to answer initialize.")
+@click.option("--keep-home", is_flag=True, help="With --check: keep HOME (default: a fresh empty one, as the registry's check has).")
+@click.option("--json", "as_json", is_flag=True, help="With --check: print the report as JSON.")
+def manifest(check_file: str | None, as_json: bool, command: str | None, timeout: float, keep_home: bool,
+             **options: Any) -> None:
+    """Write the ACP registry manifest (agent.json) of your package, or check one (docs/PUBLISHING.md).
+
+    \b
+    Examples:
+      acp-green manifest --agent my_agent:MyAgent
+      acp-green manifest --check agent.json
+      acp-green manifest --check agent.json --command 'python -m my_agent'
+    """
+    from .tools.publish import command as publish
+
+    publish.refuse_mixed(check_file is not None, options, command is not None or keep_home or as_json)
+    if check_file is not None:
+        sys.exit(publish.check(check_file, as_json, command, timeout, keep_home))
+
+    def auth_methods(spec: str) -> list[dict[str, Any]]:
+        return [method.to_wire() for method in load_agent(spec).auth_methods]
+
+    sys.exit(publish.write(options, auth_methods))

@@ -250,7 +250,7 @@ class ClientCommands:
 
 class ReportCommands:
     """The demo's commands that only report: a plan, thoughts, the prompt's images, a failure on
-    purpose, a notice and a compaction."""
+    purpose, a notice, a compaction, and a long tool call a client may cancel alone (ACP v2)."""
 
     @DEMO_COMMANDS("fail", "Raise an error inside the agent")
     def _cmd_fail(self, turn: Turn, args: str) -> str:
@@ -313,6 +313,26 @@ class ReportCommands:
             compaction.summary_chunk(part)
         compaction.complete(summary=[{"type": "text", "text": "".join(COMPACTION_SUMMARY)}])
         turn.say(f"compaction {compaction.id} completed")
+        return "end_turn"
+
+    @DEMO_COMMANDS("longtool", "A tool call that runs SECONDS; a client may cancel it alone", "SECONDS")
+    def _cmd_longtool(self, turn: Turn, args: str) -> str:
+        try:
+            seconds = float(args)
+            if math.isnan(seconds):
+                raise ValueError("nan")
+        except ValueError:
+            turn.say("usage: /longtool SECONDS")
+            return "end_turn"
+        tool = turn.tool_call(title=f"Run for {args.strip()} s", kind="execute", status="in_progress", cancellable=True)
+        if tool.sleep(seconds):
+            tool.complete(content=[text_content("finished")])
+            turn.say("the tool call finished")
+            return "end_turn"
+        if turn.cancelled:
+            return "cancelled"  # the runtime closes the tool call with the turn
+        tool.fail("Cancelled")
+        turn.say("the tool call was cancelled; the turn goes on")
         return "end_turn"
 
 

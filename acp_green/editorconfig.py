@@ -66,7 +66,12 @@ def editor_settings(editor: str, name: str, serve_args: list[str], record_dir: s
     args = [*leading, "serve", *serve_args]
     if record_dir is not None:
         args = [*leading, "record", "--out-dir", record_dir, "--", command, *args]
-    entry: dict[str, Any] = {"command": command, "args": args, "env": {}}
+    return command_settings(editor, name, command, args)
+
+
+def command_settings(editor: str, name: str, command: str, args: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The JSON object that makes `editor` launch `command args` (absolute) as an agent called `name`."""
+    entry: dict[str, Any] = {"command": command, "args": args, "env": dict(env or {})}
     if editor == "zed":
         entry = {"type": "custom", **entry}  # Zed's agent_servers also hold registry and extension agents
     return {"agent_servers": {name: entry}}

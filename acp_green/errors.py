@@ -118,6 +118,19 @@ class ForkRefused(InvalidParams):
         super().__init__(message)
 
 
+class NotCancellable(InvalidParams):
+    """ACP v2's `tool_call/cancel` or `terminal/cancel` naming something that cannot be cancelled
+    now: unknown, already final, or never advertised with `capabilities.cancel` (the schema's -32602).
+
+    `field` is the params field that named it (`toolCallId`, `terminalId`); `data` repeats its value."""
+
+    reason = "not_cancellable"
+
+    def __init__(self, field: str, value: Any, why: str) -> None:
+        shown = echoed(value)
+        super().__init__(f"{field} {shown!r} cannot be cancelled: {why}", data={field: shown})
+
+
 class InternalError(RpcError):
     code = INTERNAL_ERROR
 

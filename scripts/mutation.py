@@ -139,6 +139,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "protocol.dialect_v2": ("protocol", "acp_green/protocol/dialect_v2.py", [
         "tests/endpoint/test_dialect_v2.py", "tests/e2e/test_v2_over_pipes.py",
     ]),
+    "protocol.v2_methods": ("protocol", "acp_green/protocol/v2_methods.py", ["tests/agent/test_v2_methods.py"]),
     # -- agent-api: what an agent author sees ---------------------------------------------------
     "package": ("agent-api", "acp_green/__init__.py", ["tests/package/test_public_names.py"]),
     "agent": ("agent-api", "acp_green/agent.py", [
@@ -167,6 +168,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "content": ("agent-api", "acp_green/content.py", [
         "tests/agent/test_content_and_elicitation.py", "tests/agent/test_update_checks.py",
     ]),
+    "tool_call_tokens": ("agent-api", "acp_green/tool_call_tokens.py", ["tests/agent/test_v2_methods.py"]),
     # -- mcp: MCP-over-ACP and the MCP client --------------------------------------------------------
     "mcp": ("mcp", "acp_green/mcp", [
         "tests/mcp/test_stdio_link.py", "tests/mcp/test_rules_unit.py", "tests/mcp/test_units.py",
@@ -238,6 +240,18 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "trace.show": ("trace", "acp_green/tools/trace/show.py", ["tests/tools/test_trace_show.py"]),
     "trace.replay": ("trace", "acp_green/tools/trace/replay.py", ["tests/tools/test_trace_replay.py"]),
     "trace.record": ("trace", "acp_green/tools/trace/record.py", ["tests/tools/test_record.py"]),
+    # -- publish: the registry manifest, written and checked -------------------------------------------
+    "publish.format": ("publish", "acp_green/tools/publish/format.py", [
+        "tests/tools/test_manifest_format.py", "tests/tools/test_manifest.py",
+    ]),
+    "publish.metadata": ("publish", "acp_green/tools/publish/metadata.py", [
+        "tests/tools/test_manifest_format.py", "tests/tools/test_manifest.py",
+    ]),
+    "publish.manifest": ("publish", "acp_green/tools/publish/manifest.py", ["tests/tools/test_manifest.py"]),
+    "publish.check": ("publish", "acp_green/tools/publish/check.py", ["tests/tools/test_manifest.py"]),
+    "publish.command": ("publish", "acp_green/tools/publish/command.py", ["tests/tools/test_manifest.py"]),
+    # -- `acp-green new`: the project it makes -----------------------------------------------------
+    "newproject": ("command-line", "acp_green/tools/newproject/project.py", ["tests/tools/test_newproject.py"]),
 }
 GROUPS: list[str] = list(dict.fromkeys(group for group, _path, _tests in MODULES.values()))
 

@@ -12,6 +12,7 @@
 | `session_mcp.py` | each session's MCP servers |
 | `updates.py` | encoding `session/update`, session info, titles |
 | `dialect_v2.py` | ACP v2 (draft) as a translation at the connection's edge: pure functions from v1 shapes to v2's |
+| `v2_methods.py` | ACP v2's `auth/login`, `auth/logout`, `tool_call/cancel`, `terminal/cancel` (version 2 only) |
 
 The endpoint exists first; every feature gets what it needs from it at construction and
 registers its own handlers (`Endpoint.add_feature`). Agent behaviour comes only from `Agent`.
@@ -37,6 +38,7 @@ from .prompt import PromptLedger, PromptService
 from .session_mcp import SessionMcpServers
 from .session_admin import SessionAdmin
 from .session_methods import SessionMethods, admit_close_v2, admit_resume_v2
+from .v2_methods import V2Methods
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -125,6 +127,7 @@ def attach(
         features += (SessionAdmin(agent, session_methods), mcp)
     for feature in features:
         endpoint.add_feature(feature)
+    endpoint.add_feature(V2Methods(agent, access, prompts))  # answers only once version 2 is negotiated
     endpoint.gate = connection.refusal_before_initialize
     connection.v2_overrides["session/resume"] = Route(Kind.BACKGROUND, partial(admit_resume_v2, session_methods))
     connection.v2_overrides["session/close"] = Route(Kind.BACKGROUND, partial(admit_close_v2, session_methods), frees_resources=True)

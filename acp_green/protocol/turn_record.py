@@ -15,7 +15,8 @@ shows the same ids as the live turn did.
 Tool calls: the record knows every tool call the turn left open (announced or updated with a
 status other than `completed` or `failed`). Settling the prompt closes each one with a `failed`
 update before the response (`close_tool_calls`), whatever ended the turn: every tool call a turn
-started gets a final status.
+started gets a final status. One that still advertises `capabilities.cancel` (ACP v2) stops
+advertising it in that same update.
 """
 
 from __future__ import annotations
@@ -68,7 +69,7 @@ class TurnRecord:
     __slots__ = (
         "store", "session", "session_id", "turn_id", "started_at", "ended", "_encoder", "_line_head",
         "_messages", "_kind", "_message_id", "_chunk_head", "_tail", "_pending", "_pending_bytes", "_piece_updates",
-        "_piece_bytes", "_open_tools", "_token", "_settling", "user_message_id",
+        "_piece_bytes", "_open_tools", "_cancel_advertised", "_token", "_settling", "user_message_id",
     )
 
     def __init__(self, store: Store, session: Session, encoder: SessionUpdateEncoder, turn_id: str | None = None,
@@ -92,6 +93,7 @@ class TurnRecord:
         self._piece_bytes = PIECE_BYTES
         # toolCallId -> whether the agent gave it content (closing it then keeps that content)
         self._open_tools: dict[Any, bool] = {}
+        self._cancel_advertised: set[str] = set()  # open tool calls whose last `capabilities` offered cancel
         self._token = token  # the turn's: a cancelled turn stops waiting for the store
         self._settling = False  # settling never waits (it may run on the hub)
         self.user_message_id = ""  # the prompt's message id, once `begin` stored it
@@ -153,9 +155,16 @@ class TurnRecord:
         tool_call_id = update.get("toolCallId")
         if not isinstance(tool_call_id, str):
             return  # not a tool call id the client can know either
+        if "capabilities" in update:
+            capabilities = update["capabilities"]
+            if isinstance(capabilities, dict) and capabilities.get("cancel") is not None:
+                self._cancel_advertised.add(tool_call_id)
+            else:
+                self._cancel_advertised.discard(tool_call_id)
         status = update.get("status", "pending" if kind == "tool_call" else None)
         if status in FINAL_TOOL_STATUSES:
             self._open_tools.pop(tool_call_id, None)
+            self._cancel_advertised.discard(tool_call_id)
         elif status is not None or tool_call_id in self._open_tools:
             has_content = self._open_tools.get(tool_call_id, False) or bool(update.get("content"))
             self._open_tools[tool_call_id] = has_content
@@ -174,6 +183,8 @@ class TurnRecord:
             update: dict[str, Any] = {"sessionUpdate": "tool_call_update", "toolCallId": tool_call_id, "status": "failed"}
             if not has_content:
                 update["content"] = [{"type": "content", "content": {"type": "text", "text": reason}}]
+            if tool_call_id in self._cancel_advertised:
+                update["capabilities"] = None
             lines.append(self.update(update))
         return lines
 

@@ -62,6 +62,7 @@ def test_the_advertised_commands_on_the_wire_are_unchanged(inprocess):
         {"name": "image", "description": "Describe the images sent with this prompt"},
         {"name": "notice", "description": "Send a notice (when the client shows notices)", "input": {"hint": "[info|warning|error] TITLE"}},
         {"name": "compact", "description": "Report a context compaction with its summary (when the client shows them)"},
+        {"name": "longtool", "description": "A tool call that runs SECONDS; a client may cancel it alone", "input": {"hint": "SECONDS"}},
     ]
 
 

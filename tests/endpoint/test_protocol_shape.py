@@ -212,7 +212,9 @@ def test_attach_registers_every_acp_and_mcp_route_on_the_endpoint():
                          "session/delete", "session/close", "session/set_mode", "session/set_config_option",
                          # unstable (hidden by --stable-only)
                          "session/fork", "session/archive", "session/unarchive", "session/set_title",
-                         "session/status"], Kind.CONTROL),
+                         "session/status",
+                         # ACP v2 only (-32601 under a version 1 connection)
+                         "auth/login", "auth/logout", "tool_call/cancel", "terminal/cancel"], Kind.CONTROL),
         # session/load: admitted in order like a control request, then its replay runs in the background
         **dict.fromkeys(["session/prompt", "session/load", "mcp/connect", "mcp/message", "mcp/disconnect"], Kind.BACKGROUND),
     }

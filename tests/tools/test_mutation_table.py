@@ -14,7 +14,8 @@ from tests.helpers import REPO as ROOT
 NOT_MUTATED_UNDER = ("acp_green/tools/bench/", "acp_green/tools/rig/")
 # The new packages' __init__ files hold a docstring only: nothing to mutate.
 NOT_MUTATED = {"acp_green/__main__.py", "acp_green/rpc/__init__.py", "acp_green/process/__init__.py", "acp_green/tools/__init__.py",
-               "acp_green/tools/trace/__init__.py"}
+               "acp_green/tools/trace/__init__.py", "acp_green/tools/publish/__init__.py",
+               "acp_green/tools/newproject/__init__.py"}
 RIG_VERDICTS = {"probe", "soak", "growth", "reaper", "invariants", "chat_answers", "chat_ask", "chat_files"}
 
 

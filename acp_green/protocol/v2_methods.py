@@ -1,0 +1,103 @@
+"""ACP v2's new client requests: `auth/login`, `auth/logout`, `tool_call/cancel`, `terminal/cancel`.
+
+They answer only on a connection that negotiated protocol version 2 or later; under version 1
+each is -32601 with the message any unknown method gets. All run in the receive loop, in receive
+order (S2), and none waits: a cancel is answered as soon as it is accepted, which the schema
+says does not mean the work has stopped (the agent confirms with a final status).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..agent import Agent, SessionView
+from ..errors import MethodNotFound, NotCancellable, UnknownSession
+from ..rpc import wire
+from ..rpc.endpoint import control
+from ..rpc.params import Params
+from .access import SessionAccess
+from .connection import implements_logout
+from .prompt import PromptLedger
+
+#: The first protocol version these methods exist in.
+V2 = 2
+
+
+class V2Methods:
+    """Logging in and out the v2 way, and cancelling one tool call or one terminal of a session."""
+
+    def __init__(self, agent: Agent, access: SessionAccess, prompts: PromptLedger) -> None:
+        self.agent = agent
+        self.access = access
+        self.context = access.context
+        self.prompts = prompts  # each session's running turn, whose tool calls may be cancelled
+
+    def _checked(self, params: Any, method: str) -> Params:
+        """The params of a v2-only method; -32601 (as for any unknown method) under version 1."""
+        if (self.context.snapshot.protocol_version or 0) < V2:
+            raise MethodNotFound(method)
+        return Params(params, method)
+
+    @control("auth/login")
+    def auth_login(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        """v1's `authenticate`: the agent's `authenticate` hook accepts or refuses (raises)."""
+        checked = self._checked(params, "auth/login")
+        method_id = checked.required("methodId", str)
+        if not any(m.id == method_id for m in self.agent.auth_methods):
+            raise checked.refuse("methodId", f"unknown methodId {wire.excerpt(method_id)!r}")
+        self.agent.authenticate(method_id, self.context.snapshot)
+        self.context.authenticated(method_id)
+        return {}
+
+    @control("auth/logout")
+    def auth_logout(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        """The connection counts as not authenticated afterwards; the agent's `logout` hook runs
+        first when it has one. v2 requires both methods of an agent that advertises auth methods,
+        so one without the hook still logs out (the runtime forgets the login); an agent with
+        neither answers -32601, as v1's `logout` does."""
+        self._checked(params, "auth/logout")
+        has_hook = implements_logout(self.agent)
+        if not has_hook and not self.agent.auth_methods:
+            raise MethodNotFound("auth/logout")
+        if has_hook:
+            self.agent.logout(self.context.snapshot)
+        self.context.authenticated(None)
+        return {}
+
+    @control("tool_call/cancel")
+    def tool_call_cancel(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        """Set the token of one tool call of the session's running turn; the turn goes on.
+
+        -32002 for an unknown session; -32602 `not_cancellable` when no turn is running or it has
+        no such tool call, the tool call is final, or it was not announced `cancellable`.
+        Repeating an accepted cancel is accepted again."""
+        checked = self._checked(params, "tool_call/cancel")
+        session_id = checked.identifier("sessionId")
+        tool_call_id = checked.identifier("toolCallId")
+        self.access.require_auth()
+        job = self.prompts.get(session_id)
+        if job is None:
+            self._known_session(session_id)
+            raise NotCancellable("toolCallId", tool_call_id, "no turn is running in this session")
+        job.turn.cancel_tool_call(tool_call_id)
+        return {}
+
+    @control("terminal/cancel")
+    def terminal_cancel(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
+        """The agent's `cancel_terminal` hook accepts (returns) or refuses; by default every
+        terminal is unknown (-32602 `not_cancellable`). -32002 for an unknown session."""
+        checked = self._checked(params, "terminal/cancel")
+        session_id = checked.identifier("sessionId")
+        terminal_id = checked.identifier("terminalId")
+        self.access.require_auth()
+        session = self.access.sessions.live(session_id)
+        if session is None:
+            self._known_session(session_id)
+            raise NotCancellable("terminalId", terminal_id, "the session is not open, so none of its terminals runs")
+        self.agent.cancel_terminal(SessionView.of(session), terminal_id, self.context.snapshot)
+        return {}
+
+    def _known_session(self, session_id: str) -> None:
+        """UnknownSession (-32002) unless the session is live or stored; never revives it."""
+        if self.access.sessions.live(session_id) is None and self.prompts.store.load_session(session_id) is None:
+            raise UnknownSession(session_id)

@@ -212,11 +212,11 @@ def stream_schema_problems(records: Iterable[Record], sender: str = "agent") -> 
         message = record.message
         if isinstance(message, dict) and message.get("method") == "initialize":
             initialize_ids.add(repr(message.get("id")))
-        problems.extend(checker.observe(message, from_sender=record.direction == own))
         result = message.get("result") if isinstance(message, dict) and repr(message.get("id")) in initialize_ids else None
         if isinstance(result, dict) and "protocolVersion" in result:
-            # Validated from here on against the schema of the version the answer negotiated (v2: the draft).
+            # Validated from this answer on against the schema of the version it negotiated (v2: the draft).
             checker.schema = schema_for_version(result["protocolVersion"]) or checker.schema
+        problems.extend(checker.observe(message, from_sender=record.direction == own))
     return problems
 
 

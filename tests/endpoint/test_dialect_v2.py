@@ -134,3 +134,11 @@ def test_shutdown_reports_every_acknowledged_turn_idle(unit: Any) -> None:
     conn.result(conn.request("session/prompt", conn.prompt_params(session_id, "/wait")))
     conn.close()
     assert idle(conn, session_id) == [{"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}]
+
+
+@pytest.mark.parametrize(("version", "batches"), [(1, False), (2, True)])
+def test_negotiating_v2_switches_batches_on(unit: Any, version: int, batches: bool) -> None:
+    """The batches' switch (the endpoint's `accept_batches`) follows the negotiated version."""
+    conn = unit()
+    conn.call("initialize", {"protocolVersion": version, "info": {"name": "t", "version": "0"}})
+    assert getattr(conn.endpoint, "accept_batches") is batches

@@ -302,8 +302,8 @@ class PromptService:
         session_id = checked.identifier("sessionId")
         prompt = prompt_blocks(checked, self.accepted)
         session = self.access.named_session(checked)
-        if session.busy:
-            raise SessionBusy(session_id)
+        if session.busy:  # under v2 a turn's end is its idle state_update, not a response
+            raise SessionBusy(session_id) if self.access.context.snapshot.v1 else SessionBusy(session_id, "its idle state_update")
         token = session.token
         self.session_mcp.start_declared(session)  # after an eviction, the servers start again
         record = TurnRecord(self.ledger.store, session, SessionUpdateEncoder(session_id), token=token)

@@ -113,7 +113,8 @@ def test_the_acknowledgement_comes_while_the_turn_runs_and_a_cancel_ends_it_canc
     ack = agent.prompt(session_id, "/wait").result()
     assert "messageId" in ack and agent.idle_states(session_id) == []
     # Busy between the acknowledgement and the idle state_update: one prompt per session (S8).
-    assert agent.prompt(session_id, "busy?").error()["data"]["reason"] == "session_busy"
+    busy = agent.prompt(session_id, "busy?").error()
+    assert busy["data"]["reason"] == "session_busy" and busy["message"].endswith("wait for its idle state_update"), busy
     agent.cancel(session_id)
     assert agent.wait_idle(session_id)["stopReason"] == "cancelled"
     agent.prompt(session_id, "/sleep 0.01").result()

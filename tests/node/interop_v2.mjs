@@ -19,9 +19,15 @@ const complaints = [];
 console.error = (...parts) => complaints.push(parts.map((p) => (p instanceof Error ? p.message : typeof p === "object" ? JSON.stringify(p) : String(p))).join(" "));
 
 const all = [];
-const app = client({ name: "acp-green-ts-v2" }).onNotification("session/update", ({ params }) => {
-  all.push(params);
-});
+const forms = [];
+const app = client({ name: "acp-green-ts-v2" })
+  .onNotification("session/update", ({ params }) => {
+    all.push(params);
+  })
+  .onRequest("elicitation/create", ({ params }) => {
+    forms.push(params.message);
+    return { action: "accept", content: { answer: "from the v2 client" } };
+  });
 
 // Reads the session's updates up to its next idle state_update (a `stop` message).
 async function untilIdle(session) {
@@ -42,7 +48,7 @@ async function untilIdle(session) {
 const report = await app.connectWith(stream, async (agent) => {
   const out = {};
   const init = await agent.request("initialize", {
-    protocolVersion: 2, info: { name: "ts-v2", version: "1.0.0" }, capabilities: {},
+    protocolVersion: 2, info: { name: "ts-v2", version: "1.0.0" }, capabilities: { elicitation: { form: {} } },
   });
   out.protocolVersion = init.protocolVersion;
   out.agentName = init.info.name;
@@ -52,6 +58,9 @@ const report = await app.connectWith(stream, async (agent) => {
 
   const first = await session.prompt("/stream 5");
   out.stream = { messageId: typeof first.messageId, ...(await untilIdle(session)) };
+
+  await session.prompt("/ask Who is asking?");
+  out.ask = { forms, ...(await untilIdle(session)) };
 
   const waiting = await session.prompt("/wait");
   await agent.notify("session/cancel", { sessionId });

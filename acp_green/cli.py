@@ -91,6 +91,9 @@ def cli() -> None:
                    "mcp/message, mcp/disconnect) answer -32601 and are not advertised, and a client's 'acp' MCP server is never "
                    "contacted; session/list then reports no "
                    "archive state and lists archived sessions too.")
+@click.option("--max-protocol-version", type=click.IntRange(1, 2), default=2, show_default=True, metavar="{1,2}",
+              help="The highest ACP version initialize negotiates: 2 is the v2 draft (docs/V2.md); 1 pins ACP v1 "
+                   "for every client.")
 @click.option("--provide-mcp", "provide_mcp", multiple=True, metavar="NAME=COMMAND",
               help="Provide a stdio MCP server over ACP (mcp/connect); repeatable; COMMAND is split like a shell would.")
 @click.option("--monkey-patch/--no-monkey-patch", default=True, show_default=True,
@@ -111,7 +114,7 @@ def cli() -> None:
 def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, idle_timeout: float,
           max_line_bytes: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
           block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float, stable_only: bool,
-          trace: str | None) -> None:
+          trace: str | None, max_protocol_version: int = 2) -> None:
     """Run an ACP agent on stdin/stdout (the main job: point your editor at this).
 
     \b
@@ -150,6 +153,7 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
         state_dir=state_dir,
         ephemeral=ephemeral,
         stable_only=stable_only,
+        max_protocol_version=max_protocol_version,
         output=OutputLimits(flush_stall_timeout=flush_stall_timeout),
         block_warning=block_warning,
         trace=trace,

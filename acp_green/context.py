@@ -65,18 +65,23 @@ class ConnectionSnapshot:
     def initialized(self) -> bool:
         return self.protocol_version is not None
 
+    @property
+    def v1(self) -> bool:
+        """The client speaks ACP v1 (the v2 draft removed the client's files and terminals)."""
+        return self.protocol_version is None or self.protocol_version < 2
+
     def can_read_files(self) -> bool:
-        return _advertised(self.client_capabilities, "fs", "readTextFile")
+        return self.v1 and _advertised(self.client_capabilities, "fs", "readTextFile")
 
     def can_write_files(self) -> bool:
-        return _advertised(self.client_capabilities, "fs", "writeTextFile")
+        return self.v1 and _advertised(self.client_capabilities, "fs", "writeTextFile")
 
     def has_terminal(self) -> bool:
-        return self.client_capabilities.get("terminal") is True
+        return self.v1 and self.client_capabilities.get("terminal") is True
 
     def can_show_notices(self) -> bool:
-        """The client advertised `session.notices` (it may be sent `notice` updates)."""
-        return _advertised_object(self.client_capabilities, "session", "notices")
+        """The client advertised `session.notices` (it may be sent `notice` updates); v2 needs no capability."""
+        return not self.v1 or _advertised_object(self.client_capabilities, "session", "notices")
 
     def can_show_compaction(self) -> bool:
         """The client advertised `session.compaction` (`compaction_update`, `compaction_summary_chunk`)."""
@@ -85,6 +90,8 @@ class ConnectionSnapshot:
     def accepts_update(self, kind: Any) -> bool:
         """Whether ACP lets this client be sent a `session/update` of `kind` (see CAPABILITY_UPDATES)."""
         capability = CAPABILITY_UPDATES.get(kind) if isinstance(kind, str) else None
+        if capability == "notices" and not self.v1:
+            return True  # v2: "No Client capability is required"
         return capability is None or _advertised_object(self.client_capabilities, "session", capability)
 
 

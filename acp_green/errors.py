@@ -145,9 +145,9 @@ class SessionBusy(RpcError):
     code = SERVER_BUSY
     reason = "session_busy"
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, until: str = "its response") -> None:
         super().__init__(
-            f"Session busy: {echoed(session_id)} is already running a prompt; wait for its response",
+            f"Session busy: {echoed(session_id)} is already running a prompt; wait for {until}",
             data={"sessionId": echoed(session_id)},
         )
 

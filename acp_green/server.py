@@ -57,6 +57,8 @@ class ServeOptions:
     ephemeral: bool = False  # keep sessions and usage in memory only
     #: Serve ACP's stable schema only: its unstable methods answer -32601 and are not advertised (`--stable-only`).
     stable_only: bool = False
+    #: The highest ACP version `initialize` negotiates: 2 (the v2 draft) or 1 (`--max-protocol-version`).
+    max_protocol_version: int = 2
     #: Seconds the event loop may be held before a WARNING names what holds it; 0: never (blockwatch.py).
     block_warning: float = 0.5
     #: Write every line read and written to this trace file (`--trace`; the format: docs/TRACES.md).
@@ -109,7 +111,7 @@ class Server:
         self.protocol = acp = protocol.attach(
             endpoint, self.agent, self.context, self.sessions, self.store,
             provided_commands=options.provide_mcp, max_mcp_servers=options.max_mcp_servers,
-            stable_only=options.stable_only,
+            stable_only=options.stable_only, max_protocol_version=options.max_protocol_version,
         )
         line_reader = LineReader(read_fd, options.max_line_bytes)
         self._reader = Greenlet(self._receive, line_reader, endpoint)

@@ -136,6 +136,9 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "protocol.updates": ("protocol", "acp_green/protocol/updates.py", [
         "tests/sessions/test_history_flow.py", "tests/wire/test_wire.py", "tests/endpoint/test_rules_unit.py",
     ]),
+    "protocol.dialect_v2": ("protocol", "acp_green/protocol/dialect_v2.py", [
+        "tests/endpoint/test_dialect_v2.py", "tests/e2e/test_v2_over_pipes.py",
+    ]),
     "protocol.v2_methods": ("protocol", "acp_green/protocol/v2_methods.py", ["tests/agent/test_v2_methods.py"]),
     # -- agent-api: what an agent author sees ---------------------------------------------------
     "package": ("agent-api", "acp_green/__init__.py", ["tests/package/test_public_names.py"]),

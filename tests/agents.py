@@ -460,3 +460,15 @@ class LeavesToolCallOpenAgent(Agent):
             while True:
                 gevent.sleep(3600)  # deliberately ignores turn.token
         return "end_turn"
+
+
+class AsksPermissionAgent(Agent):
+    """Each prompt opens a tool call, asks permission for it and says "allowed" or "denied"."""
+
+    def prompt(self, turn: Turn) -> str:
+        tool = turn.tool_call(title="Touch /tmp/x", kind="edit", status="pending", locations=["/tmp/x"])
+        permission = turn.ask_permission(tool, title="Touch /tmp/x")
+        if permission:
+            tool.complete()
+        turn.say("allowed" if permission else "denied")
+        return "end_turn"

@@ -23,6 +23,7 @@ from acp_green.tools.rig.client import Record
 from acp_green.tools.rig.invariants import InvariantChecker
 from acp_green.tools.rig.reaper import proc_info
 from acp_green.tools.rig.schema import StreamChecker
+from acp_green.tools.rig.schema_v2 import schema_for_version
 
 #: The tests directory and the repository root, for the files a test reads or runs by path
 #: (test modules sit one folder down, so their own __file__ is not where these are).
@@ -202,12 +203,20 @@ def stream_schema_problems(records: Iterable[Record], sender: str = "agent") -> 
     checker = StreamChecker(sender)
     own = "in" if sender == "agent" else "out"
     problems: list[str] = []
+    initialize_ids: set[Any] = set()
     for record in records:
         if record.message is None:
             if record.direction == own:
                 problems.append(f"unparseable line from the {sender}: {record.raw[:200]!r}")
             continue
-        problems.extend(checker.observe(record.message, from_sender=record.direction == own))
+        message = record.message
+        if isinstance(message, dict) and message.get("method") == "initialize":
+            initialize_ids.add(repr(message.get("id")))
+        result = message.get("result") if isinstance(message, dict) and repr(message.get("id")) in initialize_ids else None
+        if isinstance(result, dict) and "protocolVersion" in result:
+            # Validated from this answer on against the schema of the version it negotiated (v2: the draft).
+            checker.schema = schema_for_version(result["protocolVersion"]) or checker.schema
+        problems.extend(checker.observe(message, from_sender=record.direction == own))
     return problems
 
 

@@ -24,11 +24,10 @@ from acp_green.context import ConnectionContext
 from acp_green.demo import DemoAgent
 from acp_green.rpc.endpoint import Endpoint
 from acp_green.tools.rig.client import Record
-from acp_green.tools.rig.schema import StreamChecker
 from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore
 from acp_green.rpc.transport import OutputLimits
-from tests.helpers import invariant_problems, tolerated_invariants, wait_until
+from tests.helpers import invariant_problems, stream_schema_problems, tolerated_invariants, wait_until
 
 __all__ = ["Sink", "UnitConnection", "same_id", "unit"]
 
@@ -46,9 +45,15 @@ class Sink:
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self._records = records
         self.changed = Event()  # set at every line: what `wait_until(..., changed=sink.changed)` waits on
+        self.translate: Callable[[bytes], bytes | None] | None = None  # as Outbound's: the negotiated dialect's
 
     def put(self, data: bytes) -> None:
         """Called by the endpoint (maybe from the hub): must not block or yield."""
+        if self.translate is not None:
+            translated = self.translate(data)
+            if translated is None:
+                return
+            data = translated
         for line in data.splitlines():
             message = json.loads(line)
             self.messages.append(message)
@@ -174,11 +179,7 @@ class UnitConnection:
         return self.protocol.shut_down(grace)
 
     def schema_problems(self) -> list[str]:
-        checker = StreamChecker("agent")
-        problems: list[str] = []
-        for record in self.records:
-            problems.extend(checker.observe(record.message, from_sender=record.direction == "in"))
-        return problems
+        return stream_schema_problems(self.records)  # against the negotiated version's schema
 
 
 @pytest.fixture

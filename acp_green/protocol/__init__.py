@@ -11,6 +11,7 @@
 | `access.py` | the auth check and the session a request names |
 | `session_mcp.py` | each session's MCP servers |
 | `updates.py` | encoding `session/update`, session info, titles |
+| `dialect_v2.py` | ACP v2 (draft) as a translation at the connection's edge: pure functions from v1 shapes to v2's |
 | `v2_methods.py` | ACP v2's `auth/login`, `auth/logout`, `tool_call/cancel`, `terminal/cancel` (version 2 only) |
 
 The endpoint exists first; every feature gets what it needs from it at construction and
@@ -21,11 +22,12 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from ..agent import Agent
 from ..context import ConnectionContext
-from ..rpc.endpoint import Endpoint
+from ..rpc.endpoint import Endpoint, Kind, Route
 from ..errors import RequestCancelled
 from ..mcp.registry import McpRegistry, provided_servers
 from ..sessions import SessionRegistry
@@ -35,7 +37,7 @@ from .connection import ConnectionMethods
 from .prompt import PromptLedger, PromptService
 from .session_mcp import SessionMcpServers
 from .session_admin import SessionAdmin
-from .session_methods import SessionMethods
+from .session_methods import SessionMethods, admit_close_v2, admit_resume_v2
 from .v2_methods import V2Methods
 
 if TYPE_CHECKING:
@@ -99,6 +101,7 @@ def attach(
     provided_commands: tuple[tuple[str, tuple[str, ...]], ...] = (),
     max_mcp_servers: int = 64,
     stable_only: bool = False,
+    max_protocol_version: int = 2,
 ) -> AcpProtocol:
     """Build ACP's features for `agent` on `endpoint` and register their routes there.
 
@@ -114,7 +117,7 @@ def attach(
     session_mcp = SessionMcpServers(mcp, client.call, client.notify, acp=not stable_only)
     access = SessionAccess(agent, context, sessions)
     prompts = PromptLedger(store, sessions)
-    connection = ConnectionMethods(agent, context, mcp, endpoint, sessions, store, stable_only)
+    connection = ConnectionMethods(agent, context, mcp, endpoint, sessions, store, stable_only, max_protocol_version)
     settings = SessionSettings(agent, sessions)
     session_methods = SessionMethods(agent, access, sessions, store, session_mcp, endpoint.outbound, settings, max_mcp_servers,
                                      stable_only)
@@ -126,6 +129,8 @@ def attach(
         endpoint.add_feature(feature)
     endpoint.add_feature(V2Methods(agent, access, prompts))  # answers only once version 2 is negotiated
     endpoint.gate = connection.refusal_before_initialize
+    connection.v2_overrides["session/resume"] = Route(Kind.BACKGROUND, partial(admit_resume_v2, session_methods))
+    connection.v2_overrides["session/close"] = Route(Kind.BACKGROUND, partial(admit_close_v2, session_methods), frees_resources=True)
     return AcpProtocol(endpoint, sessions, store, mcp, session_mcp, connection, session_methods, prompt_service, prompts)
 
 

@@ -17,6 +17,7 @@ from ..mcp.registry import McpRegistry
 from ..rpc.params import Params
 from ..sessions import SessionRegistry
 from ..process.stats import STATS_METHOD, runtime_stats
+from . import dialect_v2
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -44,9 +45,15 @@ class ConnectionMethods:
     """What the client negotiates once per connection, and the extensions the agent offers."""
 
     def __init__(self, agent: Agent, context: ConnectionContext, mcp: McpRegistry, endpoint: Endpoint,
-                 sessions: SessionRegistry, store: Store, stable_only: bool = False) -> None:
+                 sessions: SessionRegistry, store: Store, stable_only: bool = False, max_protocol_version: int = 2) -> None:
         self.agent = agent
         self.stable_only = stable_only
+        self.max_protocol_version = max_protocol_version
+        #: v2's method table, built from v1's at the first negotiation of v2 (see `speak`).
+        self.v2_routes: dict[str, Route] = {}
+        self.v1_routes: dict[str, Route] | None = None
+        #: Routes v2 adds or replaces, set by protocol.attach (`session/resume` as a background job).
+        self.v2_overrides: dict[str, Route] = {}
         self.context = context
         self.mcp = mcp
         self.endpoint = endpoint
@@ -61,10 +68,15 @@ class ConnectionMethods:
         requested = checked.required("protocolVersion", int)
         if not 0 <= requested <= MAX_PROTOCOL_VERSION:
             raise checked.refuse("protocolVersion", f"field 'protocolVersion' must be an integer from 0 to {MAX_PROTOCOL_VERSION} (uint16)")
-        capabilities = checked.optional("clientCapabilities", dict, {})
-        client_info = checked.optional("clientInfo", dict)
-        version = requested if requested == PROTOCOL_VERSION else PROTOCOL_VERSION
+        version = negotiated(requested, self.max_protocol_version)
+        if version >= dialect_v2.VERSION:
+            capabilities = checked.optional("capabilities", dict, {})
+            client_info = checked.optional("info", dict)
+        else:
+            capabilities = checked.optional("clientCapabilities", dict, {})
+            client_info = checked.optional("clientInfo", dict)
         self.context.initialized(version, capabilities, client_info)
+        self.speak(version)
         agent = self.agent
         info = {"name": agent.name, "version": agent.version}
         if agent.title:
@@ -77,6 +89,27 @@ class ConnectionMethods:
             "_meta": {"acpGreen": {"runtimeVersion": __version__,
                                    "providedMcpServers": [] if self.stable_only else self.mcp.announce()}},
         }
+
+    def speak(self, version: int) -> None:
+        """Shape this connection for `version`: v2's dialect and method table, or v1's as they were.
+
+        Under v2 the methods v2 removed are gone (-32601), `session/resume` replays in the
+        background (`replayFrom`), batches are accepted, and every message is translated."""
+        endpoint = self.endpoint
+        if self.v1_routes is None:
+            self.v1_routes = dict(endpoint.routes)
+        if version >= dialect_v2.VERSION:
+            if not self.v2_routes:
+                self.v2_routes = {m: r for m, r in self.v1_routes.items() if m not in dialect_v2.V1_ONLY_METHODS}
+                self.v2_routes.update(self.v2_overrides)
+            endpoint.routes = dict(self.v2_routes)
+            endpoint.dialect = dialect_v2.V2Dialect()
+            endpoint.outbound.translate = dialect_v2.outgoing_line
+        else:
+            endpoint.routes = dict(self.v1_routes)
+            endpoint.dialect = None
+            endpoint.outbound.translate = None
+        setattr(endpoint, "accept_batches", version >= dialect_v2.VERSION)  # contract: the batches' switch
 
     def refusal_before_initialize(self, method: str) -> RpcError | None:
         """The endpoint's gate: until `initialize` succeeded, every other request is refused
@@ -123,6 +156,12 @@ class ConnectionMethods:
         health = getattr(self.store, "health", None)
         return runtime_stats(endpoint.active, len(self.sessions), endpoint.outbound.queued_bytes, self.store.failed_writes,
                              health() if health is not None else None)
+
+
+def negotiated(requested: int, highest: int) -> int:
+    """The version answered to a client asking for `requested`: the highest served at or below it
+    (1 for 0 and 1, as ever), never above `highest` (`--max-protocol-version`)."""
+    return max(PROTOCOL_VERSION, min(requested, highest, dialect_v2.VERSION))
 
 
 def implements_logout(agent: Agent) -> bool:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..rpc import wire
 from ..agent import STOP_REASONS, Agent, Turn
-from ..rpc.endpoint import Job, Outcome, background
+from ..rpc.endpoint import Job, Outcome, Reply, background
 from ..errors import InternalError, SessionBusy, one_line
 from ..rpc.params import Params
 from ..sessions import Session, SessionRegistry
@@ -26,6 +26,7 @@ from ..settings import SessionSettings
 from ..store.turns import FAILED, TurnOutcome
 from ..rpc.transport import Outbound
 from ..usage import RUNNING, UsageRecord
+from . import dialect_v2
 from .access import SessionAccess
 from .session_mcp import SessionMcpServers
 from .turn_record import TurnRecord
@@ -81,8 +82,9 @@ class PromptJob(Job):
     """One `session/prompt`: admitted with its session reserved and its token bound."""
 
     def __init__(self, agent: Agent, ledger: "PromptLedger", session: Session, request_id: wire.RequestId, turn: Turn,
-                 record: TurnRecord, outbound: Outbound) -> None:
+                 record: TurnRecord, outbound: Outbound, v2: bool = False) -> None:
         self.agent = agent
+        self.v2 = v2  # answered at admission with the user message's id; its end is an idle state_update
         self.outbound = outbound
         self.ledger = ledger
         self.session = session
@@ -155,6 +157,29 @@ class PromptJob(Job):
                 self.outbound.put(line)
         except Exception:  # the response and the usage record still go out (S14, S16)
             log.exception("closing the open tool calls of a turn of %s failed", self.session.session_id)
+
+    # -- ACP v2: the acknowledgement, and the state updates around the turn ---------------------
+    def acknowledge(self) -> Reply | None:
+        """v2: the prompt is inserted once admitted: answered now with its user message's id,
+        then `running` and the echo of the message with that id."""
+        if not self.v2:
+            return None
+        return Reply({"messageId": self.record.user_message_id}, then=self._started)
+
+    def _started(self) -> None:
+        session_id = self.session.session_id
+        self.outbound.put(dialect_v2.encode(session_id, dialect_v2.state_update("running")))
+        self.outbound.put(dialect_v2.encode(session_id, dialect_v2.user_message(self.record.user_message_id, self.turn.prompt)))
+
+    def report(self, outcome: Outcome) -> None:
+        """v2: the turn's end, as settled (after its updates and its final usage): idle with its stop reason."""
+        if outcome.error is not None:
+            update = dialect_v2.state_update("idle", "error", outcome.error.to_wire())
+        elif isinstance(outcome.result, dict) and isinstance(outcome.result.get("stopReason"), str):
+            update = dialect_v2.state_update("idle", outcome.result["stopReason"])
+        else:
+            update = dialect_v2.state_update("idle", "cancelled")
+        self.outbound.put(dialect_v2.encode(self.session.session_id, update))
 
     def cancel(self) -> bool:
         """Cancel this prompt; if its token is the session's current one, install a fresh one (S12)."""
@@ -232,6 +257,22 @@ def usage_record(job: PromptJob, stop_reason: str) -> UsageRecord:
     )
 
 
+#: What a turn asks the user through the client: under v2 its foreground work waits meanwhile.
+ASKS_THE_USER = frozenset({"session/request_permission", "elicitation/create"})
+
+
+def waiting_on_user(call: Callable[..., Any], outbound: Outbound, session_id: str, method: str, *args: Any, **kwargs: Any) -> Any:
+    """A v2 turn's request to the client: while it asks the user, the session `requires_action`;
+    `running` again once answered (or failed: the turn goes on, or winds down to its idle)."""
+    if method not in ASKS_THE_USER:
+        return call(method, *args, **kwargs)
+    outbound.put(dialect_v2.encode(session_id, dialect_v2.state_update("requires_action")))
+    try:
+        return call(method, *args, **kwargs)
+    finally:
+        outbound.put(dialect_v2.encode(session_id, dialect_v2.state_update("running")))
+
+
 class PromptService:
     """Admits `session/prompt` requests and builds the turn each one runs."""
 
@@ -261,26 +302,27 @@ class PromptService:
         session_id = checked.identifier("sessionId")
         prompt = prompt_blocks(checked, self.accepted)
         session = self.access.named_session(checked)
-        if session.busy:
-            raise SessionBusy(session_id)
+        if session.busy:  # under v2 a turn's end is its idle state_update, not a response
+            raise SessionBusy(session_id) if self.access.context.snapshot.v1 else SessionBusy(session_id, "its idle state_update")
         token = session.token
         self.session_mcp.start_declared(session)  # after an eviction, the servers start again
         record = TurnRecord(self.ledger.store, session, SessionUpdateEncoder(session_id), token=token)
+        snapshot = self.access.context.snapshot
         turn = Turn(
             session=session,
             prompt=prompt,
             token=token,
-            snapshot=self.access.context.snapshot,
+            snapshot=snapshot,
             channel=self.outbound,
             updates=record,
-            call_client=self.call_client,
+            call_client=self.call_client if snapshot.v1 else partial(waiting_on_user, self.call_client, self.outbound, session_id),
             mcp=partial(self.session_mcp.client_session, session),
             send_client=self.send_client,
             settings=self.settings,
             history=partial(self._history, session_id, record.turn_id),
             save_state=self.access.sessions.save_state,
         )
-        job = PromptJob(self.agent, self.ledger, session, request_id, turn, record, self.outbound)
+        job = PromptJob(self.agent, self.ledger, session, request_id, turn, record, self.outbound, v2=not snapshot.v1)
         title = title_from_prompt(turn.text) if session.record.title is None else None
         # Nothing below can fail: a reservation is only taken once admission is certain (S14).
         session.reserve(job)

@@ -60,7 +60,7 @@ class ReplayJob(Job):
 
     def __init__(self, store: Store, sessions: SessionRegistry, session: Session, channel: UpdateChannel,
                  closing: Callable[[], list[bytes]], answer: Callable[[], Any],
-                 accepts: Callable[[str], bool] = lambda kind: True) -> None:
+                 accepts: Callable[[str], bool] = lambda kind: True, replay: bool = True) -> None:
         self.store = store
         self.sessions = sessions
         self.session = session
@@ -68,6 +68,7 @@ class ReplayJob(Job):
         self.closing = closing  # the session-level update lines sent after the replay, before the answer
         self.answer = answer  # the load's result
         self.accepts = accepts  # whether the loading client may be sent an update of a kind
+        self.replay = replay  # False: ACP v2's resume without `replayFrom` (the closing lines only)
         self.token = session.token
         self.replayed = 0  # updates sent so far
         self.ended_by: RpcError | None = None  # why the replay was cut short, when the job was told
@@ -79,8 +80,8 @@ class ReplayJob(Job):
         cancelled = self.token.is_set
         after: Any = None
         skipped = 0
-        whole = False
-        while not cancelled():
+        whole = not self.replay
+        while self.replay and not cancelled():
             page = self.store.history_page(session_id, after, PAGE_ENTRIES, PAGE_BYTES)
             for entry in page.entries:
                 if cancelled():

@@ -14,14 +14,17 @@ import logging
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import gevent
+
 from ..rpc import wire
 from ..agent import Agent, SessionView
-from ..rpc.endpoint import Reply, background, control, notification
+from ..rpc.endpoint import Job, Reply, background, control, notification
 from ..errors import InvalidParams, RpcError, SessionBusy, TooManyMcpServers, UnknownSession
 from ..rpc.params import Params
 from ..sessions import Session, SessionRegistry
 from ..settings import SessionSettings
 from ..rpc.transport import Outbound
+from . import dialect_v2
 from .access import SessionAccess
 from .replay import ReplayJob
 from .session_mcp import SessionMcpServers
@@ -248,6 +251,71 @@ class SessionMethods:
             log.debug("session/cancel for a session that is not live: %s", session_id)
             return
         self.sessions.get(session_id).cancel()
+
+
+def replay_from(params: Params) -> bool:
+    """ACP v2's `replayFrom`: True to replay everything (`{"type": "start"}`), False when absent
+    or null; -32602 for any cursor this agent does not support (the schema forbids substituting one)."""
+    cursor = params.optional("replayFrom", dict)
+    if cursor is None:
+        return False
+    if cursor.get("type") != "start":
+        raise params.refuse("replayFrom", f"unsupported replay cursor {wire.describe(cursor.get('type'))}: only {{\"type\": \"start\"}}")
+    return True
+
+
+def admit_resume_v2(methods: SessionMethods, params: Any, _id: wire.RequestId) -> ReplayJob:
+    """ACP v2's `session/resume`, admitted like `session/load` (checked, registered, reserved in the
+    receive loop): the job replays the stored conversation when `replayFrom` asks for it, then
+    the session-level updates and the current `state_update` (idle: a busy session is refused),
+    then answers (the schema: the state comes after any replay and before the response)."""
+    replay = replay_from(Params(params, "session/resume"))
+    session = methods._reopen(params, "session/resume", mcp_required=False)
+
+    def closing() -> list[bytes]:
+        return [*methods.reopened_updates(session), dialect_v2.encode(session.session_id, dialect_v2.state_update("idle"))]
+
+    job = ReplayJob(methods.store, methods.sessions, session, methods.outbound, closing=closing,
+                    answer=partial(methods.session_state, session), accepts=methods.access.context.snapshot.accepts_update,
+                    replay=replay)
+    session.reserve(job)  # nothing after the reopen can fail: the reservation is always released (S14)
+    return job
+
+
+class CloseJob(Job):
+    """ACP v2's `session/close` of a session with a running turn: the turn is cancelled (as
+    session/cancel would), and the close answers once the turn has ended, so its final updates
+    and its idle `state_update` come before the close response (the schema requires it)."""
+
+    POLL = 0.01  # seconds between looks at the session: a turn ends within a few of them once cancelled
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.stopping = False
+
+    def run(self) -> Any:
+        while self.session.busy and not self.stopping:
+            gevent.sleep(self.POLL)
+        return {}
+
+    def shutdown(self) -> None:
+        self.stopping = True
+
+
+class NothingToWaitFor(Job):
+    """A close with no running turn: answered as v1's (the session is freed at admission)."""
+
+    def run(self) -> Any:
+        return {}
+
+
+def admit_close_v2(methods: SessionMethods, params: Any, request_id: wire.RequestId) -> Job:
+    """ACP v2's `session/close`: v1's (cancel, then free; -32002 for a session never known), and
+    with a running turn, answered only after that turn reported its end (see CloseJob)."""
+    session_id = Params(params, "session/close").identifier("sessionId")
+    live = methods.sessions.live(session_id)
+    methods.session_close(params, request_id)
+    return CloseJob(live) if live is not None and live.busy else NothingToWaitFor()
 
 
 def session_info_wire(record: Any, *, with_archived: bool = False) -> dict[str, Any]:

@@ -69,7 +69,7 @@ class TurnRecord:
     __slots__ = (
         "store", "session", "session_id", "turn_id", "started_at", "ended", "_encoder", "_line_head",
         "_messages", "_kind", "_message_id", "_chunk_head", "_tail", "_pending", "_pending_bytes", "_piece_updates",
-        "_piece_bytes", "_open_tools", "_cancel_advertised", "_token", "_settling",
+        "_piece_bytes", "_open_tools", "_cancel_advertised", "_token", "_settling", "user_message_id",
     )
 
     def __init__(self, store: Store, session: Session, encoder: SessionUpdateEncoder, turn_id: str | None = None,
@@ -96,6 +96,7 @@ class TurnRecord:
         self._cancel_advertised: set[str] = set()  # open tool calls whose last `capabilities` offered cancel
         self._token = token  # the turn's: a cancelled turn stops waiting for the store
         self._settling = False  # settling never waits (it may run on the hub)
+        self.user_message_id = ""  # the prompt's message id, once `begin` stored it
 
     # -- messages ------------------------------------------------------------------------------
     def _open_message(self, kind: str) -> None:
@@ -112,6 +113,7 @@ class TurnRecord:
         A block JSON cannot carry is left out and logged: the rest of the turn is still worth keeping.
         """
         self._open_message(USER_MESSAGE)
+        self.user_message_id = self._message_id
         entries = []
         for index, block in enumerate(prompt):
             try:

@@ -8,15 +8,17 @@ route-specific admission (session reservation, token binding) — and run in the
 one mapping, `outcome_of`. A control request is answered where it ran; a background request is
 answered by `_finish`, which is idempotent and also wired to `rawlink`, because a greenlet
 killed before its first switch never runs its body or its `finally` (docs/ARCHITECTURE.md, the gevent traps).
+A job may be answered at admission instead (`Job.acknowledge`); `_finish` then hands its settled
+outcome to `Job.report`, the one message that stands for its end.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import gevent
 from gevent.greenlet import Greenlet
@@ -91,6 +93,26 @@ class Job:
     def shutdown(self) -> None:
         """Ask the job to finish early because the connection is closing."""
 
+    def acknowledge(self) -> Reply | None:
+        """The response to send at admission (an acknowledgement), or None: answered when it ends.
+
+        A job answered at admission still holds its slot until it ends, and its id is no longer
+        in flight; its end is then not a response: `report` gets the settled outcome instead."""
+        return None
+
+    def report(self, outcome: Outcome) -> None:
+        """The one message that stands for the end of a job answered at admission; never blocks."""
+
+
+class Dialect(Protocol):
+    """How a negotiated protocol version reshapes what a handler reads and answers."""
+
+    def params(self, method: str, params: Any) -> Any:
+        """A request's params as the handlers read them."""
+
+    def result(self, method: str, result: Any) -> Any:
+        """A handler's result as this version's client reads it."""
+
 
 @dataclass(frozen=True, slots=True)
 class Route:
@@ -147,7 +169,7 @@ def fallback(lookup: _Handler) -> _Handler:
 
 
 class _Task:
-    __slots__ = ("request_id", "method", "job", "greenlet", "done")
+    __slots__ = ("request_id", "method", "job", "greenlet", "done", "key", "acknowledged")
 
     def __init__(self, request_id: wire.RequestId, method: str, job: Job) -> None:
         self.request_id = request_id
@@ -155,6 +177,8 @@ class _Task:
         self.job = job
         self.greenlet: Greenlet | None = None
         self.done = False  # settled and answered, or being so: _finish runs once
+        self.key: Hashable = wire.id_key(request_id)  # in the in-flight table
+        self.acknowledged = False  # answered at admission: its end is reported, not answered
 
 
 class MethodTable:
@@ -212,6 +236,8 @@ class Responder:
 
     def __init__(self, outbound: Outbound) -> None:
         self.outbound = outbound
+        #: The negotiated protocol's reshaping of params and results; None: handlers' own shapes.
+        self.dialect: Dialect | None = None
         # The request of the line being handled (id key) and whether it has been answered.
         self._line_key: tuple[bool, Any] | None = None
         self._line_answered = False
@@ -231,6 +257,19 @@ class Responder:
                     log.exception("post-response step of request %s failed", wire.id_text(request_id))
         else:
             self._send_result(request_id, outcome.result)
+
+    def translate(self, method: str, result: Any) -> Any:
+        """A handler's result (or a Reply's) as the negotiated dialect answers it."""
+        dialect = self.dialect
+        if dialect is None:
+            return result
+        if isinstance(result, Reply):
+            return Reply(dialect.result(method, result.result), result.then)
+        return dialect.result(method, result)
+
+    def params_of(self, request: wire.Request) -> Any:
+        """A request's params as its handler reads them under the negotiated dialect."""
+        return request.params if self.dialect is None else self.dialect.params(request.method, request.params)
 
     def _answer_inline(self, request_id: wire.RequestId, outcome: Outcome) -> None:
         """Answer a request handled in the receive loop: only shutdown kills the reader."""
@@ -268,7 +307,7 @@ class BackgroundJobs(Responder):
     def __init__(self, outbound: Outbound, max_background: int) -> None:
         Responder.__init__(self, outbound)
         self.max_background = max_background
-        self._tasks: dict[wire.IdKey | None, _Task] = {}
+        self._tasks: dict[Hashable, _Task] = {}
         self._dying: set[Greenlet] = set()  # answered and killed, not yet dead (agent code may linger)
         self.admitting = True
 
@@ -284,7 +323,7 @@ class BackgroundJobs(Responder):
             self._send_error(request.id, ConnectionBusy(self.max_background))
             return
         try:
-            job = route.handler(request.params, request.id)
+            job = route.handler(self.params_of(request), request.id)
         except MAPPED_EXCEPTIONS as exc:
             self._answer_inline(request.id, outcome_of(exc, f"admission of {request.method}"))
             if isinstance(exc, GreenletExit):
@@ -299,6 +338,13 @@ class BackgroundJobs(Responder):
         greenlet.rawlink(lambda _g: self._finish(task, KILLED))
         task.greenlet = greenlet
         greenlet.start()
+        acknowledgement = job.acknowledge()
+        if acknowledgement is not None:
+            # Answered now; the slot stays taken, and the id is free again (its request is answered).
+            del self._tasks[task.key]
+            task.key, task.acknowledged = object(), True
+            self._tasks[task.key] = task
+            self._answer(request.id, Outcome(result=self.translate(request.method, acknowledgement)))
 
     def _run_task(self, task: _Task) -> None:
         outcome = KILLED  # stays so if something outcome_of does not map ends the body
@@ -316,11 +362,19 @@ class BackgroundJobs(Responder):
         if task.done:
             return
         task.done = True
-        self._tasks.pop(wire.id_key(task.request_id), None)
+        self._tasks.pop(task.key, None)
         try:
             outcome = task.job.settle(outcome)
         except Exception as exc:
             outcome = outcome_of(exc, f"settling {task.method} #{wire.id_text(task.request_id)}")
+        if task.acknowledged:
+            try:
+                task.job.report(outcome)
+            except Exception:
+                log.exception("reporting the end of %s #%s failed", task.method, wire.id_text(task.request_id))
+            return
+        if outcome.result is not None and outcome.error is None:
+            outcome.result = self.translate(task.method, outcome.result)
         self._answer(task.request_id, outcome)
 
     def _on_cancel_request(self, params: Any) -> None:
@@ -508,7 +562,8 @@ class Endpoint(MethodTable, BackgroundJobs):
     # -- control -----------------------------------------------------------------------------
     def _run_control(self, request: wire.Request, route: Route) -> None:
         try:
-            result = route.handler(request.params, request.id)
+            result = route.handler(self.params_of(request), request.id)
+            result = self.translate(request.method, result)
         except MAPPED_EXCEPTIONS as exc:
             self._answer_inline(request.id, outcome_of(exc, f"control handler for {request.method}"))
             if isinstance(exc, GreenletExit):

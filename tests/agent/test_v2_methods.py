@@ -3,9 +3,9 @@
 tool call's token while its turn goes on; `terminal/cancel` routed to `Agent.cancel_terminal`.
 Under a connection that negotiated version 1 each one is -32601, like any unknown method.
 
-The negotiated version is set on the context directly (`as_v2`): what `initialize` stores once
-it negotiates 2. Messages are schema-checked at teardown with the harness's v1 checker, which
-accepts these v2 answers (empty objects) and the extra `capabilities` field of a v2 tool call."""
+`as_v2` negotiates version 2 through `initialize`; a v2 prompt is acknowledged at once and its
+turn ends with an idle `state_update` (`ended`). Messages are schema-checked at teardown against
+the v2 draft, the version the connection negotiated."""
 
 from __future__ import annotations
 
@@ -34,9 +34,25 @@ V2_METHODS = ("auth/login", "auth/logout", "tool_call/cancel", "terminal/cancel"
 
 
 def as_v2(conn: UnitConnection, capabilities: dict[str, Any] | None = None) -> None:
-    """Initialize, then record version 2 as negotiated (the v2 negotiation is initialize's)."""
-    conn.initialize(capabilities=capabilities)
-    conn.context.initialized(2, capabilities or {}, None)
+    """Initialize, negotiating version 2."""
+    answer = conn.call("initialize", {"protocolVersion": 2, "info": {"name": "unit", "version": "0"},
+                                      "capabilities": capabilities or {}})
+    assert answer["protocolVersion"] == 2
+
+
+def ended(conn: UnitConnection, prompt_id: Any, timeout: float = 10.0) -> dict[str, Any]:
+    """A v2 prompt's turn, ended: its acknowledgement, then the session's next idle `state_update`,
+    given as v1's answer would have been (`{"stopReason": ...}`)."""
+    assert "messageId" in conn.result(prompt_id, timeout)
+    at = conn.sink.index_of_response(prompt_id)
+    session_id = next(r.message["params"]["sessionId"] for r in conn.records
+                      if r.direction == "out" and r.message.get("id") == prompt_id)
+
+    def idle() -> dict[str, Any] | None:
+        return next((m["params"]["update"] for m in conn.sink.messages[at:] if m.get("method") == "session/update"
+                     and m["params"]["sessionId"] == session_id and m["params"]["update"].get("state") == "idle"), None)
+
+    return {"stopReason": wait_until(idle, timeout, "the idle state_update", conn.sink.changed).get("stopReason")}
 
 
 def tool_updates(conn: UnitConnection, session_id: str) -> list[dict[str, Any]]:
@@ -45,8 +61,7 @@ def tool_updates(conn: UnitConnection, session_id: str) -> list[dict[str, Any]]:
 
 def announced_tool(conn: UnitConnection, session_id: str) -> dict[str, Any]:
     """The first tool call the running turn announced (waited for)."""
-    return wait_until(lambda: next((u for u in tool_updates(conn, session_id) if u["sessionUpdate"] == "tool_call"), None),
-                      10, "a tool call", conn.sink.changed)
+    return wait_until(lambda: next(iter(tool_updates(conn, session_id)), None), 10, "a tool call", conn.sink.changed)
 
 
 def cancel_tool(conn: UnitConnection, session_id: str, tool_call_id: Any) -> Any:
@@ -113,7 +128,7 @@ def test_logout_runs_the_agent_hook_and_requires_a_new_login(unit):
     refused = conn.error(conn.prompt(session_id, "hi"))
     assert refused["data"]["reason"] == "auth_required"
     conn.call("auth/login", {"methodId": "token"})
-    assert conn.result(conn.prompt(session_id, "hi")) == {"stopReason": "end_turn"}
+    assert ended(conn, conn.prompt(session_id, "hi")) == {"stopReason": "end_turn"}
 
 
 def test_logout_of_an_agent_with_auth_methods_but_no_hook_still_logs_out(unit):
@@ -142,7 +157,7 @@ def test_cancelling_a_cancellable_tool_call_ends_it_and_the_turn_goes_on(unit):
     tool = announced_tool(conn, session_id)
     assert tool["capabilities"] == {"cancel": {}}
     assert conn.result(cancel_tool(conn, session_id, tool["toolCallId"])) == {}
-    assert conn.result(prompt) == {"stopReason": "end_turn"}
+    assert ended(conn, prompt) == {"stopReason": "end_turn"}
     final = tool_updates(conn, session_id)[-1]
     assert (final["status"], final["capabilities"]) == ("failed", None)
     assert final["content"][0]["content"]["text"] == "Cancelled"
@@ -158,7 +173,7 @@ def test_the_answer_comes_before_the_agent_reacts(unit):
     tool = announced_tool(conn, session_id)
     request = cancel_tool(conn, session_id, tool["toolCallId"])
     answered = conn.sink.index_of_response(request)  # already there: no yield since the request
-    conn.result(prompt)
+    ended(conn, prompt)
     confirm = next(i for i, m in enumerate(conn.sink.messages)
                    if m.get("method") == "session/update" and m["params"]["update"].get("status") == "failed")
     assert answered < confirm
@@ -190,9 +205,9 @@ def test_an_agent_that_ignores_the_token_keeps_running_and_the_answer_still_come
     tool = announced_tool(conn, session_id)
     assert conn.result(cancel_tool(conn, session_id, tool["toolCallId"]), timeout=1) == {}
     gevent.sleep(0.05)
-    assert tool_updates(conn, session_id)[-1]["sessionUpdate"] == "tool_call"  # still running, nothing sent
+    assert len(tool_updates(conn, session_id)) == 1  # still running, nothing sent since its announcement
     agent.release.set()
-    assert conn.result(prompt) == {"stopReason": "end_turn"}
+    assert ended(conn, prompt) == {"stopReason": "end_turn"}
     assert agent.saw_cancelled is True
     final = tool_updates(conn, session_id)[-1]
     assert (final["status"], final["capabilities"]) == ("completed", None)
@@ -205,7 +220,7 @@ def test_cancelling_the_turn_sets_the_tool_calls_token_and_the_runtime_closes_it
     prompt = conn.prompt(session_id, "/longtool 30")
     announced_tool(conn, session_id)
     conn.notify("session/cancel", {"sessionId": session_id})
-    assert conn.result(prompt) == {"stopReason": "cancelled"}
+    assert ended(conn, prompt) == {"stopReason": "cancelled"}
     final = tool_updates(conn, session_id)[-1]
     assert (final["status"], final["capabilities"]) == ("failed", None)
 
@@ -240,14 +255,14 @@ def test_a_tool_call_that_cannot_be_cancelled_is_refused_invalid_params(unit, to
     assert conn.result(cancel_tool(conn, session_id, "long")) == {}
     assert conn.result(cancel_tool(conn, session_id, "long")) == {}  # accepted again until it is final
     conn.notify("session/cancel", {"sessionId": session_id})
-    assert conn.result(prompt) == {"stopReason": "cancelled"}
+    assert ended(conn, prompt) == {"stopReason": "cancelled"}
 
 
 def test_no_running_turn_is_invalid_params_and_an_unknown_session_resource_not_found(unit):
     conn: UnitConnection = unit()
     as_v2(conn)
     session_id = conn.new_session()
-    assert conn.result(conn.prompt(session_id, "/longtool 0")) == {"stopReason": "end_turn"}
+    assert ended(conn, conn.prompt(session_id, "/longtool 0")) == {"stopReason": "end_turn"}
     finished = tool_updates(conn, session_id)[0]["toolCallId"]
     idle = conn.error(cancel_tool(conn, session_id, finished))
     assert (idle["code"], idle["data"]["reason"]) == (-32602, "not_cancellable")
@@ -280,9 +295,9 @@ def test_cancelling_a_tool_call_cancels_its_permission_request_and_the_turn_goes
     session_id = conn.new_session()
     prompt = conn.prompt(session_id, "go")
     asked = wait_until(lambda: conn.sink.requests("session/request_permission"), 10, "the permission request", conn.sink.changed)[0]
-    tool_call_id = asked["params"]["toolCall"]["toolCallId"]
+    tool_call_id = asked["params"]["subject"]["toolCall"]["toolCallId"]
     assert conn.result(cancel_tool(conn, session_id, tool_call_id)) == {}
-    assert conn.result(prompt) == {"stopReason": "end_turn"}
+    assert ended(conn, prompt) == {"stopReason": "end_turn"}
     assert [m["params"] for m in conn.sink.messages if m.get("method") == "$/cancel_request"] == [{"requestId": asked["id"]}]
     assert said(conn.sink.updates(session_id)) == "granted=False reason=Cancelled"
     final = tool_updates(conn, session_id)[-1]
@@ -319,7 +334,7 @@ def test_an_mcp_call_bound_to_a_tool_calls_token_stops_when_that_tool_call_is_ca
     tool = announced_tool(conn, session_id)
     gevent.sleep(0.05)  # the MCP call is under way
     assert conn.result(cancel_tool(conn, session_id, tool["toolCallId"])) == {}
-    assert conn.result(prompt, timeout=5) == {"stopReason": "end_turn"}
+    assert ended(conn, prompt, timeout=5) == {"stopReason": "end_turn"}
     assert said(conn.sink.updates(session_id)) == "the MCP call was cancelled"
 
 
@@ -353,7 +368,7 @@ def test_a_wait_on_a_finished_tool_calls_token_is_released_by_the_turns_cancel(u
     prompt = conn.prompt(session_id, "go")
     wait_until(lambda: conn.sink.requests("session/request_permission"), 10, "the permission request", conn.sink.changed)
     conn.notify("session/cancel", {"sessionId": session_id})
-    assert conn.result(prompt, timeout=5) == {"stopReason": "cancelled"}
+    assert ended(conn, prompt, timeout=5) == {"stopReason": "cancelled"}
 
 
 class AsksAfterFinishingAgent(Agent):
@@ -387,7 +402,7 @@ def test_no_callback_stays_on_the_session_token_after_a_turn(unit):
     as_v2(conn)
     session_id = conn.new_session()
     for _ in range(3):
-        assert conn.result(conn.prompt(session_id, "go")) == {"stopReason": "end_turn"}
+        assert ended(conn, conn.prompt(session_id, "go")) == {"stopReason": "end_turn"}
     assert conn.sessions.live(session_id).token._callbacks == []
     assert [u["status"] for u in tool_updates(conn, session_id) if u.get("capabilities", "") is None] == ["completed", "failed"] * 3
 
@@ -486,7 +501,7 @@ def test_the_capabilities_a_tool_call_carries_are_v2_tool_call_capabilities(unit
     prompt = conn.prompt(session_id, "/longtool 30")
     tool = announced_tool(conn, session_id)
     conn.result(cancel_tool(conn, session_id, tool["toolCallId"]))
-    conn.result(prompt)
+    ended(conn, prompt)
     carried = [u["capabilities"] for u in tool_updates(conn, session_id) if "capabilities" in u]
     assert carried == [{"cancel": {}}, None]
     validator = v2_schema().validator("stable", "ToolCallCapabilities")

@@ -48,7 +48,8 @@ def test_a_protocol_version_outside_uint16_is_invalid_params_naming_the_field(un
     assert conn.error(conn.request("session/new", {"cwd": "/tmp", "mcpServers": []}))["data"]["reason"] == "not_initialized"
 
 
-@pytest.mark.parametrize("version", [0, 1, 65535])
-def test_a_protocol_version_in_uint16_is_negotiated(unit: Any, version: int) -> None:
+@pytest.mark.parametrize(("version", "negotiated"), [(0, 1), (1, 1), (2, 2), (65535, 2)])
+def test_a_protocol_version_in_uint16_is_negotiated(unit: Any, version: int, negotiated: int) -> None:
+    """The highest version served at or below the request: 1 for 0 and 1, the v2 draft from 2 on."""
     conn: UnitConnection = unit(DemoAgent())
-    assert conn.call("initialize", {"protocolVersion": version})["protocolVersion"] == 1
+    assert conn.call("initialize", {"protocolVersion": version, "info": {"name": "t", "version": "0"}})["protocolVersion"] == negotiated

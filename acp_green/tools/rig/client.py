@@ -32,6 +32,8 @@ from ...rpc.wire import IdKey, id_key, is_valid_id
 from .terminals import TerminalHost
 
 PROTOCOL_VERSION = 1
+#: What of a policy's client capabilities ACP v2 (the draft) still has.
+V2_CLIENT_CAPABILITIES = frozenset({"elicitation", "auth"})
 
 
 class RpcErrorResponse(Exception):
@@ -121,7 +123,45 @@ class Pending:
         return message["error"]
 
 
-class AcpClient:
+class VersionedClient:
+    """What depends on the ACP version a rig client asks for: its `initialize`, and under the v2
+    draft, a prompt acknowledged at once whose turn ends with an idle `state_update`."""
+
+    policy: "ClientPolicy"
+    call: Callable[..., Any]
+    updates: Callable[..., list[dict[str, Any]]]
+    wait_for: Callable[..., Any]
+
+    def initialize(self, capabilities: dict[str, Any] | None = None, version: int = PROTOCOL_VERSION) -> dict[str, Any]:
+        return self.call("initialize", self.initialize_params(capabilities, version))
+
+    def initialize_params(self, capabilities: dict[str, Any] | None = None, version: int = PROTOCOL_VERSION) -> dict[str, Any]:
+        if version >= 2:
+            return v2_initialize_params(version, capabilities, self.policy.capabilities)
+        return {
+            "protocolVersion": version,
+            "clientCapabilities": capabilities if capabilities is not None else self.policy.capabilities,
+            "clientInfo": {"name": "acp-green-rig", "version": "0.1.0"},
+        }
+
+    def idle_states(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's idle `state_update`s so far (each ends a turn where v1 answered its prompt)."""
+        return [u for u in self.updates(session_id) if u.get("sessionUpdate") == "state_update" and u.get("state") == "idle"]
+
+    def wait_idle(self, session_id: str, count: int = 1, timeout: float = 30.0) -> dict[str, Any]:
+        """Wait for the session's `count`-th idle `state_update` and return it."""
+        self.wait_for(lambda: len(self.idle_states(session_id)) >= count, timeout, f"idle state_update #{count} of {session_id}")
+        return self.idle_states(session_id)[count - 1]
+
+
+def v2_initialize_params(version: int, capabilities: dict[str, Any] | None, policy: dict[str, Any]) -> dict[str, Any]:
+    """The v2 draft's initialize: `info` and `capabilities` (no fs, no terminal: v2 removed them)."""
+    if capabilities is None:
+        capabilities = {k: v for k, v in policy.items() if k in V2_CLIENT_CAPABILITIES}
+    return {"protocolVersion": version, "capabilities": capabilities, "info": {"name": "acp-green-rig", "version": "0.1.0"}}
+
+
+class AcpClient(VersionedClient):
     """The client end of one ACP connection over a pair of descriptors."""
 
     def __init__(self, read_fd: int, write_fd: int, policy: ClientPolicy | None = None, *, close_fds: bool = True) -> None:
@@ -195,16 +235,6 @@ class AcpClient:
         return self.pending[id_key(message["id"])]
 
     # -- ACP conveniences ------------------------------------------------------------------
-    def initialize(self, capabilities: dict[str, Any] | None = None, version: int = PROTOCOL_VERSION) -> dict[str, Any]:
-        return self.call("initialize", self.initialize_params(capabilities, version))
-
-    def initialize_params(self, capabilities: dict[str, Any] | None = None, version: int = PROTOCOL_VERSION) -> dict[str, Any]:
-        return {
-            "protocolVersion": version,
-            "clientCapabilities": capabilities if capabilities is not None else self.policy.capabilities,
-            "clientInfo": {"name": "acp-green-rig", "version": "0.1.0"},
-        }
-
     def new_session(self, cwd: str = "/tmp", mcp_servers: Sequence[dict[str, Any]] = ()) -> str:
         return self.call("session/new", {"cwd": cwd, "mcpServers": list(mcp_servers)})["sessionId"]
 

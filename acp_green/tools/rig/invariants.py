@@ -154,6 +154,7 @@ class _PromptChecks(_Findings):
     prompts_answered: int
     cancelled_prompts: int
     session_updates_between_turns: bool
+    protocol_version: Any
 
     def _quieted_by(self, session_id: str) -> str:
         """Which response a session must stay quiet after, in words: "its session/load response"."""
@@ -206,6 +207,12 @@ class _PromptChecks(_Findings):
             return
         key = self._running.get(session_id) if isinstance(session_id, str) else None
         prompt = self._prompts.get(key) if key is not None else None
+        if prompt is not None and self.protocol_version == 2 and update.get("sessionUpdate") == "state_update" \
+                and update.get("state") == "idle":
+            # ACP v2: a prompt's idle state_update is where v1 answered it.
+            self._prompt_answered(prompt, record, {"id": _object(prompt.record.message).get("id"),
+                                                   "result": {"stopReason": update.get("stopReason")}})
+            return
         if prompt is not None:
             self._advisory_update(prompt, record, update)
         if prompt is None or prompt.expected_chunks is None or prompt.grammar_off:
@@ -522,6 +529,8 @@ class InvariantChecker(_MessageChecks):
         if isinstance(request.method, str) and request.method.startswith(PROBE_METHOD_PREFIX):
             self._unknown_method_answered(request, record, message)
         prompt = self._prompts.get(id_key(rid))
+        if prompt is not None and self.protocol_version == 2 and "result" in message:
+            return  # ACP v2: the acknowledgement; the turn ends with its idle state_update (_v2_idle)
         if prompt is not None:
             self._prompt_answered(prompt, record, message)
         elif request.method in _REOPENS and "result" in message:
@@ -552,6 +561,8 @@ def _sent_paths(message: dict[str, Any]) -> Iterator[tuple[str, Any]]:
     elif method == "terminal/create" and params.get("cwd") is not None:
         yield "cwd", params["cwd"]
     tool = params.get("update") if method == "session/update" else params.get("toolCall") if method == "session/request_permission" else None
+    if method == "session/request_permission" and tool is None:  # ACP v2: the tool call is the request's subject
+        tool = _object(params.get("subject")).get("toolCall")
     if not isinstance(tool, dict):
         return
     for i, location in enumerate(tool.get("locations") or [] if isinstance(tool.get("locations"), list) else []):
@@ -560,7 +571,11 @@ def _sent_paths(message: dict[str, Any]) -> Iterator[tuple[str, Any]]:
         else:
             yield f"locations[{i}]", location
     for i, block in enumerate(tool.get("content") or [] if isinstance(tool.get("content"), list) else []):
-        if isinstance(block, dict) and block.get("type") == "diff":
+        if isinstance(block, dict) and block.get("type") == "diff" and isinstance(block.get("changes"), list):
+            for j, change in enumerate(block["changes"]):  # ACP v2: each change names its paths
+                for name in ("path", "oldPath") if isinstance(change, dict) and "oldPath" in change else ("path",):
+                    yield f"content[{i}].changes[{j}].{name}", _object(change).get(name)
+        elif isinstance(block, dict) and block.get("type") == "diff":
             yield f"content[{i}].path", block.get("path")
 
 

@@ -23,6 +23,7 @@ from gevent.greenlet import Greenlet
 from gevent import GreenletExit
 
 from . import wire
+from .batch import BatchAnswers
 from ..errors import ConnectionBusy, InternalError, InvalidParams, InvalidRequest, MethodNotFound, OutOfMemory, OutputBacklog, ParseError, RequestCancelled, RpcError, TurnCancelled, error_for, one_line
 from .client_requests import ClientRequests
 from .transport import Outbound, request_id_of
@@ -146,15 +147,20 @@ def fallback(lookup: _Handler) -> _Handler:
     return _marker("fallback", None)(lookup)
 
 
-class _Task:
-    __slots__ = ("request_id", "method", "job", "greenlet", "done")
+#: Where an answer goes: a batch's answers and the index of the member it answers.
+_Slot = tuple[BatchAnswers, int]
 
-    def __init__(self, request_id: wire.RequestId, method: str, job: Job) -> None:
+
+class _Task:
+    __slots__ = ("request_id", "method", "job", "greenlet", "done", "batch")
+
+    def __init__(self, request_id: wire.RequestId, method: str, job: Job, batch: _Slot | None = None) -> None:
         self.request_id = request_id
         self.method = method
         self.job = job
         self.greenlet: Greenlet | None = None
         self.done = False  # settled and answered, or being so: _finish runs once
+        self.batch = batch  # a batch member's place in its batch's answer
 
 
 class MethodTable:
@@ -207,7 +213,8 @@ class Responder:
     """Turns how a request ended into its one response on the outbound queue.
 
     Notes when the request of the line being handled is answered, so that the last-resort guard
-    of `Endpoint.handle_line` never answers it a second time.
+    of `Endpoint.handle_line` never answers it a second time. An answer to a batch member goes
+    into its batch's answer (`_into`), which is queued as one line once it is complete.
     """
 
     def __init__(self, outbound: Outbound) -> None:
@@ -215,6 +222,8 @@ class Responder:
         # The request of the line being handled (id key) and whether it has been answered.
         self._line_key: tuple[bool, Any] | None = None
         self._line_answered = False
+        # Where answers go now: the batch member being handled (or answered), else None (a line).
+        self._into: _Slot | None = None
 
     def _answer(self, request_id: wire.RequestId, outcome: Outcome) -> None:
         """The one response an outcome stands for; a `Reply`'s post-response step runs right after it."""
@@ -224,11 +233,10 @@ class Responder:
             self._send_error(request_id, RequestCancelled())
         elif isinstance(outcome.result, Reply):
             self._send_result(request_id, outcome.result.result)
-            if outcome.result.then is not None:
-                try:
-                    outcome.result.then()
-                except Exception:
-                    log.exception("post-response step of request %s failed", wire.id_text(request_id))
+            if outcome.result.then is not None and self._into is not None:
+                self._into[0].after.append(outcome.result.then)  # after the array that holds the response
+            elif outcome.result.then is not None:
+                _run_step(outcome.result.then, request_id)
         else:
             self._send_result(request_id, outcome.result)
 
@@ -250,7 +258,7 @@ class Responder:
         except (TypeError, ValueError, OverflowError) as exc:
             log.error("result for %s cannot be encoded: %s", wire.id_text(request_id), exc)
             data = wire.encode_error(request_id, InternalError(one_line(f"Result not encodable: {exc}")).to_wire())
-        self.outbound.put(data)
+        self._emit(data)
 
     def _send_error(self, request_id: wire.RequestId, error: RpcError) -> None:
         self._mark_answered(request_id)
@@ -258,7 +266,24 @@ class Responder:
             data = wire.encode_error(request_id, error.to_wire())
         except (TypeError, ValueError, OverflowError):
             data = wire.encode_error(request_id, {"code": error.code, "message": one_line(repr(error.message))})
-        self.outbound.put(data)
+        self._emit(data)
+
+    def _emit(self, data: bytes) -> None:
+        if self._into is None:
+            self.outbound.put(data)
+        else:
+            self._into[0].add(self._into[1], data)
+
+    def _send_if_complete(self, batch: BatchAnswers) -> None:
+        """Queue a batch's answer as one line once every member is answered, then what waited for it."""
+        if not batch.complete:
+            return
+        batch.sent = True
+        line = batch.line()
+        if line is not None:  # a batch of notifications and responses is not answered
+            self.outbound.put(line)
+        for step in batch.after:
+            _run_step(step, None)
 
 
 class BackgroundJobs(Responder):
@@ -290,7 +315,9 @@ class BackgroundJobs(Responder):
             if isinstance(exc, GreenletExit):
                 raise
             return
-        task = _Task(request.id, request.method, job)
+        task = _Task(request.id, request.method, job, self._into)
+        if task.batch is not None:
+            task.batch[0].waiting += 1
         # In the table first: should anything below fail, handle_line's guard finds the task
         # unstarted and settles it, so its reservations are released and it is answered.
         self._tasks[wire.id_key(request.id)] = task
@@ -321,7 +348,14 @@ class BackgroundJobs(Responder):
             outcome = task.job.settle(outcome)
         except Exception as exc:
             outcome = outcome_of(exc, f"settling {task.method} #{wire.id_text(task.request_id)}")
-        self._answer(task.request_id, outcome)
+        into, self._into = self._into, task.batch  # the task's own place, whatever line is being handled
+        try:
+            self._answer(task.request_id, outcome)
+        finally:
+            self._into = into
+            if task.batch is not None:
+                task.batch[0].waiting -= 1
+                self._send_if_complete(task.batch[0])
 
     def _on_cancel_request(self, params: Any) -> None:
         if not isinstance(params, dict) or "requestId" not in params or not wire.is_valid_id(params["requestId"]):
@@ -392,6 +426,8 @@ class Endpoint(MethodTable, BackgroundJobs):
         BackgroundJobs.__init__(self, outbound, max_background)
         self.notifications.setdefault("$/cancel_request", self._on_cancel_request)
         self.client = ClientRequests(outbound)
+        #: Whether a line may be a JSON-RPC batch (a JSON array); while False one is refused -32600.
+        self.accept_batches = False
 
     # -- the receive loop's entry point ------------------------------------------------------
     def handle_line(self, line: bytes) -> None:
@@ -411,20 +447,14 @@ class Endpoint(MethodTable, BackgroundJobs):
         self._line_answered = False
         try:
             try:
-                message = wire.decode(line)
-            except wire.MalformedResponse as exc:
-                if not self.client.fail_malformed(exc.response_id, exc.message):
-                    self._send_error(None, exc)  # nobody waits for it: said as for any unreadable message
-                return
-            except wire.InvalidMessage as exc:
-                self._send_error(exc.request_id, exc)
-                return
-            except wire.UnrepresentableNumber as exc:
-                self._refuse_unrepresentable(exc)
-                return
+                decoded = wire.decode_with_batches(line) if self.accept_batches else wire.decode(line)
             except RpcError as exc:
-                self._send_error(None, exc)
+                self._refuse(exc)
                 return
+            if isinstance(decoded, wire.Batch):
+                self._handle_batch(decoded)
+                return
+            message = decoded
             if isinstance(message, wire.Request):
                 self._line_key = wire.id_key(message.id)
             self.handle(message)
@@ -432,6 +462,58 @@ class Endpoint(MethodTable, BackgroundJobs):
             self._last_resort(message, exc, line)
         finally:
             self._line_key = None
+
+    def _refuse(self, exc: RpcError) -> None:
+        """Answer what did not decode into a message, as its kind requires (S6: a notification never)."""
+        if isinstance(exc, wire.MalformedResponse):
+            if not self.client.fail_malformed(exc.response_id, exc.message):
+                self._send_error(None, exc)  # nobody waits for it: said as for any unreadable message
+        elif isinstance(exc, wire.InvalidMessage):
+            self._send_error(exc.request_id, exc)
+        elif isinstance(exc, wire.UnrepresentableNumber):
+            self._refuse_unrepresentable(exc)
+        else:
+            self._send_error(None, exc)
+
+    # -- batches (JSON-RPC 2.0 §6), once `accept_batches` is set --------------------------------
+    def _handle_batch(self, batch: wire.Batch, unread: bool = False) -> None:
+        """Each member as if it came alone, in order; the answers to its requests as one array,
+        queued once the last is known (a background member's when its job ends).
+
+        Between members the loop yields, as the receive loop does between lines. A kill
+        (shutdown) ends the loop: members not handled yet are refused as unread lines are.
+        `unread`: refuse every member so (the batch was read but never dispatched).
+        """
+        answers = BatchAnswers()
+        started = 0
+        try:
+            for index, member in enumerate(batch.members):
+                if started and not unread:
+                    gevent.sleep(0)
+                started = index + 1  # from here the member's handling answers it, even if killed
+                self._handle_member(answers, index, member, unread)
+        finally:
+            for index in range(started, len(batch.members)):
+                self._handle_member(answers, index, batch.members[index], unread=True)
+            answers.sealed = True
+            self._send_if_complete(answers)
+
+    def _handle_member(self, answers: BatchAnswers, index: int, member: wire.Message | RpcError, unread: bool) -> None:
+        self._into, self._line_answered = (answers, index), False
+        message = None if isinstance(member, RpcError) else member
+        try:
+            if isinstance(member, RpcError):
+                self._refuse(member)
+            elif unread:
+                self._refuse_unread(member)
+            else:
+                if isinstance(member, wire.Request):
+                    self._line_key = wire.id_key(member.id)
+                self.handle(member)
+        except (Exception, gevent.Timeout) as exc:
+            self._last_resort(message, exc)
+        finally:
+            self._into, self._line_key = None, None
 
     def _refuse_unrepresentable(self, exc: wire.UnrepresentableNumber) -> None:
         """Valid JSON with a number Python cannot carry: a request gets -32602, a notification nothing."""
@@ -536,7 +618,7 @@ class Endpoint(MethodTable, BackgroundJobs):
         if not line.strip():
             return
         try:
-            message = wire.decode(line)
+            message = wire.decode_with_batches(line) if self.accept_batches else wire.decode(line)
         except wire.InvalidMessage as exc:
             self._send_error(exc.request_id, exc)
             return
@@ -547,12 +629,26 @@ class Endpoint(MethodTable, BackgroundJobs):
             log.warning("unreadable line at shutdown: %s", type(exc).__name__)
             self._send_error(None, InvalidRequest("Invalid request"))
             return
+        if isinstance(message, wire.Batch):
+            self._handle_batch(message, unread=True)
+        else:
+            self._refuse_unread(message)
+
+    def _refuse_unread(self, message: wire.Message) -> None:
         if not isinstance(message, wire.Request):
             return
         if wire.id_key(message.id) in self._tasks:
             self._send_error(message.id, InvalidRequest("Request id is already in flight"))
         else:
             self._send_error(message.id, RequestCancelled("The agent is shutting down"))
+
+
+def _run_step(step: Callable[[], None], request_id: wire.RequestId) -> None:
+    """A post-response step; its failure is logged, never the request's."""
+    try:
+        step()
+    except Exception:
+        log.exception("post-response step of request %s failed", wire.id_text(request_id))
 
 
 def _kind(message: wire.Message | None) -> str:

@@ -1,0 +1,44 @@
+"""The answers owed for one JSON-RPC batch, held until the last is known, then sent as one array.
+
+JSON-RPC 2.0 (§6) answers a batch with one array holding an answer for every request member and
+none for notifications or responses, sent once all of them are known; an array with nothing to
+hold is not sent. The order inside the array is free; here it is the order of the members.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from operator import itemgetter
+
+
+@dataclass(slots=True)
+class BatchAnswers:
+    """What one batch line is owed: answers by member index, and what waits for the array.
+
+    `waiting` counts the background members admitted and not answered yet; `sealed` is set once
+    every member was handled (or refused), so the array is complete when both say so.
+    """
+
+    answers: list[tuple[int, bytes]] = field(default_factory=list)
+    waiting: int = 0
+    sealed: bool = False
+    #: Post-response steps of members (a `Reply`'s `then`): they follow their response, so they
+    #: run once the array holding it is queued.
+    after: list[Callable[[], None]] = field(default_factory=list)
+    sent: bool = False
+
+    def add(self, index: int, data: bytes) -> None:
+        """The encoded answer (one line, newline included) of member `index`."""
+        self.answers.append((index, data.rstrip(b"\n")))
+
+    @property
+    def complete(self) -> bool:
+        return self.sealed and self.waiting == 0 and not self.sent
+
+    def line(self) -> bytes | None:
+        """The array of answers as one line, members' order; None when no member is answered."""
+        if not self.answers:
+            return None
+        self.answers.sort(key=itemgetter(0))  # stable: a member's answers keep their order
+        return b"[" + b",".join(data for _, data in self.answers) + b"]\n"

@@ -164,6 +164,15 @@ class AcpClient:
                 self.pending[id_key(message["id"])] = Pending(message["id"], message["method"], now)
         self._write(data)
 
+    def send_batch(self, *messages: Any) -> None:
+        """Write messages as one JSON-RPC batch (a JSON array on one line); ACP v2 only."""
+        now = time.monotonic()
+        self.records.append(Record(now, "out", b"", list(messages)))
+        for message in messages:
+            if isinstance(message, dict) and "id" in message and "method" in message:
+                self.pending[id_key(message["id"])] = Pending(message["id"], message["method"], now)
+        self._write(json.dumps(list(messages)).encode() + b"\n")
+
     def _write(self, data: bytes) -> None:
         with self._write_lock:
             self._writer_file.write(data)
@@ -220,7 +229,12 @@ class AcpClient:
 
     # -- what was received -----------------------------------------------------------------
     def received(self) -> list[dict[str, Any]]:
-        return [r.message for r in self.records if r.direction == "in" and r.message is not None]
+        """Every message the agent wrote, in order; a batch's members each in its place."""
+        found: list[dict[str, Any]] = []
+        for record in self.records:
+            if record.direction == "in" and record.message is not None:
+                found.extend(record.message if isinstance(record.message, list) else [record.message])
+        return found
 
     def updates(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """`update` objects of session/update notifications, in arrival order."""
@@ -275,10 +289,12 @@ class AcpClient:
                 except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
                     message = None
                 self.records.append(Record(now, "in", line, message))
-                if isinstance(message, dict):
-                    self._dispatch(message, now)
-                    for listener in self.listeners:
-                        listener(message)
+                # A batch's answer (ACP v2) holds messages each handled as if it came alone.
+                for each in message if isinstance(message, list) else [message]:
+                    if isinstance(each, dict):
+                        self._dispatch(each, now)
+                        for listener in self.listeners:
+                            listener(each)
                 self._changed.set()
         except OSError:
             pass

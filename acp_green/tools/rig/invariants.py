@@ -395,6 +395,13 @@ class InvariantChecker(_MessageChecks):
             self._client_message(Record(record.t, "out", line, message), message)
 
     def _client_message(self, record: Record, message: Any) -> None:
+        if isinstance(message, list):
+            if message and self._batches:  # ACP v2: each member as if it came alone
+                for member in message:
+                    self._client_message(Record(record.t, record.direction, record.raw, member), member)
+            else:  # ACP v1 refuses any batch, and v2 an empty one: one error, id null
+                self._null_budget += 1
+            return
         self._schema.observe(message, from_sender=False)
         kind = message_kind(message)
         if kind is None or (kind == "request" and not is_valid_id(message.get("id"))):
@@ -428,9 +435,32 @@ class InvariantChecker(_MessageChecks):
             self._open.setdefault(session_id, set()).add(key)
 
     # -- agent side --------------------------------------------------------------------------
+    @property
+    def _batches(self) -> bool:
+        """Whether the connection speaks JSON-RPC batches: ACP v2 does, v1 refuses them."""
+        return isinstance(self.protocol_version, int) and self.protocol_version >= 2
+
     def _agent_record(self, record: Record) -> None:
         message = record.message
+        if isinstance(message, list) and message and self._batches:
+            # A batch's answer (ACP v2): an array of responses, each checked as if it came alone.
+            for member in message:
+                if message_kind(member) != "response":
+                    self.exercised["valid_json_rpc"] += 1
+                    self._add("valid_json_rpc", "the agent wrote a batch holding something other than responses", [record])
+                    return
+            for member in message:
+                self._agent_message(Record(record.t, record.direction, record.raw, member), member)
+            return
+        self._agent_message(record, message)
+
+    def _agent_message(self, record: Record, message: Any) -> None:
         self.exercised["valid_json_rpc"] += 1
+        if isinstance(message, list):
+            self.exercised["schema"] += 1
+            why = "an empty batch" if not message else "a batch (JSON array), which ACP v1 does not allow"
+            self._add("valid_json_rpc", f"the agent wrote a line that is {why}", [record])
+            return
         if not isinstance(message, dict) or message_kind(message) is None:
             self.exercised["schema"] += 1
             text = "not JSON" if message is None else "not a JSON-RPC request, notification or response"

@@ -361,3 +361,56 @@ def test_any_batch_is_answered_by_the_rules_of_json_rpc_and_never_when_not_accep
         return
     (array,) = out.values
     assert [(a["id"], a.get("error", {}).get("code")) for a in array] == expected
+
+
+# -- with the ACP protocol attached (tests/unit_harness.py) ----------------------------------------
+# These connections negotiate v1 and set the flag by hand, as v2 negotiation sets it; so the rig
+# sees an array answer on a v1 connection, which its stdout-hygiene check rightly names.
+BY_HAND = pytest.mark.breaks_invariants("valid_json_rpc", reason="accept_batches set by hand on a connection that negotiated v1")
+
+
+def _request(request_id: Any, method: str, params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+
+
+def _array_answers(conn: Any) -> list[list[dict[str, Any]]]:
+    return [r.message for r in conn.records if r.direction == "in" and isinstance(r.message, list)]
+
+
+@BY_HAND
+def test_acp_a_batch_waits_for_its_prompt_and_a_new_sessions_updates_follow_the_array_S5(unit):
+    """The answer array waits for a long prompt (answered when a session/cancel ends it); the new
+    session's first update (its commands) comes only after the array that gives its id."""
+    conn = unit()
+    conn.initialize()
+    conn.endpoint.accept_batches = True
+    running = conn.new_session()
+    conn.batch(_request(10, "session/new", {"cwd": "/tmp", "mcpServers": []}),
+               _request(11, "session/prompt", conn.prompt_params(running, "/sleep 30")),
+               _request(12, "session/set_mode", {"sessionId": running, "modeId": "no-such-mode"}))
+    gevent.sleep(0.05)
+    assert _array_answers(conn) == [] and conn.sink.responses()[-1]["id"] != 10
+    conn.notify("session/cancel", {"sessionId": running})
+    assert conn.result(11)["stopReason"] == "cancelled"
+    (array,) = _array_answers(conn)
+    assert _ids(array) == [10, 11, 12] and "error" in array[2]
+    created = array[0]["result"]["sessionId"]
+    first_update = next(i for i, m in enumerate(conn.sink.messages)
+                        if m.get("method") == "session/update" and m["params"]["sessionId"] == created)
+    assert conn.sink.index_of_response(10) < first_update
+
+
+@BY_HAND
+def test_acp_S13_shutdown_answers_a_batch_holding_a_running_prompt_once_in_its_array(unit):
+    conn = unit()
+    conn.initialize()
+    conn.endpoint.accept_batches = True
+    session = conn.new_session()
+    conn.batch(_request(20, "session/prompt", conn.prompt_params(session, "/sleep 30")),
+               _request(21, "session/list", {}))
+    gevent.sleep(0.05)
+    assert _array_answers(conn) == []
+    conn.close()
+    (array,) = _array_answers(conn)
+    assert _ids(array) == [20, 21] and array[0]["result"]["stopReason"] == "cancelled"
+    assert [m.get("id") for m in conn.sink.responses()].count(20) == 1

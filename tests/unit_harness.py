@@ -24,11 +24,10 @@ from acp_green.context import ConnectionContext
 from acp_green.demo import DemoAgent
 from acp_green.rpc.endpoint import Endpoint
 from acp_green.tools.rig.client import Record
-from acp_green.tools.rig.schema import StreamChecker
 from acp_green.sessions import SessionRegistry
 from acp_green.store import MemoryStore
 from acp_green.rpc.transport import OutputLimits
-from tests.helpers import invariant_problems, tolerated_invariants, wait_until
+from tests.helpers import invariant_problems, stream_schema_problems, tolerated_invariants, wait_until
 
 __all__ = ["Sink", "UnitConnection", "same_id", "unit"]
 
@@ -182,12 +181,7 @@ class UnitConnection:
         return self.protocol.shut_down(grace)
 
     def schema_problems(self) -> list[str]:
-        checker = StreamChecker("agent")
-        problems: list[str] = []
-        for record in self.records:
-            for message in record.message if isinstance(record.message, list) else [record.message]:
-                problems.extend(checker.observe(message, from_sender=record.direction == "in"))
-        return problems
+        return stream_schema_problems(self.records)
 
 
 @pytest.fixture

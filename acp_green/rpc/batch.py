@@ -16,25 +16,31 @@ from operator import itemgetter
 class BatchAnswers:
     """What one batch line is owed: answers by member index, and what waits for the array.
 
-    `waiting` counts the background members admitted and not answered yet; `sealed` is set once
-    every member was handled (or refused), so the array is complete when both say so.
+    `owed` holds the request members handled and not answered yet (a background job answers
+    later); `sealed` is set once every member was handled (or refused), so the array is complete
+    when both say so. Owed by answer rather than by job: a request answered before its job ends
+    holds nothing up.
     """
 
     answers: list[tuple[int, bytes]] = field(default_factory=list)
-    waiting: int = 0
+    owed: set[int] = field(default_factory=set)
     sealed: bool = False
     #: Post-response steps of members (a `Reply`'s `then`): they follow their response, so they
     #: run once the array holding it is queued.
     after: list[Callable[[], None]] = field(default_factory=list)
-    sent: bool = False
+
+    def owe(self, index: int) -> None:
+        """Member `index` is a request: the array waits for its answer."""
+        self.owed.add(index)
 
     def add(self, index: int, data: bytes) -> None:
         """The encoded answer (one line, newline included) of member `index`."""
         self.answers.append((index, data.rstrip(b"\n")))
+        self.owed.discard(index)
 
     @property
     def complete(self) -> bool:
-        return self.sealed and self.waiting == 0 and not self.sent
+        return self.sealed and not self.owed
 
     def line(self) -> bytes | None:
         """The array of answers as one line, members' order; None when no member is answered."""

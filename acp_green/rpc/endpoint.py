@@ -232,11 +232,13 @@ class Responder:
         elif outcome.killed or outcome.cancelled:
             self._send_error(request_id, RequestCancelled())
         elif isinstance(outcome.result, Reply):
+            then = outcome.result.then
+            if then is not None and self._into is not None:
+                self._into[0].after.append(then)  # after the array that holds the response
+                then = None
             self._send_result(request_id, outcome.result.result)
-            if outcome.result.then is not None and self._into is not None:
-                self._into[0].after.append(outcome.result.then)  # after the array that holds the response
-            elif outcome.result.then is not None:
-                _run_step(outcome.result.then, request_id)
+            if then is not None:
+                _run_step(then, request_id)
         else:
             self._send_result(request_id, outcome.result)
 
@@ -273,12 +275,12 @@ class Responder:
             self.outbound.put(data)
         else:
             self._into[0].add(self._into[1], data)
+            self._send_if_complete(self._into[0])
 
     def _send_if_complete(self, batch: BatchAnswers) -> None:
         """Queue a batch's answer as one line once every member is answered, then what waited for it."""
-        if not batch.complete:
+        if not batch.complete:  # each owed member is answered once: complete at most once after sealing
             return
-        batch.sent = True
         line = batch.line()
         if line is not None:  # a batch of notifications and responses is not answered
             self.outbound.put(line)
@@ -316,8 +318,6 @@ class BackgroundJobs(Responder):
                 raise
             return
         task = _Task(request.id, request.method, job, self._into)
-        if task.batch is not None:
-            task.batch[0].waiting += 1
         # In the table first: should anything below fail, handle_line's guard finds the task
         # unstarted and settles it, so its reservations are released and it is answered.
         self._tasks[wire.id_key(request.id)] = task
@@ -353,9 +353,6 @@ class BackgroundJobs(Responder):
             self._answer(task.request_id, outcome)
         finally:
             self._into = into
-            if task.batch is not None:
-                task.batch[0].waiting -= 1
-                self._send_if_complete(task.batch[0])
 
     def _on_cancel_request(self, params: Any) -> None:
         if not isinstance(params, dict) or "requestId" not in params or not wire.is_valid_id(params["requestId"]):
@@ -501,6 +498,8 @@ class Endpoint(MethodTable, BackgroundJobs):
     def _handle_member(self, answers: BatchAnswers, index: int, member: wire.Message | RpcError, unread: bool) -> None:
         self._into, self._line_answered = (answers, index), False
         message = None if isinstance(member, RpcError) else member
+        if isinstance(member, wire.Request):
+            answers.owe(index)  # until answered: inline below, or by the job admitted for it
         try:
             if isinstance(member, RpcError):
                 self._refuse(member)

@@ -121,7 +121,26 @@ class Pending:
         return message["error"]
 
 
-class AcpClient:
+class BatchSender:
+    """Sends a JSON-RPC batch (ACP v2 has them): one array line, its requests awaited as any other."""
+
+    records: list[Record]
+    pending: dict[IdKey | None, Pending]
+
+    def _write(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def send_batch(self, *messages: Any) -> None:
+        """Write messages (any JSON values) as one batch line, recorded as one list."""
+        now = time.monotonic()
+        self.records.append(Record(now, "out", b"", list(messages)))
+        for message in messages:
+            if isinstance(message, dict) and "id" in message and "method" in message:
+                self.pending[id_key(message["id"])] = Pending(message["id"], message["method"], now)
+        self._write(json.dumps(list(messages)).encode() + b"\n")
+
+
+class AcpClient(BatchSender):
     """The client end of one ACP connection over a pair of descriptors."""
 
     def __init__(self, read_fd: int, write_fd: int, policy: ClientPolicy | None = None, *, close_fds: bool = True) -> None:
@@ -163,15 +182,6 @@ class AcpClient:
             if "id" in message and "method" in message:
                 self.pending[id_key(message["id"])] = Pending(message["id"], message["method"], now)
         self._write(data)
-
-    def send_batch(self, *messages: Any) -> None:
-        """Write messages as one JSON-RPC batch (a JSON array on one line); ACP v2 only."""
-        now = time.monotonic()
-        self.records.append(Record(now, "out", b"", list(messages)))
-        for message in messages:
-            if isinstance(message, dict) and "id" in message and "method" in message:
-                self.pending[id_key(message["id"])] = Pending(message["id"], message["method"], now)
-        self._write(json.dumps(list(messages)).encode() + b"\n")
 
     def _write(self, data: bytes) -> None:
         with self._write_lock:
@@ -229,12 +239,7 @@ class AcpClient:
 
     # -- what was received -----------------------------------------------------------------
     def received(self) -> list[dict[str, Any]]:
-        """Every message the agent wrote, in order; a batch's members each in its place."""
-        found: list[dict[str, Any]] = []
-        for record in self.records:
-            if record.direction == "in" and record.message is not None:
-                found.extend(record.message if isinstance(record.message, list) else [record.message])
-        return found
+        return [m for r in self.records if r.direction == "in" for m in messages_of(r.message)]
 
     def updates(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """`update` objects of session/update notifications, in arrival order."""
@@ -289,12 +294,10 @@ class AcpClient:
                 except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
                     message = None
                 self.records.append(Record(now, "in", line, message))
-                # A batch's answer (ACP v2) holds messages each handled as if it came alone.
-                for each in message if isinstance(message, list) else [message]:
-                    if isinstance(each, dict):
-                        self._dispatch(each, now)
-                        for listener in self.listeners:
-                            listener(each)
+                for each in [m for m in messages_of(message) if isinstance(m, dict)]:
+                    self._dispatch(each, now)
+                    for listener in self.listeners:
+                        listener(each)
                 self._changed.set()
         except OSError:
             pass
@@ -387,6 +390,14 @@ class AcpClient:
         for handle in (self._reader_file, self._writer_file):
             with contextlib.suppress(OSError):
                 handle.close()
+
+
+def messages_of(message: Any) -> list[Any]:
+    """What one line the agent wrote holds: its message, or a batch's answers (ACP v2) each in its
+    place, handled as if it came alone; nothing for a line that was not JSON."""
+    if message is None:
+        return []
+    return message if isinstance(message, list) else [message]
 
 
 def _param(message: dict[str, Any], name: str) -> Any:

@@ -297,7 +297,46 @@ class _MessageChecks(_PromptChecks):
                          "not -32601", [request.record, record])
 
 
-class InvariantChecker(_MessageChecks):
+class _BatchLines(_MessageChecks):
+    """A JSON-RPC batch line (an array), judged by the version negotiated: ACP v2 has batches,
+    each member read as if it came alone; v1 refuses them."""
+
+    protocol_version: Any
+    _null_budget: int
+
+    @property
+    def _batches(self) -> bool:
+        return isinstance(self.protocol_version, int) and self.protocol_version >= 2
+
+    def _client_batch(self, record: Record, batch: list[Any]) -> None:
+        if batch and self._batches:
+            for member in batch:
+                self._client_message(Record(record.t, record.direction, record.raw, member), member)
+        else:  # ACP v1 refuses any batch, and v2 an empty one: one error, id null
+            self._null_budget += 1
+
+    def _agent_record(self, record: Record) -> None:
+        """A line the agent wrote; a batch's answer (v2) is an array of responses, each checked alone."""
+        batch = record.message
+        if not isinstance(batch, list):
+            self._agent_message(record, batch)
+        elif batch and self._batches and all(message_kind(member) == "response" for member in batch):
+            for member in batch:
+                self._agent_message(Record(record.t, record.direction, record.raw, member), member)
+        else:
+            self.exercised["valid_json_rpc"] += 1
+            why = ("an empty batch" if not batch else "a batch holding something other than responses" if self._batches
+                   else "a batch (JSON array), which ACP v1 does not allow")
+            self._add("valid_json_rpc", f"the agent wrote a line that is {why}", [record])
+
+    def _client_message(self, record: Record, message: Any) -> None:
+        raise NotImplementedError
+
+    def _agent_message(self, record: Record, message: Any) -> None:
+        raise NotImplementedError
+
+
+class InvariantChecker(_BatchLines):
     """Checks one agent connection; feed it records in order, then `finish` when it ended."""
 
     def __init__(self, must_cancel_ids: Iterable[Any] = (), max_violations: int = 50, *,
@@ -396,11 +435,7 @@ class InvariantChecker(_MessageChecks):
 
     def _client_message(self, record: Record, message: Any) -> None:
         if isinstance(message, list):
-            if message and self._batches:  # ACP v2: each member as if it came alone
-                for member in message:
-                    self._client_message(Record(record.t, record.direction, record.raw, member), member)
-            else:  # ACP v1 refuses any batch, and v2 an empty one: one error, id null
-                self._null_budget += 1
+            self._client_batch(record, message)
             return
         self._schema.observe(message, from_sender=False)
         kind = message_kind(message)
@@ -435,32 +470,8 @@ class InvariantChecker(_MessageChecks):
             self._open.setdefault(session_id, set()).add(key)
 
     # -- agent side --------------------------------------------------------------------------
-    @property
-    def _batches(self) -> bool:
-        """Whether the connection speaks JSON-RPC batches: ACP v2 does, v1 refuses them."""
-        return isinstance(self.protocol_version, int) and self.protocol_version >= 2
-
-    def _agent_record(self, record: Record) -> None:
-        message = record.message
-        if isinstance(message, list) and message and self._batches:
-            # A batch's answer (ACP v2): an array of responses, each checked as if it came alone.
-            for member in message:
-                if message_kind(member) != "response":
-                    self.exercised["valid_json_rpc"] += 1
-                    self._add("valid_json_rpc", "the agent wrote a batch holding something other than responses", [record])
-                    return
-            for member in message:
-                self._agent_message(Record(record.t, record.direction, record.raw, member), member)
-            return
-        self._agent_message(record, message)
-
     def _agent_message(self, record: Record, message: Any) -> None:
         self.exercised["valid_json_rpc"] += 1
-        if isinstance(message, list):
-            self.exercised["schema"] += 1
-            why = "an empty batch" if not message else "a batch (JSON array), which ACP v1 does not allow"
-            self._add("valid_json_rpc", f"the agent wrote a line that is {why}", [record])
-            return
         if not isinstance(message, dict) or message_kind(message) is None:
             self.exercised["schema"] += 1
             text = "not JSON" if message is None else "not a JSON-RPC request, notification or response"

@@ -1,6 +1,6 @@
 """The answers owed for one JSON-RPC batch, held until the last is known, then sent as one array.
 
-JSON-RPC 2.0 (§6) answers a batch with one array holding an answer for every request member and
+JSON-RPC 2.0 answers a batch with one array holding an answer for every request member and
 none for notifications or responses, sent once all of them are known; an array with nothing to
 hold is not sent. The order inside the array is free; here it is the order of the members.
 """

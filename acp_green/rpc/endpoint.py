@@ -472,7 +472,7 @@ class Endpoint(MethodTable, BackgroundJobs):
         else:
             self._send_error(None, exc)
 
-    # -- batches (JSON-RPC 2.0 §6), once `accept_batches` is set --------------------------------
+    # -- JSON-RPC 2.0 batches, once `accept_batches` is set ------------------------------------
     def _handle_batch(self, batch: wire.Batch, unread: bool = False) -> None:
         """Each member as if it came alone, in order; the answers to its requests as one array,
         queued once the last is known (a background member's when its job ends).

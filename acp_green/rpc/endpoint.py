@@ -8,6 +8,8 @@ route-specific admission (session reservation, token binding) — and run in the
 one mapping, `outcome_of`. A control request is answered where it ran; a background request is
 answered by `_finish`, which is idempotent and also wired to `rawlink`, because a greenlet
 killed before its first switch never runs its body or its `finally` (docs/ARCHITECTURE.md, the gevent traps).
+Once `accept_batches` is set, a JSON-RPC batch line is handled member by member as if each came
+alone, and the answers its requests are owed leave as one array (`batch.BatchAnswers`).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ class BatchAnswers:
     """
 
     answers: list[tuple[int, bytes]] = field(default_factory=list)
+    held_bytes: int = 0  # the answers' size: held until sent, so bounded by the endpoint
     owed: set[int] = field(default_factory=set)
     sealed: bool = False
     #: Post-response steps of members (a `Reply`'s `then`): they follow their response, so they
@@ -36,6 +37,7 @@ class BatchAnswers:
     def add(self, index: int, data: bytes) -> None:
         """The encoded answer (one line, newline included) of member `index`."""
         self.answers.append((index, data.rstrip(b"\n")))
+        self.held_bytes += len(data)
         self.owed.discard(index)
 
     @property

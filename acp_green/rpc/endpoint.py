@@ -26,7 +26,7 @@ from gevent import GreenletExit
 
 from . import wire
 from .batch import BatchAnswers
-from ..errors import ConnectionBusy, InternalError, InvalidParams, InvalidRequest, MethodNotFound, OutOfMemory, OutputBacklog, ParseError, RequestCancelled, RpcError, TurnCancelled, error_for, one_line
+from ..errors import BatchTooLarge, ConnectionBusy, InternalError, InvalidParams, InvalidRequest, MethodNotFound, OutOfMemory, OutputBacklog, ParseError, RequestCancelled, RpcError, TurnCancelled, error_for, one_line
 from .client_requests import ClientRequests
 from .transport import Outbound, request_id_of
 
@@ -507,6 +507,9 @@ class Endpoint(MethodTable, BackgroundJobs):
                 self._refuse(member)
             elif unread:
                 self._refuse_unread(member)
+            elif isinstance(member, wire.Request) and answers.held_bytes > self.outbound.limits.hard_limit:
+                # Held answers are not in the output queue, whose limits pace every line: bound them here.
+                self._send_error(member.id, BatchTooLarge(answers.held_bytes, self.outbound.limits.hard_limit))
             else:
                 if isinstance(member, wire.Request):
                     self._line_key = wire.id_key(member.id)

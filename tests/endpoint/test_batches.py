@@ -190,6 +190,19 @@ def test_a_batch_over_the_member_bound_is_refused_whole_naming_the_bound(batchin
     assert len(out.values[1]) == wire.MAX_BATCH_MEMBERS
 
 
+def test_once_its_held_answers_pass_the_output_hard_limit_a_batch_refuses_its_further_requests(batching):
+    """Answers held for the array are not in the output queue, whose limits pace line by line: past
+    the hard limit a batch's further requests are refused -32000 `batch_too_large` without running."""
+    endpoint, out, table = batching()
+    out.limits = OutputLimits(hard_limit=1000)
+    endpoint.handle_line(_batch(*[_message(n, "echo", ["x" * 400]) for n in range(1, 5)], _note("note", [5]),
+                                _message(6, "echo", [6])))
+    (array,) = out.values
+    assert [a.get("error", {}).get("data", {}).get("reason") for a in array] == [None, None, None, "batch_too_large", "batch_too_large"]
+    assert array[3]["error"]["code"] == BUSY and array[3]["error"]["data"]["heldBytes"] > 1000
+    assert table.ran == ["echo ['" + "x" * 400 + "']"] * 3 + ["note [5]"]
+
+
 def test_invalid_members_each_get_their_own_error_in_the_array(batching):
     endpoint, out, table = batching()
     endpoint.handle_line(_batch(1, [_message(9, "echo")], {"jsonrpc": "1.0", "id": "old", "method": "echo"},

@@ -174,6 +174,19 @@ class OutputBacklog(RpcError):
         )
 
 
+class BatchTooLarge(RpcError):
+    """A request of a JSON-RPC batch whose held answers are already over the output hard limit."""
+
+    code = SERVER_BUSY
+    reason = "batch_too_large"
+
+    def __init__(self, held_bytes: int, limit: int) -> None:
+        super().__init__(
+            f"This batch's answers already hold {held_bytes} bytes, over {limit}: the request did not run; send it again",
+            data={"heldBytes": held_bytes},
+        )
+
+
 class AuthRequired(RpcError):
     code = AUTH_REQUIRED
     reason = "auth_required"

@@ -70,7 +70,9 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/endpoint/test_method_table.py", "tests/endpoint/test_rules_unit.py",
         "tests/endpoint/test_input_guard.py", "tests/transport/test_shutdown_stop.py",
         "tests/e2e/test_rules_in_process.py",
+        "tests/endpoint/test_batches.py",
     ]),
+    "batch": ("json-rpc", "acp_green/rpc/batch.py", ["tests/endpoint/test_batches.py", "tests/e2e/test_batches.py"]),
     "params": ("json-rpc", "acp_green/rpc/params.py", [
         "tests/endpoint/test_protocol_shape.py", "tests/endpoint/test_input_guard.py",
         "tests/endpoint/test_hostile_params.py",

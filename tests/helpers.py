@@ -200,6 +200,7 @@ def wire_log_records(path: str | os.PathLike[str]) -> list[Record]:
 
 def stream_schema_problems(records: Iterable[Record], sender: str = "agent") -> list[str]:
     """Schema problems (stable and unstable schema) of what `sender` ("agent" or "client") wrote in these records."""
+    records = batch_members(records)
     checker = StreamChecker(sender)
     own = "in" if sender == "agent" else "out"
     problems: list[str] = []
@@ -218,6 +219,17 @@ def stream_schema_problems(records: Iterable[Record], sender: str = "agent") -> 
             checker.schema = schema_for_version(result["protocolVersion"]) or checker.schema
         problems.extend(checker.observe(message, from_sender=record.direction == own))
     return problems
+
+
+def batch_members(records: Iterable[Record]) -> list[Record]:
+    """The records, with a JSON-RPC batch line (an array) as one record per member, in its place."""
+    found: list[Record] = []
+    for record in records:
+        if isinstance(record.message, list):
+            found.extend(Record(record.t, record.direction, record.raw, member) for member in record.message)
+        else:
+            found.append(record)
+    return found
 
 
 FINAL_TOOL_STATUSES = frozenset({"completed", "failed"})

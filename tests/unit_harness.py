@@ -48,18 +48,21 @@ class Sink:
         self.translate: Callable[[bytes], bytes | None] | None = None  # as Outbound's: the negotiated dialect's
 
     def put(self, data: bytes) -> None:
-        """Called by the endpoint (maybe from the hub): must not block or yield."""
+        """Called by the endpoint (maybe from the hub): must not block or yield.
+
+        A batch's answer (a JSON array line) is one record, and each of its members a message."""
         if self.translate is not None:
             translated = self.translate(data)
             if translated is None:
                 return
             data = translated
         for line in data.splitlines():
-            message = json.loads(line)
-            self.messages.append(message)
-            self._records.append(Record(time.monotonic(), "in", line, message))
-            for listener in list(self.listeners):
-                listener(message)
+            decoded = json.loads(line)
+            self._records.append(Record(time.monotonic(), "in", line, decoded))
+            for message in decoded if isinstance(decoded, list) else [decoded]:
+                self.messages.append(message)
+                for listener in list(self.listeners):
+                    listener(message)
         self.changed.set()
 
     def wait_below_high_water(self, cancelled: Any = None) -> None:
@@ -128,6 +131,11 @@ class UnitConnection:
         self._record(message)
         self.endpoint.handle(wire.Request(request_id, method, params))
         return request_id
+
+    def batch(self, *messages: Any) -> None:
+        """Hand a JSON-RPC batch line to the endpoint as the receive loop would."""
+        self.records.append(Record(time.monotonic(), "out", b"", list(messages)))
+        self.endpoint.handle_line(json.dumps(list(messages)).encode())
 
     def notify(self, method: str, params: Any = None) -> None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}

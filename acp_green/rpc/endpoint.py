@@ -10,6 +10,8 @@ answered by `_finish`, which is idempotent and also wired to `rawlink`, because 
 killed before its first switch never runs its body or its `finally` (docs/ARCHITECTURE.md, the gevent traps).
 A job may be answered at admission instead (`Job.acknowledge`); `_finish` then hands its settled
 outcome to `Job.report`, the one message that stands for its end.
+Once `accept_batches` is set, a JSON-RPC batch line is handled member by member as if each came
+alone, and the answers its requests are owed leave as one array (`batch.BatchAnswers`).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from gevent.greenlet import Greenlet
 from gevent import GreenletExit
 
 from . import wire
-from ..errors import ConnectionBusy, InternalError, InvalidParams, InvalidRequest, MethodNotFound, OutOfMemory, OutputBacklog, ParseError, RequestCancelled, RpcError, TurnCancelled, error_for, one_line
+from .batch import BatchAnswers
+from ..errors import BatchTooLarge, ConnectionBusy, InternalError, InvalidParams, InvalidRequest, MethodNotFound, OutOfMemory, OutputBacklog, ParseError, RequestCancelled, RpcError, TurnCancelled, error_for, one_line
 from .client_requests import ClientRequests
 from .transport import Outbound, request_id_of
 
@@ -168,10 +171,14 @@ def fallback(lookup: _Handler) -> _Handler:
     return _marker("fallback", None)(lookup)
 
 
-class _Task:
-    __slots__ = ("request_id", "method", "job", "greenlet", "done", "key", "acknowledged")
+#: Where an answer goes: a batch's answers and the index of the member it answers.
+_Slot = tuple[BatchAnswers, int]
 
-    def __init__(self, request_id: wire.RequestId, method: str, job: Job) -> None:
+
+class _Task:
+    __slots__ = ("request_id", "method", "job", "greenlet", "done", "key", "acknowledged", "batch")
+
+    def __init__(self, request_id: wire.RequestId, method: str, job: Job, batch: _Slot | None = None) -> None:
         self.request_id = request_id
         self.method = method
         self.job = job
@@ -179,6 +186,7 @@ class _Task:
         self.done = False  # settled and answered, or being so: _finish runs once
         self.key: Hashable = wire.id_key(request_id)  # in the in-flight table
         self.acknowledged = False  # answered at admission: its end is reported, not answered
+        self.batch = batch  # a batch member's place in its batch's answer
 
 
 class MethodTable:
@@ -231,7 +239,8 @@ class Responder:
     """Turns how a request ended into its one response on the outbound queue.
 
     Notes when the request of the line being handled is answered, so that the last-resort guard
-    of `Endpoint.handle_line` never answers it a second time.
+    of `Endpoint.handle_line` never answers it a second time. An answer to a batch member goes
+    into its batch's answer (`_into`), which is queued as one line once it is complete.
     """
 
     def __init__(self, outbound: Outbound) -> None:
@@ -241,6 +250,8 @@ class Responder:
         # The request of the line being handled (id key) and whether it has been answered.
         self._line_key: tuple[bool, Any] | None = None
         self._line_answered = False
+        # Where answers go now: the batch member being handled (or answered), else None (a line).
+        self._into: _Slot | None = None
 
     def _answer(self, request_id: wire.RequestId, outcome: Outcome) -> None:
         """The one response an outcome stands for; a `Reply`'s post-response step runs right after it."""
@@ -249,12 +260,13 @@ class Responder:
         elif outcome.killed or outcome.cancelled:
             self._send_error(request_id, RequestCancelled())
         elif isinstance(outcome.result, Reply):
+            then = outcome.result.then
+            if then is not None and self._into is not None:
+                self._into[0].after.append(then)  # after the array that holds the response
+                then = None
             self._send_result(request_id, outcome.result.result)
-            if outcome.result.then is not None:
-                try:
-                    outcome.result.then()
-                except Exception:
-                    log.exception("post-response step of request %s failed", wire.id_text(request_id))
+            if then is not None:
+                _run_step(then, request_id)
         else:
             self._send_result(request_id, outcome.result)
 
@@ -289,7 +301,7 @@ class Responder:
         except (TypeError, ValueError, OverflowError) as exc:
             log.error("result for %s cannot be encoded: %s", wire.id_text(request_id), exc)
             data = wire.encode_error(request_id, InternalError(one_line(f"Result not encodable: {exc}")).to_wire())
-        self.outbound.put(data)
+        self._emit(data)
 
     def _send_error(self, request_id: wire.RequestId, error: RpcError) -> None:
         self._mark_answered(request_id)
@@ -297,7 +309,24 @@ class Responder:
             data = wire.encode_error(request_id, error.to_wire())
         except (TypeError, ValueError, OverflowError):
             data = wire.encode_error(request_id, {"code": error.code, "message": one_line(repr(error.message))})
-        self.outbound.put(data)
+        self._emit(data)
+
+    def _emit(self, data: bytes) -> None:
+        if self._into is None:
+            self.outbound.put(data)
+        else:
+            self._into[0].add(self._into[1], data)
+            self._send_if_complete(self._into[0])
+
+    def _send_if_complete(self, batch: BatchAnswers) -> None:
+        """Queue a batch's answer as one line once every member is answered, then what waited for it."""
+        if not batch.complete:  # each owed member is answered once: complete at most once after sealing
+            return
+        line = batch.line()
+        if line is not None:  # a batch of notifications and responses is not answered
+            self.outbound.put(line)
+        for step in batch.after:
+            _run_step(step, None)
 
 
 class BackgroundJobs(Responder):
@@ -329,7 +358,7 @@ class BackgroundJobs(Responder):
             if isinstance(exc, GreenletExit):
                 raise
             return
-        task = _Task(request.id, request.method, job)
+        task = _Task(request.id, request.method, job, self._into)
         # In the table first: should anything below fail, handle_line's guard finds the task
         # unstarted and settles it, so its reservations are released and it is answered.
         self._tasks[wire.id_key(request.id)] = task
@@ -375,7 +404,11 @@ class BackgroundJobs(Responder):
             return
         if outcome.result is not None and outcome.error is None:
             outcome.result = self.translate(task.method, outcome.result)
-        self._answer(task.request_id, outcome)
+        into, self._into = self._into, task.batch  # the task's own place, whatever line is being handled
+        try:
+            self._answer(task.request_id, outcome)
+        finally:
+            self._into = into
 
     def _on_cancel_request(self, params: Any) -> None:
         if not isinstance(params, dict) or "requestId" not in params or not wire.is_valid_id(params["requestId"]):
@@ -446,6 +479,8 @@ class Endpoint(MethodTable, BackgroundJobs):
         BackgroundJobs.__init__(self, outbound, max_background)
         self.notifications.setdefault("$/cancel_request", self._on_cancel_request)
         self.client = ClientRequests(outbound)
+        #: Whether a line may be a JSON-RPC batch (a JSON array); while False one is refused -32600.
+        self.accept_batches = False
 
     # -- the receive loop's entry point ------------------------------------------------------
     def handle_line(self, line: bytes) -> None:
@@ -465,20 +500,14 @@ class Endpoint(MethodTable, BackgroundJobs):
         self._line_answered = False
         try:
             try:
-                message = wire.decode(line)
-            except wire.MalformedResponse as exc:
-                if not self.client.fail_malformed(exc.response_id, exc.message):
-                    self._send_error(None, exc)  # nobody waits for it: said as for any unreadable message
-                return
-            except wire.InvalidMessage as exc:
-                self._send_error(exc.request_id, exc)
-                return
-            except wire.UnrepresentableNumber as exc:
-                self._refuse_unrepresentable(exc)
-                return
+                decoded = wire.decode_with_batches(line) if self.accept_batches else wire.decode(line)
             except RpcError as exc:
-                self._send_error(None, exc)
+                self._refuse(exc)
                 return
+            if isinstance(decoded, wire.Batch):
+                self._handle_batch(decoded)
+                return
+            message = decoded
             if isinstance(message, wire.Request):
                 self._line_key = wire.id_key(message.id)
             self.handle(message)
@@ -486,6 +515,63 @@ class Endpoint(MethodTable, BackgroundJobs):
             self._last_resort(message, exc, line)
         finally:
             self._line_key = None
+
+    def _refuse(self, exc: RpcError) -> None:
+        """Answer what did not decode into a message, as its kind requires (S6: a notification never)."""
+        if isinstance(exc, wire.MalformedResponse):
+            if not self.client.fail_malformed(exc.response_id, exc.message):
+                self._send_error(None, exc)  # nobody waits for it: said as for any unreadable message
+        elif isinstance(exc, wire.InvalidMessage):
+            self._send_error(exc.request_id, exc)
+        elif isinstance(exc, wire.UnrepresentableNumber):
+            self._refuse_unrepresentable(exc)
+        else:
+            self._send_error(None, exc)
+
+    # -- JSON-RPC 2.0 batches, once `accept_batches` is set ------------------------------------
+    def _handle_batch(self, batch: wire.Batch, unread: bool = False) -> None:
+        """Each member as if it came alone, in order; the answers to its requests as one array,
+        queued once the last is known (a background member's when its job ends).
+
+        Between members the loop yields, as the receive loop does between lines. A kill
+        (shutdown) ends the loop: members not handled yet are refused as unread lines are.
+        `unread`: refuse every member so (the batch was read but never dispatched).
+        """
+        answers = BatchAnswers()
+        started = 0
+        try:
+            for index, member in enumerate(batch.members):
+                if started and not unread:
+                    gevent.sleep(0)
+                started = index + 1  # from here the member's handling answers it, even if killed
+                self._handle_member(answers, index, member, unread)
+        finally:
+            for index in range(started, len(batch.members)):
+                self._handle_member(answers, index, batch.members[index], unread=True)
+            answers.sealed = True
+            self._send_if_complete(answers)
+
+    def _handle_member(self, answers: BatchAnswers, index: int, member: wire.Message | RpcError, unread: bool) -> None:
+        self._into, self._line_answered = (answers, index), False
+        message = None if isinstance(member, RpcError) else member
+        if isinstance(member, wire.Request):
+            answers.owe(index)  # until answered: inline below, or by the job admitted for it
+        try:
+            if isinstance(member, RpcError):
+                self._refuse(member)
+            elif unread:
+                self._refuse_unread(member)
+            elif isinstance(member, wire.Request) and answers.held_bytes > self.outbound.limits.hard_limit:
+                # Held answers are not in the output queue, whose limits pace every line: bound them here.
+                self._send_error(member.id, BatchTooLarge(answers.held_bytes, self.outbound.limits.hard_limit))
+            else:
+                if isinstance(member, wire.Request):
+                    self._line_key = wire.id_key(member.id)
+                self.handle(member)
+        except (Exception, gevent.Timeout) as exc:
+            self._last_resort(message, exc)
+        finally:
+            self._into, self._line_key = None, None
 
     def _refuse_unrepresentable(self, exc: wire.UnrepresentableNumber) -> None:
         """Valid JSON with a number Python cannot carry: a request gets -32602, a notification nothing."""
@@ -591,7 +677,7 @@ class Endpoint(MethodTable, BackgroundJobs):
         if not line.strip():
             return
         try:
-            message = wire.decode(line)
+            message = wire.decode_with_batches(line) if self.accept_batches else wire.decode(line)
         except wire.InvalidMessage as exc:
             self._send_error(exc.request_id, exc)
             return
@@ -602,12 +688,26 @@ class Endpoint(MethodTable, BackgroundJobs):
             log.warning("unreadable line at shutdown: %s", type(exc).__name__)
             self._send_error(None, InvalidRequest("Invalid request"))
             return
+        if isinstance(message, wire.Batch):
+            self._handle_batch(message, unread=True)
+        else:
+            self._refuse_unread(message)
+
+    def _refuse_unread(self, message: wire.Message) -> None:
         if not isinstance(message, wire.Request):
             return
         if wire.id_key(message.id) in self._tasks:
             self._send_error(message.id, InvalidRequest("Request id is already in flight"))
         else:
             self._send_error(message.id, RequestCancelled("The agent is shutting down"))
+
+
+def _run_step(step: Callable[[], None], request_id: wire.RequestId) -> None:
+    """A post-response step; its failure is logged, never the request's."""
+    try:
+        step()
+    except Exception:
+        log.exception("post-response step of request %s failed", wire.id_text(request_id))
 
 
 def _kind(message: wire.Message | None) -> str:

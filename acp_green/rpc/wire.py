@@ -183,8 +183,54 @@ def decode(line: bytes | bytearray) -> Message:
     Raises UnrepresentableNumber for a request or notification whose params hold a number
     Python cannot carry; a response holding one becomes an error response for its waiter.
     A bytearray is consumed: emptied once its text is taken, so a long line is not held in
-    memory three times (bytes, text, decoded value) while it is parsed.
+    memory three times (bytes, text, decoded value) while it is parsed. A batch (a JSON array)
+    is refused here; `decode_with_batches` reads one.
     """
+    value, seen = _decode_line(line)
+    if isinstance(value, list):
+        raise InvalidMessage("Batch requests are not supported")
+    return _message(value, seen)
+
+
+#: Members one batch may hold: a batch is handled in the receive loop member after member.
+MAX_BATCH_MEMBERS = 10_000
+
+
+@dataclass(slots=True)
+class Batch:
+    """A JSON-RPC 2.0 batch (a JSON array of messages), each member read as `decode` reads a
+    line: a message, or the error that refuses it (answered in the batch's answer, in its place)."""
+
+    members: list["Message | InvalidMessage | UnrepresentableNumber"]
+
+
+def decode_with_batches(line: bytes | bytearray) -> "Message | Batch":
+    """`decode`, except that a non-empty array of at most MAX_BATCH_MEMBERS values is a Batch.
+
+    An empty array, or one over the bound, is refused as a whole (InvalidMessage, id null):
+    JSON-RPC answers an empty batch with one error, not an array.
+    """
+    value, seen = _decode_line(line)
+    if not isinstance(value, list):
+        return _message(value, seen)
+    if not value:
+        raise InvalidMessage("Invalid request: an empty batch (JSON array) holds no message")
+    if len(value) > MAX_BATCH_MEMBERS:
+        raise InvalidMessage(f"A batch holds at most {MAX_BATCH_MEMBERS} messages; this one holds {len(value)}")
+    return Batch([_member(item, seen) for item in value])
+
+
+def _member(value: Any, seen: int) -> "Message | InvalidMessage | UnrepresentableNumber":
+    try:
+        if isinstance(value, list):
+            raise InvalidMessage(f"A batch member must be a message object, not {describe(value)} (batches do not nest)")
+        return _message(value, seen)
+    except (InvalidMessage, UnrepresentableNumber) as exc:
+        return exc
+
+
+def _decode_line(line: bytes | bytearray) -> tuple[Any, int]:
+    """The line's JSON value, and the count of unrepresentable numbers seen before it was decoded."""
     if isinstance(line, bytearray) and _too_deep(line):
         raise ParseError(f"Parse error: nesting deeper than {MAX_NESTING} levels of arrays and objects")
     try:
@@ -197,9 +243,11 @@ def decode(line: bytes | bytearray) -> Message:
     else:
         checked = line
     seen = _unrepresentable_seen
-    value = _decode_text(text, checked)
-    if isinstance(value, list):
-        raise InvalidMessage("Batch requests are not supported")
+    return _decode_text(text, checked), seen
+
+
+def _message(value: Any, seen: int) -> Message:
+    """A decoded value as a message; `seen` tells whether it may hold an unrepresentable number."""
     if not isinstance(value, dict):
         raise InvalidMessage("A JSON-RPC message must be an object")
     message = classify(value)

@@ -200,3 +200,61 @@ def test_after_a_signal_only_requests_the_agent_must_have_read_are_owed_answers(
     assert "#2" in InvariantChecker().finish(convo.records, complete="read")[0].detail
     convo = opened().prompt(2, "hi").stop(2, "end_turn").prompt(3, "/wait")
     assert check(convo, complete="read") == []  # #3 may never have been read
+
+
+# -- JSON-RPC batches: ACP v2 answers them as a batch, v1 refuses them -------------------------------
+def _negotiated(version: int) -> Convo:
+    convo = Convo()
+    convo.out({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": version}})
+    convo.inn({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": version, "info": {"name": "a", "version": "1"}}})
+    return convo
+
+
+def _set_mode(rid: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": "session/set_mode", "params": {"sessionId": SID, "modeId": "x"}}
+
+
+def _answer(rid: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "result": {}}
+
+
+def check_no_schema(convo: Convo) -> list[str]:
+    return [name for name in check(convo) if name != "schema"]  # the shapes are not what is judged here
+
+
+def test_v2_a_batch_answered_as_one_array_breaks_nothing():
+    convo = _negotiated(2)
+    convo._add("out", [_set_mode(1), {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": SID}}, _set_mode(2)])
+    convo.inn([_answer(2), _answer(1)])
+    assert check_no_schema(convo) == []
+
+
+def test_v2_a_batch_member_left_unanswered_or_answered_twice_is_named():
+    convo = _negotiated(2)
+    convo._add("out", [_set_mode(1), _set_mode(2)])
+    convo.inn([_answer(1)])
+    assert check_no_schema(convo) == ["one_response_per_request"]
+    convo.inn([_answer(1), _answer(2)])
+    assert "one_response_per_request" in check_no_schema(convo)
+
+
+def test_v2_an_empty_batch_is_owed_one_error_with_id_null_and_an_empty_answer_is_named():
+    convo = _negotiated(2)
+    convo._add("out", [])
+    convo.inn({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid request"}})
+    assert check_no_schema(convo) == []
+    assert check_no_schema(convo.inn([])) == ["valid_json_rpc"]
+
+
+def test_v2_a_batch_answer_holding_a_request_is_named():
+    convo = _negotiated(2)
+    convo.inn([{"jsonrpc": "2.0", "id": 5, "method": "fs/read_text_file", "params": {}}])
+    assert check_no_schema(convo) == ["valid_json_rpc"]
+
+
+def test_v1_a_batch_is_owed_one_refusal_and_an_array_from_the_agent_is_named():
+    convo = _negotiated(1)
+    convo._add("out", [_set_mode(1), _set_mode(2)])
+    convo.inn({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Batch requests are not supported"}})
+    assert check(convo) == []
+    assert check(convo.inn([_answer(1), _answer(2)])) == ["valid_json_rpc"]

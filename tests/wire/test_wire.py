@@ -162,6 +162,33 @@ def test_batch_array_is_an_invalid_request(data):
     assert info.value.code == INVALID_REQUEST and info.value.request_id is None
 
 
+def test_decode_with_batches_reads_each_member_as_decode_reads_a_line():
+    """ACP v2 batches: a non-empty array is a Batch whose members are messages, or the error that
+    refuses each (its request id kept when readable); an object is a message as with `decode`."""
+    batch = wire.decode_with_batches(b'[{"jsonrpc":"2.0","id":1,"method":"m"},{"jsonrpc":"2.0","method":"n"},'
+                                     b'{"jsonrpc":"2.0","id":2,"result":3},7,[],{"jsonrpc":"1.0","id":"x","method":"m"},'
+                                     b'{"jsonrpc":"2.0","id":4,"method":"m","params":{"v":1e400}}]')
+    assert isinstance(batch, wire.Batch)
+    request, note, response, number, nested, old, huge = batch.members
+    assert isinstance(request, wire.Request) and request.id == 1
+    assert isinstance(note, wire.Notification) and isinstance(response, wire.Response) and response.result == 3
+    assert isinstance(number, wire.InvalidMessage) and number.request_id is None
+    assert isinstance(nested, wire.InvalidMessage) and "do not nest" in nested.message
+    assert isinstance(old, wire.InvalidMessage) and old.request_id == "x"
+    assert isinstance(huge, wire.UnrepresentableNumber) and huge.source.id == 4
+    single = wire.decode_with_batches(b'{"jsonrpc":"2.0","id":1,"method":"m"}')
+    assert isinstance(single, wire.Request) and single.id == 1
+
+
+@pytest.mark.parametrize("data", [b"[]", b" [ ] ", b"[" + b",".join([b"1"] * (wire.MAX_BATCH_MEMBERS + 1)) + b"]"],
+                         ids=["empty", "spaced", "over-the-bound"])
+def test_an_empty_batch_or_one_over_the_bound_is_refused_whole(data):
+    with pytest.raises(wire.InvalidMessage) as info:
+        wire.decode_with_batches(data)
+    assert info.value.code == INVALID_REQUEST and info.value.request_id is None
+    assert len(wire.decode_with_batches(b"[" + b",".join([b"1"] * wire.MAX_BATCH_MEMBERS) + b"]").members) == wire.MAX_BATCH_MEMBERS
+
+
 @pytest.mark.parametrize("data", [b"42", b"-1.5", b'"a string"', b"null", b"true", b"false"])
 def test_json_that_is_not_an_object_is_an_invalid_request(data):
     """Errors: a JSON value that is not an object is -32600 (not a parse error)."""

@@ -123,6 +123,26 @@ class Pending:
         return message["error"]
 
 
+class BatchSender:
+    """Sends a JSON-RPC batch (ACP v2 has them): one array line, its requests awaited as any other."""
+
+    records: list[Record]
+    pending: dict[IdKey | None, Pending]
+
+    def _write(self, data: bytes) -> None:
+        raise NotImplementedError
+
+    def send_batch(self, *messages: Any) -> None:
+        """Write messages (any JSON values) as one batch line, recorded as one list."""
+        now = time.monotonic()
+        self.records.append(Record(now, "out", b"", list(messages)))
+        for message in messages:
+            if isinstance(message, dict) and "id" in message and "method" in message:
+                self.pending[id_key(message["id"])] = Pending(message["id"], message["method"], now)
+        self._write(json.dumps(list(messages)).encode() + b"\n")
+
+
+
 class VersionedClient:
     """What depends on the ACP version a rig client asks for: its `initialize`, and under the v2
     draft, a prompt acknowledged at once whose turn ends with an idle `state_update`."""
@@ -161,7 +181,7 @@ def v2_initialize_params(version: int, capabilities: dict[str, Any] | None, poli
     return {"protocolVersion": version, "capabilities": capabilities, "info": {"name": "acp-green-rig", "version": "0.1.0"}}
 
 
-class AcpClient(VersionedClient):
+class AcpClient(VersionedClient, BatchSender):
     """The client end of one ACP connection over a pair of descriptors."""
 
     def __init__(self, read_fd: int, write_fd: int, policy: ClientPolicy | None = None, *, close_fds: bool = True) -> None:
@@ -250,7 +270,7 @@ class AcpClient(VersionedClient):
 
     # -- what was received -----------------------------------------------------------------
     def received(self) -> list[dict[str, Any]]:
-        return [r.message for r in self.records if r.direction == "in" and r.message is not None]
+        return [m for r in self.records if r.direction == "in" for m in messages_of(r.message)]
 
     def updates(self, session_id: str | None = None) -> list[dict[str, Any]]:
         """`update` objects of session/update notifications, in arrival order."""
@@ -305,10 +325,10 @@ class AcpClient(VersionedClient):
                 except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
                     message = None
                 self.records.append(Record(now, "in", line, message))
-                if isinstance(message, dict):
-                    self._dispatch(message, now)
+                for each in [m for m in messages_of(message) if isinstance(m, dict)]:
+                    self._dispatch(each, now)
                     for listener in self.listeners:
-                        listener(message)
+                        listener(each)
                 self._changed.set()
         except OSError:
             pass
@@ -401,6 +421,14 @@ class AcpClient(VersionedClient):
         for handle in (self._reader_file, self._writer_file):
             with contextlib.suppress(OSError):
                 handle.close()
+
+
+def messages_of(message: Any) -> list[Any]:
+    """What one line the agent wrote holds: its message, or a batch's answers (ACP v2) each in its
+    place, handled as if it came alone; nothing for a line that was not JSON."""
+    if message is None:
+        return []
+    return message if isinstance(message, list) else [message]
 
 
 def _param(message: dict[str, Any], name: str) -> Any:

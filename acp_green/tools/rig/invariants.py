@@ -304,7 +304,46 @@ class _MessageChecks(_PromptChecks):
                          "not -32601", [request.record, record])
 
 
-class InvariantChecker(_MessageChecks):
+class _BatchLines(_MessageChecks):
+    """A JSON-RPC batch line (an array), judged by the version negotiated: ACP v2 has batches,
+    each member read as if it came alone; v1 refuses them."""
+
+    protocol_version: Any
+    _null_budget: int
+
+    @property
+    def _batches(self) -> bool:
+        return isinstance(self.protocol_version, int) and self.protocol_version >= 2
+
+    def _client_batch(self, record: Record, batch: list[Any]) -> None:
+        if batch and self._batches:
+            for member in batch:
+                self._client_message(Record(record.t, record.direction, record.raw, member), member)
+        else:  # ACP v1 refuses any batch, and v2 an empty one: one error, id null
+            self._null_budget += 1
+
+    def _agent_record(self, record: Record) -> None:
+        """A line the agent wrote; a batch's answer (v2) is an array of responses, each checked alone."""
+        batch = record.message
+        if not isinstance(batch, list):
+            self._agent_message(record, batch)
+        elif batch and self._batches and all(message_kind(member) == "response" for member in batch):
+            for member in batch:
+                self._agent_message(Record(record.t, record.direction, record.raw, member), member)
+        else:
+            self.exercised["valid_json_rpc"] += 1
+            why = ("an empty batch" if not batch else "a batch holding something other than responses" if self._batches
+                   else "a batch (JSON array), which ACP v1 does not allow")
+            self._add("valid_json_rpc", f"the agent wrote a line that is {why}", [record])
+
+    def _client_message(self, record: Record, message: Any) -> None:
+        raise NotImplementedError
+
+    def _agent_message(self, record: Record, message: Any) -> None:
+        raise NotImplementedError
+
+
+class InvariantChecker(_BatchLines):
     """Checks one agent connection; feed it records in order, then `finish` when it ended."""
 
     def __init__(self, must_cancel_ids: Iterable[Any] = (), max_violations: int = 50, *,
@@ -402,6 +441,9 @@ class InvariantChecker(_MessageChecks):
             self._client_message(Record(record.t, "out", line, message), message)
 
     def _client_message(self, record: Record, message: Any) -> None:
+        if isinstance(message, list):
+            self._client_batch(record, message)
+            return
         self._schema.observe(message, from_sender=False)
         kind = message_kind(message)
         if kind is None or (kind == "request" and not is_valid_id(message.get("id"))):
@@ -435,8 +477,7 @@ class InvariantChecker(_MessageChecks):
             self._open.setdefault(session_id, set()).add(key)
 
     # -- agent side --------------------------------------------------------------------------
-    def _agent_record(self, record: Record) -> None:
-        message = record.message
+    def _agent_message(self, record: Record, message: Any) -> None:
         self.exercised["valid_json_rpc"] += 1
         if not isinstance(message, dict) or message_kind(message) is None:
             self.exercised["schema"] += 1

@@ -225,11 +225,11 @@ class AgentConn:
         call = self.calls.get(message.get("id"))  # type: ignore[arg-type]
         if call is None or call.done:
             return
-        if self._turns.get(call.session_id) is call:  # type: ignore[arg-type]
+        if call.session_id is not None and self._turns.get(call.session_id) is call:
             if "result" in message:
                 call.acknowledged_at = now  # ACP v2: the turn goes on; its idle state_update ends the call
                 return
-            del self._turns[call.session_id]  # type: ignore[arg-type]  # refused: no turn will end
+            del self._turns[call.session_id]  # refused: no turn will end
         self._complete(call, message, now, position)
 
     def _state_update(self, message: dict[str, Any], now: float, position: int) -> None:
@@ -237,10 +237,13 @@ class AgentConn:
         update = params.get("update") or {}
         if update.get("sessionUpdate") != "state_update" or update.get("state") != "idle":
             return
-        call = self._turns.get(params.get("sessionId"))
+        session_id = params.get("sessionId")
+        if not isinstance(session_id, str):
+            return
+        call = self._turns.get(session_id)
         if call is None or call.acknowledged_at is None:
             return  # an idle report of no prompt of ours (e.g. a new session's first state)
-        del self._turns[params["sessionId"]]
+        del self._turns[session_id]
         self._complete(call, {"id": call.id, "result": {"stopReason": update.get("stopReason")}}, now, position)
 
     def _complete(self, call: Call, message: dict[str, Any], now: float, position: int) -> None:

@@ -410,10 +410,13 @@ def usage(state_dir: str | None, session_id: str | None, as_json: bool, records:
 @click.option("--keep-env", is_flag=True,
               help="Run the agent with this environment as it is. Default: a fresh temporary XDG_STATE_HOME, "
                    "removed afterwards, so the agent's state stays out of yours (HOME is left alone).")
+@click.option("--protocol", type=click.Choice(["1", "2"]), default="1", show_default=True,
+              help="The ACP version every run asks for: 2 grades the agent's v2 (draft) sessions and turns; an agent "
+                   "that answers 1 gets one row saying so.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, sessions: int,
           only: tuple[str, ...], tool_prompt: str | None, authenticate: str | None, keep_env: bool,
-          command: tuple[str, ...]) -> None:
+          protocol: str, command: tuple[str, ...]) -> None:
     """Check any stdio ACP agent from outside: acp-green probe -- COMMAND [ARGS...]
 
     \b
@@ -427,11 +430,13 @@ def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, s
       acp-green probe --long-prompt 'Count slowly from 1 to 500, one number per line.' \\
           --tool-prompt 'Read {file} and tell me what it says.' -- python my_agent.py
       acp-green probe --authenticate api-key --json -- node agent.js
+      acp-green probe --protocol 2 -- acp-green serve
     """
     from .tools.rig.probe import ProbeConfig, main
 
     cfg = ProbeConfig(list(command), long_prompt=long_prompt, stream_prompt=stream_prompt,
-                      timeout=timeout, sessions=sessions, authenticate=authenticate, keep_env=keep_env)
+                      timeout=timeout, sessions=sessions, authenticate=authenticate, keep_env=keep_env,
+                      ask=int(protocol))
     if tool_prompt is not None:
         cfg.tool_prompt = tool_prompt
     sys.exit(main(cfg, as_json, only))

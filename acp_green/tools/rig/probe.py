@@ -32,6 +32,7 @@ from ...errors import AUTH_REQUIRED, INVALID_PARAMS, RESOURCE_NOT_FOUND, SERVER_
 from ...rpc.wire import id_key, is_valid_id
 from .client import ClientPolicy, Pending, Record
 from .invariants import ADVISORIES, INVARIANTS, PROBE_METHOD_PREFIX, Violation, render
+from .probe_turns import ProbedAgent, Turn
 from .run import CheckedAgent, RunResult
 
 __all__ = ["CheckResult", "ProbeConfig", "ProbeReport", "run_probe", "format_table"]
@@ -75,11 +76,12 @@ class ProbeConfig:
     tool_prompt: str = DEMO_TOOL_PROMPT  # a prompt that makes the agent use a tool; {file}: the offered file
     authenticate: str | None = None  # an authMethods id to call `authenticate` with after initialize
     keep_env: bool = False  # False: the agent gets a fresh, temporary XDG_STATE_HOME
+    ask: int = 1  # the protocolVersion every run's initialize asks for (--protocol): 2 grades v2 sessions and turns
     # Set by the probe itself: ------------------------------------------------------------------
     sessionless: bool = False  # no session can be opened (a login is needed, or not ACP v1): why_sessionless says why
     why_sessionless: str = ""
     workspace: str = ""  # the per-run temporary directory: each session's cwd, holds the offered file
-    protocol: Any = 1  # what the agent answers to initialize(protocolVersion=1)
+    protocol: Any = 1  # what the agent answers to initialize(protocolVersion=ask)
     auth_methods: tuple[str, ...] = ()  # the ids of the agent's authMethods
 
     @property
@@ -160,7 +162,7 @@ def _exchange(agent: CheckedAgent, *pendings: Pending) -> list[Record]:
         if isinstance(message, dict) and is_valid_id(message.get("id")) and "id" in message and id_key(message["id"]) in keys \
                 and (record.direction == "out") == ("method" in message):
             found.append(record)
-    return found
+    return found + [p.end for p in pendings if isinstance(p, Turn) and p.end is not None]  # a v2 turn's end
 
 
 def _strays(agent: CheckedAgent, since: float, limit: int = 2) -> list[Record]:
@@ -205,10 +207,17 @@ def _answer(agent: CheckedAgent, pending: Pending, cfg: ProbeConfig, what: str, 
             raise CheckFailed(f"no response to {what} within {cfg.timeout:g}s",
                               _exchange(agent, pending) + _strays(agent, pending.sent_at))
         gevent.wait([pending.waitable, agent.eof], count=1, timeout=left)
+    _turn_fault(agent, pending)
     message = pending.response(0)
     if login_check and _login_refusal(message.get("error"), cfg):
         raise NeedsAuthentication(f"{pending.method} answered {_brief(message['error'])}", wire=_exchange(agent, pending))
     return message
+
+
+def _turn_fault(agent: CheckedAgent, pending: Pending) -> None:
+    """CheckFailed when a v2 turn broke v2's shape (its answer no {messageId}, its end before its answer)."""
+    if isinstance(pending, Turn) and pending.fault:
+        raise CheckFailed(pending.fault, _exchange(agent, pending))
 
 
 def _result(agent: CheckedAgent, pending: Pending, cfg: ProbeConfig, what: str) -> Any:
@@ -281,6 +290,7 @@ def _start_long(agent: CheckedAgent, session_id: str, cfg: ProbeConfig, text: st
     pending = agent.prompt(session_id, text or cfg.long_prompt)
     gevent.sleep(cfg.settle)
     if pending.done:
+        _turn_fault(agent, pending)
         answer = pending.response(0)
         if _login_refusal(answer.get("error"), cfg):
             raise NeedsAuthentication(f"session/prompt answered {_brief(answer['error'])}", wire=_exchange(agent, pending))
@@ -302,7 +312,8 @@ def _launch(cfg: ProbeConfig) -> CheckedAgent:
     ACP owes no answer to a request still running when the client closes stdin: the probe
     judges that as an advisory of its own, and reports what it waited for in vain itself. Nor
     does ACP forbid session-level updates between turns."""
-    agent = CheckedAgent(cfg.command, ClientPolicy(files={cfg.offered_file: PROBE_FILE_TEXT}), env=cfg.env)
+    agent = ProbedAgent(cfg.command, ClientPolicy(files={cfg.offered_file: PROBE_FILE_TEXT}), env=cfg.env,
+                        turns=cfg.ask == 2 and cfg.protocol == 2)
     agent.exit_timeout = cfg.exit_timeout
     agent.owed_at_end = False
     agent.checker.session_updates_between_turns = True  # ACP's rule, not acp_green's stricter S5
@@ -431,7 +442,7 @@ def check_parse_error(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 def check_init_and_new_one_write(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     """S2: initialize and session/new written together both succeed."""
-    init = agent.make_request("initialize", agent.initialize_params())
+    init = agent.make_request("initialize", _initialize_params(agent, cfg.ask))
     login = [agent.make_request("authenticate", {"methodId": cfg.authenticate})] if cfg.authenticate else []
     new = agent.make_request("session/new", _session_params(cfg))
     agent.send(init, *login, new)
@@ -640,9 +651,14 @@ def check_answers_at_eof(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     result = agent.finish()
     if result.killed:
         raise CheckSkipped("not exercised: the agent did not exit after EOF (see exit on EOF)")
+    if not pending.done and isinstance(pending, Turn):
+        raise CheckFailed(f"the turn running at EOF (acknowledged: {pending.ack is not None}) got no idle state_update "
+                          f"before the agent exited (code {result.exit_code})", _exchange(agent, pending))
     if not pending.done:
         raise CheckFailed(f"the prompt running at EOF got no answer before the agent exited (code {result.exit_code})",
                           _exchange(agent, pending))
+    if isinstance(pending, Turn):
+        return f"the running turn ended {_stop_reason(pending.response(0))} (idle state_update) before exit {result.exit_code}"
     return f"the running prompt answered {_stop_reason(pending.response(0))} before exit {result.exit_code}"
 
 
@@ -682,6 +698,74 @@ def check_sighup(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     return f"both: {on_term}"
 
 
+# -- under --protocol 2 (the v2 draft) ----------------------------------------------------------
+BATCH_REFUSERS = ("the v2 draft's own TypeScript SDK (2.4.0) and codex-acp 2.6.0 refuse batches too: -32600 "
+                  "\"JSON-RPC batches are not supported\"")
+
+
+def check_version_v2(agent: CheckedAgent, cfg: ProbeConfig) -> str:
+    """initialize with 2 answers 2; with an unknown future version, the agent's latest (2 or later, below 999)."""
+    pending = agent.request("initialize", _initialize_params(agent, 2))
+    answer = _answer(agent, pending, cfg, "initialize(v2)", login_check=False)
+    got_v2 = answer["result"].get("protocolVersion") if isinstance(answer.get("result"), dict) else None
+    if got_v2 != 2:
+        raise CheckFailed(f"initialize(protocolVersion=2) answered {_brief(answer.get('error', got_v2), 100)}",
+                          _exchange(agent, pending))
+    other = _launch(cfg)
+    try:
+        ask = other.request("initialize", {**_initialize_params(other, 2), "protocolVersion": 999})
+        future = _answer(other, ask, cfg, "initialize(v999)", login_check=False)
+        wire = _exchange(other, ask)
+    finally:
+        _absorb(agent, other)
+    got = future.get("result", {}).get("protocolVersion") if isinstance(future.get("result"), dict) else None
+    if not isinstance(got, int) or isinstance(got, bool) or not 2 <= got < 999:
+        raise CheckFailed(f"initialize(protocolVersion=999) answered {_brief(future.get('error', got), 100)}; expected the "
+                          "agent's latest supported version (2 or later)", wire)
+    return f"v2 -> 2; v999 -> {got} (validated against the v2 draft schema)"
+
+
+def check_tool_prompt_v2(agent: CheckedAgent, cfg: ProbeConfig) -> str:
+    """The tool prompt's turn ends; v2 has no client fs or terminals, so only the agent's own tools can be used."""
+    session_id = _ready_session(agent, cfg)
+    text = cfg.tool_prompt.replace("{file}", cfg.offered_file)
+    answer = _answer(agent, agent.prompt(session_id, text), cfg, "the tool prompt")
+    tools = [u for u in agent.updates(session_id) if u.get("sessionUpdate") in ("tool_call", "tool_call_update")]
+    if "error" in answer or not tools:
+        ended = _brief(answer["error"], 120) if "error" in answer else repr(_stop_reason(answer))
+        raise CheckSkipped(f"not exercised: ACP v2 has no client fs or terminals, and the prompt {text!r} ended {ended} "
+                           "without a tool of the agent's own", needs="--tool-prompt")
+    return f"{_stop_reason(answer)}; {len({u.get('toolCallId') for u in tools})} tool call(s) of the agent's own"
+
+
+def check_batch_v2(agent: CheckedAgent, cfg: ProbeConfig) -> str:
+    """Advisory: a batch of two requests is answered as one array holding both answers (v2 has batches)."""
+    _ready(agent, cfg)
+    requests = [agent.make_request(f"{PROBE_METHOD_PREFIX}ping", {}) for _ in range(2)]
+    start = len(agent.records)
+    agent.send_batch(*requests)
+    pendings = [agent.pending_for(m) for m in requests]
+    refusal = lambda: next((r for r in agent.records[start:] if r.direction == "in" and isinstance(r.message, dict)  # noqa: E731
+                            and "error" in r.message and r.message.get("id") is None), None)
+    try:
+        agent.wait_for(lambda: all(p.done for p in pendings) or refusal(), cfg.timeout, "the batch's answers")
+    except AssertionError:
+        agent.checker.gave_up(requests[0]["id"], cfg.timeout)
+        raise CheckFailed(f"no answer to a batch of two requests within {cfg.timeout:g}s; {BATCH_REFUSERS}",
+                          agent.records[start:start + 3]) from None
+    refused = refusal()
+    if refused is not None and not all(p.done for p in pendings):
+        raise CheckFailed(f"the batch was refused: {_brief(refused.message.get('error'), 120)}; {BATCH_REFUSERS}",
+                          [agent.records[start], refused])
+    keys = {id_key(m["id"]) for m in requests}
+    arrays = [r for r in agent.records[start:] if r.direction == "in" and isinstance(r.message, list)
+              and keys <= {id_key(a.get("id")) for a in r.message if isinstance(a, dict)}]
+    if not arrays:
+        raise CheckFailed("both requests were answered, but not as one array (JSON-RPC: a batch's answers come as one "
+                          f"array); {BATCH_REFUSERS}", [agent.records[start], *_exchange(agent, *pendings)[2:]])
+    return f"answered as one array of {len(arrays[0].message)}"
+
+
 # (row name, check, needs a session, force)
 CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str], ...] = (
     ("version negotiation", check_version, False, MUST),
@@ -700,6 +784,23 @@ CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str],
     ("SIGHUP handled like SIGTERM", check_sighup, False, ADVISORY),
     ("unknown session answered -32002", check_unknown_session, True, ADVISORY),
 )
+
+# What --protocol 2 runs instead of a row of CHECKS, and its rows of its own (after the others).
+V2_CHECKS: dict[str, Callable[[CheckedAgent, ProbeConfig], str]] = {
+    "version negotiation": check_version_v2,
+    "a prompt that uses a tool": check_tool_prompt_v2,
+}
+V2_ONLY_CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str], ...] = (
+    ("batch answered as one array", check_batch_v2, False, ADVISORY),
+)
+
+
+def checks_for(version: int) -> tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str], ...]:
+    """The rows a probe asking for `version` runs: CHECKS, under v2 adapted and with v2's own rows."""
+    if version != 2:
+        return CHECKS
+    return tuple((name, V2_CHECKS.get(name, check), needs, force) for name, check, needs, force in CHECKS) + V2_ONLY_CHECKS
+
 
 # Invariant rows: what every run above was checked for, named as in the table, what a row with
 # nothing to check says, and the option that would give it something to check (a key of NEEDS).
@@ -720,6 +821,7 @@ _INVARIANT_ROWS = {
     "unknown_method_not_found": ("unknown method answered -32601", "no request for an unknown method was answered", ""),
 }
 AUTH_ROW = "authentication"
+VERSION_ROW = "protocol version"
 SESSION_ROW = "session and first prompt"
 
 
@@ -782,6 +884,8 @@ def _preflight(cfg: ProbeConfig, report: ProbeReport) -> tuple[ProbeConfig, list
     agent = _launch(cfg)
     rows: list[CheckResult] = []
     try:
+        if cfg.ask == 2:
+            return _preflight_v2(agent, cfg, rows)
         pending = agent.request("initialize", _initialize_params(agent, 1))
         answer = _answer(agent, pending, cfg, "initialize(v1)", login_check=False)
         result = answer["result"] if isinstance(answer.get("result"), dict) else {}
@@ -793,7 +897,7 @@ def _preflight(cfg: ProbeConfig, report: ProbeReport) -> tuple[ProbeConfig, list
             why = ("the agent speaks only the ACP v2 draft: this check drives ACP v1 sessions and prompt turns, which the "
                    "probe does not grade in v2" if protocol == 2 else
                    f"initialize(protocolVersion=1) answered protocolVersion {json.dumps(protocol)}: no session is opened")
-            rows.append(CheckResult("protocol version", SKIP, why + "; graded: the version, ids, notifications, -32700 and "
+            rows.append(CheckResult(VERSION_ROW, SKIP, why + "; graded: the version, ids, notifications, -32700 and "
                                     "exit rows, and the invariants" + (" (against the v2 draft schema)" if protocol == 2 else ""),
                                     wire=_wire(_exchange(agent, pending))))
             return replace(cfg, sessionless=True, why_sessionless=why), rows
@@ -818,6 +922,29 @@ def _preflight(cfg: ProbeConfig, report: ProbeReport) -> tuple[ProbeConfig, list
         result = agent.finish()
         report.violations.extend(_in_run(result.violations, "initialize, session/new and a first prompt"))
         report.warnings.extend(result.advisories)
+    return cfg, rows
+
+
+def _preflight_v2(agent: CheckedAgent, cfg: ProbeConfig, rows: list[CheckResult]) -> tuple[ProbeConfig, list[CheckResult]]:
+    """--protocol 2: initialize(protocolVersion=2); an agent that answers otherwise does not serve v2
+    (one row says so and nothing else runs: cfg.protocol tells). Then a login or a refused session."""
+    pending = agent.request("initialize", _initialize_params(agent, 2))
+    answer = _answer(agent, pending, cfg, "initialize(v2)", login_check=False)
+    result = answer["result"] if isinstance(answer.get("result"), dict) else {}
+    protocol = result.get("protocolVersion") if "error" not in answer else None
+    if protocol != 2:
+        said = f"it answered {json.dumps(protocol)}" if "error" not in answer else f"it answered {_brief(answer['error'], 120)}"
+        rows.append(CheckResult(VERSION_ROW, SKIP, f"the agent does not serve v2: {said} to initialize(protocolVersion=2); "
+                                "nothing else was probed (probe it without --protocol 2 to grade ACP v1)",
+                                wire=_wire(_exchange(agent, pending))))
+        return replace(cfg, protocol=protocol), rows
+    methods = tuple(str(m.get("id")) for m in result.get("authMethods") or [] if isinstance(m, dict))
+    cfg = replace(cfg, auth_methods=methods)
+    refused = _first_session_refused(agent, cfg)
+    if refused is not None:
+        rows.append(refused)
+        return replace(cfg, sessionless=True, why_sessionless=f"no session could be opened and prompted (see the {SESSION_ROW} "
+                                                               "row)"), rows
     return cfg, rows
 
 
@@ -867,14 +994,16 @@ def _run(cfg: ProbeConfig, progress: Callable[[CheckResult], None], only: Sequen
     schema_notes: list[str] = []
     runs = 0
     try:
-        cfg, first_rows = _preflight(cfg, report)
+        cfg, first_rows = _preflight(replace(cfg, protocol=cfg.ask), report)
     except OSError as exc:
         report.add(CheckResult("start", FAIL, f"cannot start {cfg.command[0]!r}: {exc}", wire=[f"(exec failed: {exc})"]))
         return report
     for row in first_rows:
         report.add(row)
         progress(row)
-    for name, check, needs_session, force in CHECKS:
+    if cfg.ask == 2 and cfg.protocol != 2:
+        return report  # the agent does not serve v2: its one row says so
+    for name, check, needs_session, force in checks_for(cfg.ask):
         if only and not any(o in name for o in only):
             continue
         if needs_session and cfg.sessionless:
@@ -890,7 +1019,7 @@ def _run(cfg: ProbeConfig, progress: Callable[[CheckResult], None], only: Sequen
             cfg = replace(cfg, sessionless=True, why_sessionless="needs authentication (see the authentication row)")
         report.violations.extend(_in_run(result.violations, name))
         report.warnings.extend(result.advisories)
-        schema_notes += [n for n in agent.checker.schema_notes if n not in schema_notes]
+        schema_notes += [n for n in dict.fromkeys(agent.checker.schema_notes) if n not in schema_notes]
         for key, count in result.exercised.items():
             exercised[key] = exercised.get(key, 0) + count
         report.add(row)
@@ -985,9 +1114,10 @@ def main(cfg: ProbeConfig, as_json: bool = False, only: Sequence[str] = ()) -> i
     def progress(row: CheckResult) -> None:
         click.echo(f"  {row.verdict:<4}  {row.check}", err=True)
 
-    unknown = [o for o in only if not any(o in name for name, *_ in CHECKS)]
+    rows = checks_for(cfg.ask)
+    unknown = [o for o in only if not any(o in name for name, *_ in rows)]
     if unknown:
-        raise click.UsageError(f"no check matches {', '.join(map(repr, unknown))}; checks: {', '.join(n for n, *_ in CHECKS)}")
+        raise click.UsageError(f"no check matches {', '.join(map(repr, unknown))}; checks: {', '.join(n for n, *_ in rows)}")
     click.echo(f"probing {' '.join(cfg.command)}", err=True)
     report = run_probe(cfg, progress, only)
     if as_json:

@@ -72,8 +72,8 @@ class ProbedAgent(CheckedAgent):
             if turn is not None and not turn.done and turn.ack is None:
                 self._answered(turn, record, message)
         elif message.get("method") == "session/update":
-            params = message.get("params")
-            update = params.get("update") if isinstance(params, dict) else None
+            params: dict[str, Any] = message["params"] if isinstance(message.get("params"), dict) else {}
+            update = params.get("update")
             if isinstance(update, dict) and update.get("sessionUpdate") == "state_update" and update.get("state") == "idle":
                 self._idle(params.get("sessionId"), record, update)
 

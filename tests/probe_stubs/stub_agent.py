@@ -5,7 +5,8 @@ real agents have and acp_green's demo agent has not.
         [--relative-paths] [--open-tool-calls] [--wait-queues] [--busy-code CODE]
         [--auth-at-prompt] [--auth-message TEXT] [--v2] [--v2-only] [--v2-invalid] [--null-unknown]
         [--garbage-no-id] [--session-updates-after] [--string-locations] [--negative-ids-unreadable]
-        [--broken-backend] [--unknown-session-code CODE]
+        [--broken-backend] [--unknown-session-code CODE] [--v2-turns] [--v2-stop-answer] [--v2-cancel-end-turn]
+        [--v2-no-idle-at-eof]
 
 It answers every prompt at once with end_turn and no chunks (no /stream, no prompt that runs
 until cancelled), `/read PATH` by asking the client for the file, and nothing else.
@@ -34,6 +35,11 @@ or below 1). --v2-invalid: the v2 initialize result lacks `info` (invalid in v2,
 (codex-acp 0.16.0 does so), never with its own answer.
 --broken-backend: session/new is answered -32603 (claude-code-acp does so when Claude Code cannot
 start): the agent is reachable, but no session can be opened.
+--v2-turns (with --v2): a prompt under v2 is answered {messageId} at once and its turn ends with an
+idle state_update (end_turn); `/wait` runs until session/cancel (idle, cancelled) or EOF (idle,
+cancelled, then exit). Each of the next flags adds one v2 fault to it: --v2-stop-answer: a prompt is
+answered with v1's {stopReason} and no state_update; --v2-cancel-end-turn: a cancelled `/wait`
+ends idle with end_turn; --v2-no-idle-at-eof: a `/wait` running at EOF exits without its idle update.
 """
 
 from __future__ import annotations
@@ -52,7 +58,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     for flag in ("--needs-auth", "--ignore-eof", "--child", "--graceful-sigterm", "--relative-paths", "--open-tool-calls",
                  "--wait-queues", "--auth-at-prompt", "--v2", "--v2-only", "--v2-invalid", "--null-unknown", "--garbage-no-id",
-                 "--session-updates-after", "--string-locations", "--negative-ids-unreadable", "--broken-backend"):
+                 "--session-updates-after", "--string-locations", "--negative-ids-unreadable", "--broken-backend",
+                 "--v2-turns", "--v2-stop-answer", "--v2-cancel-end-turn", "--v2-no-idle-at-eof"):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--busy-code", type=int, default=None)
     parser.add_argument("--auth-message", default="Authentication required")
@@ -68,6 +75,7 @@ def main() -> None:
     replies: dict[str, dict] = {}  # answers to our requests to the client, by id
     sessions: set[str] = set()
     next_id = [0]
+    negotiated = [1]
 
     def write(message: dict) -> None:
         out.write(json.dumps(message) + "\n")
@@ -90,6 +98,34 @@ def main() -> None:
     def update(session_id: str, body: dict) -> None:
         write({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": session_id, "update": body}})
 
+    def state(session_id: str, name: str, stop: str | None = None) -> None:
+        update(session_id, {"sessionUpdate": "state_update", "state": name, **({"stopReason": stop} if stop else {})})
+
+    def v2_turn(rid, session_id: str, text: str) -> None:
+        if flags.v2_stop_answer:
+            respond(rid, {"stopReason": "end_turn"})
+            return
+        respond(rid, {"messageId": uuid.uuid4().hex})
+        state(session_id, "running")
+        if text == "/wait":
+            while True:
+                line = sys.stdin.readline()
+                if not line:
+                    if not flags.v2_no_idle_at_eof:
+                        state(session_id, "idle", "cancelled")
+                    os._exit(0)
+                waiting = json.loads(line)
+                if waiting.get("method") == "session/cancel":
+                    break
+                if waiting.get("method") == "session/prompt":
+                    respond(waiting.get("id"), error={"code": -32000, "message": "Session is busy",
+                                                      "data": {"reason": "session_busy"}})
+                else:
+                    handle(waiting)
+            state(session_id, "idle", "end_turn" if flags.v2_cancel_end_turn else "cancelled")
+            return
+        state(session_id, "idle", "end_turn")
+
     def handle(message: dict) -> None:
         nonlocal logged_in
         method, rid, params = message.get("method"), message.get("id"), message.get("params") or {}
@@ -107,6 +143,7 @@ def main() -> None:
             v2 = flags.v2 or flags.v2_only or flags.v2_invalid
             if v2 and isinstance(asked, int) and asked >= 2:
                 info = {} if flags.v2_invalid else {"info": {"name": "stub-agent", "version": "0.0.1"}}
+                negotiated[0] = 2
                 respond(rid, {"protocolVersion": 2, **info, "capabilities": {}, "authMethods": methods})
             elif flags.v2_only:
                 respond(rid, error={"code": -32022, "message": "Unsupported protocol version",
@@ -139,6 +176,9 @@ def main() -> None:
             if flags.unknown_session_code is not None and session_id not in sessions:
                 respond(rid, error={"code": flags.unknown_session_code, "message": "Unknown session",
                                     "data": {"reason": "unknown_session", "sessionId": session_id}})
+                return
+            if negotiated[0] == 2 and flags.v2_turns:
+                v2_turn(rid, session_id, text)
                 return
             if text == "/wait" and (flags.wait_queues or flags.busy_code is not None):
                 queued = []

@@ -6,7 +6,7 @@ real agents have and acp_green's demo agent has not.
         [--auth-at-prompt] [--auth-message TEXT] [--v2] [--v2-only] [--v2-invalid] [--null-unknown]
         [--garbage-no-id] [--session-updates-after] [--string-locations] [--negative-ids-unreadable]
         [--broken-backend] [--unknown-session-code CODE] [--v2-turns] [--v2-stop-answer] [--v2-cancel-end-turn]
-        [--v2-no-idle-at-eof]
+        [--v2-no-idle-at-eof] [--refuse-batches]
 
 It answers every prompt at once with end_turn and no chunks (no /stream, no prompt that runs
 until cancelled), `/read PATH` by asking the client for the file, and nothing else.
@@ -40,6 +40,7 @@ idle state_update (end_turn); `/wait` runs until session/cancel (idle, cancelled
 cancelled, then exit). Each of the next flags adds one v2 fault to it: --v2-stop-answer: a prompt is
 answered with v1's {stopReason} and no state_update; --v2-cancel-end-turn: a cancelled `/wait`
 ends idle with end_turn; --v2-no-idle-at-eof: a `/wait` running at EOF exits without its idle update.
+--refuse-batches: a batch line is refused as a whole, -32600 with id null (codex-acp 2.6.0 does so).
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def main() -> None:
     for flag in ("--needs-auth", "--ignore-eof", "--child", "--graceful-sigterm", "--relative-paths", "--open-tool-calls",
                  "--wait-queues", "--auth-at-prompt", "--v2", "--v2-only", "--v2-invalid", "--null-unknown", "--garbage-no-id",
                  "--session-updates-after", "--string-locations", "--negative-ids-unreadable", "--broken-backend",
-                 "--v2-turns", "--v2-stop-answer", "--v2-cancel-end-turn", "--v2-no-idle-at-eof"):
+                 "--v2-turns", "--v2-stop-answer", "--v2-cancel-end-turn", "--v2-no-idle-at-eof", "--refuse-batches"):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--busy-code", type=int, default=None)
     parser.add_argument("--auth-message", default="Authentication required")
@@ -144,7 +145,8 @@ def main() -> None:
             if v2 and isinstance(asked, int) and asked >= 2:
                 info = {} if flags.v2_invalid else {"info": {"name": "stub-agent", "version": "0.0.1"}}
                 negotiated[0] = 2
-                respond(rid, {"protocolVersion": 2, **info, "capabilities": {}, "authMethods": methods})
+                v2_methods = [{"methodId": m["id"], "type": "agent", "name": m["name"]} for m in methods]
+                respond(rid, {"protocolVersion": 2, **info, "capabilities": {}, "authMethods": v2_methods})
             elif flags.v2_only:
                 respond(rid, error={"code": -32022, "message": "Unsupported protocol version",
                                     "data": {"supportedVersions": [2]}})
@@ -226,6 +228,8 @@ def main() -> None:
             continue
         if isinstance(message, dict):
             handle(message)
+        elif isinstance(message, list) and flags.refuse_batches:
+            write({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid request: JSON-RPC batches are not supported"}})
     while flags.ignore_eof:
         time.sleep(60)
 

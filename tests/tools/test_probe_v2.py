@@ -78,3 +78,17 @@ def test_a_batch_the_agent_ignores_warns_naming_the_known_refusers():
     found = probe_stub(only=("batch",))
     verdict, evidence = found["batch answered as one array"]
     assert verdict == WARN and "JSON-RPC batches are not supported" in evidence, evidence
+
+
+def test_a_batch_refused_as_a_whole_warns_in_the_batch_row_only():
+    """codex-acp 2.6.0: -32600 with id null; that answer is the advisory's finding, not a MUST broken."""
+    found = probe_stub("--refuse-batches", only=("batch",))
+    verdict, evidence = found["batch answered as one array"]
+    assert verdict == WARN and evidence.startswith("the batch was refused:"), evidence
+    assert found["no response to a notification"][0] != FAIL, found["no response to a notification"]
+
+
+def test_the_login_row_under_v2_names_the_methods_from_v2s_methodId():
+    found = probe_stub("--needs-auth", only=("ids",))
+    verdict, evidence = found["authentication"]
+    assert verdict == SKIP and "authMethods: stub-login" in evidence and "its own command" in evidence, evidence

@@ -381,6 +381,11 @@ class InvariantChecker(_BatchLines):
         if prompt is not None:
             prompt.must_cancel = True
 
+    def allow_null_answer(self) -> None:
+        """The client's next line may be answered with one error with id null (a batch refused as a
+        whole: the caller judges that itself, as an advisory)."""
+        self._null_budget += 1
+
     def update(self, records: Sequence[Record]) -> list[Violation]:
         """Check the records not seen yet; returns the new violations."""
         before = len(self.violations)

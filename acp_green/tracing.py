@@ -35,7 +35,9 @@ def wire_event(data: bytes, sender: str, *, newline: bool = True) -> Event:
     """The event for one line `sender` ("client" or "agent") wrote, without ts and seq.
 
     `data` is the line without its final newline; `newline` False for a last line that had none.
-    Never raises for any bytes: what is not one JSON-RPC message is a `line` event saying why.
+    Never raises for any bytes: a JSON-RPC batch (a non-empty array) is one `batch` event whose
+    `members` describe its elements in order; anything else that is not one JSON-RPC message is a
+    `line` event saying why.
     """
     event = _message_event(data, sender, _OTHER_SIDE[sender])
     try:
@@ -48,13 +50,27 @@ def wire_event(data: bytes, sender: str, *, newline: bool = True) -> Event:
 
 
 def _message_event(data: bytes, sender: str, to: str) -> Event:
-    """The event's fields for the one JSON-RPC message `data` holds, or a `line` event saying why none."""
+    """The event's fields for the one JSON-RPC message (or batch) `data` holds, or a `line` event saying why none."""
     try:
         value = wire.decode_value(data)
     except ParseError as exc:
         return {"type": "line", "from": sender, "to": to, "error": str(exc).removeprefix("Parse error: ")}
+    if isinstance(value, list) and value:
+        members = []
+        for member in value:  # each as the event it would be alone, without from, to and raw (the batch's)
+            fields = _value_event(member, sender, to)
+            del fields["from"], fields["to"]
+            members.append(fields)
+        return {"type": "batch", "from": sender, "to": to, "members": members}
     if isinstance(value, list):
-        error = "a batch (JSON array): not one JSON-RPC message"
+        return {"type": "line", "from": sender, "to": to, "error": "an empty batch (JSON array): no JSON-RPC message"}
+    return _value_event(value, sender, to)
+
+
+def _value_event(value: Any, sender: str, to: str) -> Event:
+    """The event's fields for one decoded JSON value: a message's, or a `line`'s saying why it is none."""
+    if isinstance(value, list):
+        error = "a batch (JSON array) inside a batch: not a JSON-RPC message"
     elif not isinstance(value, dict):
         error = f"{wire.describe(value)}: a JSON-RPC message is an object"
     else:

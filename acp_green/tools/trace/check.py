@@ -14,7 +14,7 @@ from typing import Any
 
 from ..rig.client import Record
 from ..rig.invariants import InvariantChecker
-from ..rig.schema import AcpSchema, StreamChecker, default_schema
+from ..rig.schema import AcpSchema, StreamChecker, default_schema, message_kind
 from ..rig.schema_v2 import schema_for_version
 from .read import FORMAT, Note, Trace, WireEvent, visible
 
@@ -149,9 +149,11 @@ def _check_connection(connection: Connection, report: CheckReport, long_prompts:
         records.append(record)
         report.messages += 1
         if from_client:
-            found.extend(_client_findings(event, client_schema))
-        elif client_schema is not None and isinstance(event.message, dict):
-            client_schema.observe(event.message, from_sender=False)
+            found.extend(_client_findings(event, client_schema, version))
+        elif client_schema is not None:
+            for message in event.message if event.kind == "batch" else [event.message]:
+                if isinstance(message, dict):
+                    client_schema.observe(message, from_sender=False)
         try:
             checker.update(records)
         except Exception as exc:  # noqa: BLE001 - the rig's checker follows live agents; a shape it cannot follow must not end the check
@@ -163,7 +165,21 @@ def _check_connection(connection: Connection, report: CheckReport, long_prompts:
     report.advisories.extend(checker.advised)
 
 
-def _client_findings(event: WireEvent, schema: StreamChecker | None) -> list[Finding]:
+def _client_findings(event: WireEvent, schema: StreamChecker | None, version: Any) -> list[Finding]:
+    """What the client broke in one line: a batch is judged member by member under v2, and is one
+    violation under v1 (which has no batches); the agent's batches are the invariant checker's."""
+    if event.kind == "batch":
+        if not (isinstance(version, int) and not isinstance(version, bool) and version >= 2):
+            return [Finding("client", "valid_json_rpc", "the client wrote a batch (JSON array), which ACP v1 does not allow",
+                            (event.line,))]
+        found = []
+        for member in event.message:
+            if message_kind(member) is None:
+                found.append(Finding("client", "valid_json_rpc", "a member of the client's batch is no JSON-RPC message",
+                                     (event.line,)))
+            elif schema is not None and (problems := schema.observe(member, from_sender=True)):
+                found.append(Finding("client", "schema", "; ".join(problems[:3]), (event.line,)))
+        return found
     if not isinstance(event.message, dict):
         return [Finding("client", "valid_json_rpc", f"the client wrote a line that is no JSON-RPC message: {event.why}", (event.line,))]
     problems = schema.observe(event.message, from_sender=True) if schema is not None else []

@@ -127,6 +127,9 @@ def _tick(event: dict[str, Any]) -> tuple[str, str] | None:
         if method in CANCELS:
             return "mark tick cancel", method
         return "mark tick notification", method
+    if kind == "batch":
+        members = event.get("members")
+        return "mark tick notification", f"batch of {len(members) if isinstance(members, list) else '?'}"
     if kind == "line":
         return "mark tick bad-line error", f"not a message: {event.get('error', '?')}"
     if kind == "response":

@@ -24,18 +24,20 @@ from ..rig.schema import message_kind
 __all__ = ["Damage", "Note", "Trace", "TraceEvent", "WireEvent", "parse_line", "read_lines", "read_trace", "visible"]
 
 FORMAT = "acp-green-trace/1"
-WIRE_TYPES = frozenset({"request", "response", "notification", "line"})
+WIRE_TYPES = frozenset({"request", "response", "notification", "line", "batch"})
 _EXCERPT = 120
+_MESSAGE_TYPES = frozenset({"request", "response", "notification"})
 
 
 @dataclass(frozen=True, slots=True)
 class WireEvent:
-    """One line that passed between two peers: a request, a response, a notification, or a `line`
-    that is no JSON-RPC message (garbage, a batch, bad UTF-8)."""
+    """One line that passed between two peers: a request, a response, a notification, a `batch`
+    (its `message` the list of its members, as they passed), or a `line` that is no JSON-RPC
+    message (garbage, an empty array, bad UTF-8)."""
 
     line: int  # 1-based line number in the trace file
     ts: float
-    kind: str  # "request" | "response" | "notification" | "line"
+    kind: str  # "request" | "response" | "notification" | "batch" | "line"
     sender: str  # "client", "agent" (or "proxy:N" in a conductor's trace)
     receiver: str
     raw: bytes | None  # the exact bytes, without the newline; None when the trace kept no raw line
@@ -216,11 +218,19 @@ def _event(number: int, value: dict[str, Any]) -> TraceEvent:
 
     if raw is not None:
         message, why = _decoded(raw)
+        if isinstance(message, list):  # the raw line decides: a trace written before batches had events reads so too
+            return wire("batch", message)
         if kind == "line" or message is None:
             return wire("line", message, why or _string(value.get("error"), "not a JSON-RPC message"))
         return wire(message_kind(message) or kind, message)
     if kind == "line":
         return wire("line", None, _string(value.get("error"), "not a JSON-RPC message"))
+    if kind == "batch":
+        members = value.get("members")
+        if not isinstance(members, list) or not members:
+            raise _Unreadable("batch event without members")
+        return wire("batch", [_rebuilt(m["type"], m) if isinstance(m, dict) and m.get("type") in _MESSAGE_TYPES else None
+                              for m in members])
     return wire(kind, _rebuilt(kind, value))
 
 
@@ -238,13 +248,15 @@ def _raw(value: dict[str, Any]) -> bytes | None:
 
 
 def _decoded(raw: bytes) -> tuple[Any, str | None]:
-    """The message a raw line holds, or (None or the value, why it is no message)."""
+    """The message (or a non-empty batch's list) a raw line holds, or (None or the value, why it is no message)."""
     try:
         value = decode_value(raw)
     except RpcError as exc:
         return None, str(exc).removeprefix("Parse error: ")
+    if isinstance(value, list) and value:
+        return value, None
     if isinstance(value, list):
-        return None, "a batch (JSON array)"
+        return None, "an empty batch (JSON array)"
     if message_kind(value) is None:
         return None, "not a JSON-RPC request, notification or response"
     return value, None

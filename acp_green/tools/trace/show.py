@@ -161,6 +161,8 @@ def _describe(item: Item) -> str:
     arrow = "->" if event.sender == "client" else "<-" if event.receiver == "client" else f"{event.sender}->{event.receiver}"
     if item.kind is not None:
         return f"{arrow} {item.count} {visible(item.kind)}"
+    if event.kind == "batch":
+        return f"{arrow} batch of {len(event.message)}: {_cut(event.text())}"
     if event.kind == "line":
         return click.style(f"{arrow} not a message ({visible(event.why or '?')}): {_cut(event.text())}", fg="red")
     if event.kind == "response" and event.id is None and event.is_error:  # the answer to a line with no usable id

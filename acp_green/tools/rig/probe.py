@@ -12,6 +12,10 @@ says `not exercised` (skip) instead of claiming the rule held, and names the opt
 exercise it when the demo's default prompts did not. An agent that needs a login (-32000 at any
 method), that cannot open a session, or that speaks only the v2 draft gets one row saying so;
 the checks that need no session still run.
+
+`ask=2` (`--protocol 2`) asks every run for the v2 draft: a prompt is then a whole turn
+(probe_turns.Turn: acknowledged with {messageId}, ended by an idle state_update), the rows adapt
+(checks_for), and an agent that does not answer 2 gets one row saying so, nothing else.
 """
 
 from __future__ import annotations
@@ -901,7 +905,8 @@ def _preflight(cfg: ProbeConfig, report: ProbeReport) -> tuple[ProbeConfig, list
                    "probe does not grade in v2" if protocol == 2 else
                    f"initialize(protocolVersion=1) answered protocolVersion {json.dumps(protocol)}: no session is opened")
             rows.append(CheckResult(VERSION_ROW, SKIP, why + "; graded: the version, ids, notifications, -32700 and "
-                                    "exit rows, and the invariants" + (" (against the v2 draft schema)" if protocol == 2 else ""),
+                                    "exit rows, and the invariants" + (" (against the v2 draft schema; probe with --protocol 2 to grade its v2 "
+                                    "sessions and turns)" if protocol == 2 else ""),
                                     wire=_wire(_exchange(agent, pending))))
             return replace(cfg, sessionless=True, why_sessionless=why), rows
         if cfg.authenticate is not None:

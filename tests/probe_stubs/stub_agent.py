@@ -6,7 +6,7 @@ real agents have and acp_green's demo agent has not.
         [--auth-at-prompt] [--auth-message TEXT] [--v2] [--v2-only] [--v2-invalid] [--null-unknown]
         [--garbage-no-id] [--session-updates-after] [--string-locations] [--negative-ids-unreadable]
         [--broken-backend] [--unknown-session-code CODE] [--v2-turns] [--v2-stop-answer] [--v2-cancel-end-turn]
-        [--v2-no-idle-at-eof] [--refuse-batches]
+        [--v2-no-idle-at-eof] [--refuse-batches] [--v2-replay-new-ids]
 
 It answers every prompt at once with end_turn and no chunks (no /stream, no prompt that runs
 until cancelled), `/read PATH` by asking the client for the file, and nothing else.
@@ -40,6 +40,7 @@ idle state_update (end_turn); `/wait` runs until session/cancel (idle, cancelled
 cancelled, then exit). Each of the next flags adds one v2 fault to it: --v2-stop-answer: a prompt is
 answered with v1's {stopReason} and no state_update; --v2-cancel-end-turn: a cancelled `/wait`
 ends idle with end_turn; --v2-no-idle-at-eof: a `/wait` running at EOF exits without its idle update.
+--v2-replay-new-ids: session/resume (replayFrom start) replays each user message under a new messageId.
 --refuse-batches: a batch line is refused as a whole, -32600 with id null (codex-acp 2.6.0 does so).
 """
 
@@ -60,7 +61,8 @@ def main() -> None:
     for flag in ("--needs-auth", "--ignore-eof", "--child", "--graceful-sigterm", "--relative-paths", "--open-tool-calls",
                  "--wait-queues", "--auth-at-prompt", "--v2", "--v2-only", "--v2-invalid", "--null-unknown", "--garbage-no-id",
                  "--session-updates-after", "--string-locations", "--negative-ids-unreadable", "--broken-backend",
-                 "--v2-turns", "--v2-stop-answer", "--v2-cancel-end-turn", "--v2-no-idle-at-eof", "--refuse-batches"):
+                 "--v2-turns", "--v2-stop-answer", "--v2-cancel-end-turn", "--v2-no-idle-at-eof", "--refuse-batches",
+                 "--v2-replay-new-ids"):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--busy-code", type=int, default=None)
     parser.add_argument("--auth-message", default="Authentication required")
@@ -77,6 +79,7 @@ def main() -> None:
     sessions: set[str] = set()
     next_id = [0]
     negotiated = [1]
+    said: dict[str, list[tuple[str, str]]] = {}  # v2: each session's user messages (messageId, text)
 
     def write(message: dict) -> None:
         out.write(json.dumps(message) + "\n")
@@ -106,7 +109,9 @@ def main() -> None:
         if flags.v2_stop_answer:
             respond(rid, {"stopReason": "end_turn"})
             return
-        respond(rid, {"messageId": uuid.uuid4().hex})
+        message_id = uuid.uuid4().hex
+        respond(rid, {"messageId": message_id})
+        said.setdefault(session_id, []).append((message_id, text))
         state(session_id, "running")
         if text == "/wait":
             while True:
@@ -159,6 +164,13 @@ def main() -> None:
                 respond(rid, {})
             else:
                 respond(rid, error={"code": -32602, "message": "Unknown auth method"})
+        elif method == "session/resume" and negotiated[0] == 2 and flags.v2_turns:
+            session_id = params.get("sessionId")
+            for message_id, text in said.get(session_id, []) if params.get("replayFrom") else []:
+                update(session_id, {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": text},
+                                    "messageId": uuid.uuid4().hex if flags.v2_replay_new_ids else message_id})
+            state(session_id, "idle")
+            respond(rid, {})
         elif method == "session/new" and flags.broken_backend:
             respond(rid, error={"code": -32603, "message": "Internal error",
                                 "data": {"details": "Query closed before response received"}})

@@ -37,6 +37,7 @@ def test_acp_green_serve_passes_every_row_under_v2():
     assert {name for name, (verdict, _) in found.items() if verdict == SKIP} <= {"tool calls finish before the prompt response"}
     assert "v2 draft schema" in found["strict schema validity"][1]
     assert found["batch answered as one array"] == (PASS, "answered as one array of 2")
+    assert found["session/resume replays from start"][0] == PASS
     assert "(idle state_update)" in found["running prompt answered at EOF"][1]
 
 
@@ -49,8 +50,9 @@ def test_an_agent_pinned_to_v1_gets_one_row_saying_it_does_not_serve_v2_and_exit
 
 
 def test_a_healthy_v2_stub_passes_the_turn_rows():
-    found = probe_stub(only=("one write", "cancel during", "running prompt answered at EOF"))
-    for name in ("initialize+session/new in one write", "cancel during a long prompt", "running prompt answered at EOF"):
+    found = probe_stub(only=("one write", "cancel during", "running prompt answered at EOF", "resume"))
+    for name in ("initialize+session/new in one write", "cancel during a long prompt", "running prompt answered at EOF",
+                 "session/resume replays from start"):
         assert found[name][0] == PASS, (name, found[name])
 
 
@@ -92,3 +94,9 @@ def test_the_login_row_under_v2_names_the_methods_from_v2s_methodId():
     found = probe_stub("--needs-auth", only=("ids",))
     verdict, evidence = found["authentication"]
     assert verdict == SKIP and "authMethods: stub-login" in evidence and "its own command" in evidence, evidence
+
+
+def test_a_replayed_user_message_under_a_new_message_id_fails_the_resume_row():
+    found = probe_stub("--v2-replay-new-ids", only=("resume",))
+    verdict, evidence = found["session/resume replays from start"]
+    assert verdict == FAIL and "the one its prompt was answered with" in evidence, evidence

@@ -771,6 +771,36 @@ def check_batch_v2(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     return f"answered as one array of {len(arrays[0].message)}"
 
 
+def check_resume_replay_v2(agent: CheckedAgent, cfg: ProbeConfig) -> str:
+    """v2's session/resume (no session/load) with replayFrom {type: start} after a turn: answered, and a
+    replayed user message keeps the messageId its prompt was answered with (v2 lets an agent keep none)."""
+    session_id = _ready_session(agent, cfg)
+    turn = agent.prompt(session_id, "hello")
+    answer = _answer(agent, turn, cfg, "a prompt before the resume")
+    if "error" in answer:
+        raise CheckFailed(f"the prompt before the resume failed: {_brief(answer)}", _exchange(agent, turn))
+    acked = turn.ack.message.get("result") if isinstance(turn, Turn) and turn.ack is not None else None
+    message_id = acked.get("messageId") if isinstance(acked, dict) else None
+    start = len(agent.records)
+    resume = agent.request("session/resume", {"sessionId": session_id, "cwd": _session_params(cfg)["cwd"],
+                                              "replayFrom": {"type": "start"}})
+    _result(agent, resume, cfg, "session/resume")
+    assert resume.answered_at is not None
+    replayed = [(r, r.message["params"]["update"]) for r in agent.records[start:]
+                if r.direction == "in" and r.t <= resume.answered_at and isinstance(r.message, dict)
+                and r.message.get("method") == "session/update" and isinstance(r.message.get("params"), dict)
+                and r.message["params"].get("sessionId") == session_id and isinstance(r.message["params"].get("update"), dict)]
+    users = [(r, u) for r, u in replayed if u.get("sessionUpdate") in ("user_message", "user_message_chunk")]
+    if not users:
+        raise CheckSkipped(f"not exercised: session/resume answered after {len(replayed)} update(s), no user message "
+                           "replayed (v2 lets an agent keep none)")
+    if not any(u.get("messageId") == message_id for _, u in users):
+        raise CheckFailed(f"the replayed user message carries messageId {_brief(users[0][1].get('messageId'), 60)}, not "
+                          f"{_brief(message_id, 60)}, the one its prompt was answered with",
+                          _exchange(agent, turn)[:2] + [users[0][0]])
+    return f"{len(replayed)} update(s) replayed; the user message kept its messageId {message_id}"
+
+
 # (row name, check, needs a session, force)
 CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str], ...] = (
     ("version negotiation", check_version, False, MUST),
@@ -796,6 +826,7 @@ V2_CHECKS: dict[str, Callable[[CheckedAgent, ProbeConfig], str]] = {
     "a prompt that uses a tool": check_tool_prompt_v2,
 }
 V2_ONLY_CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str], ...] = (
+    ("session/resume replays from start", check_resume_replay_v2, True, MUST),
     ("batch answered as one array", check_batch_v2, False, ADVISORY),
 )
 

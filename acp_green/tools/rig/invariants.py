@@ -244,7 +244,8 @@ class _PromptChecks(_Findings):
         kind = update.get("sessionUpdate")
         if kind in ("tool_call", "tool_call_update") and isinstance(update.get("toolCallId"), str):
             tool_id = update["toolCallId"]
-            if kind == "tool_call":
+            # ACP v2 sends no tool_call: a tool call's first tool_call_update creates it.
+            if kind == "tool_call" or (self.protocol_version == 2 and tool_id not in prompt.tool_status):
                 self.exercised["tool_calls_finished"] += 1
                 prompt.tool_status[tool_id] = update.get("status") or "pending"
             elif isinstance(update.get("status"), str):

@@ -100,3 +100,8 @@ def test_a_replayed_user_message_under_a_new_message_id_fails_the_resume_row():
     found = probe_stub("--v2-replay-new-ids", only=("resume",))
     verdict, evidence = found["session/resume replays from start"]
     assert verdict == FAIL and "the one its prompt was answered with" in evidence, evidence
+
+
+def test_authenticate_is_refused_with_protocol_2_saying_why():
+    done = probe_cli("--protocol", "2", "--authenticate", "api-key", "--", *STUB)
+    assert done.returncode == 2 and "v2 does not have" in done.stderr, done.stderr

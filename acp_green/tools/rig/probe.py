@@ -1157,6 +1157,9 @@ def main(cfg: ProbeConfig, as_json: bool = False, only: Sequence[str] = ()) -> i
     def progress(row: CheckResult) -> None:
         click.echo(f"  {row.verdict:<4}  {row.check}", err=True)
 
+    if cfg.ask == 2 and cfg.authenticate is not None:
+        raise click.UsageError("--authenticate calls ACP v1's `authenticate`, which v2 does not have; under --protocol 2 "
+                               "log the agent in with its own command first")
     rows = checks_for(cfg.ask)
     unknown = [o for o in only if not any(o in name for name, *_ in rows)]
     if unknown:

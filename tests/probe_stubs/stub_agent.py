@@ -6,7 +6,7 @@ real agents have and acp_green's demo agent has not.
         [--auth-at-prompt] [--auth-message TEXT] [--v2] [--v2-only] [--v2-invalid] [--null-unknown]
         [--garbage-no-id] [--session-updates-after] [--string-locations] [--negative-ids-unreadable]
         [--broken-backend] [--unknown-session-code CODE] [--v2-turns] [--v2-stop-answer] [--v2-cancel-end-turn]
-        [--v2-no-idle-at-eof] [--refuse-batches] [--v2-replay-new-ids]
+        [--v2-no-idle-at-eof] [--refuse-batches] [--v2-replay-new-ids] [--v2-cancel-ignored]
 
 It answers every prompt at once with end_turn and no chunks (no /stream, no prompt that runs
 until cancelled), `/read PATH` by asking the client for the file, and nothing else.
@@ -40,6 +40,7 @@ idle state_update (end_turn); `/wait` runs until session/cancel (idle, cancelled
 cancelled, then exit). Each of the next flags adds one v2 fault to it: --v2-stop-answer: a prompt is
 answered with v1's {stopReason} and no state_update; --v2-cancel-end-turn: a cancelled `/wait`
 ends idle with end_turn; --v2-no-idle-at-eof: a `/wait` running at EOF exits without its idle update.
+--v2-cancel-ignored: a v2 `/wait` ignores session/cancel (its turn never ends until EOF).
 --v2-replay-new-ids: session/resume (replayFrom start) replays each user message under a new messageId.
 --refuse-batches: a batch line is refused as a whole, -32600 with id null (codex-acp 2.6.0 does so).
 """
@@ -62,7 +63,7 @@ def main() -> None:
                  "--wait-queues", "--auth-at-prompt", "--v2", "--v2-only", "--v2-invalid", "--null-unknown", "--garbage-no-id",
                  "--session-updates-after", "--string-locations", "--negative-ids-unreadable", "--broken-backend",
                  "--v2-turns", "--v2-stop-answer", "--v2-cancel-end-turn", "--v2-no-idle-at-eof", "--refuse-batches",
-                 "--v2-replay-new-ids"):
+                 "--v2-replay-new-ids", "--v2-cancel-ignored"):
         parser.add_argument(flag, action="store_true")
     parser.add_argument("--busy-code", type=int, default=None)
     parser.add_argument("--auth-message", default="Authentication required")
@@ -121,8 +122,10 @@ def main() -> None:
                         state(session_id, "idle", "cancelled")
                     os._exit(0)
                 waiting = json.loads(line)
-                if waiting.get("method") == "session/cancel":
+                if waiting.get("method") == "session/cancel" and not flags.v2_cancel_ignored:
                     break
+                if waiting.get("method") == "session/cancel":
+                    continue
                 if waiting.get("method") == "session/prompt":
                     respond(waiting.get("id"), error={"code": -32000, "message": "Session is busy",
                                                       "data": {"reason": "session_busy"}})

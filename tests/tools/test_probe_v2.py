@@ -105,3 +105,10 @@ def test_a_replayed_user_message_under_a_new_message_id_fails_the_resume_row():
 def test_authenticate_is_refused_with_protocol_2_saying_why():
     done = probe_cli("--protocol", "2", "--authenticate", "api-key", "--", *STUB)
     assert done.returncode == 2 and "v2 does not have" in done.stderr, done.stderr
+
+
+def test_a_turn_acknowledged_but_never_ended_fails_saying_no_idle_update_came():
+    """The stub's /wait ignores a cancel under --v2-cancel-ignored: acknowledged, never idle."""
+    found = rows(run_probe(ProbeConfig(STUB + ["--v2-cancel-ignored"], timeout=2, ask=2), only=("cancel during",)))
+    verdict, evidence = found["cancel during a long prompt"]
+    assert verdict == FAIL and "acknowledged, but its turn got no idle state_update" in evidence, evidence

@@ -208,6 +208,9 @@ def _answer(agent: CheckedAgent, pending: Pending, cfg: ProbeConfig, what: str, 
         if left <= 0:
             agent.check()
             agent.checker.gave_up(pending.id, cfg.timeout)
+            if isinstance(pending, Turn) and pending.ack is not None:
+                raise CheckFailed(f"{what} was acknowledged, but its turn got no idle state_update within {cfg.timeout:g}s",
+                                  _exchange(agent, pending))
             raise CheckFailed(f"no response to {what} within {cfg.timeout:g}s",
                               _exchange(agent, pending) + _strays(agent, pending.sent_at))
         gevent.wait([pending.waitable, agent.eof], count=1, timeout=left)

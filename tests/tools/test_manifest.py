@@ -310,3 +310,39 @@ def test_an_npx_distribution_is_started_only_by_command(package: Path):
     assert checks["start"] == ("FAIL", "the npx distribution needs the network to start; give --command with what it would run")
     code, checks = check(package, "agent.json", "--command", serve_command(package, "Hello"))
     assert code == 0 and checks["start"][1].endswith("(given by --command, in place of the npx distribution)")
+
+
+@pytest.mark.parametrize(("line", "field", "said"), [
+    ("name = 5", "name", "is an integer, not a string"),
+    ("version = 1.5", "version", "is a number, not a string"),
+    ('description = "Line one\\nline two"', "description", "holds more than one line"),
+    ('license = {file = "LICENSE"}', "license", "is a license file or text, not an SPDX identifier"),
+    ("license = 3", "license", "is an integer, not a string"),
+    ('authors = "Ada"', "authors", "is a string, not a list of tables"),
+    ('urls = "https://example.com"', "repository", "urls is a string, not a table"),
+    ('scripts = "acp_green.__main__:main"', "distribution.uvx", "scripts is a string, not a table"),
+    ("dynamic = 5", "version", "dynamic is an integer, not a list of field names"),
+])
+def test_an_ill_typed_pyproject_field_is_named_with_what_it_is(tmp_path: Path, line: str, field: str, said: str):
+    from acp_green.tools.publish.manifest import ManifestError, ManifestRequest, build_manifest
+    from acp_green.tools.publish.metadata import from_pyproject
+
+    key = line.split(" =")[0]
+    kept = [row for row in PYPROJECT.split("\n[project.urls]")[0].splitlines()[1:] if not row.startswith(key + " ")]
+    if key == "dynamic":
+        kept = [row for row in kept if not row.startswith("version ")]
+    (tmp_path / "pyproject.toml").write_text("\n".join(["[project]", *kept, line]) + "\n", encoding="utf-8")
+    info = from_pyproject(tmp_path / "pyproject.toml")
+    with pytest.raises(ManifestError) as refused:
+        build_manifest(ManifestRequest(info, "hello_agent:Hello", [{"id": "login", "name": "Log in"}]))
+    named = {problem.field: str(problem) for problem in refused.value.problems}
+    assert said in named[field], named
+
+
+def test_a_pyproject_of_ill_typed_tables_is_refused_in_lines_not_a_traceback(package: Path):
+    (package / "pyproject.toml").write_text('[project]\nname = "hello-agent"\nversion = "1.2.3"\nauthors = 5\n'
+                                            'urls = "x"\nscripts = "x"\ndynamic = 5\n', encoding="utf-8")
+    done = run(package, "--agent", "hello_agent:Hello")
+    assert done.returncode == 2 and not (package / "agent.json").exists()
+    assert "Error: authors: is an integer, not a list of tables" in done.stderr
+    assert "Error: distribution.uvx: scripts is a string, not a table" in done.stderr

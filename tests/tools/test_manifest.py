@@ -346,3 +346,22 @@ def test_a_pyproject_of_ill_typed_tables_is_refused_in_lines_not_a_traceback(pac
     assert done.returncode == 2 and not (package / "agent.json").exists()
     assert "Error: authors: is an integer, not a list of tables" in done.stderr
     assert "Error: distribution.uvx: scripts is a string, not a table" in done.stderr
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (b"[" * 20_000, "not JSON a registry entry could be: nested too deep to read"),
+    (b'{"id": ' + b"1" * 5000 + b"}", "not JSON a registry entry could be: a number too long to read"),
+    (b"\xff\xfe{}", "cannot read agent.json: 'utf-8' codec can't decode"),
+    (b"{not json", "not JSON: Expecting property name"),
+    (b'{"id": "' + b"x" * 70_000 + b'"}', "is larger than 65,536 bytes: not a registry entry"),
+])
+def test_a_manifest_that_cannot_be_read_is_one_format_line(tmp_path: Path, monkeypatch, content: bytes, said: str):
+    from acp_green.tools.publish import check as check_module
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(check_module, "MAX_MANIFEST_BYTES", 65_536)  # the bound, made small enough to cross here
+    (tmp_path / "agent.json").write_bytes(content)
+    report = check_module.check_manifest("agent.json", check_module.CheckOptions())
+    assert [(line.check, line.result) for line in report.lines] == [
+        ("format", "FAIL"), ("start", "SKIP"), ("initialize", "SKIP"), ("authMethods", "SKIP")]
+    assert said in report.lines[0].reason

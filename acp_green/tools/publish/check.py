@@ -101,16 +101,31 @@ def check_manifest(path: str, options: CheckOptions) -> CheckReport:
     return report
 
 
+#: A registry entry is a few hundred bytes; a file beyond this is refused unread (never loaded whole).
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
 def _read(path: str, report: CheckReport) -> Any:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as file:
+            data = file.read(MAX_MANIFEST_BYTES + 1)
+        if len(data) > MAX_MANIFEST_BYTES:
+            report.add("format", FAIL, f"{path} is larger than {MAX_MANIFEST_BYTES:,} bytes: not a registry entry")
+            return None
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         report.add("format", FAIL, f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")
         return None
     try:
         return json.loads(text)
+    except RecursionError:
+        report.add("format", FAIL, "not JSON a registry entry could be: nested too deep to read")
+        return None
     except json.JSONDecodeError as exc:
         report.add("format", FAIL, f"not JSON: {exc}")
+        return None
+    except ValueError:  # an integer of more digits than Python converts
+        report.add("format", FAIL, "not JSON a registry entry could be: a number too long to read")
         return None
 
 

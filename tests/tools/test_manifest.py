@@ -286,17 +286,16 @@ def test_the_options_of_the_other_job_are_refused(package: Path):
 
 def test_an_agent_gone_before_initialize_is_written_fails_to_start_instead_of_raising():
     """Writing to an agent that has exited is a closed pipe: a failed start, not a traceback (or click's silent EPIPE exit)."""
-    from acp_green.tools.publish.check import CheckReport, _initialize
-    from acp_green.tools.rig.client import AgentProcess
+    from acp_green.tools.publish.check import CheckReport, _Agent, _initialize
 
-    agent = AgentProcess(["sh", "-c", "echo bad config >&2"])
+    agent = _Agent(["sh", "-c", "echo bad config >&2"], dict(os.environ))
     try:
-        agent.wait_exit(timeout=30)
+        agent.proc.wait(timeout=30)
         report = CheckReport("agent.json")
         report.add("format", "PASS", "")
         assert _initialize(report, agent, "given by --command", 5.0) is False
     finally:
-        agent.close()
+        agent.close(answered=False)
     assert [(line.check, line.result) for line in report.lines][1:] == [("start", "FAIL"), ("initialize", "SKIP"), ("authMethods", "SKIP")]
     assert report.lines[1].reason == "exited (code 0) before reading initialize; its stderr ends: bad config"
 
@@ -365,3 +364,44 @@ def test_a_manifest_that_cannot_be_read_is_one_format_line(tmp_path: Path, monke
     assert [(line.check, line.result) for line in report.lines] == [
         ("format", "FAIL"), ("start", "SKIP"), ("initialize", "SKIP"), ("authMethods", "SKIP")]
     assert said in report.lines[0].reason
+
+
+FLOODS = {
+    "an endless line": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
+    "endless notifications": "import sys\nwhile True:\n    sys.stdout.write('{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\\n' * 1000)\n",
+}
+
+
+@pytest.mark.parametrize("flood", sorted(FLOODS))
+def test_an_agent_flooding_stdout_fails_initialize_at_once_in_bounded_memory(package: Path, flood: str):
+    (package / "flood.py").write_text(FLOODS[flood], encoding="utf-8")
+    assert run(package, "--agent", "hello_agent:Hello").returncode == 0
+    started = time.monotonic()
+    code, checks = check(package, "agent.json", "--timeout", "30", "--command", f"{sys.executable} flood.py")
+    assert code == 1 and time.monotonic() - started < 20, "stopped at the byte bound, long before the 30 s timeout"
+    assert checks["initialize"][0] == "FAIL" and checks["initialize"][1].startswith("no answer in the first 1,048,576 bytes")
+    assert len(checks["initialize"][1]) < 600
+
+
+def test_an_agent_that_prints_before_answering_fails_initialize_naming_the_line(package: Path):
+    (package / "chatty.py").write_text(
+        "import json, sys\nprint('Welcome to my agent!')\nrequest = json.loads(sys.stdin.readline())\n"
+        "print(json.dumps({'jsonrpc': '2.0', 'id': request['id'], 'result': {'protocolVersion': 1, "
+        "'authMethods': [{'id': 'login', 'name': 'Log in'}]}}), flush=True)\nsys.stdin.read()\n", encoding="utf-8")
+    assert run(package, "--agent", "hello_agent:Hello").returncode == 0
+    code, checks = check(package, "agent.json", "--command", f"{sys.executable} chatty.py")
+    assert code == 1
+    assert checks["initialize"][0] == "FAIL"
+    assert "1 line(s) on stdout that are not JSON-RPC" in checks["initialize"][1] and "Welcome to my agent!" in checks["initialize"][1]
+
+
+def test_a_long_error_answer_is_one_bounded_line(package: Path):
+    (package / "refuses.py").write_text(
+        "import json, sys\nrequest = json.loads(sys.stdin.readline())\n"
+        "print(json.dumps({'jsonrpc': '2.0', 'id': request['id'], 'error': {'code': -32603, 'message': 'x' * 100000 + '\\nmore'}}), "
+        "flush=True)\nsys.stdin.read()\n", encoding="utf-8")
+    assert run(package, "--agent", "hello_agent:Hello").returncode == 0
+    done = run(package, "--check", "agent.json", "--command", f"{sys.executable} refuses.py")
+    assert done.returncode == 1
+    failed = [line for line in done.stdout.splitlines() if line.startswith("FAIL initialize: answered an error -32603: xxx")]
+    assert len(failed) == 1 and len(failed[0]) < 400 and "(100,005 characters)" in failed[0]

@@ -405,3 +405,11 @@ def test_a_long_error_answer_is_one_bounded_line(package: Path):
     assert done.returncode == 1
     failed = [line for line in done.stdout.splitlines() if line.startswith("FAIL initialize: answered an error -32603: xxx")]
     assert len(failed) == 1 and len(failed[0]) < 400 and "(100,005 characters)" in failed[0]
+
+
+@pytest.mark.parametrize(("name", "entry_id"), [("Hello_Agent", "hello-agent"), ("My.Cool__Agent", "my-cool-agent"),
+                                                ("hello-agent", "hello-agent"), ("_Agent_", "agent"), ("9lives", None)])
+def test_the_id_is_the_package_name_lowercased_with_hyphens(name: str, entry_id: str | None):
+    from acp_green.tools.publish.manifest import _id_of
+
+    assert _id_of(name) == entry_id

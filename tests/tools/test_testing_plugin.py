@@ -402,6 +402,23 @@ def test_run_probe_passes_the_demo_and_names_what_a_broken_agent_broke():
     assert any(f.startswith("no response to a notification: ") and '"id":null' in f for f in bad.failures), bad.failures
 
 
+def test_run_probe_authenticates_an_agent_that_requires_a_login():
+    """An agent with auth_methods (as the registry requires) refuses sessions until `authenticate`:
+    run_probe(authenticate=ID) sends it, as `acp-green probe --authenticate ID` does."""
+    from acp_green.testing import run_probe
+
+    command = [sys.executable, "-m", "acp_green", "serve", "--ephemeral", "--agent", "tests.agents:NeedsAuthAgent"]
+
+    def row(result, check: str) -> str:
+        return next(line for line in result.report.splitlines() if line.startswith(check))
+
+    refused = run_probe(command, only=["exit on EOF"])
+    assert "SKIP" in row(refused, "authentication") and "auth_" in refused.report
+    logged_in = run_probe(command, only=["exit on EOF"], authenticate="token")
+    assert logged_in.ok and "PASS" in row(logged_in, "authentication"), logged_in.report
+    assert "authenticate(token), then" in row(logged_in, "authentication")
+
+
 def test_what_clients_trip_on_is_a_warning_unless_made_an_error(author, pytester):
     """A tool call still open when its prompt is answered breaks no ACP rule: an AcpAdvisory
     warning naming it, which `-W error::acp_green.testing.AcpAdvisory` makes a failure."""

@@ -402,6 +402,28 @@ def test_run_probe_passes_the_demo_and_names_what_a_broken_agent_broke():
     assert any(f.startswith("no response to a notification: ") and '"id":null' in f for f in bad.failures), bad.failures
 
 
+#: A stdio agent that never answers a prompt, cancelled or not.
+SILENT_AGENT = RAW_AGENT.replace('    elif method == "session/prompt":', '    elif method == "session/prompt":\n        continue')
+
+
+def test_waiting_on_a_cancelled_prompt_never_answered_names_the_rule_in_the_failure(author, pytester):
+    """The test's own wait times out on a cancelled prompt the agent never answers: the failure
+    names the rule it breaks, and the check at teardown reports the missing response."""
+    pytester.makepyfile(silent_agent=SILENT_AGENT)
+    result = author('''
+def test_cancel(acp_connect):
+    client = acp_connect([sys.executable, "silent_agent.py"], timeout=2)
+    running = client.start_prompt(client.new_session(), "x")
+    running.cancel()
+    running.wait()
+''')
+    result.assert_outcomes(failed=1, errors=1)
+    out = result.stdout.str()
+    assert "timed out after 2s waiting for the answer to session/prompt #3; it was cancelled" in out
+    assert "cancelled_answers_cancelled (S14: a cancelled prompt is still answered" in out
+    assert "one_response_per_request" in out and "session/prompt #3 never got a response" in out
+
+
 def test_run_probe_authenticates_an_agent_that_requires_a_login():
     """An agent with auth_methods (as the registry requires) refuses sessions until `authenticate`:
     run_probe(authenticate=ID) sends it, as `acp-green probe --authenticate ID` does."""

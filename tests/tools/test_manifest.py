@@ -413,3 +413,9 @@ def test_the_id_is_the_package_name_lowercased_with_hyphens(name: str, entry_id:
     from acp_green.tools.publish.manifest import _id_of
 
     assert _id_of(name) == entry_id
+
+
+def test_an_out_file_that_cannot_be_written_is_one_line(package: Path):
+    done = run(package, "--agent", "hello_agent:Hello", "--out", str(package / "no-such-dir" / "agent.json"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"Error: --out: cannot write {package / 'no-such-dir' / 'agent.json'}: No such file or directory"

@@ -424,6 +424,23 @@ def test_cancel(acp_connect):
     assert "one_response_per_request" in out and "session/prompt #3 never got a response" in out
 
 
+#: A stdio agent that sends the same unknown notification three times before answering initialize.
+REPEATING_AGENT = RAW_AGENT.replace('    if method == "initialize":',
+                                    '    if method == "initialize":\n        out += [{"method": "x/unknown"}] * 3')
+
+
+def test_the_same_break_seen_again_is_counted_not_repeated(author, pytester):
+    pytester.makepyfile(repeating_agent=REPEATING_AGENT)
+    result = author('''
+def test_connect(acp_connect):
+    acp_connect([sys.executable, "repeating_agent.py"])
+''')
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "broke 1 ACP rule(s)" in out and "(seen 3 times)" in out
+    assert out.count("unknown method 'x/unknown'") == 1, out
+
+
 def test_run_probe_authenticates_an_agent_that_requires_a_login():
     """An agent with auth_methods (as the registry requires) refuses sessions until `authenticate`:
     run_probe(authenticate=ID) sends it, as `acp-green probe --authenticate ID` does."""

@@ -7,6 +7,7 @@ what it waited for.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ class RunningTurn:
         self._client = client
         self._pending = pending
         self._first = first_record  # index in the client's records where this turn's messages start
+        self._cancelled_at: float | None = None  # when cancel() was sent, to name the rule a silent agent breaks
 
     @property
     def done(self) -> bool:
@@ -66,10 +68,19 @@ class RunningTurn:
     def cancel(self) -> None:
         """Send `session/cancel` for this turn's session (the turn should then end `cancelled`)."""
         self._client.cancel(self.session_id)
+        if self._cancelled_at is None:
+            self._cancelled_at = time.monotonic()
 
     def wait(self, timeout: float | None = None) -> TurnResult:
         """Wait for the prompt's response; the whole turn."""
-        response = self._client.answer(self._pending, timeout)
+        try:
+            response = self._client.answer(self._pending, timeout)
+        except AssertionError as exc:
+            if self._cancelled_at is None or self._pending.done:
+                raise
+            ago = time.monotonic() - self._cancelled_at
+            raise AssertionError(f"{exc}; it was cancelled {ago:.1f}s before: cancelled_answers_cancelled (S14: a "
+                                 "cancelled prompt is still answered, with stopReason \"cancelled\")") from None
         return read_turn(self.session_id, self._messages(), response)
 
     def _messages(self) -> list[dict[str, Any]]:

@@ -21,13 +21,16 @@ class ProbeResult:
 
 
 def run_probe(command: Sequence[str], *, timeout: float = 30.0, long_prompt: str | None = None,
-              tool_prompt: str | None = None, stream_prompt: str | None = None, only: Sequence[str] = ()) -> ProbeResult:
+              tool_prompt: str | None = None, stream_prompt: str | None = None, only: Sequence[str] = (),
+              authenticate: str | None = None) -> ProbeResult:
     """Probe the agent `command` starts (each check launches it afresh).
 
     `timeout` bounds each answer the probe waits for. The prompts default to the demo agent's
     commands (`/wait`, `/read {file}`, `/stream ...`); another agent passes its own, or the rows
-    that need them say `not exercised`. `only`: the checks whose names contain one of these."""
-    config = probe.ProbeConfig(command=list(command), timeout=timeout)
+    that need them say `not exercised`. `only`: the checks whose names contain one of these.
+    `authenticate`: the authMethods id sent in `authenticate` after `initialize` (an agent with
+    `auth_methods` refuses sessions until then), as `acp-green probe --authenticate ID`."""
+    config = probe.ProbeConfig(command=list(command), timeout=timeout, authenticate=authenticate)
     for name, value in (("long_prompt", long_prompt), ("tool_prompt", tool_prompt), ("stream_prompt", stream_prompt)):
         if value is not None:
             setattr(config, name, value)

@@ -154,14 +154,26 @@ class Connections:
         return None
 
 
+def distinct(violations: Sequence[Violation]) -> list[tuple[Violation, int]]:
+    """Each violation once (by rule and detail), with how often it was seen."""
+    seen: dict[tuple[str, str], tuple[Violation, int]] = {}
+    for violation in violations:
+        first, count = seen.get((violation.invariant, violation.detail), (violation, 0))
+        seen[(violation.invariant, violation.detail)] = (first, count + 1)
+    return list(seen.values())
+
+
 def _failure(name: str, violations: Sequence[Violation], problems: Sequence[str], stderr: str) -> str:
     """The message a failing test shows: each broken rule named, and the lines that broke it quoted."""
-    lines = [f"the agent {name} broke {len(violations)} ACP rule(s) (checked once the test was over: each rule named, "
+    breaks = distinct(violations)  # the same break seen again is counted, not repeated
+    lines = [f"the agent {name} broke {len(breaks)} ACP rule(s) (checked once the test was over: each rule named, "
              "the lines that broke it quoted)" if violations else f"the agent {name}: the test's own script went wrong"]
-    for violation in violations:
+    for violation, count in breaks:
         rule = RULES.get(violation.invariant, violation.invariant)
         lines.append(f"\n{violation.invariant} ({rule}): {violation.detail}")
         lines.extend(f"    {message}" for message in violation.messages)
+        if count > 1:
+            lines.append(f"    (seen {count} times)")
     lines.extend(f"\n{problem}" for problem in problems)
     if stderr.strip():
         lines.append("\nthe agent's stderr ends:\n" + "\n".join("    " + line for line in stderr.strip().splitlines()[-10:]))

@@ -286,17 +286,16 @@ def test_the_options_of_the_other_job_are_refused(package: Path):
 
 def test_an_agent_gone_before_initialize_is_written_fails_to_start_instead_of_raising():
     """Writing to an agent that has exited is a closed pipe: a failed start, not a traceback (or click's silent EPIPE exit)."""
-    from acp_green.tools.publish.check import CheckReport, _initialize
-    from acp_green.tools.rig.client import AgentProcess
+    from acp_green.tools.publish.check import CheckReport, _Agent, _initialize
 
-    agent = AgentProcess(["sh", "-c", "echo bad config >&2"])
+    agent = _Agent(["sh", "-c", "echo bad config >&2"], dict(os.environ))
     try:
-        agent.wait_exit(timeout=30)
+        agent.proc.wait(timeout=30)
         report = CheckReport("agent.json")
         report.add("format", "PASS", "")
         assert _initialize(report, agent, "given by --command", 5.0) is False
     finally:
-        agent.close()
+        agent.close(answered=False)
     assert [(line.check, line.result) for line in report.lines][1:] == [("start", "FAIL"), ("initialize", "SKIP"), ("authMethods", "SKIP")]
     assert report.lines[1].reason == "exited (code 0) before reading initialize; its stderr ends: bad config"
 
@@ -310,3 +309,113 @@ def test_an_npx_distribution_is_started_only_by_command(package: Path):
     assert checks["start"] == ("FAIL", "the npx distribution needs the network to start; give --command with what it would run")
     code, checks = check(package, "agent.json", "--command", serve_command(package, "Hello"))
     assert code == 0 and checks["start"][1].endswith("(given by --command, in place of the npx distribution)")
+
+
+@pytest.mark.parametrize(("line", "field", "said"), [
+    ("name = 5", "name", "is an integer, not a string"),
+    ("version = 1.5", "version", "is a number, not a string"),
+    ('description = "Line one\\nline two"', "description", "holds more than one line"),
+    ('license = {file = "LICENSE"}', "license", "is a license file or text, not an SPDX identifier"),
+    ("license = 3", "license", "is an integer, not a string"),
+    ('authors = "Ada"', "authors", "is a string, not a list of tables"),
+    ('urls = "https://example.com"', "repository", "urls is a string, not a table"),
+    ('scripts = "acp_green.__main__:main"', "distribution.uvx", "scripts is a string, not a table"),
+    ("dynamic = 5", "version", "dynamic is an integer, not a list of field names"),
+])
+def test_an_ill_typed_pyproject_field_is_named_with_what_it_is(tmp_path: Path, line: str, field: str, said: str):
+    from acp_green.tools.publish.manifest import ManifestError, ManifestRequest, build_manifest
+    from acp_green.tools.publish.metadata import from_pyproject
+
+    key = line.split(" =")[0]
+    kept = [row for row in PYPROJECT.split("\n[project.urls]")[0].splitlines()[1:] if not row.startswith(key + " ")]
+    if key == "dynamic":
+        kept = [row for row in kept if not row.startswith("version ")]
+    (tmp_path / "pyproject.toml").write_text("\n".join(["[project]", *kept, line]) + "\n", encoding="utf-8")
+    info = from_pyproject(tmp_path / "pyproject.toml")
+    with pytest.raises(ManifestError) as refused:
+        build_manifest(ManifestRequest(info, "hello_agent:Hello", [{"id": "login", "name": "Log in"}]))
+    named = {problem.field: str(problem) for problem in refused.value.problems}
+    assert said in named[field], named
+
+
+def test_a_pyproject_of_ill_typed_tables_is_refused_in_lines_not_a_traceback(package: Path):
+    (package / "pyproject.toml").write_text('[project]\nname = "hello-agent"\nversion = "1.2.3"\nauthors = 5\n'
+                                            'urls = "x"\nscripts = "x"\ndynamic = 5\n', encoding="utf-8")
+    done = run(package, "--agent", "hello_agent:Hello")
+    assert done.returncode == 2 and not (package / "agent.json").exists()
+    assert "Error: authors: is an integer, not a list of tables" in done.stderr
+    assert "Error: distribution.uvx: scripts is a string, not a table" in done.stderr
+
+
+@pytest.mark.parametrize(("content", "said"), [
+    (b"[" * 20_000, "not JSON a registry entry could be: nested too deep to read"),
+    (b'{"id": ' + b"1" * 5000 + b"}", "not JSON a registry entry could be: a number too long to read"),
+    (b"\xff\xfe{}", "cannot read agent.json: 'utf-8' codec can't decode"),
+    (b"{not json", "not JSON: Expecting property name"),
+    (b'{"id": "' + b"x" * 70_000 + b'"}', "is larger than 65,536 bytes: not a registry entry"),
+])
+def test_a_manifest_that_cannot_be_read_is_one_format_line(tmp_path: Path, monkeypatch, content: bytes, said: str):
+    from acp_green.tools.publish import check as check_module
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(check_module, "MAX_MANIFEST_BYTES", 65_536)  # the bound, made small enough to cross here
+    (tmp_path / "agent.json").write_bytes(content)
+    report = check_module.check_manifest("agent.json", check_module.CheckOptions())
+    assert [(line.check, line.result) for line in report.lines] == [
+        ("format", "FAIL"), ("start", "SKIP"), ("initialize", "SKIP"), ("authMethods", "SKIP")]
+    assert said in report.lines[0].reason
+
+
+FLOODS = {
+    "an endless line": "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
+    "endless notifications": "import sys\nwhile True:\n    sys.stdout.write('{\"jsonrpc\":\"2.0\",\"method\":\"x\"}\\n' * 1000)\n",
+}
+
+
+@pytest.mark.parametrize("flood", sorted(FLOODS))
+def test_an_agent_flooding_stdout_fails_initialize_at_once_in_bounded_memory(package: Path, flood: str):
+    (package / "flood.py").write_text(FLOODS[flood], encoding="utf-8")
+    assert run(package, "--agent", "hello_agent:Hello").returncode == 0
+    started = time.monotonic()
+    code, checks = check(package, "agent.json", "--timeout", "30", "--command", f"{sys.executable} flood.py")
+    assert code == 1 and time.monotonic() - started < 20, "stopped at the byte bound, long before the 30 s timeout"
+    assert checks["initialize"][0] == "FAIL" and checks["initialize"][1].startswith("no answer in the first 1,048,576 bytes")
+    assert len(checks["initialize"][1]) < 600
+
+
+def test_an_agent_that_prints_before_answering_fails_initialize_naming_the_line(package: Path):
+    (package / "chatty.py").write_text(
+        "import json, sys\nprint('Welcome to my agent!')\nrequest = json.loads(sys.stdin.readline())\n"
+        "print(json.dumps({'jsonrpc': '2.0', 'id': request['id'], 'result': {'protocolVersion': 1, "
+        "'authMethods': [{'id': 'login', 'name': 'Log in'}]}}), flush=True)\nsys.stdin.read()\n", encoding="utf-8")
+    assert run(package, "--agent", "hello_agent:Hello").returncode == 0
+    code, checks = check(package, "agent.json", "--command", f"{sys.executable} chatty.py")
+    assert code == 1
+    assert checks["initialize"][0] == "FAIL"
+    assert "1 line(s) on stdout that are not JSON-RPC" in checks["initialize"][1] and "Welcome to my agent!" in checks["initialize"][1]
+
+
+def test_a_long_error_answer_is_one_bounded_line(package: Path):
+    (package / "refuses.py").write_text(
+        "import json, sys\nrequest = json.loads(sys.stdin.readline())\n"
+        "print(json.dumps({'jsonrpc': '2.0', 'id': request['id'], 'error': {'code': -32603, 'message': 'x' * 100000 + '\\nmore'}}), "
+        "flush=True)\nsys.stdin.read()\n", encoding="utf-8")
+    assert run(package, "--agent", "hello_agent:Hello").returncode == 0
+    done = run(package, "--check", "agent.json", "--command", f"{sys.executable} refuses.py")
+    assert done.returncode == 1
+    failed = [line for line in done.stdout.splitlines() if line.startswith("FAIL initialize: answered an error -32603: xxx")]
+    assert len(failed) == 1 and len(failed[0]) < 400 and "(100,005 characters)" in failed[0]
+
+
+@pytest.mark.parametrize(("name", "entry_id"), [("Hello_Agent", "hello-agent"), ("My.Cool__Agent", "my-cool-agent"),
+                                                ("hello-agent", "hello-agent"), ("_Agent_", "agent"), ("9lives", None)])
+def test_the_id_is_the_package_name_lowercased_with_hyphens(name: str, entry_id: str | None):
+    from acp_green.tools.publish.manifest import _id_of
+
+    assert _id_of(name) == entry_id
+
+
+def test_an_out_file_that_cannot_be_written_is_one_line(package: Path):
+    done = run(package, "--agent", "hello_agent:Hello", "--out", str(package / "no-such-dir" / "agent.json"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == f"Error: --out: cannot write {package / 'no-such-dir' / 'agent.json'}: No such file or directory"

@@ -56,6 +56,8 @@ def files_of(name: str, llm: bool, target: Path = Path("/projects/x")) -> dict[s
     ("Email", "would shadow the standard library's 'email'"),
     ("acp-green", "its module name 'acp_green' is taken"),
     ("tests", "its module name 'tests' is taken"),
+    ("build", "its package directory 'build' is where the build writes its output"),
+    ("Dist", "its package directory 'dist' is where the build writes its output"),
 ])
 def test_a_name_that_cannot_be_a_project_is_refused_naming_the_problem(name, why):
     with pytest.raises(ProjectRefused) as refused:

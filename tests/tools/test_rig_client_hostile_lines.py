@@ -3,6 +3,8 @@ agent should: each is recorded and the reading goes on, so what follows is still
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import textwrap
 
@@ -53,3 +55,30 @@ def test_chat_ignores_a_session_update_or_cancel_whose_params_are_no_object():
     for params in ([7], "7", None):
         asker._cancel_request(client, {"jsonrpc": "2.0", "method": "$/cancel_request", "params": params})  # type: ignore[arg-type]
     assert client.answers == []
+
+
+# Writes one line that never ends, as fast as it can, and never reads its input.
+ENDLESS_LINE_AGENT = "import os\nwhile True:\n    os.write(1, b'x' * 65536)\n"
+
+
+def test_an_endless_line_is_cut_and_does_not_starve_a_wait(monkeypatch):
+    """A line without end is read in pieces of the bound, each recorded cut short as a line that is
+    not JSON (the memory stays small), and the reader yields: a 1 s wait on the agent ends in time."""
+    import time
+
+    import gevent
+
+    from acp_green.tools.rig import client as rig_client
+
+    monkeypatch.setattr(rig_client, "MAX_LINE_BYTES", 1 << 20, raising=False)
+    agent = AgentProcess([sys.executable, "-c", ENDLESS_LINE_AGENT], ClientPolicy())
+    try:
+        started = time.monotonic()
+        with gevent.Timeout(1, False):
+            agent.eof.wait()
+        assert time.monotonic() - started < 3, "the reader never let the hub run the timer"
+        pieces = [r for r in agent.records if r.direction == "in"]
+        assert pieces and all(r.message is None and len(r.raw) <= 64 << 10 for r in pieces)
+    finally:
+        os.killpg(agent.pid, signal.SIGKILL)  # it never reads its EOF
+        agent.close()

@@ -164,6 +164,22 @@ def test_a_busy_refusal_is_not_a_cancelled_prompt():
     assert check(convo, must_cancel=(2,)) == []
 
 
+def test_a_tool_call_finished_after_a_busy_refusal_counts_for_the_running_prompt():
+    def tool(status: str, first: bool = False) -> dict[str, Any]:
+        update = {"sessionUpdate": "tool_call" if first else "tool_call_update", "toolCallId": "t1", "status": status}
+        if first:
+            update["title"] = "Read"
+        return {"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": SID, "update": update}}
+
+    convo = opened().prompt(2, "/wait").inn(tool("in_progress", first=True)).prompt(3, "second")
+    convo.inn({"jsonrpc": "2.0", "id": 3, "error": {"code": -32000, "message": "busy", "data": {"reason": "session_busy"}}})
+    convo.cancel().inn(tool("failed")).stop(2, "cancelled")
+    checker = InvariantChecker((2,))
+    checker.finish(convo.records, complete=True)
+    assert checker.violations == [] and checker.advisories == []
+    assert checker.exercised["cancelled_answers_cancelled"] == 1
+
+
 @pytest.mark.parametrize("rid", [0, -1, "abc", 2**53 + 1])
 def test_ids_are_matched_exactly(rid):
     convo = opened().out({"jsonrpc": "2.0", "id": rid, "method": "_x/y", "params": {}})

@@ -402,6 +402,62 @@ def test_run_probe_passes_the_demo_and_names_what_a_broken_agent_broke():
     assert any(f.startswith("no response to a notification: ") and '"id":null' in f for f in bad.failures), bad.failures
 
 
+#: A stdio agent that never answers a prompt, cancelled or not.
+SILENT_AGENT = RAW_AGENT.replace('    elif method == "session/prompt":', '    elif method == "session/prompt":\n        continue')
+
+
+def test_waiting_on_a_cancelled_prompt_never_answered_names_the_rule_in_the_failure(author, pytester):
+    """The test's own wait times out on a cancelled prompt the agent never answers: the failure
+    names the rule it breaks, and the check at teardown reports the missing response."""
+    pytester.makepyfile(silent_agent=SILENT_AGENT)
+    result = author('''
+def test_cancel(acp_connect):
+    client = acp_connect([sys.executable, "silent_agent.py"], timeout=2)
+    running = client.start_prompt(client.new_session(), "x")
+    running.cancel()
+    running.wait()
+''')
+    result.assert_outcomes(failed=1, errors=1)
+    out = result.stdout.str()
+    assert "timed out after 2s waiting for the answer to session/prompt #3; it was cancelled" in out
+    assert "cancelled_answers_cancelled (S14: a cancelled prompt is still answered" in out
+    assert "one_response_per_request" in out and "session/prompt #3 never got a response" in out
+
+
+#: A stdio agent that sends the same unknown notification three times before answering initialize.
+REPEATING_AGENT = RAW_AGENT.replace('    if method == "initialize":',
+                                    '    if method == "initialize":\n        out += [{"method": "x/unknown"}] * 3')
+
+
+def test_the_same_break_seen_again_is_counted_not_repeated(author, pytester):
+    pytester.makepyfile(repeating_agent=REPEATING_AGENT)
+    result = author('''
+def test_connect(acp_connect):
+    acp_connect([sys.executable, "repeating_agent.py"])
+''')
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "broke 1 ACP rule(s)" in out and "(seen 3 times)" in out
+    assert out.count("unknown method 'x/unknown'") == 1, out
+
+
+def test_run_probe_authenticates_an_agent_that_requires_a_login():
+    """An agent with auth_methods (as the registry requires) refuses sessions until `authenticate`:
+    run_probe(authenticate=ID) sends it, as `acp-green probe --authenticate ID` does."""
+    from acp_green.testing import run_probe
+
+    command = [sys.executable, "-m", "acp_green", "serve", "--ephemeral", "--agent", "tests.agents:NeedsAuthAgent"]
+
+    def row(result, check: str) -> str:
+        return next(line for line in result.report.splitlines() if line.startswith(check))
+
+    refused = run_probe(command, only=["exit on EOF"])
+    assert "SKIP" in row(refused, "authentication") and "auth_" in refused.report
+    logged_in = run_probe(command, only=["exit on EOF"], authenticate="token")
+    assert logged_in.ok and "PASS" in row(logged_in, "authentication"), logged_in.report
+    assert "authenticate(token), then" in row(logged_in, "authentication")
+
+
 def test_what_clients_trip_on_is_a_warning_unless_made_an_error(author, pytester):
     """A tool call still open when its prompt is answered breaks no ACP rule: an AcpAdvisory
     warning naming it, which `-W error::acp_green.testing.AcpAdvisory` makes a failure."""

@@ -23,6 +23,8 @@ NAME_LIMIT = 64
 #: Modules the project's own would shadow or be shadowed by: acp_green, what it runs on, the test tools.
 TAKEN = frozenset({"acp_green", "gevent", "greenlet", "zope", "click", "ujson", "jsonschema", "geventhttpclient",
                    "pytest", "setuptools", "pip", "tests", "conftest"})
+#: Directories the build writes and the project's .gitignore ignores: a package there would be neither built nor committed.
+BUILD_OUTPUT = frozenset({"build", "dist"})
 KINDS = {False: "hello", True: "llm"}
 DESCRIPTIONS = {"hello": "An ACP agent that says hello", "llm": "An ACP agent on an OpenAI-compatible model endpoint"}
 #: The editor's env for each kind of agent: what an LLM agent reads to find its endpoint.
@@ -84,6 +86,8 @@ def check_name(name: str) -> ProjectName:
         raise refuse(f"its module name {module!r} is a Python keyword")
     if module in sys.stdlib_module_names:
         raise refuse(f"its module name {module!r} would shadow the standard library's {module!r}")
+    if module in BUILD_OUTPUT:
+        raise refuse(f"its package directory {module!r} is where the build writes its output (and .gitignore ignores it)")
     if module in TAKEN:
         raise refuse(f"its module name {module!r} is taken by acp_green, what it runs on, or the test tools")
     camel = "".join(part[:1].upper() + part[1:] for part in module.split("_"))

@@ -16,6 +16,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,10 @@ from typing import Any
 import gevent
 from gevent import subprocess
 
-from ..rig.client import AgentProcess, ClientPolicy
+from gevent.socket import wait_read
+
+from ..rig import reaper
+from ..rig.client import default_signal_dispositions
 from .format import auth_kind, auth_problem, pypi_name, validate
 
 #: What the registry's check sends as a client: a terminal, files, and terminal-auth support.
@@ -101,16 +105,31 @@ def check_manifest(path: str, options: CheckOptions) -> CheckReport:
     return report
 
 
+#: A registry entry is a few hundred bytes; a file beyond this is refused unread (never loaded whole).
+MAX_MANIFEST_BYTES = 16 * 1024 * 1024
+
+
 def _read(path: str, report: CheckReport) -> Any:
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as file:
+            data = file.read(MAX_MANIFEST_BYTES + 1)
+        if len(data) > MAX_MANIFEST_BYTES:
+            report.add("format", FAIL, f"{path} is larger than {MAX_MANIFEST_BYTES:,} bytes: not a registry entry")
+            return None
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         report.add("format", FAIL, f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")
         return None
     try:
         return json.loads(text)
+    except RecursionError:
+        report.add("format", FAIL, "not JSON a registry entry could be: nested too deep to read")
+        return None
     except json.JSONDecodeError as exc:
         report.add("format", FAIL, f"not JSON: {exc}")
+        return None
+    except ValueError:  # an integer of more digits than Python converts
+        report.add("format", FAIL, "not JSON a registry entry could be: a number too long to read")
         return None
 
 
@@ -146,11 +165,79 @@ def local_script(name: str) -> str | None:
     return shutil.which(name)
 
 
+#: What an agent may write on stdout before it answers initialize; past it, the check stops reading.
+MAX_OUTPUT_BEFORE_ANSWER = 1 << 20
+INITIALIZE_ID = 1
+
+
+@dataclass(slots=True)
+class _Exchange:
+    """What the agent wrote on stdout up to its answer to initialize (read with bounds on bytes and time)."""
+
+    answer: dict[str, Any] | None = None
+    answered_after: float = 0.0
+    stray: list[bytes] = field(default_factory=list)  # lines that are not JSON-RPC, the first few
+    stray_count: int = 0
+    flooded: bool = False
+    eof: bool = False
+
+
+class _Agent:
+    """The agent command in its own session, its stdout read by the check itself and its stderr kept (bounded)."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.command = command
+        reaper.become_subreaper()
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     env=env, start_new_session=True, preexec_fn=default_signal_dispositions())
+        self.pid = self.proc.pid
+        self.stderr = bytearray()
+        self._drain = gevent.spawn(self._drain_stderr)
+
+    def _drain_stderr(self) -> None:
+        fd = self.proc.stderr.fileno()
+        os.set_blocking(fd, False)
+        while True:
+            try:
+                wait_read(fd)
+                chunk = os.read(fd, 65536)
+            except BlockingIOError:
+                continue
+            except OSError:
+                return
+            if not chunk:
+                return
+            if len(self.stderr) < (64 << 10):  # the tail is what is shown: the rest is read and dropped
+                self.stderr.extend(chunk)
+
+    def stderr_tail(self, lines: int = 5) -> str:
+        self._drain.join(timeout=0.5)
+        text = bytes(self.stderr).decode("utf-8", "replace").strip()
+        return "; its stderr ends: " + _short(" | ".join(text.splitlines()[-lines:])) if text else ""
+
+    def ended(self) -> str:
+        try:
+            return f"exited (code {self.proc.wait(timeout=2)})"
+        except subprocess.TimeoutExpired:
+            return "closed its output"
+
+    def close(self, answered: bool) -> None:
+        if not answered:
+            _kill_group(self.pid)  # a silent or flooding agent may never read its EOF: do not wait out the grace
+        reaper.end_process(self.proc, self.pid, grace=10)
+        self._drain.kill(block=True, timeout=2)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
 def _run_agent(report: CheckReport, command: list[str], how: str, env: dict[str, str], options: CheckOptions) -> None:
     with tempfile.TemporaryDirectory(prefix="acp-green-manifest-") as home:
         full_env = {**os.environ, **({} if options.keep_home else {"HOME": home}), **env}
         try:
-            agent = AgentProcess(command, ClientPolicy(capabilities=CLIENT_CAPABILITIES), env=full_env)
+            agent = _Agent(command, full_env)
         except OSError as exc:
             report.add("start", FAIL, f"cannot start {command[0]}: {exc.strerror or exc}")
             report.skip_rest("the agent did not start")
@@ -159,59 +246,113 @@ def _run_agent(report: CheckReport, command: list[str], how: str, env: dict[str,
         try:
             answered = _initialize(report, agent, how, options.timeout)
         finally:
-            if not answered:
-                _kill_group(agent.pid)  # a silent agent may never read its EOF: do not wait out the grace
-            agent.close()
+            agent.close(answered)
 
 
-def _initialize(report: CheckReport, agent: AgentProcess, how: str, timeout: float) -> bool:
+def _initialize(report: CheckReport, agent: _Agent, how: str, timeout: float) -> bool:
     """Send initialize as the registry's check does and judge the answer; True when one came."""
+    request = {"jsonrpc": "2.0", "id": INITIALIZE_ID, "method": "initialize", "params": {
+        "protocolVersion": 1,
+        "clientCapabilities": CLIENT_CAPABILITIES,
+        "clientInfo": {"name": "acp-green manifest --check", "version": "1"},
+    }}
     try:
-        pending = agent.request("initialize", {
-            "protocolVersion": 1,
-            "clientCapabilities": CLIENT_CAPABILITIES,
-            "clientInfo": {"name": "acp-green manifest --check", "version": "1"},
-        })
+        agent.proc.stdin.write(json.dumps(request).encode() + b"\n")
+        agent.proc.stdin.flush()
     except OSError:  # it exited before reading a line: the pipe is closed
-        report.add("start", FAIL, f"{_ended(agent)} before reading initialize{_stderr_tail(agent)}")
+        report.add("start", FAIL, f"{agent.ended()} before reading initialize{agent.stderr_tail()}")
         report.skip_rest("the agent did not start")
         return False
-    gevent.wait([pending.waitable, agent.eof], timeout=timeout, count=1)
-    if not pending.done:
-        if agent.exited or agent.eof.is_set():
-            report.add("start", FAIL, f"{_ended(agent)} before answering initialize{_stderr_tail(agent)}")
+    exchange = _read_answer(agent.proc.stdout.fileno(), time.monotonic() + timeout)
+    stray = (f"; it wrote {exchange.stray_count} line(s) on stdout that are not JSON-RPC (stdout carries only the "
+             f"protocol: log to stderr), first: {_short(repr(exchange.stray[0]))}") if exchange.stray else ""
+    message = exchange.answer
+    if message is None:
+        if exchange.flooded:
+            report.add("start", PASS, f"`{' '.join(agent.command)}` is running ({how})")
+            report.add("initialize", FAIL, f"no answer in the first {MAX_OUTPUT_BEFORE_ANSWER:,} bytes it wrote on stdout{stray}")
+            report.skip_rest("initialize was not answered")
+        elif exchange.eof:
+            report.add("start", FAIL, f"{agent.ended()} before answering initialize{stray}{agent.stderr_tail()}")
             report.skip_rest("the agent did not start")
         else:
             report.add("start", PASS, f"`{' '.join(agent.command)}` is running ({how})")
-            report.add("initialize", FAIL, f"no answer within {timeout:g}s{_stderr_tail(agent)}")
+            report.add("initialize", FAIL, f"no answer within {timeout:g}s{stray}{agent.stderr_tail()}")
             report.skip_rest("initialize was not answered")
         return False
     report.add("start", PASS, f"`{' '.join(agent.command)}` started ({how})")
-    message = pending.response(timeout=0)
     result = message.get("result")
     if "error" in message or not isinstance(result, dict):
         error = message.get("error")
-        what = f"an error {error.get('code')}: {error.get('message')}" if isinstance(error, dict) else f"a result that is no object: {result!r}"
-        report.add("initialize", FAIL, f"answered {what}")
+        what = (f"an error {error.get('code')}: {_short(str(error.get('message')))}" if isinstance(error, dict)
+                else f"a result that is no object: {_short(repr(result))}")
+        report.add("initialize", FAIL, f"answered {what}{stray}")
         report.skip_rest("initialize was not answered with a result")
         return True
-    elapsed = (pending.answered_at or pending.sent_at) - pending.sent_at
-    report.add("initialize", PASS, f"answered in {elapsed:.2f}s, protocolVersion {result.get('protocolVersion')!r}")
+    if stray:
+        report.add("initialize", FAIL, f"answered, but not alone{stray}")
+        report.skip_rest("stdout carried more than the protocol")
+        return True
+    report.add("initialize", PASS, f"answered in {exchange.answered_after:.2f}s, protocolVersion {_short(repr(result.get('protocolVersion')))}")
     methods: Any = result.get("authMethods")
     problem = auth_problem(methods)
     if problem:
-        report.add("authMethods", FAIL, problem)
+        report.add("authMethods", FAIL, _short(problem))
     else:
         kinds = ", ".join(f"{m.get('id')} ({auth_kind(m)})" for m in methods)
-        report.add("authMethods", PASS, f"of a kind the registry accepts: {kinds}")
+        report.add("authMethods", PASS, _short(f"of a kind the registry accepts: {kinds}"))
     return True
 
 
-def _ended(agent: AgentProcess) -> str:
+def _read_answer(fd: int, deadline: float) -> _Exchange:
+    """Read the agent's stdout until the answer to initialize, EOF, the deadline or the byte bound."""
+    exchange, pending, total, started = _Exchange(), b"", 0, time.monotonic()
+    os.set_blocking(fd, False)
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return exchange
+        try:
+            wait_read(fd, timeout=remaining)
+            chunk = os.read(fd, 65536)
+        except BlockingIOError:
+            continue
+        except (TimeoutError, OSError):
+            return exchange
+        if not chunk:
+            exchange.eof = True
+            return exchange
+        total += len(chunk)
+        *lines, pending = (pending + chunk).split(b"\n")
+        for line in lines:
+            message = _json_rpc(line)
+            if message is None and line.strip():
+                exchange.stray_count += 1
+                if len(exchange.stray) < 3:
+                    exchange.stray.append(line[:200])
+            elif isinstance(message, dict) and message.get("id") == INITIALIZE_ID and "method" not in message:
+                exchange.answer, exchange.answered_after = message, time.monotonic() - started
+                return exchange
+        if total > MAX_OUTPUT_BEFORE_ANSWER:
+            exchange.flooded = True
+            if pending and not exchange.stray:
+                exchange.stray_count, exchange.stray = 1, [pending[:200]]  # one endless line
+            return exchange
+
+
+def _json_rpc(line: bytes) -> Any:
+    """The line's JSON-RPC message, or None when it is none (not JSON, or JSON that is no JSON-RPC object)."""
     try:
-        return f"exited (code {agent.proc.wait(timeout=2)})"
-    except subprocess.TimeoutExpired:
-        return "closed its output"
+        message = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return message if isinstance(message, dict) and message.get("jsonrpc") == "2.0" else None
+
+
+def _short(text: str, limit: int = 200) -> str:
+    """One line of at most `limit` characters: a report line stays a line."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit] + f"... ({len(flat):,} characters)"
 
 
 def _kill_group(pid: int) -> None:
@@ -219,13 +360,6 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _stderr_tail(agent: AgentProcess, lines: int = 5) -> str:
-    text = agent.stderr_text(timeout=0.5).strip()
-    if not text:
-        return ""
-    return "; its stderr ends: " + " | ".join(text.splitlines()[-lines:])
 
 
 def text_report(report: CheckReport) -> list[str]:

@@ -90,7 +90,10 @@ def write(options: dict[str, Any], auth_methods: Callable[[str], list[dict[str, 
     if out == "-":
         click.echo(text, nl=False)
         return 0
-    Path(out).write_text(text, encoding="utf-8")
+    try:
+        Path(out).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--out: cannot write {out}: {exc.strerror or exc}") from None
     click.echo(f"wrote {out} (from {info.source}); check it with: acp-green manifest --check {out}", err=True)
     return 0
 

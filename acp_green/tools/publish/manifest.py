@@ -104,7 +104,9 @@ def _fields(request: ManifestRequest, problems: list[Problem]) -> dict[str, Any]
         "license": given.license or package.license,
     }
     for name, value in values.items():
-        if not value:
+        if not value and name in package.wrong and not getattr(given, name, None):
+            problems.append(Problem(name, f"{package.wrong[name]} (in {package.source}); {HOW[name]}"))
+        elif not value:
             dynamic = " (it is dynamic there: install the package and pass --package NAME)" if name in package.dynamic else ""
             problems.append(Problem(name, f"not in {package.source}{dynamic}; {HOW[name]}"))
     entry_id = given.id or _id_of(package.name)
@@ -148,7 +150,10 @@ def _uvx(request: ManifestRequest, version: str | None, problems: list[Problem])
     package = request.package
     name = package.name or ""
     script = next((s for s in package.scripts if _normalized(s) == _normalized(name)), None) if name else None
-    if name and script is None:
+    if name and script is None and "distribution.uvx" in package.wrong:
+        problems.append(Problem("distribution.uvx", f"{package.wrong['distribution.uvx']} (in {package.source}): add {name} = "
+                                                    "\"your_module:main\" under [project.scripts]"))
+    elif name and script is None:
         problems.append(Problem("distribution.uvx", f"uvx runs the command named after the package, and {name} has no "
                                                     f"console script {name!r}: add {name} = \"your_module:main\" under "
                                                     "[project.scripts] (or acp_green.__main__:main, to serve --agent)"))

@@ -37,6 +37,8 @@ class PackageInfo:
     repository: str | None
     scripts: dict[str, str] = field(default_factory=dict)  # console script name -> "module:function"
     dynamic: tuple[str, ...] = ()  # pyproject fields only the build will know
+    # manifest field -> what is wrong with what the source gives for it ("is an integer, not a string")
+    wrong: dict[str, str] = field(default_factory=dict)
 
 
 def from_installed(distribution: str) -> PackageInfo:
@@ -76,20 +78,49 @@ def from_pyproject(path: Path) -> PackageInfo:
     if not isinstance(project, dict):
         raise MetadataError(f"{path} has no [project] table (its metadata is elsewhere, e.g. setup.py: install the "
                             "package and name it with --package)")
-    authors = tuple(_pyproject_person(person) for person in project.get("authors") or [] if isinstance(person, dict))
-    urls = [(label, url) for label, url in (project.get("urls") or {}).items() if isinstance(url, str)]
-    scripts = {name: value for name, value in (project.get("scripts") or {}).items() if isinstance(value, str)}
+    wrong: dict[str, str] = {}
+    people = _typed(project, "authors", list, "a list of tables", wrong, "authors") or []
+    authors = tuple(_pyproject_person(person) for person in people if isinstance(person, dict))
+    table = _typed(project, "urls", dict, "a table", wrong, "repository") or {}
+    urls = [(str(label), url) for label, url in table.items() if isinstance(url, str)]
+    entry_points = _typed(project, "scripts", dict, "a table", wrong, "distribution.uvx") or {}
+    scripts = {name: value for name, value in entry_points.items() if isinstance(value, str)}
+    dynamic = _typed(project, "dynamic", list, "a list of field names", wrong, "version") or []
+    description = _typed(project, "description", str, "a string", wrong, "description")
+    if description and not _one_line(description):
+        wrong["description"] = "holds more than one line (the registry shows one: put the rest in the README)"
+    license_value = project.get("license")
+    license_id = _pyproject_license(license_value)
+    if license_value is not None and not license_id:
+        wrong["license"] = ("is a license file or text, not an SPDX identifier" if isinstance(license_value, (str, dict))
+                            else f"is {_kind(license_value)}, not a string")
     return PackageInfo(
         source=str(path),
-        name=_str(project.get("name")),
-        version=_str(project.get("version")),
-        description=_one_line(_str(project.get("description"))),
-        license=_pyproject_license(project.get("license")),
+        name=_typed(project, "name", str, "a string", wrong, "name"),
+        version=_typed(project, "version", str, "a string", wrong, "version"),
+        description=_one_line(description),
+        license=license_id,
         authors=tuple(a for a in authors if a),
         repository=pick_repository(urls),
         scripts=scripts,
-        dynamic=tuple(str(name) for name in project.get("dynamic") or []),
+        dynamic=tuple(str(name) for name in dynamic),
+        wrong=wrong,
     )
+
+
+def _typed(project: dict[str, Any], key: str, kind: type, spelled: str, wrong: dict[str, str], field_name: str) -> Any:
+    """project[key] when it is of `kind`, else None, with what is wrong noted under the manifest's field."""
+    value = project.get(key)
+    if value is None or isinstance(value, kind):
+        return value
+    wrong.setdefault(field_name, f"{key} is {_kind(value)}, not {spelled}" if key != field_name else f"is {_kind(value)}, not {spelled}")
+    return None
+
+
+def _kind(value: Any) -> str:
+    """A TOML value's type in words."""
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string", list: "an array", dict: "a table"}
+    return next((spelled for kind, spelled in names.items() if isinstance(value, kind)), type(value).__name__)
 
 
 def pick_repository(urls: list[tuple[str, str]]) -> str | None:

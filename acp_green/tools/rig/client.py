@@ -181,6 +181,14 @@ def v2_initialize_params(version: int, capabilities: dict[str, Any] | None, poli
     return {"protocolVersion": version, "capabilities": capabilities, "info": {"name": "acp-green-rig", "version": "0.1.0"}}
 
 
+#: A line the agent writes is read up to this long (the runtime's own bound); what is longer is cut.
+MAX_LINE_BYTES = 64 << 20
+#: How much of a cut line its record keeps: an endless line must not fill the memory.
+KEPT_OF_A_CUT_LINE = 64 << 10
+#: The reader yields to the hub every this many lines, so a flooding agent cannot starve the timers.
+YIELD_EVERY = 64
+
+
 class AcpClient(VersionedClient, BatchSender):
     """The client end of one ACP connection over a pair of descriptors."""
 
@@ -313,17 +321,22 @@ class AcpClient(VersionedClient, BatchSender):
     def _read_loop(self) -> None:
         readline = self._reader_file.readline
         try:
-            while True:
+            for count in itertools.count(1):
                 if not self._reading.is_set():
                     self._reading.wait()
-                line = readline()
+                line = readline(MAX_LINE_BYTES)
                 if not line:
                     break
                 now = time.monotonic()
+                cut = len(line) >= MAX_LINE_BYTES and not line.endswith(b"\n")
                 try:
-                    message = json.loads(line)
+                    message = None if cut else json.loads(line)
                 except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
                     message = None
+                if cut:  # a line without end: a piece of it is recorded, as a line that is not JSON
+                    line = line[:KEPT_OF_A_CUT_LINE]
+                if cut or count % YIELD_EVERY == 0:
+                    gevent.sleep(0)  # an agent that floods stdout must not starve the waits' timers
                 self.records.append(Record(now, "in", line, message))
                 for each in [m for m in messages_of(message) if isinstance(m, dict)]:
                     self._dispatch(each, now)

@@ -172,6 +172,7 @@ class _PromptChecks(_Findings):
         error = message.get("error")
         refused = isinstance(error, dict) and isinstance(error.get("data"), dict) and error["data"].get("reason") in _REFUSALS
         if refused:
+            self._back_to_earlier_prompt(prompt, key)
             return
         self.prompts_answered += 1
         self.exercised["no_update_after_response"] += 1
@@ -195,6 +196,17 @@ class _PromptChecks(_Findings):
               and 0 < prompt.chunks_seen != prompt.expected_chunks):  # no indexed chunk at all: not the /stream grammar
             self._add("prompt_updates_in_order", f"/stream {prompt.expected_chunks} ended after {prompt.chunks_seen} chunks",
                       [prompt.record, record])
+
+    def _back_to_earlier_prompt(self, refused: _Prompt, key: IdKey | None) -> None:
+        """A prompt refused (session busy) was never the session's turn: what arrived or was sent
+        for the session meanwhile (tool call updates, a cancel) belongs to the prompt still running."""
+        earlier = [self._prompts[k] for k in self._open.get(refused.session_id, set()) if k != key and k in self._prompts]
+        if not earlier or self._running.get(refused.session_id) is not None:
+            return
+        running = max(earlier, key=lambda p: p.record.t)
+        self._running[refused.session_id] = id_key(_object(running.record.message).get("id"))
+        running.tool_status.update(refused.tool_status)
+        running.cancel_sent = running.cancel_sent or refused.cancel_sent
 
     def _session_update(self, record: Record, message: dict[str, Any]) -> None:
         params = _object(message.get("params"))

@@ -318,6 +318,9 @@ class _BatchLines(_MessageChecks):
     def _client_batch(self, record: Record, batch: list[Any]) -> None:
         if batch and self._batches:
             for member in batch:
+                if isinstance(member, list):  # batches do not nest: such a member is answered -32600, id null
+                    self._null_budget += 1
+                    continue
                 self._client_message(Record(record.t, record.direction, record.raw, member), member)
         else:  # ACP v1 refuses any batch, and v2 an empty one: one error, id null
             self._null_budget += 1

@@ -449,8 +449,9 @@ class InvariantChecker(_BatchLines):
             return
         self._schema.observe(message, from_sender=False)
         kind = message_kind(message)
-        if kind is None or (kind == "request" and not is_valid_id(message.get("id"))):
-            self._null_budget += 1  # an invalid request may be answered with id null
+        params_ok = message.get("params") is None or isinstance(message.get("params"), (dict, list))
+        if kind is None or (kind == "request" and not is_valid_id(message.get("id"))) or (kind == "notification" and not params_ok):
+            self._null_budget += 1  # an invalid request (or message) may be answered with id null
             return
         if kind == "response":
             self._terminal_created(message)

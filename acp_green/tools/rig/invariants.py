@@ -449,7 +449,8 @@ class InvariantChecker(_BatchLines):
             return
         self._schema.observe(message, from_sender=False)
         kind = message_kind(message)
-        params_ok = message.get("params") is None or isinstance(message.get("params"), (dict, list))
+        raw_params = message.get("params") if isinstance(message, dict) else None
+        params_ok = raw_params is None or isinstance(raw_params, (dict, list))
         if kind is None or (kind == "request" and not is_valid_id(message.get("id"))) or (kind == "notification" and not params_ok):
             self._null_budget += 1  # an invalid request (or message) may be answered with id null
             return

@@ -142,3 +142,24 @@ def test_negotiating_v2_switches_batches_on(unit: Any, version: int, batches: bo
     conn = unit()
     conn.call("initialize", {"protocolVersion": version, "info": {"name": "t", "version": "0"}})
     assert getattr(conn.endpoint, "accept_batches") is batches
+
+
+@pytest.mark.parametrize(("first", "then"), [(2, 1), (1, 2)])
+def test_the_version_does_not_change_under_running_work_S3(unit: Any, first: int, then: int) -> None:
+    """S3: a turn keeps the version it was admitted under. The translation is the connection's, so
+    an initialize that would switch versions while a request runs is refused (-32602 protocolVersion),
+    and the running turn still ends in its own version's shape; once nothing runs, the switch is made."""
+    conn = unit()
+    conn.call("initialize", {"protocolVersion": first, "info": {"name": "t", "version": "0"}, "clientCapabilities": {}})
+    session_id = conn.call("session/new", {"cwd": "/tmp", "mcpServers": []})["sessionId"]
+    prompt = conn.request("session/prompt", conn.prompt_params(session_id, "/wait"))
+    refused = conn.error(conn.request("initialize", {"protocolVersion": then, "clientCapabilities": {}, "capabilities": {}}))
+    assert refused["code"] == -32602 and refused["data"] == {"field": "protocolVersion"}, refused
+    assert conn.call("initialize", {"protocolVersion": first, "clientCapabilities": {}, "capabilities": {}})["protocolVersion"] == first
+    conn.notify("session/cancel", {"sessionId": session_id})
+    if first == 2:
+        wait_until(lambda: idle(conn, session_id), what="the idle state_update")
+    else:
+        assert conn.result(prompt) == {"stopReason": "cancelled"}
+    wait_until(lambda: conn.endpoint.active == 0, what="the turn to end")
+    assert conn.call("initialize", {"protocolVersion": then, "clientCapabilities": {}, "capabilities": {}})["protocolVersion"] == then

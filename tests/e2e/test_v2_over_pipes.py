@@ -302,3 +302,39 @@ def test_a_form_is_asked_in_the_v2_shape(launch):
     assert asked["params"]["mode"] == "form"
     said = "".join(u["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "agent_message_chunk")
     assert said == "you answered: blue"
+
+
+def test_archiving_a_running_session_reports_it_idle_before_the_archive_answer(launch):
+    """v2's archive closes the session as session/close does: the cancelled turn's idle
+    state_update precedes the answer, and nothing of the session follows it."""
+    agent = launch("--ephemeral", "--agent", "tests.agents:SleepsAfterCancelAgent")
+    session_id = v2_session(agent)
+    agent.prompt(session_id, "wind down for 0.3").result()
+    archived = agent.request("session/archive", {"sessionId": session_id})
+    assert archived.result() == {}
+    agent.wait_idle(session_id)
+    lines = [r.message for r in agent.records if r.direction == "in" and r.message is not None]
+    answered_at = next(i for i, m in enumerate(lines) if m.get("id") == archived.id and "result" in m)
+    idle_at = next(i for i, m in enumerate(lines) if m.get("method") == "session/update"
+                   and m["params"]["update"].get("state") == "idle")
+    assert idle_at < answered_at, "the idle state_update came after the archive's answer"
+    assert lines[idle_at]["params"]["update"]["stopReason"] == "cancelled"
+
+
+def test_the_unstable_session_methods_are_advertised_and_answer_in_v2_shapes(launch):
+    agent = launch("--ephemeral")
+    session = agent.initialize(version=V2)["capabilities"]["session"]
+    assert {"fork", "archive", "status", "title"} <= set(session), session
+    session_id = agent.call("session/new", {"cwd": "/tmp"})["sessionId"]
+    fork = agent.call("session/fork", {"sessionId": session_id, "cwd": "/tmp"})
+    assert "modes" not in fork and fork["configOptions"][0]["configId"] == "model"
+    assert agent.call("session/set_title", {"sessionId": session_id, "title": "t"}) == {"title": "t"}
+    assert agent.call("session/status", {"sessionId": session_id})["status"] == "open"
+    assert agent.call("session/archive", {"sessionId": session_id}) == {}
+    assert agent.call("session/unarchive", {"sessionId": session_id}) == {}
+
+
+def test_stable_only_advertises_no_unstable_session_method_under_v2(launch):
+    agent = launch("--ephemeral", "--stable-only")
+    session = agent.initialize(version=V2)["capabilities"]["session"]
+    assert not {"fork", "archive", "status", "title"} & set(session), session

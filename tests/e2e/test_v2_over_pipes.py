@@ -338,3 +338,30 @@ def test_stable_only_advertises_no_unstable_session_method_under_v2(launch):
     agent = launch("--ephemeral", "--stable-only")
     session = agent.initialize(version=V2)["capabilities"]["session"]
     assert not {"fork", "archive", "status", "title"} & set(session), session
+
+
+def test_a_v2_client_claiming_v1_files_and_terminals_still_gets_capability_missing(launch):
+    """v2 has no client files or terminals: capabilities a v2 client names anyway (v1's `fs` and
+    `terminal`) are not read as v1's, so the turn's file read and terminal raise CapabilityMissing."""
+    agent = launch("--ephemeral")
+    claimed = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
+    assert agent.initialize(capabilities=claimed, version=V2)["protocolVersion"] == V2
+    session_id = agent.call("session/new", {"cwd": "/tmp"})["sessionId"]
+    for count, text in enumerate(["/read /etc/hostname", "/write /tmp/acp-green-v2-never.txt x", "/term true"], start=1):
+        agent.prompt(session_id, text).result()
+        agent.wait_idle(session_id, count)
+    methods = {m.get("method") for m in agent.received()}
+    assert not {"fs/read_text_file", "fs/write_text_file", "terminal/create"} & methods, methods
+    failed = [c["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "tool_call_update"
+              and u.get("status") == "failed" for c in u.get("content") or []]
+    for capability in ("fs.readTextFile", "fs.writeTextFile", "terminals"):
+        assert any(f"did not advertise {capability}" in text for text in failed), failed
+
+
+def test_a_notice_needs_no_client_capability_under_v2(launch):
+    agent = launch("--ephemeral")
+    session_id = v2_session(agent)  # advertises nothing
+    agent.prompt(session_id, "/notice warning Disk almost full").result()
+    agent.wait_idle(session_id)
+    [notice] = [u for u in agent.updates(session_id) if u["sessionUpdate"] == "notice"]
+    assert notice["title"] == "Disk almost full" and notice["severity"] == "warning", notice

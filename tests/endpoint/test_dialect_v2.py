@@ -163,3 +163,14 @@ def test_the_version_does_not_change_under_running_work_S3(unit: Any, first: int
         assert conn.result(prompt) == {"stopReason": "cancelled"}
     wait_until(lambda: conn.endpoint.active == 0, what="the turn to end")
     assert conn.call("initialize", {"protocolVersion": then, "clientCapabilities": {}, "capabilities": {}})["protocolVersion"] == then
+
+
+def test_a_v2_snapshot_shows_notices_unasked_and_never_has_client_files_or_terminals() -> None:
+    """v2: notices need no client capability, and v1's `fs` and `terminal` named by a v2 client mean nothing."""
+    from acp_green.context import ConnectionContext
+
+    context = ConnectionContext()
+    context.initialized(2, {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}, None)
+    snapshot = context.snapshot
+    assert snapshot.can_show_notices() and snapshot.accepts_update("notice")
+    assert not (snapshot.can_read_files() or snapshot.can_write_files() or snapshot.has_terminal())

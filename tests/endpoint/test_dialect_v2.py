@@ -52,7 +52,8 @@ def test_a_diff_is_structured_changes_and_a_git_patch() -> None:
     assert patch.startswith("diff --git /f.txt /f.txt\n--- /f.txt\n+++ /f.txt\n")
     assert "+two\n\\ No newline at end of file\n" in patch and " one\n" in patch
     added = dialect_v2.tool_content({"type": "diff", "path": "/n", "oldText": None, "newText": "x\n"})
-    assert added["changes"][0]["operation"] == "add" and "--- /dev/null\n+++ /n\n" in added["patch"]["text"]
+    assert added["changes"][0]["operation"] == "add"
+    assert added["patch"]["text"] == "diff --git /n /n\nnew file mode 100644\n--- /dev/null\n+++ /n\n@@ -0,0 +1 @@\n+x\n"
 
 
 def test_a_plan_is_a_plan_update_and_a_mode_change_is_dropped() -> None:

@@ -365,3 +365,22 @@ def test_a_notice_needs_no_client_capability_under_v2(launch):
     agent.wait_idle(session_id)
     [notice] = [u for u in agent.updates(session_id) if u["sessionUpdate"] == "notice"]
     assert notice["title"] == "Disk almost full" and notice["severity"] == "warning", notice
+
+
+def test_every_demo_command_under_v2_sends_only_v2_shapes(launch, tmp_path):
+    """Each of the demo's commands under v2, one turn each, with a client that answers forms and
+    permissions: every message the agent writes passes the v2 schema (checked at teardown)."""
+    policy = ClientPolicy(permission="allow", capabilities={"elicitation": {"form": {}}},
+                          elicitations=[{"action": "accept", "content": {"answer": "blue"}}])
+    agent = launch("--ephemeral", policy=policy)
+    session_id = v2_session(agent)
+    target = tmp_path / "file.txt"
+    target.write_text("one\n")
+    texts = ["/stream 3 16", "/sleep 0.01", "/read /etc/hostname", f"/write {target} two", "/mcp demo echo {\"text\": \"hi\"}",
+             "/term true", f"/diff {target}", "/ask Colour?", "/fail", "/plan", "/think", "/image", "/notice error Broken",
+             "/compact", "/longtool 0.01", "plain words"]
+    for count, text in enumerate(texts, start=1):
+        assert "messageId" in agent.prompt(session_id, text).result()
+        assert agent.wait_idle(session_id, count)["stopReason"] in ("end_turn", "error"), text
+    states = [u["state"] for u in agent.updates(session_id) if u["sessionUpdate"] == "state_update"]
+    assert states.count("idle") == len(texts) and states[-1] == "idle"

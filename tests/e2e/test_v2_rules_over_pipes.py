@@ -173,3 +173,15 @@ def test_a_v2_session_loads_under_v1_with_its_history(launch, tmp_path):
     assert "plan" in kinds and "tool_call" in kinds and "user_message_chunk" in kinds
     assert not {"plan_update", "state_update", "user_message"} & set(kinds), kinds
     assert agent.prompt(sid, "again").result() == {"stopReason": "end_turn"}
+
+
+def test_a_turn_that_fails_after_its_cancel_still_reports_cancelled_S14(launch):
+    """S14 under v2: once cancelled, the idle state_update says `cancelled` whatever happened after."""
+    agent = launch("--ephemeral", "--agent", "tests.agents:RaisesAfterCancelAgent")
+    [sid] = v2_sessions(agent)
+    agent.prompt(sid, "x").result()
+    agent.cancel(sid)
+    assert agent.wait_idle(sid) == {"sessionUpdate": "state_update", "state": "idle", "stopReason": "cancelled"}
+    assert "messageId" in agent.prompt(sid, "y").result()  # released: the session takes the next prompt
+    agent.cancel(sid)
+    assert agent.wait_idle(sid, 2)["stopReason"] == "cancelled"

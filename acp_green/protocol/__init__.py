@@ -36,7 +36,7 @@ from .access import SessionAccess
 from .connection import ConnectionMethods
 from .prompt import PromptLedger, PromptService
 from .session_mcp import SessionMcpServers
-from .session_admin import SessionAdmin
+from .session_admin import SessionAdmin, admit_archive_v2
 from .session_methods import SessionMethods, admit_close_v2, admit_resume_v2
 from .v2_methods import V2Methods
 
@@ -123,14 +123,17 @@ def attach(
                                      stable_only)
     prompt_service = PromptService(agent, access, prompts, session_mcp, endpoint.outbound, client.call, settings, client.send)
     features: tuple[object, ...] = (connection, session_methods, prompt_service)
-    if not stable_only:
-        features += (SessionAdmin(agent, session_methods), mcp)
+    admin = None if stable_only else SessionAdmin(agent, session_methods)
+    if admin is not None:
+        features += (admin, mcp)
     for feature in features:
         endpoint.add_feature(feature)
     endpoint.add_feature(V2Methods(agent, access, prompts))  # answers only once version 2 is negotiated
     endpoint.gate = connection.refusal_before_initialize
     connection.v2_overrides["session/resume"] = Route(Kind.BACKGROUND, partial(admit_resume_v2, session_methods))
     connection.v2_overrides["session/close"] = Route(Kind.BACKGROUND, partial(admit_close_v2, session_methods), frees_resources=True)
+    if admin is not None:  # archiving closes the session: under v2, answered after a running turn's idle
+        connection.v2_overrides["session/archive"] = Route(Kind.BACKGROUND, partial(admit_archive_v2, admin), frees_resources=True)
     return AcpProtocol(endpoint, sessions, store, mcp, session_mcp, connection, session_methods, prompt_service, prompts)
 
 

@@ -69,6 +69,12 @@ class ConnectionMethods:
         if not 0 <= requested <= MAX_PROTOCOL_VERSION:
             raise checked.refuse("protocolVersion", f"field 'protocolVersion' must be an integer from 0 to {MAX_PROTOCOL_VERSION} (uint16)")
         version = negotiated(requested, self.max_protocol_version)
+        current = self.context.snapshot.protocol_version
+        if current is not None and current != version and self.endpoint.active:
+            # The translation to v2 is the connection's: switching it would reshape (or stop
+            # reshaping) what running requests send, against the version they were admitted under (S3).
+            raise checked.refuse("protocolVersion", f"this connection speaks protocol version {current} while "
+                                 f"{self.endpoint.active} requests run; it may switch to {version} once none runs")
         if version >= dialect_v2.VERSION:
             capabilities = checked.optional("capabilities", dict, {})
             client_info = checked.optional("info", dict)

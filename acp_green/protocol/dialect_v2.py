@@ -28,6 +28,10 @@ VERSION = 2
 #: `session/resume` with `replayFrom`; `authenticate` and `logout` are `auth/login|logout`).
 V1_ONLY_METHODS = frozenset({"session/load", "session/set_mode", "authenticate", "logout"})
 
+#: v1's unstable session capabilities v2's unstable schema keeps (same names, same shapes; archive
+#: closes a running session as session/close does): advertised under v2 when v1 advertises them.
+UNSTABLE_SESSION_CAPABILITIES = ("fork", "archive", "status", "title")
+
 MESSAGE_CHUNKS = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
 #: The one plan a v1 agent keeps per session, as v2's plan id.
 PLAN_ID = "plan"
@@ -209,7 +213,7 @@ def agent_capabilities(v1: Mapping[str, Any]) -> dict[str, Any]:
         "prompt": {name: {} for name in ("image", "audio", "embeddedContext") if prompt.get(name) is True},
         "mcp": {"stdio": {}, **({"http": {}} if mcp.get("http") is True else {})},
     }
-    for name in ("delete", "additionalDirectories"):
+    for name in ("delete", "additionalDirectories", *UNSTABLE_SESSION_CAPABILITIES):
         if name in sessions:
             session[name] = {}
     return {"session": session}

@@ -14,10 +14,10 @@ from typing import Any
 from ..agent import Agent, SessionView
 from ..errors import UnknownSession
 from ..rpc import wire
-from ..rpc.endpoint import Reply, control
+from ..rpc.endpoint import Job, Reply, control
 from ..rpc.params import Params
 from ..sessions import Session, SessionRegistry
-from .session_methods import SessionMethods, declared_mcp_servers
+from .session_methods import CloseJob, NothingToWaitFor, SessionMethods, declared_mcp_servers
 
 #: Characters a client-set title keeps at most (longer ones are cut, "…" last).
 SET_TITLE_LIMIT = 256
@@ -102,3 +102,13 @@ class SessionAdmin:
         if self.methods.store.load_session(session_id) is not None:
             return {"status": "saved"}
         raise UnknownSession(session_id)
+
+
+def admit_archive_v2(admin: SessionAdmin, params: Any, request_id: wire.RequestId) -> Job:
+    """ACP v2's `session/archive`: archiving closes a live session as `session/close` does, so with
+    a running turn it answers only after that turn's idle `state_update` (see CloseJob)."""
+    session_id = Params(params, "session/archive").identifier("sessionId")
+    live = admin.sessions.live(session_id)
+    busy = live is not None and live.busy
+    admin.session_archive(params, request_id)
+    return CloseJob(live) if live is not None and busy else NothingToWaitFor()

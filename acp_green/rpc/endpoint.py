@@ -368,6 +368,11 @@ class BackgroundJobs(Responder):
         task.greenlet = greenlet
         greenlet.start()
         acknowledgement = job.acknowledge()
+        if acknowledgement is not None and acknowledgement.then is not None and self._into is not None:
+            # A batch's array waits for its other members, while this job runs from the next yield:
+            # what must follow the acknowledgement (a turn's `running`) cannot wait behind the array.
+            _run_step(acknowledgement.then, request.id)
+            acknowledgement = Reply(acknowledgement.result)
         if acknowledgement is not None:
             # Answered now; the slot stays taken, and the id is free again (its request is answered).
             del self._tasks[task.key]

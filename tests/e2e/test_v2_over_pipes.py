@@ -302,3 +302,85 @@ def test_a_form_is_asked_in_the_v2_shape(launch):
     assert asked["params"]["mode"] == "form"
     said = "".join(u["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "agent_message_chunk")
     assert said == "you answered: blue"
+
+
+def test_archiving_a_running_session_reports_it_idle_before_the_archive_answer(launch):
+    """v2's archive closes the session as session/close does: the cancelled turn's idle
+    state_update precedes the answer, and nothing of the session follows it."""
+    agent = launch("--ephemeral", "--agent", "tests.agents:SleepsAfterCancelAgent")
+    session_id = v2_session(agent)
+    agent.prompt(session_id, "wind down for 0.3").result()
+    archived = agent.request("session/archive", {"sessionId": session_id})
+    assert archived.result() == {}
+    agent.wait_idle(session_id)
+    lines = [r.message for r in agent.records if r.direction == "in" and r.message is not None]
+    answered_at = next(i for i, m in enumerate(lines) if m.get("id") == archived.id and "result" in m)
+    idle_at = next(i for i, m in enumerate(lines) if m.get("method") == "session/update"
+                   and m["params"]["update"].get("state") == "idle")
+    assert idle_at < answered_at, "the idle state_update came after the archive's answer"
+    assert lines[idle_at]["params"]["update"]["stopReason"] == "cancelled"
+
+
+def test_the_unstable_session_methods_are_advertised_and_answer_in_v2_shapes(launch):
+    agent = launch("--ephemeral")
+    session = agent.initialize(version=V2)["capabilities"]["session"]
+    assert {"fork", "archive", "status", "title"} <= set(session), session
+    session_id = agent.call("session/new", {"cwd": "/tmp"})["sessionId"]
+    fork = agent.call("session/fork", {"sessionId": session_id, "cwd": "/tmp"})
+    assert "modes" not in fork and fork["configOptions"][0]["configId"] == "model"
+    assert agent.call("session/set_title", {"sessionId": session_id, "title": "t"}) == {"title": "t"}
+    assert agent.call("session/status", {"sessionId": session_id})["status"] == "open"
+    assert agent.call("session/archive", {"sessionId": session_id}) == {}
+    assert agent.call("session/unarchive", {"sessionId": session_id}) == {}
+
+
+def test_stable_only_advertises_no_unstable_session_method_under_v2(launch):
+    agent = launch("--ephemeral", "--stable-only")
+    session = agent.initialize(version=V2)["capabilities"]["session"]
+    assert not {"fork", "archive", "status", "title"} & set(session), session
+
+
+def test_a_v2_client_claiming_v1_files_and_terminals_still_gets_capability_missing(launch):
+    """v2 has no client files or terminals: capabilities a v2 client names anyway (v1's `fs` and
+    `terminal`) are not read as v1's, so the turn's file read and terminal raise CapabilityMissing."""
+    agent = launch("--ephemeral")
+    claimed = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}
+    assert agent.initialize(capabilities=claimed, version=V2)["protocolVersion"] == V2
+    session_id = agent.call("session/new", {"cwd": "/tmp"})["sessionId"]
+    for count, text in enumerate(["/read /etc/hostname", "/write /tmp/acp-green-v2-never.txt x", "/term true"], start=1):
+        agent.prompt(session_id, text).result()
+        agent.wait_idle(session_id, count)
+    methods = {m.get("method") for m in agent.received()}
+    assert not {"fs/read_text_file", "fs/write_text_file", "terminal/create"} & methods, methods
+    failed = [c["content"]["text"] for u in agent.updates(session_id) if u["sessionUpdate"] == "tool_call_update"
+              and u.get("status") == "failed" for c in u.get("content") or []]
+    for capability in ("fs.readTextFile", "fs.writeTextFile", "terminals"):
+        assert any(f"did not advertise {capability}" in text for text in failed), failed
+
+
+def test_a_notice_needs_no_client_capability_under_v2(launch):
+    agent = launch("--ephemeral")
+    session_id = v2_session(agent)  # advertises nothing
+    agent.prompt(session_id, "/notice warning Disk almost full").result()
+    agent.wait_idle(session_id)
+    [notice] = [u for u in agent.updates(session_id) if u["sessionUpdate"] == "notice"]
+    assert notice["title"] == "Disk almost full" and notice["severity"] == "warning", notice
+
+
+def test_every_demo_command_under_v2_sends_only_v2_shapes(launch, tmp_path):
+    """Each of the demo's commands under v2, one turn each, with a client that answers forms and
+    permissions: every message the agent writes passes the v2 schema (checked at teardown)."""
+    policy = ClientPolicy(permission="allow", capabilities={"elicitation": {"form": {}}},
+                          elicitations=[{"action": "accept", "content": {"answer": "blue"}}])
+    agent = launch("--ephemeral", policy=policy)
+    session_id = v2_session(agent)
+    target = tmp_path / "file.txt"
+    target.write_text("one\n")
+    texts = ["/stream 3 16", "/sleep 0.01", "/read /etc/hostname", f"/write {target} two", "/mcp demo echo {\"text\": \"hi\"}",
+             "/term true", f"/diff {target}", "/ask Colour?", "/fail", "/plan", "/think", "/image", "/notice error Broken",
+             "/compact", "/longtool 0.01", "plain words"]
+    for count, text in enumerate(texts, start=1):
+        assert "messageId" in agent.prompt(session_id, text).result()
+        assert agent.wait_idle(session_id, count)["stopReason"] in ("end_turn", "error"), text
+    states = [u["state"] for u in agent.updates(session_id) if u["sessionUpdate"] == "state_update"]
+    assert states.count("idle") == len(texts) and states[-1] == "idle"

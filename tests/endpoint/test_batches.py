@@ -427,3 +427,23 @@ def test_acp_S13_shutdown_answers_a_batch_holding_a_running_prompt_once_in_its_a
     (array,) = _array_answers(conn)
     assert _ids(array) == [20, 21] and array[0]["result"]["stopReason"] == "cancelled"
     assert [m.get("id") for m in conn.sink.responses()].count(20) == 1
+
+
+def test_v2_a_prompt_in_a_batch_reports_running_before_anything_of_its_turn_S5(unit):
+    """Under v2 a batch's prompt is acknowledged in the array, which waits for the other members,
+    while the turn runs from the batch's next yield: its `running` and its echo go out at admission,
+    before any of its updates, and its idle state_update is the last thing of it, never followed
+    by a `running` (a client would think the session busy for ever)."""
+    conn = unit()
+    conn.call("initialize", {"protocolVersion": 2, "capabilities": {}})
+    session = conn.call("session/new", {"cwd": "/tmp"})["sessionId"]
+    start = len(conn.records)
+    conn.batch(_request(70, "session/prompt", conn.prompt_params(session, "/stream 3")), _request(71, "session/list", {}))
+    wait_until(lambda: any(u.get("state") == "idle" for u in conn.sink.updates(session)), what="the idle state_update")
+    lines = [r.message for r in conn.records[start:] if r.direction == "in"]
+    kinds = ["array" if isinstance(m, list) else m["params"]["update"]["sessionUpdate"] for m in lines]
+    turn = [k for k in kinds if k not in ("array", "session_info_update")]
+    assert turn[:2] == ["state_update", "user_message"] and turn[-1] == "state_update", kinds
+    assert [u["state"] for u in conn.sink.updates(session) if u["sessionUpdate"] == "state_update"] == ["running", "idle"]
+    (array,) = _array_answers(conn)
+    assert _ids(array) == [70, 71] and "messageId" in array[0]["result"]

@@ -52,7 +52,8 @@ def test_a_diff_is_structured_changes_and_a_git_patch() -> None:
     assert patch.startswith("diff --git /f.txt /f.txt\n--- /f.txt\n+++ /f.txt\n")
     assert "+two\n\\ No newline at end of file\n" in patch and " one\n" in patch
     added = dialect_v2.tool_content({"type": "diff", "path": "/n", "oldText": None, "newText": "x\n"})
-    assert added["changes"][0]["operation"] == "add" and "--- /dev/null\n+++ /n\n" in added["patch"]["text"]
+    assert added["changes"][0]["operation"] == "add"
+    assert added["patch"]["text"] == "diff --git /n /n\nnew file mode 100644\n--- /dev/null\n+++ /n\n@@ -0,0 +1 @@\n+x\n"
 
 
 def test_a_plan_is_a_plan_update_and_a_mode_change_is_dropped() -> None:
@@ -142,3 +143,35 @@ def test_negotiating_v2_switches_batches_on(unit: Any, version: int, batches: bo
     conn = unit()
     conn.call("initialize", {"protocolVersion": version, "info": {"name": "t", "version": "0"}})
     assert getattr(conn.endpoint, "accept_batches") is batches
+
+
+@pytest.mark.parametrize(("first", "then"), [(2, 1), (1, 2)])
+def test_the_version_does_not_change_under_running_work_S3(unit: Any, first: int, then: int) -> None:
+    """S3: a turn keeps the version it was admitted under. The translation is the connection's, so
+    an initialize that would switch versions while a request runs is refused (-32602 protocolVersion),
+    and the running turn still ends in its own version's shape; once nothing runs, the switch is made."""
+    conn = unit()
+    conn.call("initialize", {"protocolVersion": first, "info": {"name": "t", "version": "0"}, "clientCapabilities": {}})
+    session_id = conn.call("session/new", {"cwd": "/tmp", "mcpServers": []})["sessionId"]
+    prompt = conn.request("session/prompt", conn.prompt_params(session_id, "/wait"))
+    refused = conn.error(conn.request("initialize", {"protocolVersion": then, "clientCapabilities": {}, "capabilities": {}}))
+    assert refused["code"] == -32602 and refused["data"] == {"field": "protocolVersion"}, refused
+    assert conn.call("initialize", {"protocolVersion": first, "clientCapabilities": {}, "capabilities": {}})["protocolVersion"] == first
+    conn.notify("session/cancel", {"sessionId": session_id})
+    if first == 2:
+        wait_until(lambda: idle(conn, session_id), what="the idle state_update")
+    else:
+        assert conn.result(prompt) == {"stopReason": "cancelled"}
+    wait_until(lambda: conn.endpoint.active == 0, what="the turn to end")
+    assert conn.call("initialize", {"protocolVersion": then, "clientCapabilities": {}, "capabilities": {}})["protocolVersion"] == then
+
+
+def test_a_v2_snapshot_shows_notices_unasked_and_never_has_client_files_or_terminals() -> None:
+    """v2: notices need no client capability, and v1's `fs` and `terminal` named by a v2 client mean nothing."""
+    from acp_green.context import ConnectionContext
+
+    context = ConnectionContext()
+    context.initialized(2, {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal": True}, None)
+    snapshot = context.snapshot
+    assert snapshot.can_show_notices() and snapshot.accepts_update("notice")
+    assert not (snapshot.can_read_files() or snapshot.can_write_files() or snapshot.has_terminal())

@@ -274,3 +274,20 @@ def test_v1_a_batch_is_owed_one_refusal_and_an_array_from_the_agent_is_named():
     convo.inn({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Batch requests are not supported"}})
     assert check(convo) == []
     assert check(convo.inn([_answer(1), _answer(2)])) == ["valid_json_rpc"]
+
+
+def test_v2_a_nested_batch_member_is_owed_one_error_with_id_null_not_an_answer_by_its_inner_ids():
+    """Batches do not nest: a member that is itself an array is answered -32600 with id null, in its place."""
+    convo = _negotiated(2)
+    convo._add("out", [_set_mode(1), [_set_mode(2)]])
+    convo.inn([_answer(1), {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "batches do not nest"}}])
+    assert check_no_schema(convo) == []
+
+
+def test_a_notification_whose_params_are_not_structured_is_owed_one_error_with_id_null():
+    """`"params": false` makes the message invalid (JSON-RPC: params are an object or an array), so it is
+    answered -32600 with id null, as any invalid message, alone or in a batch."""
+    convo = _negotiated(2)
+    convo._add("out", [{"jsonrpc": "2.0", "method": "session/cancel", "params": False}])
+    convo.inn([{"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "params must be an object or an array"}}])
+    assert check_no_schema(convo) == []

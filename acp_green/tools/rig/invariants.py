@@ -331,6 +331,9 @@ class _BatchLines(_MessageChecks):
     def _client_batch(self, record: Record, batch: list[Any]) -> None:
         if batch and self._batches:
             for member in batch:
+                if isinstance(member, list):  # batches do not nest: such a member is answered -32600, id null
+                    self._null_budget += 1
+                    continue
                 self._client_message(Record(record.t, record.direction, record.raw, member), member)
         else:  # ACP v1 refuses any batch, and v2 an empty one: one error, id null
             self._null_budget += 1
@@ -464,8 +467,10 @@ class InvariantChecker(_BatchLines):
             return
         self._schema.observe(message, from_sender=False)
         kind = message_kind(message)
-        if kind is None or (kind == "request" and not is_valid_id(message.get("id"))):
-            self._null_budget += 1  # an invalid request may be answered with id null
+        raw_params = message.get("params") if isinstance(message, dict) else None
+        params_ok = raw_params is None or isinstance(raw_params, (dict, list))
+        if kind is None or (kind == "request" and not is_valid_id(message.get("id"))) or (kind == "notification" and not params_ok):
+            self._null_budget += 1  # an invalid request (or message) may be answered with id null
             return
         if kind == "response":
             self._terminal_created(message)

@@ -402,7 +402,10 @@ def replay_while_answering_control(harness: Any, chunks: int) -> dict[str, Any]:
     latencies = [answered[i] - sent_at[i] for i in sent_at]
     return {
         "replay_time": replay_time,
-        "replayed": len(history_part([m["params"]["update"] for m in arrived[:load_at] if m.get("method") == "session/update"])),
+        # The loaded session's own updates: the other session's first updates (sent after its
+        # session/new answer) may be read after `mark`, as the rig's reader yields between lines.
+        "replayed": len(history_part([m["params"]["update"] for m in arrived[:load_at]
+                                      if m.get("method") == "session/update" and m["params"]["sessionId"] == sid])),
         "answered_during": sum(1 for m in arrived[:load_at] if "method" not in m and m.get("id") in sent_at),
         "answered_mid_replay": sum(1 for n in replayed_before.values() if n < 1 + chunks),
         "longest": max(latencies),

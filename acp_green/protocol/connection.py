@@ -126,12 +126,7 @@ class ConnectionMethods:
 
     @control("authenticate")
     def authenticate(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
-        checked = Params(params, "authenticate")
-        method_id = checked.required("methodId", str)
-        if not any(m.id == method_id for m in self.agent.auth_methods):
-            raise checked.refuse("methodId", f"unknown methodId {wire.excerpt(method_id)!r}")
-        self.agent.authenticate(method_id, self.context.snapshot)
-        self.context.authenticated(method_id)
+        log_in(self.agent, self.context, Params(params, "authenticate"))
         return {}
 
     @control("logout")
@@ -168,6 +163,16 @@ def negotiated(requested: int, highest: int) -> int:
     """The version answered to a client asking for `requested`: the highest served at or below it
     (1 for 0 and 1, as ever), never above `highest` (`--max-protocol-version`)."""
     return max(PROTOCOL_VERSION, min(requested, highest, dialect_v2.VERSION))
+
+
+def log_in(agent: Agent, context: ConnectionContext, checked: Params) -> None:
+    """v1's `authenticate` and v2's `auth/login`: a `methodId` the agent offers, which its
+    `authenticate` hook accepts (or refuses by raising); the connection then counts as logged in."""
+    method_id = checked.required("methodId", str)
+    if not any(m.id == method_id for m in agent.auth_methods):
+        raise checked.refuse("methodId", f"unknown methodId {wire.excerpt(method_id)!r}")
+    agent.authenticate(method_id, context.snapshot)
+    context.authenticated(method_id)
 
 
 def implements_logout(agent: Agent) -> bool:

@@ -16,7 +16,7 @@ from ..rpc import wire
 from ..rpc.endpoint import control
 from ..rpc.params import Params
 from .access import SessionAccess
-from .connection import implements_logout
+from .connection import implements_logout, log_in
 from .prompt import PromptLedger
 
 #: The first protocol version these methods exist in.
@@ -41,12 +41,7 @@ class V2Methods:
     @control("auth/login")
     def auth_login(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         """v1's `authenticate`: the agent's `authenticate` hook accepts or refuses (raises)."""
-        checked = self._checked(params, "auth/login")
-        method_id = checked.required("methodId", str)
-        if not any(m.id == method_id for m in self.agent.auth_methods):
-            raise checked.refuse("methodId", f"unknown methodId {wire.excerpt(method_id)!r}")
-        self.agent.authenticate(method_id, self.context.snapshot)
-        self.context.authenticated(method_id)
+        log_in(self.agent, self.context, self._checked(params, "auth/login"))
         return {}
 
     @control("auth/logout")

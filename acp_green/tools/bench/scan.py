@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,19 +89,11 @@ class Scanner:
         """Account for a block of complete lines."""
         self.chunks += block.count(CHUNK_MARK)
         for mark in RESPONSE_MARKS:
-            at = block.find(mark)
-            while at >= 0:
-                start = block.rfind(b"\n", 0, at) + 1
-                end = block.find(b"\n", at)
+            for start, end in lines_marked(block, mark):
                 self._decode(block[start:end], now, self.scanned + start)
-                at = block.find(mark, end)
         if self.on_state is not None:
-            at = block.find(STATE_MARK)
-            while at >= 0:
-                start = block.rfind(b"\n", 0, at) + 1
-                end = block.find(b"\n", at)
+            for start, end in lines_marked(block, STATE_MARK):
                 self._decode_state(block[start:end], now, self.scanned + start)
-                at = block.find(STATE_MARK, end)
         self.scanned += len(block)
         if self.keep_limit:
             if self.kept_bytes + len(block) <= self.keep_limit:
@@ -135,6 +127,16 @@ class Scanner:
         for block in self.kept:
             check_block(block, result)
         return result
+
+
+def lines_marked(block: bytes, mark: bytes) -> Iterator[tuple[int, int]]:
+    """(start, end) of each line of `block` (complete lines) that holds `mark`, found by bytes search."""
+    at = block.find(mark)
+    while at >= 0:
+        start = block.rfind(b"\n", 0, at) + 1
+        end = block.find(b"\n", at)
+        yield start, end
+        at = block.find(mark, end)
 
 
 def check_block(block: bytes, result: Validation) -> None:

@@ -190,3 +190,14 @@ def test_the_repository_is_the_labelled_source_url_before_the_home_page():
 def test_problem_reads_as_field_colon_message():
     assert str(Problem("distribution.uvx.package", "required")) == "distribution.uvx.package: required"
     assert re.fullmatch(r"manifest: .+", str(Problem("", "must be an object, not an array")))
+
+
+def test_a_binary_archive_of_another_release_is_named_by_platform():
+    """An archive URL naming a release (`/download/vX.Y/`) must name the entry's version, read as
+    three parts (`v1.2` is 1.2.0); each platform whose archive names another release is named."""
+    entry = with_(version="1.2.0")
+    release = {platform: {"archive": "https://example.com/releases/download/v1.2/agent.tgz", "cmd": "./a"} for platform in PLATFORMS}
+    assert validate({**entry, "distribution": {"binary": release}}) == []
+    release["linux-x86_64"] = {"archive": "https://example.com/releases/download/v1.3.0/agent.tgz", "cmd": "./a"}
+    assert validate({**entry, "distribution": {"binary": release}}) == [
+        Problem("distribution.binary.linux-x86_64.archive", "is the release 1.3.0, not the entry's version 1.2.0")]

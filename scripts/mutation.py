@@ -258,7 +258,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "testing": ("testing", "acp_green/testing/__init__.py", ["tests/tools/test_testing_plugin.py"]),
     "testing.turns": ("testing", "acp_green/testing/turns.py", ["tests/tools/test_testing_plugin.py"]),
     "testing.editor": ("testing", "acp_green/testing/editor.py", ["tests/tools/test_testing_plugin.py"]),
-    "testing.client": ("testing", "acp_green/testing/client.py", ["tests/tools/test_testing_plugin.py"]),
+    "testing.client": ("testing", "acp_green/testing/client.py", ["tests/tools/test_testing_plugin_sessions.py", "tests/tools/test_testing_plugin.py"]),
     "testing.serving": ("testing", "acp_green/testing/serving.py", ["tests/tools/test_testing_plugin.py"]),
     "testing.probe": ("testing", "acp_green/testing/probe.py", ["tests/tools/test_testing_plugin.py"]),
 }

@@ -615,7 +615,7 @@ class TurnOutput(TurnInput):
         self._tool_calls.announced(tool_call_id, cancellable)
         try:
             self._send_checked(update, "tool_call")
-        except BaseException:
+        except BaseException:  # ok: undoes the registration and re-raises (a GreenletExit too)
             if not known:
                 self._tool_calls.finished(tool_call_id)
             raise

@@ -27,6 +27,15 @@ CommandHandler = Callable[["DemoAgent", Turn, str], str]
 _Handler = TypeVar("_Handler", bound=CommandHandler)
 
 
+
+def _seconds(args: str) -> float | None:
+    """A command's SECONDS argument, or None when it is not a number (NaN included)."""
+    try:
+        seconds = float(args)
+    except ValueError:
+        return None
+    return None if math.isnan(seconds) else seconds
+
 class SlashCommands(Sequence[Command]):
     """The demo's slash commands: the one table both advertised and dispatched.
 
@@ -100,11 +109,8 @@ class PacingCommands:
 
     @DEMO_COMMANDS("sleep", "Wait SECONDS (cancellable)", "SECONDS")
     def _cmd_sleep(self, turn: Turn, args: str) -> str:
-        try:
-            seconds = float(args)
-            if math.isnan(seconds):
-                raise ValueError("nan")
-        except ValueError:
+        seconds = _seconds(args)
+        if seconds is None:
             turn.say("usage: /sleep SECONDS")
             return "end_turn"
         return "end_turn" if turn.sleep(seconds) else "cancelled"
@@ -317,11 +323,8 @@ class ReportCommands:
 
     @DEMO_COMMANDS("longtool", "A tool call that runs SECONDS; a client may cancel it alone", "SECONDS")
     def _cmd_longtool(self, turn: Turn, args: str) -> str:
-        try:
-            seconds = float(args)
-            if math.isnan(seconds):
-                raise ValueError("nan")
-        except ValueError:
+        seconds = _seconds(args)
+        if seconds is None:
             turn.say("usage: /longtool SECONDS")
             return "end_turn"
         tool = turn.tool_call(title=f"Run for {args.strip()} s", kind="execute", status="in_progress", cancellable=True)

@@ -14,7 +14,6 @@ scripts/venv.sh installed from nothing (CI: .ci/run), so the test needs nothing 
 from __future__ import annotations
 
 import email.parser
-import importlib.metadata
 import os
 import re
 import shutil
@@ -29,7 +28,7 @@ from gevent import subprocess
 from tests.fake_openai import FakeOpenAI
 from tests.helpers import REPO
 # The installed-distribution-to-wheel packer of the fresh-install test (its slow tier), shared.
-from tests.tools.test_scripts import _needed, _wheel_of_installed
+from tests.tools.test_scripts import _needed, _pack_with_dependencies
 
 pytestmark = pytest.mark.slow  # a fresh virtual environment, an install into it and a probe run: a minute or more
 
@@ -56,18 +55,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
                             "--wheel-dir", str(into), str(checkout)], capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
     [acp_green_wheel] = into.glob("acp_green-*.whl")
-    wanted = ["setuptools", "pytest", *_needed(_requires(acp_green_wheel))]
-    seen: set[str] = set()
-    while wanted:
-        name = wanted.pop()
-        key = re.sub(r"[-_.]+", "-", name).lower()
-        if key in seen:
-            continue
-        seen.add(key)
-        dist = importlib.metadata.distribution(name)
-        _wheel_of_installed(dist, into)
-        wanted += _needed(dist.requires)
-    return into
+    return _pack_with_dependencies(["setuptools", "pytest", *_needed(_requires(acp_green_wheel))], into)
 
 
 def offline_env(wheels: Path) -> dict[str, str]:

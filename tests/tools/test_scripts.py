@@ -190,9 +190,12 @@ def _wheelhouse(into: Path) -> Path:
     """Wheels of what `pip install -e .` needs (the runtime's dependencies and the build backend),
     packed from this environment."""
     into.mkdir()
-    wanted = ["setuptools"]
+    return _pack_with_dependencies(["setuptools", *_needed(importlib.metadata.requires("acp-green"))], into)
+
+
+def _pack_with_dependencies(wanted: list[str], into: Path) -> Path:
+    """A wheel in `into` of each installed distribution named, and of everything it requires."""
     seen: set[str] = set()
-    wanted += _needed(importlib.metadata.requires("acp-green"))
     while wanted:
         name = wanted.pop()
         key = re.sub(r"[-_.]+", "-", name).lower()

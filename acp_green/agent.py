@@ -445,6 +445,8 @@ class TurnSettings(Protocol):
 
     def config_options(self, session: Session, snapshot: ConnectionSnapshot) -> list[dict[str, Any]]: ...
 
+    def mode_update(self, session: Session, snapshot: ConnectionSnapshot) -> dict[str, Any]: ...
+
 
 class TurnInput:
     """A running prompt's input, its token and what its client can do: what agent code reads,
@@ -864,10 +866,12 @@ class Turn(TurnRequests):
 
     # -- session settings --------------------------------------------------------------------
     def set_mode(self, mode_id: str) -> None:
-        """Switch the session's mode: stored, then `current_mode_update` sent (ValueError if unknown)."""
-        self._changed_settings().set_mode(self._session, mode_id)
+        """Switch the session's mode: stored, then announced (`current_mode_update`; under v2, where
+        modes are the `mode` config option, `config_option_update`). ValueError if unknown."""
+        settings = self._changed_settings()
+        settings.set_mode(self._session, mode_id)
         self.session.mode_id = mode_id
-        self.send({"sessionUpdate": "current_mode_update", "currentModeId": mode_id})
+        self.send(settings.mode_update(self._session, self.snapshot))
 
     def set_config(self, config_id: str, value: Any) -> None:
         """Set a config option: stored, then `config_option_update` with every option sent."""

@@ -3,6 +3,10 @@ set_mode / set_config_option or from the agent inside a turn), and the wire form
 
 A change is stored before anything announces it, so a `session/load` after a
 `current_mode_update` or `config_option_update` reports what that update said.
+
+ACP v2 has no session modes: a v2 client sees the agent's modes as one more select option,
+`mode` (category "mode"), set with `session/set_config_option` and announced with
+`config_option_update`, so an agent with modes serves both versions unchanged.
 """
 
 from __future__ import annotations
@@ -14,6 +18,9 @@ from .rpc import wire
 from .agent import Agent, BooleanOption, ConfigOption
 from .context import ConnectionSnapshot
 from .sessions import Session, SessionRegistry
+
+#: The config option a v2 client sets the session's mode with (unless the agent has its own `mode`).
+MODE_OPTION_ID = "mode"
 
 
 def client_shows_booleans(snapshot: ConnectionSnapshot) -> bool:
@@ -39,6 +46,28 @@ class SessionSettings:
 
     def knows_mode(self, mode_id: Any) -> bool:
         return any(m.id == mode_id for m in self.agent.modes)
+
+    def modes_as_option(self, snapshot: ConnectionSnapshot) -> bool:
+        """This client sees the modes as the `mode` config option: it speaks v2, and the agent has
+        modes and no option of that id."""
+        return not snapshot.v1 and bool(self.agent.modes) and self.option(MODE_OPTION_ID) is None
+
+    def mode_option(self, session: Session) -> dict[str, Any]:
+        """The modes as one select option, in v1's wire form (the v2 dialect renames `id`)."""
+        options = []
+        for mode in self.agent.modes:
+            value = {"value": mode.id, "name": mode.name}
+            if mode.description:
+                value["description"] = mode.description
+            options.append(value)
+        return {"id": MODE_OPTION_ID, "name": "Mode", "category": "mode", "type": "select",
+                "currentValue": session.record.mode_id or self.agent.modes[0].id, "options": options}
+
+    def mode_update(self, session: Session, snapshot: ConnectionSnapshot) -> dict[str, Any]:
+        """The update that announces the session's new mode to this client."""
+        if self.modes_as_option(snapshot):
+            return {"sessionUpdate": "config_option_update", "configOptions": self.config_options(session, snapshot)}
+        return {"sessionUpdate": "current_mode_update", "currentModeId": session.record.mode_id}
 
     def option(self, config_id: Any) -> ConfigOption | None:
         return next((o for o in self.agent.config_options if o.id == config_id), None)
@@ -69,14 +98,14 @@ class SessionSettings:
                 "currentModeId": session.record.mode_id or self.agent.modes[0].id,
                 "availableModes": [m.to_wire() for m in self.agent.modes],
             }
-        if self.agent.config_options:
+        if self.agent.config_options or self.modes_as_option(snapshot):
             state["configOptions"] = self.config_options(session, snapshot)
         return state
 
     def config_options(self, session: Session, snapshot: ConnectionSnapshot) -> list[dict[str, Any]]:
         """Every option with its current value, booleans as this client can show them."""
         booleans = client_shows_booleans(snapshot)
-        wire_options = []
+        wire_options = [self.mode_option(session)] if self.modes_as_option(snapshot) else []
         for option in self.agent.config_options:
             current = session.record.config.get(option.id, option.default)
             if isinstance(option, BooleanOption):

@@ -70,6 +70,17 @@ class SettingsAgent(Agent):
         return "end_turn"
 
 
+class ModeOptionAgent(Agent):
+    """Has modes and its own config option named `mode`, which a v2 client sees instead of the modes."""
+
+    name = "mode-option"
+    modes = (Mode("ask", "Ask"), Mode("code", "Code"))
+    config_options = (SelectOption("mode", "Style", (("a", "A"), ("b", "B")), "a"),)
+
+    def prompt(self, turn: Turn) -> str:
+        return "end_turn"
+
+
 class ReadsEveryBlockAgent(Agent):
     """Accepts audio and embedded resources (not images); says what each typed block was."""
 

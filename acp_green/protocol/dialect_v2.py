@@ -4,8 +4,8 @@ The protocol layer keeps producing ACP v1: results, `session/update` notificatio
 requests it sends; history is stored in v1's shape. Once `initialize` negotiated version 2,
 `V2Dialect` reshapes what handlers read and answer (the endpoint's `dialect`) and `outgoing_line`
 reshapes every message on its way to the wire (the outbound's `translate`). What v2 has no
-place for is dropped with a debug log (docs/V2.md lists it): `current_mode_update` (v2 has no
-modes), and the `modes` of a session's answers.
+place for is dropped with a debug log (docs/V2.md lists it): `current_mode_update` and the
+`modes` of a session's answers (v2 has no modes; settings.py offers them as the `mode` option).
 
 Message ids: v2 requires one on every message chunk. A turn's chunks carry theirs already
 (turn_record.py); a stored chunk written before ids existed gets `legacy` (replay only).

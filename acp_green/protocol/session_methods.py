@@ -22,7 +22,7 @@ from ..rpc.endpoint import Job, Reply, background, control, notification
 from ..errors import InvalidParams, RpcError, SessionBusy, TooManyMcpServers, UnknownSession
 from ..rpc.params import Params
 from ..sessions import Session, SessionRegistry
-from ..settings import SessionSettings
+from ..settings import MODE_OPTION_ID, SessionSettings
 from ..rpc.transport import Outbound
 from . import dialect_v2
 from .access import SessionAccess
@@ -31,6 +31,7 @@ from .session_mcp import SessionMcpServers
 from .updates import encode_update, iso_time, session_info
 
 if TYPE_CHECKING:
+    from ..context import ConnectionSnapshot
     from ..store.base import Store
 
 log = logging.getLogger(__name__)
@@ -228,6 +229,9 @@ class SessionMethods:
         checked = Params(params, "session/set_config_option")
         session = self.access.named_session(checked)
         config_id = checked.identifier("configId")
+        snapshot = self.access.context.snapshot
+        if config_id == MODE_OPTION_ID and self.settings.modes_as_option(snapshot):
+            return self._set_mode_option(checked, session, snapshot)
         option = self.settings.option(config_id)
         if option is None:
             raise checked.refuse("configId", f"unknown configId {wire.excerpt(config_id)!r}")
@@ -238,9 +242,19 @@ class SessionMethods:
             value = option.coerce(value)
         except ValueError as exc:
             raise checked.refuse("value", str(exc)) from None
-        snapshot = self.access.context.snapshot
         self.agent.config_changed(SessionView.of(session), config_id, value, snapshot)
         self.settings.set_config(session, config_id, value)
+        return {"configOptions": self.settings.config_options(session, snapshot)}
+
+    def _set_mode_option(self, checked: Params, session: Session, snapshot: ConnectionSnapshot) -> dict[str, Any]:
+        """A v2 client sets the `mode` option: the session/set_mode of v1, the same hook first."""
+        mode_id = checked.present("value")
+        if not isinstance(mode_id, str) or checked.optional("type", str) == "boolean":
+            raise checked.refuse("value", f"a mode is one of the option's values, not {wire.describe(mode_id)}")
+        if not self.settings.knows_mode(mode_id):
+            raise checked.refuse("value", f"unknown mode {wire.excerpt(mode_id)!r}")
+        self.agent.mode_changed(SessionView.of(session), mode_id, snapshot)
+        self.settings.set_mode(session, mode_id)
         return {"configOptions": self.settings.config_options(session, snapshot)}
 
     @notification("session/cancel")

@@ -119,3 +119,71 @@ def test_changes_from_inside_a_turn_are_announced_and_stored(launch, tmp_path):
     loaded = again.call("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
     assert loaded["modes"]["currentModeId"] == "code"
     assert _option(loaded["configOptions"], "verbose")["currentValue"] is True
+
+
+# -- ACP v2: no session modes, so the modes are the `mode` config option ------------------------
+def _values(options: list[dict]) -> dict[str, object]:
+    return {o["configId"]: o["currentValue"] for o in options}
+
+
+def test_under_v2_the_modes_are_the_mode_config_option(launch, tmp_path):
+    """A v2 client is offered the agent's modes as a select option `mode` (category "mode") before
+    the agent's own options, sets it with session/set_config_option (the agent's `mode_changed`
+    hook runs first and may refuse it, -32602), and a turn's `set_mode` is announced with
+    `config_option_update`; a resume in a new process reports the stored mode."""
+    state = ("--state-dir", str(tmp_path))
+    agent = launch(*SETTINGS, *state)
+    assert agent.initialize(version=2)["protocolVersion"] == 2
+    new = agent.call("session/new", {"cwd": "/tmp"})
+    sid = new["sessionId"]
+    assert "modes" not in new
+    mode = new["configOptions"][0]
+    assert mode == {"configId": "mode", "name": "Mode", "category": "mode", "type": "select", "currentValue": "ask",
+                    "options": [{"value": "ask", "name": "Ask"}, {"value": "code", "name": "Code"},
+                                {"value": "locked", "name": "Locked"}]}
+    assert [o["configId"] for o in new["configOptions"]] == ["mode", "model", "verbose"]
+
+    answer = agent.call("session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "code"})
+    assert _values(answer["configOptions"]) == {"mode": "code", "model": "fast", "verbose": "false"}
+    messages = {}
+    for refused_value in ("locked", "nosuch", True, 3):
+        with pytest.raises(RpcErrorResponse) as refused:
+            agent.call("session/set_config_option", {"sessionId": sid, "configId": "mode", "value": refused_value})
+        assert refused.value.code == -32602, refused_value
+        messages[repr(refused_value)] = refused.value.error["message"]
+    assert "unknown mode 'nosuch'" in messages["'nosuch'"] and "not true" in messages["True"], messages
+
+    agent.prompt(sid, "/mode ask").result()
+    agent.wait_idle(sid)
+    [update] = [u for u in agent.updates(sid) if u["sessionUpdate"] == "config_option_update"]
+    assert _values(update["configOptions"]) == {"mode": "ask", "model": "fast", "verbose": "false"}
+    assert not [u for u in agent.updates(sid) if u["sessionUpdate"] == "current_mode_update"]
+    agent.prompt(sid, "/hooks").result()
+    agent.wait_idle(sid)
+    assert "mode ask->code [mode=ask" in said(agent.updates(sid))
+    agent.close()
+
+    again = launch(*SETTINGS, *state)
+    again.initialize(version=2)
+    resumed = again.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+    assert _values(resumed["configOptions"])["mode"] == "ask"
+
+
+def test_an_agent_option_named_mode_is_not_shadowed_under_v2(launch):
+    """An agent whose own config option is `mode` keeps it: its modes are then not offered to a v2 client."""
+    agent = launch("--agent", "tests.surface_agents:ModeOptionAgent")
+    agent.initialize(version=2)
+    new = agent.call("session/new", {"cwd": "/tmp"})
+    assert [(o["configId"], o.get("category")) for o in new["configOptions"]] == [("mode", None)]
+    answer = agent.call("session/set_config_option", {"sessionId": new["sessionId"], "configId": "mode", "value": "b"})
+    assert _values(answer["configOptions"]) == {"mode": "b"}
+
+
+def test_a_v1_client_still_gets_modes_and_no_mode_option(launch):
+    agent = launch(*SETTINGS)
+    agent.initialize()
+    new = agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})
+    assert new["modes"]["currentModeId"] == "ask"
+    assert [o["id"] for o in new["configOptions"]] == ["model", "verbose"]
+    with pytest.raises(RpcErrorResponse):
+        agent.call("session/set_config_option", {"sessionId": new["sessionId"], "configId": "mode", "value": "code"})

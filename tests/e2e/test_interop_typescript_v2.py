@@ -1,7 +1,7 @@
 """Interop: the official TypeScript SDK's draft ACP v2 client (@agentclientprotocol/sdk 2.4.0,
 `experimental/v2`, pinned in tests/node/package-lock.json) drives `acp-green serve`: it negotiates
-v2, streams a prompt (acknowledged with its messageId, ended by an idle state_update), answers a
-form, cancels one, resumes the session replaying it from the start, and closes it. The SDK parses every message
+v2, sets the session's mode as its `mode` config option, streams a prompt (acknowledged with its
+messageId, ended by an idle state_update), answers a form, cancels one, resumes the session replaying it from the start, and closes it. The SDK parses every message
 it receives with its own v2 schema: one it refuses fails a request or is a complaint."""
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ def test_typescript_sdk_v2_client_drives_acp_green_serve(tmp_path):
     assert report["complaints"] == []
     assert report["protocolVersion"] == 2 and report["agentName"] == "acp-green-demo"
     assert report["sessionCapabilities"] == ["additionalDirectories", "delete", "mcp", "prompt"]
+    assert report["configOptions"] == [["mode", "mode", "code"], ["model", "model", "echo-fast"]]
     stream = report["stream"]
     assert stream["messageId"] == "string" and stream["stopReason"] == "end_turn"
     assert stream["kinds"].count("agent_message_chunk") == 5 and [t[:2] for t in stream["text"].split(".") if t] == ["0:", "1:", "2:", "3:", "4:"]

@@ -65,16 +65,20 @@ def test_session_methods_answer_in_v2_shapes(launch):
     assert agent.call("session/list", {})["sessions"] == []
 
 
-def test_config_options_carry_a_config_id_and_modes_are_gone(launch):
+def test_config_options_carry_a_config_id_and_the_modes_are_one_of_them(launch):
+    """v2 has no session modes: the demo's modes are its first config option, `mode`."""
     agent = launch("--ephemeral")
     assert agent.initialize(version=V2)["protocolVersion"] == V2
     new = agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})
     assert "modes" not in new
-    [option] = new["configOptions"]
-    assert option["configId"] == "model" and "id" not in option
+    mode, model = new["configOptions"]
+    assert mode["configId"] == "mode" and mode["category"] == "mode" and mode["currentValue"] == "ask"
+    assert model["configId"] == "model" and "id" not in model
     answer = agent.call("session/set_config_option", {"sessionId": new["sessionId"], "configId": "model",
                                                       "type": "id", "value": "echo-careful"})
-    assert answer["configOptions"][0]["configId"] == "model" and answer["configOptions"][0]["currentValue"] == "echo-careful"
+    assert {o["configId"]: o["currentValue"] for o in answer["configOptions"]} == {"mode": "ask", "model": "echo-careful"}
+    answer = agent.call("session/set_config_option", {"sessionId": new["sessionId"], "configId": "mode", "value": "code"})
+    assert {o["configId"]: o["currentValue"] for o in answer["configOptions"]} == {"mode": "code", "model": "echo-careful"}
 
 
 def test_session_load_and_set_mode_are_unknown_under_v2(launch):
@@ -327,7 +331,7 @@ def test_the_unstable_session_methods_are_advertised_and_answer_in_v2_shapes(lau
     assert {"fork", "archive", "status", "title"} <= set(session), session
     session_id = agent.call("session/new", {"cwd": "/tmp"})["sessionId"]
     fork = agent.call("session/fork", {"sessionId": session_id, "cwd": "/tmp"})
-    assert "modes" not in fork and fork["configOptions"][0]["configId"] == "model"
+    assert "modes" not in fork and [o["configId"] for o in fork["configOptions"]] == ["mode", "model"]
     assert agent.call("session/set_title", {"sessionId": session_id, "title": "t"}) == {"title": "t"}
     assert agent.call("session/status", {"sessionId": session_id})["status"] == "open"
     assert agent.call("session/archive", {"sessionId": session_id}) == {}

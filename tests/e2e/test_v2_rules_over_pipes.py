@@ -37,8 +37,8 @@ def test_control_requests_answer_in_receive_order_while_prompts_run_S1_S2(launch
             agent.make_request("session/set_config_option", {"sessionId": a, "configId": "model", "type": "id", "value": "echo-fast"})]
     agent.send(*sent)
     answers = [agent.pending_for(m).result() for m in sent]
-    assert answers[0]["configOptions"][0]["currentValue"] == "echo-careful"
-    assert answers[3]["configOptions"][0]["currentValue"] == "echo-fast"
+    assert answers[0]["configOptions"][-1]["currentValue"] == "echo-careful"
+    assert answers[3]["configOptions"][-1]["currentValue"] == "echo-fast"
     assert answers[1]["sessionId"] in [s["sessionId"] for s in answers[2]["sessions"]]
     order = [m["id"] for m in agent.received() if "id" in m and "method" not in m]
     assert [order.index(m["id"]) for m in sent] == sorted(order.index(m["id"]) for m in sent)
@@ -59,7 +59,7 @@ def test_thirty_two_running_turns_then_connection_busy_S9(launch):
     assert refused["code"] == -32000 and refused["data"]["reason"] == "connection_busy", refused
     assert agent.idle_states(sids[32]) == []
     options = agent.call("session/set_config_option", {"sessionId": sids[33], "configId": "model", "type": "id", "value": "echo-careful"})
-    assert options["configOptions"][0]["currentValue"] == "echo-careful"
+    assert options["configOptions"][-1]["currentValue"] == "echo-careful"
     for sid in sids[:32]:
         agent.cancel(sid)
     assert [agent.wait_idle(sid)["stopReason"] for sid in sids[:32]] == ["cancelled"] * 32

@@ -33,7 +33,7 @@ FIELDS = [
 replay_from = st.one_of(st.fixed_dictionaries({"type": st.sampled_from(["start", "_later", "", "START"])}), junk)
 prompts = st.lists(st.fixed_dictionaries({"type": st.sampled_from(["text", "image", "resource_link", "x"]), "text": texts}),
                    max_size=2)
-field_value = st.one_of(junk, st.just(LIVE), replay_from, prompts, st.sampled_from([2, 1, 0, 65535, 65536, "2"]))
+field_value = st.one_of(junk, st.just(LIVE), replay_from, prompts, st.sampled_from([2, 1, 0, 65535, 65536, "2", "mode", "code"]))
 params_strategy = st.one_of(st.none(), junk, st.dictionaries(st.sampled_from(FIELDS), field_value, max_size=5))
 calls_strategy = st.lists(st.tuples(st.sampled_from(V2_METHODS + NOTIFICATIONS), params_strategy, st.booleans(), ids),
                           min_size=1, max_size=6)

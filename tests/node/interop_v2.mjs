@@ -1,6 +1,7 @@
 // Drives an ACP agent with the official TypeScript SDK's draft ACP v2 client
 // (@agentclientprotocol/sdk 2.4.0, `experimental/v2`): initialize, a session, a streamed prompt
-// (acknowledged with its messageId, ended by an idle state_update), a cancel, a resume that
+// (acknowledged with its messageId, ended by an idle state_update), the mode set as a config
+// option, a cancel, a resume that
 // replays from the start, and a close. Prints a JSON report; every message the SDK received was
 // parsed by its own v2 schema first (a refused one is an error here or a complaint on stderr).
 // usage: node interop_v2.mjs WORKDIR -- COMMAND [ARGS...]
@@ -55,6 +56,10 @@ const report = await app.connectWith(stream, async (agent) => {
   out.sessionCapabilities = Object.keys(init.capabilities.session ?? {}).sort();
   const session = await agent.buildSession(workdir).start();
   const sessionId = session.sessionId;
+
+  // v2 has no session modes: the agent's modes are its `mode` config option.
+  const setMode = await agent.request("session/set_config_option", { sessionId, configId: "mode", value: "code" });
+  out.configOptions = setMode.configOptions.map((o) => [o.configId, o.category ?? null, o.currentValue]);
 
   const first = await session.prompt("/stream 5");
   out.stream = { messageId: typeof first.messageId, ...(await untilIdle(session)) };

@@ -46,3 +46,17 @@ def test_readme_states_the_two_commands():
     root = README.parent
     for command in readme_commands():
         assert (root / command).is_file() and os.access(root / command, os.X_OK), command
+
+
+def test_every_serve_option_has_its_row_in_the_readme():
+    """The README's `acp-green serve` options table names every option `serve --help` lists."""
+    from acp_green.cli import serve
+
+    text = README.read_text(encoding="utf-8")
+    table = text[text.index("## `acp-green serve` options"):]
+    table = table[:table.index("\n## ", 1)]
+    rows = [line for line in table.splitlines() if line.startswith("| `")]
+    missing = [param.opts for param in serve.params
+               if param.opts and param.opts[0] != "--help"
+               and not any(f"`{name}" in row.split("|")[1] for name in param.opts + param.secondary_opts for row in rows)]
+    assert missing == []

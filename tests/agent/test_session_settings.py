@@ -262,3 +262,26 @@ def test_the_mode_is_set_while_a_turn_runs_under_either_version(launch, version)
     assert not turn.done if version == 1 else agent.idle_states(sid) == []  # the turn still runs
     agent.cancel(sid)
     assert (turn.result() if version == 1 else agent.wait_idle(sid))["stopReason"] == "cancelled"
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_value_type_v2_does_not_know_is_refused_under_v2_only(launch, version):
+    """v2: "Agents MUST reject a session/set_config_option request with a value type they do not
+    support with -32602", the option unchanged; v1 reads an unknown type with a string value as a value id."""
+    agent = launch(*SETTINGS)
+    agent.initialize(version=version)
+    sid = agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})["sessionId"]
+    key = "id" if version == 1 else "configId"
+    changes = [("model", "slow")] + ([("mode", "code")] if version == 2 else [])
+    for config_id, value in changes:
+        for value_type in ("_custom", "select", ""):
+            params = {"sessionId": sid, "configId": config_id, "type": value_type, "value": value}
+            if version == 1:
+                assert _option(agent.call("session/set_config_option", params)["configOptions"], config_id)["currentValue"] == value
+                continue
+            with pytest.raises(RpcErrorResponse) as refused:
+                agent.call("session/set_config_option", params)
+            assert refused.value.code == -32602 and "unsupported value type" in refused.value.error["message"], refused.value.error
+    options = agent.call("session/set_config_option", {"sessionId": sid, "configId": "verbose", "value": "true"})["configOptions"]
+    assert {o[key]: o["currentValue"] for o in options} == ({"model": "slow", "verbose": "true"} if version == 1 else
+                                                           {"mode": "ask", "model": "fast", "verbose": "true"})

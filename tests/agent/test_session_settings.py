@@ -282,6 +282,7 @@ def test_a_value_type_v2_does_not_know_is_refused_under_v2_only(launch, version)
             with pytest.raises(RpcErrorResponse) as refused:
                 agent.call("session/set_config_option", params)
             assert refused.value.code == -32602 and "unsupported value type" in refused.value.error["message"], refused.value.error
-    options = agent.call("session/set_config_option", {"sessionId": sid, "configId": "verbose", "value": "true"})["configOptions"]
+    verbose = {"value": "true"} if version == 1 else {"type": "boolean", "value": True}  # the two types v2 knows
+    options = agent.call("session/set_config_option", {"sessionId": sid, "configId": "verbose", **verbose})["configOptions"]
     assert {o[key]: o["currentValue"] for o in options} == ({"model": "slow", "verbose": "true"} if version == 1 else
                                                            {"mode": "ask", "model": "fast", "verbose": "true"})

@@ -230,7 +230,7 @@ def test_under_v2_the_mode_option_refuses_anything_but_one_of_its_modes(launch, 
 def test_under_v2_an_agent_with_modes_and_no_options_offers_the_mode_option(launch, tmp_path):
     """The `mode` option is offered even when the agent has no option of its own, each value with
     its mode's description; a session stored without a mode (made by an agent that had none)
-    is in the first mode."""
+    is in the first mode, under v2 and v1 alike."""
     state = ("--state-dir", str(tmp_path))
     before = launch("--agent", "tests.agents:KeepsItsTurnAgent", *state)
     before.initialize(version=2)
@@ -245,6 +245,11 @@ def test_under_v2_an_agent_with_modes_and_no_options_offers_the_mode_option(laun
                                                  {"value": "act", "name": "Act", "description": "Change files"}]}]
     resumed = agent.call("session/resume", {"sessionId": old, "cwd": "/tmp"})
     assert _values(resumed["configOptions"]) == {"mode": "plan"}
+    agent.close()
+    v1 = launch("--agent", "tests.surface_agents:ModesOnlyAgent", *state)
+    v1.initialize()
+    resumed = v1.call("session/resume", {"sessionId": old, "cwd": "/tmp", "mcpServers": []})
+    assert resumed["modes"]["currentModeId"] == "plan" and "configOptions" not in resumed
 
 
 @pytest.mark.parametrize("version", [1, 2])

@@ -256,12 +256,13 @@ class Agent:
         """A session was created; runs in receive order, so keep it quick."""
 
     def mode_changed(self, session: SessionView, mode_id: str, snapshot: ConnectionSnapshot) -> None:
-        """The client chose mode `mode_id` (`session/set_mode`); runs in receive order, before it is
-        stored, so raising refuses it. `session.mode_id` is still the previous mode; the agent's own
-        `Turn.set_mode` does not call this."""
+        """The client chose mode `mode_id` (`session/set_mode`; under ACP v2, `session/set_config_option`
+        of the `mode` option); runs in receive order, before it is stored, so raising refuses it.
+        `session.mode_id` is still the previous mode; the agent's own `Turn.set_mode` does not call this."""
 
     def config_changed(self, session: SessionView, config_id: str, value: Any, snapshot: ConnectionSnapshot) -> None:
-        """The client set option `config_id` to `value` (a bool for a BooleanOption); as `mode_changed`."""
+        """The client set option `config_id` to `value` (a bool for a BooleanOption); as `mode_changed`
+        (which, not this, sees a v2 client's change of the `mode` option that stands for the modes)."""
 
     def on_fork(self, source: SessionView, fork: SessionView, snapshot: ConnectionSnapshot) -> None:
         """A client forks `source` into the new session `fork` (`session/fork`); runs in receive order,

@@ -81,6 +81,16 @@ class ModeOptionAgent(Agent):
         return "end_turn"
 
 
+class ModesOnlyAgent(Agent):
+    """Has modes, each with a description, and no config option: a v2 client sees only the `mode` option."""
+
+    name = "modes-only"
+    modes = (Mode("plan", "Plan", "Think first"), Mode("act", "Act", "Change files"))
+
+    def prompt(self, turn: Turn) -> str:
+        return "end_turn"
+
+
 class ReadsEveryBlockAgent(Agent):
     """Accepts audio and embedded resources (not images); says what each typed block was."""
 

@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+#: The `type`s of a v2 `session/set_config_option` value this agent supports (left out: a value id).
+V2_VALUE_TYPES = frozenset({None, "id", "boolean"})
+
 LIST_PAGE_SIZE = 50
 #: Encoded bytes of sessions one `session/list` page holds at most (at least one session is
 #: always listed, so the cursor moves on); the cursor continues with the rest.
@@ -230,6 +233,10 @@ class SessionMethods:
         session = self.access.named_session(checked)
         config_id = checked.identifier("configId")
         snapshot = self.access.context.snapshot
+        value_type = checked.optional("type", str)
+        if not snapshot.v1 and value_type not in V2_VALUE_TYPES:
+            # v1 reads an unknown type as a value id; v2 requires refusing a type the agent does not support
+            raise checked.refuse("type", f"unsupported value type {wire.excerpt(value_type)!r}: 'id' or 'boolean'")
         if config_id == MODE_OPTION_ID and self.settings.modes_as_option(snapshot):
             return self._set_mode_option(checked, session, snapshot)
         option = self.settings.option(config_id)

@@ -185,5 +185,109 @@ def test_a_v1_client_still_gets_modes_and_no_mode_option(launch):
     new = agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})
     assert new["modes"]["currentModeId"] == "ask"
     assert [o["id"] for o in new["configOptions"]] == ["model", "verbose"]
-    with pytest.raises(RpcErrorResponse):
-        agent.call("session/set_config_option", {"sessionId": new["sessionId"], "configId": "mode", "value": "code"})
+    for value in ("code", "ask", None, True):
+        with pytest.raises(RpcErrorResponse) as refused:
+            agent.call("session/set_config_option", {"sessionId": new["sessionId"], "configId": "mode", "value": value})
+        assert refused.value.code == -32602 and "unknown configId 'mode'" in refused.value.error["message"], refused.value.error
+
+
+def test_under_v2_the_mode_option_refuses_anything_but_one_of_its_modes(launch, tmp_path):
+    """Every value that is not a mode id (or a mode id sent as `type: "boolean"`) is refused
+    -32602 before the hook runs, the mode unchanged; an accepted one is stored, so a new process
+    resumes the session in it."""
+    state = ("--state-dir", str(tmp_path))
+    agent = launch(*SETTINGS, *state)
+    agent.initialize(version=2)
+    sid = agent.call("session/new", {"cwd": "/tmp"})["sessionId"]
+    values = [None, [], ["code"], {}, {"value": "code"}, "x" * 100_000, "true", "", 0, 1.5, False, "Code", " code"]
+    requests = [{"value": v, **kind} for v in values for kind in ({}, {"type": "id"}, {"type": "boolean"})]
+    requests += [{"type": "boolean", "value": "code"}, {"type": 3, "value": "code"}, {}]
+    for extra in requests:
+        with pytest.raises(RpcErrorResponse) as refused:
+            agent.call("session/set_config_option", {"sessionId": sid, "configId": "mode", **extra})
+        assert refused.value.code == -32602, (extra, refused.value.error)
+    with pytest.raises(RpcErrorResponse) as unknown:
+        agent.call("session/set_config_option", {"sessionId": "nosuch", "configId": "mode", "type": "id", "value": "code"})
+    assert unknown.value.code == -32002
+    answer = agent.call("session/set_config_option", {"sessionId": sid, "configId": "model", "type": "id", "value": "slow"})
+    assert _values(answer["configOptions"])["mode"] == "ask"
+    agent.call("session/set_config_option", {"sessionId": sid, "configId": "mode", "type": "id", "value": "code"})
+    agent.prompt(sid, "/hooks").result()
+    agent.wait_idle(sid)
+    assert "mode ask->code [mode=code" in said(agent.updates(sid)), said(agent.updates(sid))
+    agent.prompt(sid, "/mode locked").result()  # the agent's own change: no hook, so not refused
+    agent.wait_idle(sid, 2)
+    assert said(agent.updates(sid)).endswith("[mode=locked config=[('model', 'slow'), ('verbose', False)]]")
+    agent.call("session/set_config_option", {"sessionId": sid, "configId": "mode", "type": "id", "value": "code"})
+    agent.close()  # the last change came from the client, after the last turn: stored by the request itself
+
+    again = launch(*SETTINGS, *state)
+    again.initialize(version=2)
+    resumed = again.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
+    assert _values(resumed["configOptions"]) == {"mode": "code", "model": "slow", "verbose": "false"}
+
+
+def test_under_v2_an_agent_with_modes_and_no_options_offers_the_mode_option(launch, tmp_path):
+    """The `mode` option is offered even when the agent has no option of its own, each value with
+    its mode's description; a session stored without a mode (made by an agent that had none)
+    is in the first mode, under v2 and v1 alike."""
+    state = ("--state-dir", str(tmp_path))
+    before = launch("--agent", "tests.agents:KeepsItsTurnAgent", *state)
+    before.initialize(version=2)
+    old = before.call("session/new", {"cwd": "/tmp"})["sessionId"]
+    before.close()
+
+    agent = launch("--agent", "tests.surface_agents:ModesOnlyAgent", *state)
+    agent.initialize(version=2)
+    new = agent.call("session/new", {"cwd": "/tmp"})
+    assert new["configOptions"] == [{"configId": "mode", "name": "Mode", "category": "mode", "type": "select", "currentValue": "plan",
+                                     "options": [{"value": "plan", "name": "Plan", "description": "Think first"},
+                                                 {"value": "act", "name": "Act", "description": "Change files"}]}]
+    resumed = agent.call("session/resume", {"sessionId": old, "cwd": "/tmp"})
+    assert _values(resumed["configOptions"]) == {"mode": "plan"}
+    agent.close()
+    v1 = launch("--agent", "tests.surface_agents:ModesOnlyAgent", *state)
+    v1.initialize()
+    resumed = v1.call("session/resume", {"sessionId": old, "cwd": "/tmp", "mcpServers": []})
+    assert resumed["modes"]["currentModeId"] == "plan" and "configOptions" not in resumed
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_the_mode_is_set_while_a_turn_runs_under_either_version(launch, version):
+    """v1's session/set_mode is answered while the session's turn runs; v2's `mode` option is too."""
+    agent = launch("--ephemeral")
+    agent.initialize(version=version)
+    sid = agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})["sessionId"]
+    turn = agent.prompt(sid, "/wait")  # admitted before the next request is read (receive order)
+    if version == 1:
+        assert agent.call("session/set_mode", {"sessionId": sid, "modeId": "code"}) == {}
+    else:
+        answer = agent.call("session/set_config_option", {"sessionId": sid, "configId": "mode", "type": "id", "value": "code"})
+        assert _values(answer["configOptions"])["mode"] == "code"
+    assert not turn.done if version == 1 else agent.idle_states(sid) == []  # the turn still runs
+    agent.cancel(sid)
+    assert (turn.result() if version == 1 else agent.wait_idle(sid))["stopReason"] == "cancelled"
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_a_value_type_v2_does_not_know_is_refused_under_v2_only(launch, version):
+    """v2: "Agents MUST reject a session/set_config_option request with a value type they do not
+    support with -32602", the option unchanged; v1 reads an unknown type with a string value as a value id."""
+    agent = launch(*SETTINGS)
+    agent.initialize(version=version)
+    sid = agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})["sessionId"]
+    key = "id" if version == 1 else "configId"
+    changes = [("model", "slow")] + ([("mode", "code")] if version == 2 else [])
+    for config_id, value in changes:
+        for value_type in ("_custom", "select", ""):
+            params = {"sessionId": sid, "configId": config_id, "type": value_type, "value": value}
+            if version == 1:
+                assert _option(agent.call("session/set_config_option", params)["configOptions"], config_id)["currentValue"] == value
+                continue
+            with pytest.raises(RpcErrorResponse) as refused:
+                agent.call("session/set_config_option", params)
+            assert refused.value.code == -32602 and "unsupported value type" in refused.value.error["message"], refused.value.error
+    verbose = {"value": "true"} if version == 1 else {"type": "boolean", "value": True}  # the two types v2 knows
+    options = agent.call("session/set_config_option", {"sessionId": sid, "configId": "verbose", **verbose})["configOptions"]
+    assert {o[key]: o["currentValue"] for o in options} == ({"model": "slow", "verbose": "true"} if version == 1 else
+                                                           {"mode": "ask", "model": "fast", "verbose": "true"})

@@ -34,7 +34,7 @@ def test_typescript_sdk_v2_client_drives_acp_green_serve(tmp_path):
     assert report["complaints"] == []
     assert report["protocolVersion"] == 2 and report["agentName"] == "acp-green-demo"
     assert report["sessionCapabilities"] == ["additionalDirectories", "delete", "mcp", "prompt"]
-    assert report["configOptions"] == [["mode", "mode", "code"], ["model", "model", "echo-fast"]]
+    assert report["initialMode"] == "ask" and report["configOptions"] == [["mode", "mode", "code"], ["model", "model", "echo-fast"]]
     stream = report["stream"]
     assert stream["messageId"] == "string" and stream["stopReason"] == "end_turn"
     assert stream["kinds"].count("agent_message_chunk") == 5 and [t[:2] for t in stream["text"].split(".") if t] == ["0:", "1:", "2:", "3:", "4:"]

@@ -57,9 +57,11 @@ const report = await app.connectWith(stream, async (agent) => {
   const session = await agent.buildSession(workdir).start();
   const sessionId = session.sessionId;
 
-  // v2 has no session modes: the agent's modes are its `mode` config option.
-  const setMode = await agent.request("session/set_config_option", { sessionId, configId: "mode", value: "code" });
-  out.configOptions = setMode.configOptions.map((o) => [o.configId, o.category ?? null, o.currentValue]);
+  // v2 has no session modes: the agent's modes are its `mode` config option, set with the SDK's
+  // own call (which sends `type: "id"`); the session's tracked options take the answer's list.
+  out.initialMode = session.configOptions?.[0]?.currentValue ?? null;
+  await session.setConfigOption({ configId: "mode", type: "id", value: "code" });
+  out.configOptions = session.configOptions.map((o) => [o.configId, o.category ?? null, o.currentValue]);
 
   const first = await session.prompt("/stream 5");
   out.stream = { messageId: typeof first.messageId, ...(await untilIdle(session)) };

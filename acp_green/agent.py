@@ -430,11 +430,21 @@ class TurnUpdates(Protocol):
 
     ended: bool
 
-    def update(self, update: dict[str, Any]) -> bytes: ...
+    def update(self, update: dict[str, Any], sent: dict[str, Any] | None = None) -> bytes: ...
 
     def text_chunk(self, kind: str, text: str) -> bytes: ...
 
     def notice(self, update: dict[str, Any]) -> bytes: ...
+
+
+class SettingsAnnouncement(Protocol):
+    """A settings change as history keeps it and as this client is sent it (`settings.Announcement`)."""
+
+    @property
+    def kept(self) -> dict[str, Any]: ...
+
+    @property
+    def sent(self) -> dict[str, Any]: ...
 
 
 class TurnSettings(Protocol):
@@ -446,7 +456,9 @@ class TurnSettings(Protocol):
 
     def config_options(self, session: Session, snapshot: ConnectionSnapshot) -> list[dict[str, Any]]: ...
 
-    def mode_update(self, session: Session, snapshot: ConnectionSnapshot) -> dict[str, Any]: ...
+    def mode_announcement(self, session: Session, snapshot: ConnectionSnapshot) -> SettingsAnnouncement: ...
+
+    def config_announcement(self, session: Session, snapshot: ConnectionSnapshot) -> SettingsAnnouncement: ...
 
 
 class TurnInput:
@@ -872,13 +884,16 @@ class Turn(TurnRequests):
         settings = self._changed_settings()
         settings.set_mode(self._session, mode_id)
         self.session.mode_id = mode_id
-        self.send(settings.mode_update(self._session, self.snapshot))
+        self._announce(settings.mode_announcement(self._session, self.snapshot))
 
     def set_config(self, config_id: str, value: Any) -> None:
         """Set a config option: stored, then `config_option_update` with every option sent."""
         settings = self._changed_settings()
         settings.set_config(self._session, config_id, value)
-        self.send({"sessionUpdate": "config_option_update", "configOptions": settings.config_options(self._session, self.snapshot)})
+        self._announce(settings.config_announcement(self._session, self.snapshot))
+
+    def _announce(self, announcement: SettingsAnnouncement) -> None:
+        self._out.send(self._updates.update(announcement.kept, sent=announcement.sent))
 
     def _changed_settings(self) -> TurnSettings:
         if self._settings is None:

@@ -12,6 +12,7 @@ ACP v2 has no session modes: a v2 client sees the agent's modes as one more sele
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from .rpc import wire
@@ -28,6 +29,17 @@ def client_shows_booleans(snapshot: ConnectionSnapshot) -> bool:
     session = snapshot.client_capabilities.get("session")
     options = session.get("configOptions") if isinstance(session, Mapping) else None
     return isinstance(options, Mapping) and isinstance(options.get("boolean"), Mapping)
+
+
+@dataclass(frozen=True, slots=True)
+class Announcement:
+    """A turn's change of the session's settings: the update history keeps, and the one sent.
+
+    History keeps v1's shapes whatever the client (a session moves between versions), so the
+    `mode` option a v2 client is sent never reaches it."""
+
+    kept: dict[str, Any]
+    sent: dict[str, Any]
 
 
 class SessionSettings:
@@ -63,11 +75,19 @@ class SessionSettings:
         return {"id": MODE_OPTION_ID, "name": "Mode", "category": "mode", "type": "select",
                 "currentValue": session.record.mode_id or self.agent.modes[0].id, "options": options}
 
-    def mode_update(self, session: Session, snapshot: ConnectionSnapshot) -> dict[str, Any]:
-        """The update that announces the session's new mode to this client."""
+    def mode_announcement(self, session: Session, snapshot: ConnectionSnapshot) -> Announcement:
+        """How a turn's change of the session's mode is kept in history and sent to this client."""
+        kept = {"sessionUpdate": "current_mode_update", "currentModeId": session.record.mode_id}
         if self.modes_as_option(snapshot):
-            return {"sessionUpdate": "config_option_update", "configOptions": self.config_options(session, snapshot)}
-        return {"sessionUpdate": "current_mode_update", "currentModeId": session.record.mode_id}
+            return Announcement(kept, {"sessionUpdate": "config_option_update", "configOptions": self.config_options(session, snapshot)})
+        return Announcement(kept, kept)
+
+    def config_announcement(self, session: Session, snapshot: ConnectionSnapshot) -> Announcement:
+        """How a turn's change of a config option is kept in history and sent to this client."""
+        sent = {"sessionUpdate": "config_option_update", "configOptions": self.config_options(session, snapshot)}
+        if self.modes_as_option(snapshot):
+            return Announcement({**sent, "configOptions": sent["configOptions"][1:]}, sent)
+        return Announcement(sent, sent)
 
     def option(self, config_id: Any) -> ConfigOption | None:
         return next((o for o in self.agent.config_options if o.id == config_id), None)

@@ -133,8 +133,11 @@ class TurnRecord:
         self._keep(update_json)
         return self._line_head + update_json + LINE_END
 
-    def update(self, update: dict[str, Any]) -> bytes:
-        """The line of any update the turn sends; a message chunk gets its message's id. It is kept."""
+    def update(self, update: dict[str, Any], sent: dict[str, Any] | None = None) -> bytes:
+        """The line of any update the turn sends; a message chunk gets its message's id. It is kept.
+
+        `sent`, when given, is what the client is sent in its place (a v2 client's settings
+        change: settings.Announcement); `update` is still what history keeps."""
         if self.ended:
             raise TurnAnswered()
         kind = update.get("sessionUpdate") if isinstance(update, dict) else None
@@ -149,6 +152,8 @@ class TurnRecord:
                 self._track_tool_call(kind, update)
         update_json = wire.encode_json(update)
         self._keep(update_json)
+        if sent is not None:
+            update_json = wire.encode_json(sent)
         return self._line_head + update_json + LINE_END
 
     def _track_tool_call(self, kind: str, update: dict[str, Any]) -> None:

@@ -291,3 +291,35 @@ def test_a_value_type_v2_does_not_know_is_refused_under_v2_only(launch, version)
     options = agent.call("session/set_config_option", {"sessionId": sid, "configId": "verbose", **verbose})["configOptions"]
     assert {o[key]: o["currentValue"] for o in options} == ({"model": "slow", "verbose": "true"} if version == 1 else
                                                            {"mode": "ask", "model": "fast", "verbose": "true"})
+
+
+def test_history_keeps_v1_shapes_of_a_v2_turns_settings_changes(launch, tmp_path):
+    """A v2 client is sent the `mode` option when a turn changes the mode or an option, but history
+    keeps what v1 knows: a v1 client loading the session later is replayed `current_mode_update`
+    and the options without `mode`; a v2 resume replays neither mode update."""
+    state = ("--state-dir", str(tmp_path))
+    agent = launch(*SETTINGS, *state)
+    agent.initialize(version=2)
+    sid = agent.call("session/new", {"cwd": "/tmp"})["sessionId"]
+    for command in ("/mode code", "/set model slow"):
+        agent.prompt(sid, command).result()
+        agent.wait_idle(sid)
+    sent = [u for u in agent.updates(sid) if u["sessionUpdate"] in ("config_option_update", "current_mode_update")]
+    assert [[(o["configId"], o["currentValue"]) for o in u["configOptions"]][:2] for u in sent] == [
+        [("mode", "code"), ("model", "fast")], [("mode", "code"), ("model", "slow")]]
+    agent.close()
+
+    v1 = launch(*SETTINGS, *state)
+    v1.initialize()
+    v1.call("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+    replayed = [u for u in v1.updates(sid) if u["sessionUpdate"] in ("config_option_update", "current_mode_update")]
+    assert replayed[0] == {"sessionUpdate": "current_mode_update", "currentModeId": "code"}
+    assert [[(o["id"], o["currentValue"]) for o in u["configOptions"]] for u in replayed[1:]] == [
+        [("model", "slow"), ("verbose", "false")]]
+    v1.close()
+
+    v2 = launch(*SETTINGS, *state)
+    v2.initialize(version=2)
+    resumed = v2.call("session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}})
+    assert [(o["configId"], o["currentValue"]) for o in resumed["configOptions"]][:2] == [("mode", "code"), ("model", "slow")]
+    assert [u["sessionUpdate"] for u in v2.updates(sid) if "mode" in u["sessionUpdate"]] == []

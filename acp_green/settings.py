@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .rpc import wire
-from .agent import Agent, BooleanOption, ConfigOption
+from .agent import BOOLEAN_AS_SELECT, Agent, BooleanOption, ConfigOption
 from .context import ConnectionSnapshot
 from .sessions import Session, SessionRegistry
 
@@ -25,7 +25,10 @@ MODE_OPTION_ID = "mode"
 
 
 def client_shows_booleans(snapshot: ConnectionSnapshot) -> bool:
-    """The client advertised `session.configOptions.boolean` (an object; absent or null is no)."""
+    """The client advertised `session.configOptions.boolean` (an object; absent or null is no),
+    or speaks v2, where a boolean option needs no capability (v2's client capabilities have none)."""
+    if not snapshot.v1:
+        return True
     session = snapshot.client_capabilities.get("session")
     options = session.get("configOptions") if isinstance(session, Mapping) else None
     return isinstance(options, Mapping) and isinstance(options.get("boolean"), Mapping)
@@ -35,11 +38,27 @@ def client_shows_booleans(snapshot: ConnectionSnapshot) -> bool:
 class Announcement:
     """A turn's change of the session's settings: the update history keeps, and the one sent.
 
-    History keeps v1's shapes whatever the client (a session moves between versions), so the
-    `mode` option a v2 client is sent never reaches it."""
+    History keeps one shape whatever the client, since a session moves between clients and
+    versions: v1's, without the `mode` option a v2 client is sent, and a boolean option as a
+    boolean (a replay to a client that cannot show one sends its select: `booleans_as_selects`)."""
 
     kept: dict[str, Any]
     sent: dict[str, Any]
+
+
+def booleans_as_selects(update_json: bytes) -> bytes:
+    """A stored `config_option_update` for a client that cannot show booleans: each boolean
+    option as the "true"/"false" select it is offered as (BooleanOption.to_wire)."""
+    update = wire.loads(update_json)
+    options = update.get("configOptions")
+    if not isinstance(options, list) or not any(isinstance(o, dict) and o.get("type") == "boolean" for o in options):
+        return update_json
+    update["configOptions"] = [
+        {**o, "type": "select", "currentValue": "true" if o.get("currentValue") else "false",
+         "options": [{"value": v, "name": n} for v, n in BOOLEAN_AS_SELECT]}
+        if isinstance(o, dict) and o.get("type") == "boolean" else o
+        for o in options]
+    return wire.encode_json(update)
 
 
 class SessionSettings:
@@ -85,9 +104,8 @@ class SessionSettings:
     def config_announcement(self, session: Session, snapshot: ConnectionSnapshot) -> Announcement:
         """How a turn's change of a config option is kept in history and sent to this client."""
         sent = {"sessionUpdate": "config_option_update", "configOptions": self.config_options(session, snapshot)}
-        if self.modes_as_option(snapshot):
-            return Announcement({**sent, "configOptions": sent["configOptions"][1:]}, sent)
-        return Announcement(sent, sent)
+        kept = {"sessionUpdate": "config_option_update", "configOptions": self._options(session, booleans=True, mode_option=False)}
+        return Announcement(kept, sent)
 
     def option(self, config_id: Any) -> ConfigOption | None:
         return next((o for o in self.agent.config_options if o.id == config_id), None)
@@ -124,8 +142,10 @@ class SessionSettings:
 
     def config_options(self, session: Session, snapshot: ConnectionSnapshot) -> list[dict[str, Any]]:
         """Every option with its current value, booleans as this client can show them."""
-        booleans = client_shows_booleans(snapshot)
-        wire_options = [self.mode_option(session)] if self.modes_as_option(snapshot) else []
+        return self._options(session, booleans=client_shows_booleans(snapshot), mode_option=self.modes_as_option(snapshot))
+
+    def _options(self, session: Session, *, booleans: bool, mode_option: bool) -> list[dict[str, Any]]:
+        wire_options = [self.mode_option(session)] if mode_option else []
         for option in self.agent.config_options:
             current = session.record.config.get(option.id, option.default)
             if isinstance(option, BooleanOption):

@@ -33,6 +33,7 @@ from ..rpc.endpoint import Job, Outcome
 from ..errors import RequestCancelled, RpcError, UnknownSession
 from ..rpc.fairness import PacedProducer, UpdateChannel
 from ..sessions import Session, SessionRegistry
+from ..settings import booleans_as_selects
 from .updates import SessionUpdateEncoder
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class ReplayJob(Job):
 
     def __init__(self, store: Store, sessions: SessionRegistry, session: Session, channel: UpdateChannel,
                  closing: Callable[[], list[bytes]], answer: Callable[[], Any],
-                 accepts: Callable[[str], bool] = lambda kind: True, replay: bool = True) -> None:
+                 accepts: Callable[[str], bool] = lambda kind: True, replay: bool = True, shows_booleans: bool = True) -> None:
         self.store = store
         self.sessions = sessions
         self.session = session
@@ -69,6 +70,7 @@ class ReplayJob(Job):
         self.answer = answer  # the load's result
         self.accepts = accepts  # whether the loading client may be sent an update of a kind
         self.replay = replay  # False: ACP v2's resume without `replayFrom` (the closing lines only)
+        self.shows_booleans = shows_booleans  # else a stored boolean option is replayed as its select
         self.token = session.token
         self.replayed = 0  # updates sent so far
         self.ended_by: RpcError | None = None  # why the replay was cut short, when the job was told
@@ -92,7 +94,10 @@ class ReplayJob(Job):
                     continue
                 if not self.accepts(kind):
                     continue
-                out.send(line(entry.update))
+                if kind == "config_option_update" and not self.shows_booleans:
+                    out.send(line(booleans_as_selects(entry.update)))
+                else:
+                    out.send(line(entry.update))
                 self.replayed += 1
             else:
                 if page.after is None:

@@ -22,7 +22,7 @@ from ..rpc.endpoint import Job, Reply, background, control, notification
 from ..errors import InvalidParams, RpcError, SessionBusy, TooManyMcpServers, UnknownSession
 from ..rpc.params import Params
 from ..sessions import Session, SessionRegistry
-from ..settings import MODE_OPTION_ID, SessionSettings
+from ..settings import MODE_OPTION_ID, SessionSettings, client_shows_booleans
 from ..rpc.transport import Outbound
 from . import dialect_v2
 from .access import SessionAccess
@@ -153,7 +153,8 @@ class SessionMethods:
         session = self._reopen(params, "session/load", mcp_required=True)
         job = ReplayJob(self.store, self.sessions, session, self.outbound,
                         closing=partial(self.reopened_updates, session), answer=partial(self.session_state, session),
-                        accepts=self.access.context.snapshot.accepts_update)
+                        accepts=self.access.context.snapshot.accepts_update,
+                        shows_booleans=client_shows_booleans(self.access.context.snapshot))
         session.reserve(job)  # nothing after the reopen can fail: the reservation is always released (S14)
         return job
 
@@ -298,7 +299,7 @@ def admit_resume_v2(methods: SessionMethods, params: Any, _id: wire.RequestId) -
 
     job = ReplayJob(methods.store, methods.sessions, session, methods.outbound, closing=closing,
                     answer=partial(methods.session_state, session), accepts=methods.access.context.snapshot.accepts_update,
-                    replay=replay)
+                    replay=replay, shows_booleans=client_shows_booleans(methods.access.context.snapshot))
     session.reserve(job)  # nothing after the reopen can fail: the reservation is always released (S14)
     return job
 

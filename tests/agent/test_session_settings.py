@@ -144,7 +144,7 @@ def test_under_v2_the_modes_are_the_mode_config_option(launch, tmp_path):
     assert [o["configId"] for o in new["configOptions"]] == ["mode", "model", "verbose"]
 
     answer = agent.call("session/set_config_option", {"sessionId": sid, "configId": "mode", "value": "code"})
-    assert _values(answer["configOptions"]) == {"mode": "code", "model": "fast", "verbose": "false"}
+    assert _values(answer["configOptions"]) == {"mode": "code", "model": "fast", "verbose": False}
     messages = {}
     for refused_value in ("locked", "nosuch", True, 3):
         with pytest.raises(RpcErrorResponse) as refused:
@@ -156,7 +156,7 @@ def test_under_v2_the_modes_are_the_mode_config_option(launch, tmp_path):
     agent.prompt(sid, "/mode ask").result()
     agent.wait_idle(sid)
     [update] = [u for u in agent.updates(sid) if u["sessionUpdate"] == "config_option_update"]
-    assert _values(update["configOptions"]) == {"mode": "ask", "model": "fast", "verbose": "false"}
+    assert _values(update["configOptions"]) == {"mode": "ask", "model": "fast", "verbose": False}
     assert not [u for u in agent.updates(sid) if u["sessionUpdate"] == "current_mode_update"]
     agent.prompt(sid, "/hooks").result()
     agent.wait_idle(sid)
@@ -224,7 +224,7 @@ def test_under_v2_the_mode_option_refuses_anything_but_one_of_its_modes(launch, 
     again = launch(*SETTINGS, *state)
     again.initialize(version=2)
     resumed = again.call("session/resume", {"sessionId": sid, "cwd": "/tmp"})
-    assert _values(resumed["configOptions"]) == {"mode": "code", "model": "slow", "verbose": "false"}
+    assert _values(resumed["configOptions"]) == {"mode": "code", "model": "slow", "verbose": False}
 
 
 def test_under_v2_an_agent_with_modes_and_no_options_offers_the_mode_option(launch, tmp_path):
@@ -290,7 +290,7 @@ def test_a_value_type_v2_does_not_know_is_refused_under_v2_only(launch, version)
     verbose = {"value": "true"} if version == 1 else {"type": "boolean", "value": True}  # the two types v2 knows
     options = agent.call("session/set_config_option", {"sessionId": sid, "configId": "verbose", **verbose})["configOptions"]
     assert {o[key]: o["currentValue"] for o in options} == ({"model": "slow", "verbose": "true"} if version == 1 else
-                                                           {"mode": "ask", "model": "fast", "verbose": "true"})
+                                                           {"mode": "ask", "model": "fast", "verbose": True})
 
 
 def test_history_keeps_v1_shapes_of_a_v2_turns_settings_changes(launch, tmp_path):
@@ -323,3 +323,27 @@ def test_history_keeps_v1_shapes_of_a_v2_turns_settings_changes(launch, tmp_path
     resumed = v2.call("session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}})
     assert [(o["configId"], o["currentValue"]) for o in resumed["configOptions"]][:2] == [("mode", "code"), ("model", "slow")]
     assert [u["sessionUpdate"] for u in v2.updates(sid) if "mode" in u["sessionUpdate"]] == []
+
+
+@pytest.mark.parametrize("shows_booleans", [True, False])
+def test_a_replayed_boolean_option_is_shown_as_the_loading_client_can(launch, tmp_path, shows_booleans):
+    """History keeps a turn's boolean option as a boolean; a later client that did not advertise
+    booleans is replayed it as its "true"/"false" select (ACP: no `type: "boolean"` unless advertised)."""
+    state = ("--state-dir", str(tmp_path))
+    agent = launch(*SETTINGS, *state)
+    agent.initialize(BOOLEANS)
+    sid = agent.new_session()
+    agent.prompt(sid, "/set verbose true").result()
+    agent.close()
+
+    again = launch(*SETTINGS, *state)
+    again.initialize(BOOLEANS if shows_booleans else None)
+    again.call("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+    [replayed] = [u for u in again.updates(sid) if u["sessionUpdate"] == "config_option_update"]
+    verbose = _option(replayed["configOptions"], "verbose")
+    if shows_booleans:
+        assert verbose == {"id": "verbose", "name": "Verbose", "type": "boolean", "currentValue": True, "description": "Say more"}
+    else:
+        assert verbose == {"id": "verbose", "name": "Verbose", "type": "select", "currentValue": "true", "description": "Say more",
+                           "options": [{"value": "true", "name": "On"}, {"value": "false", "name": "Off"}]}
+    assert not _agent_sent_boolean_type(again) if not shows_booleans else _agent_sent_boolean_type(again)

@@ -347,3 +347,52 @@ def test_a_replayed_boolean_option_is_shown_as_the_loading_client_can(launch, tm
         assert verbose == {"id": "verbose", "name": "Verbose", "type": "select", "currentValue": "true", "description": "Say more",
                            "options": [{"value": "true", "name": "On"}, {"value": "false", "name": "Off"}]}
     assert not _agent_sent_boolean_type(again) if not shows_booleans else _agent_sent_boolean_type(again)
+
+
+_CLIENTS = {"v1 with booleans": (BOOLEANS, 1), "v1 without": (None, 1), "v2": (None, 2)}
+
+
+@pytest.mark.parametrize("loader", list(_CLIENTS))
+@pytest.mark.parametrize("writer", list(_CLIENTS))
+def test_settings_changed_under_one_client_replay_as_each_other_client_can_show_them(launch, tmp_path, writer, loader):
+    """Every pair of (v1 with booleans, v1 without, v2): a turn under `writer` changes the mode, a
+    boolean and a select; a new process loads the session (v2: resume from the start) under
+    `loader`. A v1 loader is replayed the mode change and no `mode` option, booleans as it can
+    show them (none of type boolean without the capability); a v2 loader gets booleans as booleans
+    and no mode update; every loader ends with the values the turns set."""
+    state = ("--state-dir", str(tmp_path))
+    capabilities, version = _CLIENTS[writer]
+    agent = launch(*SETTINGS, *state)
+    agent.initialize(capabilities, version=version)
+    sid = agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})["sessionId"]
+    for command in ("/mode code", "/set verbose true", "/set model slow"):
+        agent.prompt(sid, command).result()
+        if version == 2:
+            agent.wait_idle(sid)
+    agent.close()
+
+    capabilities, version = _CLIENTS[loader]
+    again = launch(*SETTINGS, *state)
+    again.initialize(capabilities, version=version)
+    if version == 1:
+        answer = again.call("session/load", {"sessionId": sid, "cwd": "/tmp", "mcpServers": []})
+    else:
+        answer = again.call("session/resume", {"sessionId": sid, "cwd": "/tmp", "replayFrom": {"type": "start"}})
+    key = "id" if version == 1 else "configId"
+    replayed = [u for u in again.updates(sid) if u["sessionUpdate"] in ("config_option_update", "current_mode_update")]
+    options = [u["configOptions"] for u in replayed if u["sessionUpdate"] == "config_option_update"]
+    assert len(options) == 2
+    verbose = [o for o in options[-1] if o[key] == "verbose"][0]
+    if loader == "v1 without":
+        assert (verbose["type"], verbose["currentValue"]) == ("select", "true")
+        assert not _agent_sent_boolean_type(again)
+    else:
+        assert (verbose["type"], verbose["currentValue"]) == ("boolean", True)
+    if version == 1:
+        assert replayed[0] == {"sessionUpdate": "current_mode_update", "currentModeId": "code"}
+        assert all(o["id"] != "mode" for each in options for o in each)
+        assert answer["modes"]["currentModeId"] == "code"
+    else:
+        assert [u["sessionUpdate"] for u in replayed] == ["config_option_update"] * 2
+        assert [o["currentValue"] for o in answer["configOptions"] if o["configId"] == "mode"] == ["code"]
+    assert {o[key]: o["currentValue"] for o in options[-1]}["model"] == "slow"

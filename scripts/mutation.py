@@ -119,7 +119,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     ]),
     "protocol.replay": ("protocol", "acp_green/protocol/replay.py", [
         "tests/sessions/test_history_flow.py", "tests/sessions/test_session_methods.py",
-        "tests/sessions/test_history_edges.py",
+        "tests/sessions/test_history_edges.py", "tests/sessions/test_replayed_settings.py",
     ]),
     "protocol.session_mcp": ("protocol", "acp_green/protocol/session_mcp.py", [
         "tests/mcp/test_rules_unit.py", "tests/mcp/test_units.py", "tests/mcp/test_limits.py",
@@ -162,6 +162,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "conversation": ("agent-api", "acp_green/conversation.py", ["tests/agent/test_conversation_memory.py", "tests/store/test_conversation_pages.py"]),
     "settings": ("agent-api", "acp_green/settings.py", [
         "tests/agent/test_session_settings.py", "tests/sessions/test_session_methods.py",
+        "tests/sessions/test_replayed_settings.py",
     ]),
     "terminals": ("agent-api", "acp_green/terminals.py", [
         "tests/agent/test_terminal_release.py", "tests/agent/test_terminals.py",

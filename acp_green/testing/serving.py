@@ -39,6 +39,7 @@ RULES = {
     "exit_after_eof": "S13: the agent exits once its input closes",
     "no_orphan_processes": "S13: no process the agent started outlives it",
     "absolute_paths": "ACP: every file path the agent sends the client is absolute",
+    "capabilities_respected": "ACP: a boolean config option only to a v1 client that advertised session.configOptions.boolean",
 }
 
 

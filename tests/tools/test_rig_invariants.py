@@ -291,3 +291,28 @@ def test_a_notification_whose_params_are_not_structured_is_owed_one_error_with_i
     convo._add("out", [{"jsonrpc": "2.0", "method": "session/cancel", "params": False}])
     convo.inn([{"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "params must be an object or an array"}}])
     assert check_no_schema(convo) == []
+
+
+def _settings_convo(capabilities: dict[str, Any], version: int = 1) -> Convo:
+    """A client initializes with `capabilities`; the agent answers session/new with a boolean option."""
+    convo = Convo()
+    params: dict[str, Any] = {"protocolVersion": version, "clientCapabilities": capabilities}
+    convo.out({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params})
+    convo.inn({"jsonrpc": "2.0", "id": 0, "result": {"protocolVersion": version, "agentCapabilities": {}, "authMethods": []}})
+    convo.out({"jsonrpc": "2.0", "id": 1, "method": "session/new", "params": {"cwd": "/tmp", "mcpServers": []}})
+    verbose = {"id": "verbose", "name": "Verbose", "type": "boolean", "currentValue": True}
+    convo.inn({"jsonrpc": "2.0", "id": 1, "result": {"sessionId": SID, "configOptions": [verbose]}})
+    convo.inn({"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": SID, "update": {"sessionUpdate": "config_option_update", "configOptions": [verbose]}}})
+    return convo
+
+
+@pytest.mark.parametrize("capabilities, violations", [
+    ({"session": {"configOptions": {"boolean": {}}}}, []),
+    ({}, ["capabilities_respected"] * 2),
+    ({"session": {"configOptions": {"boolean": None}}}, ["capabilities_respected"] * 2),
+])
+def test_a_boolean_option_to_a_v1_client_that_did_not_advertise_it_is_named(capabilities, violations):
+    """ACP v1: `type: "boolean"` config options only to a client that advertised
+    `session.configOptions.boolean`; both the session/new answer and the update are named."""
+    assert check(_settings_convo(capabilities)) == violations

@@ -33,6 +33,7 @@ INVARIANTS = (
     "exit_after_eof",
     "no_orphan_processes",
     "absolute_paths",  # every file path the agent sends the client is absolute (ACP: MUST)
+    "capabilities_respected",  # ACP v1: a boolean config option only to a client that advertised it
 )
 # Advisory: what real clients trip on although ACP allows it. Kept apart (`advisories`), so they
 # never fail a soak or a test, and the probe shows them as warnings.
@@ -293,6 +294,28 @@ class _PromptChecks(_Findings):
 class _MessageChecks(_PromptChecks):
     """Checks on single messages of the agent: the paths it sends, its answer to a method nobody has."""
 
+    _shows_booleans = True  # False once the client's v1 `initialize` left out session.configOptions.boolean
+
+    def _client_initialize(self, params: dict[str, Any]) -> None:
+        options = _object(_object(_object(params.get("clientCapabilities")).get("session")).get("configOptions"))
+        self._shows_booleans = "clientCapabilities" not in params or isinstance(options.get("boolean"), dict)
+
+    def _booleans_advertised(self, record: Record, message: dict[str, Any]) -> None:
+        """ACP v1: a config option of type boolean only to a client that advertised
+        `session.configOptions.boolean` (v2 needs no capability)."""
+        if self.protocol_version != 1:
+            return
+        if message.get("method") == "session/update":
+            options = _object(_object(message.get("params")).get("update")).get("configOptions")
+        else:
+            options = _object(message.get("result")).get("configOptions")
+        if not isinstance(options, list):
+            return
+        self.exercised["capabilities_respected"] += 1
+        if not self._shows_booleans and any(_object(o).get("type") == "boolean" for o in options):
+            self._add("capabilities_respected", "a config option of type boolean to a client that did not advertise "
+                      "session.configOptions.boolean", [record])
+
     def _paths(self, record: Record, message: dict[str, Any]) -> None:
         """ACP: file paths the agent sends the client are absolute (a path that is no string is no path)."""
         for where, path in _sent_paths(message):
@@ -490,6 +513,8 @@ class InvariantChecker(_BatchLines):
             self._null_budget += 1
         self.exercised["one_response_per_request"] += 1
         self._requests[key] = _Request(record, message.get("method"))
+        if message.get("method") == "initialize":
+            self._client_initialize(params)
         if session_id is not None:
             self._quiet.pop(session_id, None)  # the client's next request for the session (S5)
         if message.get("method") == "session/prompt" and session_id is not None:
@@ -513,6 +538,7 @@ class InvariantChecker(_BatchLines):
             problems = self._schema.observe(message, from_sender=True)
             if problems:
                 self._add("schema", "; ".join(problems[:3]), [record])
+            self._booleans_advertised(record, message)
         kind = message_kind(message)
         if kind in ("request", "notification"):
             self._paths(record, message)

@@ -855,6 +855,7 @@ _INVARIANT_ROWS = {
     "exit_after_eof": ("process exits after stdin closes", "no run ended", ""),
     "no_orphan_processes": ("no descendant survives", "the agent never exited by itself", ""),
     "absolute_paths": ("file paths sent to the client are absolute", "the agent sent no file path", "--tool-prompt"),
+    "capabilities_respected": ("only what the client advertised (boolean options)", "the agent sent no config options", ""),
     "tool_calls_finished": ("tool calls finish before the prompt response", "the agent reported no tool call", "--tool-prompt"),
     "message_id_consistent": ("messageId consistent within a message", "no chunk carried a messageId", ""),
     "unknown_method_not_found": ("unknown method answered -32601", "no request for an unknown method was answered", ""),

@@ -394,5 +394,6 @@ def test_settings_changed_under_one_client_replay_as_each_other_client_can_show_
         assert answer["modes"]["currentModeId"] == "code"
     else:
         assert [u["sessionUpdate"] for u in replayed] == ["config_option_update"] * 2
+        assert all(o["configId"] != "mode" for each in options for o in each)  # docs/V2.md: the answer has it
         assert [o["currentValue"] for o in answer["configOptions"] if o["configId"] == "mode"] == ["code"]
     assert {o[key]: o["currentValue"] for o in options[-1]}["model"] == "slow"

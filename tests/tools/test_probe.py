@@ -73,11 +73,12 @@ def test_the_probe_names_what_the_fault_agent_breaks(flag, check, row):
 
 def test_the_fault_agent_without_flags_passes_the_probe():
     """Every row passes but those this agent gives nothing to check: it has no tool (no /read), so
-    the tool prompt uses none and no file path is sent (the rows say "not exercised" and what
-    they need, rather than claiming the rule held)."""
+    the tool prompt uses none and no file path is sent, and it has no config options (the rows say
+    "not exercised" and what they need, rather than claiming the rule held)."""
     report = run_probe(ProbeConfig(FAULT_AGENT))
     assert [(r.check, r.needs) for r in report.results if r.verdict != PASS] == [
-        ("a prompt that uses a tool", "--tool-prompt"), ("file paths sent to the client are absolute", "--tool-prompt")]
+        ("a prompt that uses a tool", "--tool-prompt"), ("file paths sent to the client are absolute", "--tool-prompt"),
+        ("only what the client advertised (boolean options)", "")]
     assert all(r.verdict in (PASS, SKIP) for r in report.advisories), report.advisories
 
 

@@ -855,11 +855,13 @@ _INVARIANT_ROWS = {
     "exit_after_eof": ("process exits after stdin closes", "no run ended", ""),
     "no_orphan_processes": ("no descendant survives", "the agent never exited by itself", ""),
     "absolute_paths": ("file paths sent to the client are absolute", "the agent sent no file path", "--tool-prompt"),
-    "capabilities_respected": ("only what the client advertised (boolean options)", "the agent sent no config options", ""),
+    "capabilities_respected": ("only what the client advertised (boolean options)", "the agent sent no config options to a v1 client", ""),
     "tool_calls_finished": ("tool calls finish before the prompt response", "the agent reported no tool call", "--tool-prompt"),
     "message_id_consistent": ("messageId consistent within a message", "no chunk carried a messageId", ""),
     "unknown_method_not_found": ("unknown method answered -32601", "no request for an unknown method was answered", ""),
 }
+#: Rules of ACP v1 that v2 dropped: a probe asking for v2 shows them only when a v1 run checked them.
+V1_ONLY_INVARIANTS = frozenset({"capabilities_respected"})
 AUTH_ROW = "authentication"
 VERSION_ROW = "protocol version"
 SESSION_ROW = "session and first prompt"
@@ -1072,6 +1074,8 @@ def _run(cfg: ProbeConfig, progress: Callable[[CheckResult], None], only: Sequen
         report.add(row)
         progress(row)
     for invariant in (*INVARIANTS, *ADVISORIES):
+        if cfg.ask == 2 and invariant in V1_ONLY_INVARIANTS and not exercised.get(invariant):
+            continue  # a v1 rule no run negotiating v1 could check: no row rather than a skip that misleads
         row = _invariant_row(invariant, report, exercised, runs, schema_notes if invariant == "schema" else [])
         report.add(row)
         progress(row)

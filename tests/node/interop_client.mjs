@@ -2,16 +2,11 @@
 // prints a JSON report: initialize, session/new, a streamed prompt, a permission round trip
 // (with an fs write), and a cancelled prompt.
 // usage: node interop_client.mjs WORKDIR -- COMMAND [ARGS...]
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
+import { launchAgent } from "./agent_process.mjs";
 
-const args = process.argv.slice(2);
-const workdir = args[0];
-const command = args.slice(args.indexOf("--") + 1);
-const child = spawn(command[0], command.slice(1), { stdio: ["pipe", "pipe", "inherit"] });
-const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const { workdir, child, exited, input, output } = launchAgent();
+const stream = ndJsonStream(input, output);
 
 const updates = [];
 const permissions = [];

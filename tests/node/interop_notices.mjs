@@ -3,20 +3,14 @@
 // notice, compaction and tool-call updates the SDK accepted (each parsed by its own schema
 // before the handler sees it) and of anything the SDK reported on stderr.
 // usage: node interop_notices.mjs WORKDIR -- COMMAND [ARGS...]
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk";
+import { collectComplaints, launchAgent } from "./agent_process.mjs";
 
-const args = process.argv.slice(2);
-const workdir = args[0];
-const command = args.slice(args.indexOf("--") + 1);
-const child = spawn(command[0], command.slice(1), { stdio: ["pipe", "pipe", "inherit"] });
-const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const { workdir, child, exited, input, output } = launchAgent();
+const stream = ndJsonStream(input, output);
 
 // An update the SDK's schema refuses never reaches the handler; the SDK says so on console.error.
-const complaints = [];
-console.error = (...parts) => complaints.push(parts.map((p) => (p instanceof Error ? p.message : typeof p === "object" ? JSON.stringify(p) : String(p))).join(" "));
+const complaints = collectComplaints();
 
 const updates = [];
 const app = client({ name: "acp-green-ts-notices" })

@@ -3,17 +3,12 @@
 // session/list's `archived` filter. Each answer is parsed with the SDK's own zod schema for its
 // response type; the report carries what failed, and every line both sides wrote.
 // usage: node interop_session_admin.mjs WORKDIR -- COMMAND [ARGS...]
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
 import { client, methods, ndJsonStream } from "@agentclientprotocol/sdk/unstable";
 // The SDK's generated validators (not in its export map, so imported by path).
 import * as z from "./node_modules/@agentclientprotocol/sdk/dist/v1/unstable/schema/zod.gen.js";
+import { launchAgent } from "./agent_process.mjs";
 
-const args = process.argv.slice(2);
-const workdir = args[0];
-const command = args.slice(args.indexOf("--") + 1);
-const child = spawn(command[0], command.slice(1), { stdio: ["pipe", "pipe", "inherit"] });
-const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+const { workdir, child, exited, input, output } = launchAgent();
 
 // Every line each side wrote, for the test to check against the schema too.
 const lines = { in: [], out: [] };
@@ -23,9 +18,9 @@ const tee = (into) => new TransformStream({
     controller.enqueue(chunk);
   },
 });
-const fromAgent = Readable.toWeb(child.stdout).pipeThrough(tee(lines.in));
+const fromAgent = output.pipeThrough(tee(lines.in));
 const toAgent = tee(lines.out);
-toAgent.readable.pipeTo(Writable.toWeb(child.stdin)).catch(() => {});
+toAgent.readable.pipeTo(input).catch(() => {});
 const stream = ndJsonStream(toAgent.writable, fromAgent);
 
 const invalid = [];

@@ -5,19 +5,13 @@
 // replays from the start, and a close. Prints a JSON report; every message the SDK received was
 // parsed by its own v2 schema first (a refused one is an error here or a complaint on stderr).
 // usage: node interop_v2.mjs WORKDIR -- COMMAND [ARGS...]
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
 import { client, ndJsonStream } from "@agentclientprotocol/sdk/experimental/v2";
+import { collectComplaints, launchAgent } from "./agent_process.mjs";
 
-const args = process.argv.slice(2);
-const workdir = args[0];
-const command = args.slice(args.indexOf("--") + 1);
-const child = spawn(command[0], command.slice(1), { stdio: ["pipe", "pipe", "inherit"] });
-const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const { workdir, child, exited, input, output } = launchAgent();
+const stream = ndJsonStream(input, output);
 
-const complaints = [];
-console.error = (...parts) => complaints.push(parts.map((p) => (p instanceof Error ? p.message : typeof p === "object" ? JSON.stringify(p) : String(p))).join(" "));
+const complaints = collectComplaints();
 
 const all = [];
 const forms = [];

@@ -1,18 +1,12 @@
 // The TypeScript SDK 2.4.0's draft ACP v2 client answers an agent's permission request (its
 // `subject` names the tool call) and reports the states the turn went through, as JSON.
 // usage: node interop_v2_permission.mjs WORKDIR -- COMMAND [ARGS...]   (an agent that asks once a prompt)
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
 import { client, ndJsonStream } from "@agentclientprotocol/sdk/experimental/v2";
+import { collectComplaints, launchAgent } from "./agent_process.mjs";
 
-const args = process.argv.slice(2);
-const workdir = args[0];
-const command = args.slice(args.indexOf("--") + 1);
-const child = spawn(command[0], command.slice(1), { stdio: ["pipe", "pipe", "inherit"] });
-const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-const stream = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
-const complaints = [];
-console.error = (...parts) => complaints.push(parts.map((p) => (p instanceof Error ? p.message : String(p))).join(" "));
+const { workdir, child, exited, input, output } = launchAgent();
+const stream = ndJsonStream(input, output);
+const complaints = collectComplaints();
 
 const asked = [];
 const app = client({ name: "acp-green-ts-v2-permission" }).onRequest("session/request_permission", ({ params }) => {

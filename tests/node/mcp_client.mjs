@@ -4,16 +4,11 @@
 // tool (`/mcp proj echo ...`) twice, meet an inner error and cancel a held call, and prints a JSON
 // report with every message each side sent.
 // usage: node mcp_client.mjs WORKDIR -- COMMAND [ARGS...]
-import { spawn } from "node:child_process";
-import { Readable, Writable } from "node:stream";
 import { McpOverAcpProvider, client, methods, ndJsonStream } from "@agentclientprotocol/sdk/unstable";
+import { launchAgent } from "./agent_process.mjs";
 
-const args = process.argv.slice(2);
-const workdir = args[0];
-const command = args.slice(args.indexOf("--") + 1);
-const child = spawn(command[0], command.slice(1), { stdio: ["pipe", "pipe", "inherit"] });
-const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
-const raw = ndJsonStream(Writable.toWeb(child.stdin), Readable.toWeb(child.stdout));
+const { workdir, child, exited, input, output } = launchAgent();
+const raw = ndJsonStream(input, output);
 
 // Every message each side sends, as the SDK read or wrote it.
 const fromAgent = [];

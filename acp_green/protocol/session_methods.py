@@ -219,12 +219,15 @@ class SessionMethods:
         """The agent's `mode_changed` hook sees the change first and may refuse it by raising."""
         checked = Params(params, "session/set_mode")
         session = self.access.named_session(checked)
-        mode_id = checked.identifier("modeId")
-        if not self.settings.knows_mode(mode_id):
-            raise checked.refuse("modeId", f"unknown modeId {wire.excerpt(mode_id)!r}")
-        self.agent.mode_changed(SessionView.of(session), mode_id, self.access.context.snapshot)
-        self.settings.set_mode(session, mode_id)
+        self._change_mode(checked, "modeId", session, checked.identifier("modeId"), self.access.context.snapshot)
         return {}
+
+    def _change_mode(self, checked: Params, field: str, session: Session, mode_id: str, snapshot: ConnectionSnapshot) -> None:
+        """v1's set_mode and v2's `mode` option alike: one of the agent's modes, its hook first, then stored."""
+        if not self.settings.knows_mode(mode_id):
+            raise checked.refuse(field, f"unknown {'modeId' if field == 'modeId' else 'mode'} {wire.excerpt(mode_id)!r}")
+        self.agent.mode_changed(SessionView.of(session), mode_id, snapshot)
+        self.settings.set_mode(session, mode_id)
 
     @control("session/set_config_option")
     def session_set_config_option(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
@@ -239,12 +242,12 @@ class SessionMethods:
             # v1 reads an unknown type as a value id; v2 requires refusing a type the agent does not support
             raise checked.refuse("type", f"unsupported value type {wire.excerpt(value_type)!r}: 'id' or 'boolean'")
         if config_id == MODE_OPTION_ID and self.settings.modes_as_option(snapshot):
-            return self._set_mode_option(checked, session, snapshot)
+            return self._set_mode_option(checked, value_type, session, snapshot)
         option = self.settings.option(config_id)
         if option is None:
             raise checked.refuse("configId", f"unknown configId {wire.excerpt(config_id)!r}")
         value = checked.present("value")
-        if checked.optional("type", str) == "boolean" and not isinstance(value, bool):
+        if value_type == "boolean" and not isinstance(value, bool):
             raise checked.refuse("value", f"a 'boolean' value must be true or false, not {wire.describe(value)}")
         try:
             value = option.coerce(value)
@@ -254,15 +257,12 @@ class SessionMethods:
         self.settings.set_config(session, config_id, value)
         return {"configOptions": self.settings.config_options(session, snapshot)}
 
-    def _set_mode_option(self, checked: Params, session: Session, snapshot: ConnectionSnapshot) -> dict[str, Any]:
-        """A v2 client sets the `mode` option: the session/set_mode of v1, the same hook first."""
+    def _set_mode_option(self, checked: Params, value_type: str | None, session: Session, snapshot: ConnectionSnapshot) -> dict[str, Any]:
+        """A v2 client sets the `mode` option: the session/set_mode of v1."""
         mode_id = checked.present("value")
-        if not isinstance(mode_id, str) or checked.optional("type", str) == "boolean":
+        if not isinstance(mode_id, str) or value_type == "boolean":
             raise checked.refuse("value", f"a mode is one of the option's values, not {wire.describe(mode_id)}")
-        if not self.settings.knows_mode(mode_id):
-            raise checked.refuse("value", f"unknown mode {wire.excerpt(mode_id)!r}")
-        self.agent.mode_changed(SessionView.of(session), mode_id, snapshot)
-        self.settings.set_mode(session, mode_id)
+        self._change_mode(checked, "value", session, mode_id, snapshot)
         return {"configOptions": self.settings.config_options(session, snapshot)}
 
     @notification("session/cancel")

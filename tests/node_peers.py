@@ -6,8 +6,12 @@ package then is a broken setup and fails the test; only a machine without node s
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,3 +29,12 @@ def require_node_package(*parts: str) -> Path:
         pytest.fail(f"tests/node/node_modules lacks {'/'.join(parts)}: run scripts/test.sh "
                     "(it installs the Node peers with scripts/setup-node.sh)")
     return path
+
+
+def peer_report(script: str, workdir: Path, *serve_args: str, cwd: str | None = None) -> dict[str, Any]:
+    """Run the peer tests/node/SCRIPT against `acp-green serve SERVE_ARGS` (over its pipes) and
+    return the JSON report it prints; a peer that exits non-zero fails the test with its stderr."""
+    done = subprocess.run(["node", str(NODE_DIR / script), str(workdir), "--", sys.executable, "-m", "acp_green", "serve", *serve_args],
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)

@@ -7,32 +7,20 @@ newest MCP-over-ACP shape; notices, compaction and tool-call names on the stable
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from tests import sdk_unstable_schema
-from tests.helpers import TESTS
 from tests.mcp_helpers import connect_shape_schema, mcp_problems, message_shape_schema
-from tests.node_peers import needs_node, require_node_package
+from tests.node_peers import needs_node, peer_report, require_node_package
 
 pytestmark = pytest.mark.slow  # a third-party peer: the official TypeScript SDK on node as the client
-
-NODE_DIR = str(TESTS / "node")
 
 
 @needs_node
 def test_typescript_sdk_client_drives_acp_green_serve(tmp_path):
     require_node_package("@agentclientprotocol", "sdk")
-    done = subprocess.run(
-        ["node", os.path.join(NODE_DIR, "interop_client.mjs"), str(tmp_path), "--",
-         sys.executable, "-m", "acp_green", "serve", "--ephemeral"],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = peer_report("interop_client.mjs", tmp_path, "--ephemeral")
     assert report["protocolVersion"] == 1
     assert report["agentName"] == "acp-green-demo"
     assert report["modes"] == ["ask", "code"]
@@ -51,13 +39,7 @@ def test_typescript_sdk_unstable_client_forks_archives_titles_and_checks_session
     filter), set_title and status, each answer parsed by the SDK's own schema, and every line the
     agent wrote valid in the sdk-2.4.0 unstable schema."""
     require_node_package("@agentclientprotocol", "sdk")
-    done = subprocess.run(
-        ["node", os.path.join(NODE_DIR, "interop_session_admin.mjs"), str(tmp_path), "--",
-         sys.executable, "-m", "acp_green", "serve", "--state-dir", str(tmp_path / "state")],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = peer_report("interop_session_admin.mjs", tmp_path, "--state-dir", str(tmp_path / "state"))
     assert report["invalid"] == []
     assert {name: report["sessionCapabilities"].get(name) for name in ("fork", "archive", "status", "title")} == {
         "fork": {}, "archive": {}, "status": {}, "title": {}}
@@ -86,13 +68,7 @@ def test_typescript_sdk_client_accepts_notices_compaction_and_tool_names(tmp_pat
     compaction's updates and summary chunks, and the tool calls' `name` reach its handler, each
     parsed by the SDK's own schema (an update it refuses never does, and it complains on stderr)."""
     require_node_package("@agentclientprotocol", "sdk")
-    done = subprocess.run(
-        ["node", os.path.join(NODE_DIR, "interop_notices.mjs"), str(tmp_path), "--",
-         sys.executable, "-m", "acp_green", "serve", "--ephemeral", "--agent", "tests.surface_agents:NoticesAgent"],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = peer_report("interop_notices.mjs", tmp_path, "--ephemeral", "--agent", "tests.surface_agents:NoticesAgent")
     assert report["complaints"] == []
     assert report["notices"] == [{"sessionUpdate": "notice", "severity": "warning", "title": "Context is almost full",
                                   "description": "details here"}]
@@ -117,13 +93,7 @@ def test_typescript_sdk_client_serves_an_mcp_server_over_the_newest_mcp_over_acp
     the tool call with the server's words; a cancelled turn sends $/cancel_request for the outer
     request. Every mcp/message the agent sent validates against the sdk-2.4.0 unstable schema."""
     require_node_package("@agentclientprotocol", "sdk")
-    done = subprocess.run(
-        ["node", os.path.join(NODE_DIR, "mcp_client.mjs"), str(tmp_path), "--",
-         sys.executable, "-m", "acp_green", "serve", "--ephemeral"],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = peer_report("mcp_client.mjs", tmp_path, "--ephemeral")
     assert report["mcpCapabilities"]["acp"] is True
     assert report["first"] == {"stopReason": "end_turn", "said": "client says over the new shape"}
     assert report["second"] == {"stopReason": "end_turn", "said": "client says again"}

@@ -6,31 +6,18 @@ it receives with its own v2 schema: one it refuses fails a request or is a compl
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-
 import pytest
 
 from tests.helpers import TESTS
-from tests.node_peers import needs_node, require_node_package
+from tests.node_peers import needs_node, peer_report, require_node_package
 
 pytestmark = pytest.mark.slow  # a third-party peer: the official TypeScript SDK on node as the client
-
-NODE_DIR = str(TESTS / "node")
 
 
 @needs_node
 def test_typescript_sdk_v2_client_drives_acp_green_serve(tmp_path):
     require_node_package("@agentclientprotocol", "sdk")
-    done = subprocess.run(
-        ["node", os.path.join(NODE_DIR, "interop_v2.mjs"), str(tmp_path), "--",
-         sys.executable, "-m", "acp_green", "serve", "--ephemeral"],
-        capture_output=True, text=True, timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = peer_report("interop_v2.mjs", tmp_path, "--ephemeral")
     assert report["complaints"] == []
     assert report["protocolVersion"] == 2 and report["agentName"] == "acp-green-demo"
     assert report["sessionCapabilities"] == ["additionalDirectories", "delete", "mcp", "prompt"]
@@ -55,13 +42,7 @@ def test_typescript_sdk_v2_client_answers_a_permission_request(tmp_path):
     """The request's title and its tool call as `subject` parse under the SDK's v2 schema; the
     turn waited on the user meanwhile (requires_action, then running)."""
     require_node_package("@agentclientprotocol", "sdk")
-    done = subprocess.run(
-        ["node", os.path.join(NODE_DIR, "interop_v2_permission.mjs"), str(tmp_path), "--",
-         sys.executable, "-m", "acp_green", "serve", "--ephemeral", "--agent", "tests.agents:AsksPermissionAgent"],
-        capture_output=True, text=True, timeout=120, cwd=str(TESTS.parent),
-    )
-    assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = peer_report("interop_v2_permission.mjs", tmp_path, "--ephemeral", "--agent", "tests.agents:AsksPermissionAgent", cwd=str(TESTS.parent))
     assert report["complaints"] == []
     assert report["asked"] == [{"title": "Touch /tmp/x", "subject": "tool_call", "toolCall": "Touch /tmp/x"}]
     assert report["states"] == ["running", "requires_action", "running", "idle:end_turn"]

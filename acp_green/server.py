@@ -1,9 +1,11 @@
-"""Serving one ACP connection: wire the parts together, run until EOF or a signal, shut down.
+"""Serving ACP: the process's parts wired together, one connection on stdio or many over the
+network, run until EOF (stdio) or a signal, then shut down.
 
-Shutdown (S13): stop admitting, answer -32800 to every request read but not yet dispatched,
+Shutdown (S13), per connection (`client_connection.py`): stop admitting, answer -32800 to every request read but not yet dispatched,
 cancel every active prompt so its normal completion path runs, give background work
 `shutdown_grace` seconds, kill and join what is left, free session resources (child
-processes), flush the store, then flush the writer while the client reads (bounded).
+processes), then flush the writer while the client reads (bounded); once every connection has
+ended, the process flushes the store.
 SIGTERM, SIGINT, SIGHUP and every other catchable signal whose default would end the process
 (`stop_signals`) take that path; SIGQUIT dumps every stack and serves on.
 """
@@ -17,7 +19,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import gevent
 from gevent.event import Event
@@ -26,12 +28,12 @@ from gevent.greenlet import Greenlet
 from .process import heap
 from . import protocol
 from .agent import Agent
+from .client_connection import ClientConnection, Shared
 from .context import ConnectionContext
-from .rpc.endpoint import Endpoint
-from .errors import LineTooLong, OutOfMemory
-from .sessions import SessionRegistry
+from .rpc.channel import ByteWriter
+from .sessions import SessionClaims, SessionRegistry
 from .store.opening import OpeningStore
-from .rpc.transport import Line, LineReader, OutputLimits, Outbound
+from .rpc.transport import LineReader, OutputLimits
 
 if TYPE_CHECKING:
     from .store.base import Store
@@ -66,7 +68,12 @@ class ServeOptions:
 
 
 class Server:
-    """Runs one agent over one pair of descriptors."""
+    """The process part: the agent, its store, the session claims, signals and the heap.
+
+    It serves one connection on a pair of descriptors (`serve`: stdio) or many over the network
+    (`serve_listening`: WebSocket and Streamable HTTP). Each connection is a
+    `client_connection.ClientConnection`; the store outlives them all and is closed last (S16).
+    """
 
     def __init__(self, agent: Agent, options: ServeOptions | None = None, store: Store | None = None, *,
                  owns_process: bool = False) -> None:
@@ -78,15 +85,32 @@ class Server:
         self._owns_process = owns_process
         self.options = options or ServeOptions()
         self.store: Store = store if store is not None else OpeningStore(partial(_open_store, self.options))
-        self.sessions = SessionRegistry(self.store, self.options.idle_timeout)
-        self.context = ConnectionContext()
-        self.protocol: protocol.AcpProtocol | None = None
+        self.claims = SessionClaims()
+        self.shared = Shared(agent, self.options, self.store, self.claims)
+        #: The stdio connection once `serve` has started it (the one connection of a stdio process).
+        self.connection: ClientConnection | None = None
         self._stop = Event()
         self.stop_reason: str | None = None
-        self._reading = False
-        self._reader: Greenlet | None = None
+        self._started_up = False
         self._settler: Greenlet | None = None  # the start-up heap freeze (owns_process only)
         self._trace: WireTrace | None = None
+
+    # The stdio connection's parts, by the names the process had when it was one connection.
+    @property
+    def protocol(self) -> protocol.AcpProtocol | None:
+        return self.connection.protocol if self.connection is not None else None
+
+    @property
+    def sessions(self) -> SessionRegistry:
+        if self.connection is None:
+            raise RuntimeError("no connection yet: Server.sessions is the stdio connection's (call serve first)")
+        return self.connection.sessions
+
+    @property
+    def context(self) -> ConnectionContext:
+        if self.connection is None:
+            raise RuntimeError("no connection yet: Server.context is the stdio connection's (call serve first)")
+        return self.connection.context
 
     def request_stop(self, reason: str) -> None:
         """Begin shutdown; safe from any greenlet and from hub callbacks."""
@@ -94,37 +118,33 @@ class Server:
             self.stop_reason = reason
             log.info("shutting down: %s", reason)
         self._stop.set()
-        reader = self._reader
-        if reader is not None and self._reading and reader is not gevent.getcurrent():
-            reader.kill(block=False)  # parked in a read: nothing half-handled is lost
+        if self.connection is not None:
+            self.connection.request_end(reason)
+
+    def new_connection(self, destination: int | ByteWriter, name: str) -> ClientConnection:
+        """A connection of this process writing to `destination`; the caller serves it."""
+        return ClientConnection(self.shared, destination, name=name, on_first_message=self._after_first_message,
+                                trace=self._trace)
 
     def serve(self, read_fd: int, write_fd: int) -> int:
-        """Serve until EOF, a transport failure or a signal; returns the exit code (0)."""
+        """Serve one connection on the descriptors until EOF, a transport failure or a signal;
+        returns the exit code (0)."""
         options = self.options
         if options.trace is not None:
             from .tracing import WireTrace  # only when asked: start-up imports nothing it does not use
 
             self._trace = WireTrace(options.trace, list(sys.orig_argv), os.getpid())
-        outbound = Outbound(write_fd, options.output, on_failure=lambda exc: self.request_stop(f"output failed: {exc}"),
-                            on_written=self._trace.sent if self._trace is not None else None)
-        endpoint = Endpoint(outbound, max_background=options.max_background)
-        self.protocol = acp = protocol.attach(
-            endpoint, self.agent, self.context, self.sessions, self.store,
-            provided_commands=options.provide_mcp, max_mcp_servers=options.max_mcp_servers,
-            stable_only=options.stable_only, max_protocol_version=options.max_protocol_version,
-        )
-        line_reader = LineReader(read_fd, options.max_line_bytes)
-        self._reader = Greenlet(self._receive, line_reader, endpoint)
-        self._reader.name = "acp-reader"
-        self._reader.start()
-        evictor = gevent.spawn(self._evict_idle)
+        connection = self.connection = self.new_connection(write_fd, "stdio")
+        if self._stop.is_set():
+            connection.request_end(self.stop_reason or "stopped")
         handlers = self._install_signal_handlers()
         try:
-            self._stop.wait()
+            connection.serve(LineReader(read_fd, options.max_line_bytes))
+            if self.stop_reason is None:
+                self.stop_reason = connection.stop_reason
         finally:
             try:
-                self._shutdown(acp, outbound, evictor, line_reader)
-                line_reader.close()
+                self._close_process()
             finally:
                 # Only now: a second SIGTERM during shutdown must not kill the process (S13, S16).
                 for handler in handlers:
@@ -134,51 +154,21 @@ class Server:
                     self._trace.finish(0, self.stop_reason if by_signal else None)
         return 0
 
-    def _traced(self, line: Line) -> Line:
-        """`line`, written to the trace first when there is one (`--trace`)."""
-        if self._trace is not None:
-            if line.too_long:
-                self._trace.note("warn", f"a line longer than {self.options.max_line_bytes} bytes was skipped unread")
-            elif line.out_of_memory:
-                self._trace.note("error", "a line that did not fit in memory was dropped unread")
-            else:
-                self._trace.received(line.data)
-        return line
-
-    def _receive(self, line_reader: LineReader, endpoint: Endpoint) -> None:
-        reason = "stdin closed"
-        lines = line_reader.lines()
-        start_up_done = False
+    def serve_listening(self, listener: Listener) -> int:
+        """Serve every connection `listener` accepts until a signal (or `request_stop`); each
+        connection ends on its own (disconnect, DELETE, idle) and the store outlives them."""
+        handlers = self._install_signal_handlers()
         try:
-            while not self._stop.is_set():
-                self._reading = True
-                try:
-                    line = next(lines, None)
-                finally:
-                    self._reading = False
-                if line is None:
-                    break
-                self._traced(line)
-                if line.too_long:
-                    endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
-                elif line.out_of_memory:
-                    endpoint.reject_line(OutOfMemory("The line did not fit in the memory available and was dropped"), line.request_id)
-                else:
-                    endpoint.handle_line(line.data)
-                if not start_up_done:
-                    start_up_done = True
-                    self._after_first_message()
-                if endpoint.outbound.over_input_limit:
-                    # Over the hard limit background work is refused (output_backlog), but every
-                    # request, even garbage, still queues a reply: a client that writes without
-                    # reading could grow our memory without bound. Read on once it reads.
-                    log.warning("output backlog at twice its hard limit: input paused until the client reads")
-                    endpoint.outbound.wait_below_high_water(self._stop)  # a stop ends the pause
-                gevent.sleep(0)  # a buffered burst must not starve the greenlets it admitted
-        except OSError as exc:
-            reason = f"input failed: {exc}"
+            listener.start(self)
+            self._stop.wait()
         finally:
-            self.request_stop(reason)
+            try:
+                listener.stop(self.options.shutdown_grace)
+                self._close_process()
+            finally:
+                for handler in handlers:
+                    handler.cancel()
+        return 0
 
     def _after_first_message(self) -> None:
         """Open the store, then freeze what start-up left alive (heap.py), both in the background.
@@ -186,6 +176,9 @@ class Server:
         The first message's answer (initialize) was queued already, so the writer, woken before
         the opener runs, writes it without waiting for either.
         """
+        if self._started_up:
+            return
+        self._started_up = True
         if isinstance(self.store, OpeningStore):
             self.store.open_soon()
         if self._owns_process:
@@ -197,10 +190,15 @@ class Server:
             self.store.wait_open()  # sqlite3 and the store's modules are start-up too
         heap.freeze_start_up_objects()
 
-    def _evict_idle(self) -> None:
-        interval = max(0.05, min(self.options.idle_timeout / 2, 30.0))
-        while not self._stop.wait(interval):
-            self.sessions.evict_idle()
+    def _close_process(self) -> None:
+        """After every connection ended: stop start-up work, then flush and close the store (S16)."""
+        if self._settler is not None:
+            # Start-up work only: a freeze not begun by now (still waiting for the store) is moot.
+            self._settler.kill(block=True, timeout=1)
+        try:
+            self.store.close()  # commits every queued turn and usage record (S16)
+        except Exception:
+            log.exception("closing the store failed")
 
     def _install_signal_handlers(self) -> list:
         if not self.options.handle_signals or threading.current_thread() is not threading.main_thread():
@@ -226,31 +224,15 @@ class Server:
         except Exception:
             log.exception("dumping the stacks failed")
 
-    def _shutdown(self, acp: protocol.AcpProtocol, outbound: Outbound, evictor: Greenlet, line_reader: LineReader) -> None:
-        endpoint = acp.endpoint
-        endpoint.admitting = False
-        if self._reader is not None and not self._reader.dead:
-            self._reader.join(timeout=self.options.shutdown_grace)  # finishing a control message
-            self._reader.kill(block=True, timeout=1)
-        # Lines already read but never dispatched: each request among them gets one answer.
-        for line in line_reader.unread_lines():
-            self._traced(line)
-            if line.too_long:
-                endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
-            elif line.out_of_memory:
-                endpoint.reject_line(OutOfMemory("The lines read before shutdown did not fit in memory and were dropped"), line.request_id)
-            else:
-                endpoint.refuse_unread(line.data)
-        evictor.kill(block=False)
-        if self._settler is not None:
-            # Start-up work only: a freeze not begun by now (still waiting for the store) is moot.
-            self._settler.kill(block=True, timeout=1)
-        outbound.release_producers()
-        killed = acp.shut_down(self.options.shutdown_grace)
-        if killed:
-            log.warning("%d background requests were aborted at the end of the grace", killed)
-        if not outbound.close():
-            log.warning("output not fully flushed (client not reading or gone)")
+
+class Listener(Protocol):
+    """A network transport serving many connections of one `Server` (`remote.RemoteListener`)."""
+
+    def start(self, server: Server) -> None:
+        """Begin accepting; each connection is `server.new_connection(...)`, served in its own greenlet."""
+
+    def stop(self, grace: float) -> None:
+        """Stop accepting, end every connection (each with its grace) and wait for their ends."""
 
 
 #: Signals whose default action would end the process and that `serve` leaves alone, with why:

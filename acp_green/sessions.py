@@ -13,7 +13,7 @@ import gevent
 
 from .rpc import wire
 from .rpc.cancel import CancelToken
-from .errors import StateNotStorable, UnknownSession
+from .errors import SessionInUse, StateNotStorable, UnknownSession
 from .store.interface import Store
 from .store.session_record import SessionRecord
 
@@ -161,11 +161,49 @@ class Session:
                 log.exception("closing a resource of session %s failed", self.session_id)
 
 
-class SessionRegistry:
-    """Live sessions by id; evicted ones come back from the store without replay (S15)."""
+class SessionClaims:
+    """Which connection of this process holds each live session: one at a time.
 
-    def __init__(self, store: Store, idle_timeout: float) -> None:
+    A connection's `SessionRegistry` claims a session when it makes it live (new, fork, a
+    revival from the store) and releases it when it lets go (close, delete, eviction, the
+    connection's end). Another connection naming a claimed session is refused `SessionInUse`.
+    """
+
+    def __init__(self) -> None:
+        self._owners: dict[str, str] = {}
+
+    def claim(self, session_id: str, owner: str) -> None:
+        """Hold `session_id` for `owner`; SessionInUse naming the holder if another holds it."""
+        holder = self._owners.setdefault(session_id, owner)
+        if holder != owner:
+            raise SessionInUse(session_id, holder)
+
+    def check(self, session_id: str, owner: str) -> None:
+        """SessionInUse if a connection other than `owner` holds `session_id`; claims nothing."""
+        holder = self._owners.get(session_id)
+        if holder is not None and holder != owner:
+            raise SessionInUse(session_id, holder)
+
+    def release(self, session_id: str, owner: str) -> None:
+        if self._owners.get(session_id) == owner:
+            del self._owners[session_id]
+
+    def owner_of(self, session_id: str) -> str | None:
+        return self._owners.get(session_id)
+
+    def __len__(self) -> int:
+        return len(self._owners)
+
+
+class SessionRegistry:
+    """One connection's live sessions by id; evicted ones come back from the store without
+    replay (S15). `claims` is shared by every connection of the process (`SessionClaims`)."""
+
+    def __init__(self, store: Store, idle_timeout: float, claims: SessionClaims | None = None, owner: str = "stdio") -> None:
         self._store = store
+        self._claims = claims if claims is not None else SessionClaims()
+        #: This connection's name in `claims`, and in the error another connection is refused with.
+        self.owner = owner
         self._live: dict[str, Session] = {}
         # MCP server declarations of evicted sessions (a few small dicts, never processes), so a
         # revived session gets them back; the store does not keep them (they may hold secrets).
@@ -181,6 +219,7 @@ class SessionRegistry:
     def create(self, cwd: str, additional_directories: list[str], mcp_servers: list[dict[str, Any]]) -> Session:
         record = SessionRecord(session_id=new_session_id(), cwd=cwd, additional_directories=list(additional_directories))
         session = Session(record, mcp_servers)
+        self._claims.claim(record.session_id, self.owner)
         self._live[record.session_id] = session
         self._store.save_session(record)
         return session
@@ -206,6 +245,7 @@ class SessionRegistry:
         """Make `fork` live and store it with the source's ended turns and the fork's state;
         StateNotStorable (nothing stored, nothing live) when that state cannot be stored."""
         state = encode_state(fork.state)
+        self._claims.claim(fork.session_id, self.owner)
         self._live[fork.session_id] = fork
         self._store.save_session(fork.record)
         self._store.fork_history(source.session_id, fork.session_id)
@@ -216,6 +256,8 @@ class SessionRegistry:
         """session/archive and unarchive: archiving closes a live session first (as session/close);
         UnknownSession for a session neither live nor stored. The session's `updated_at` is kept."""
         session = self._live.get(session_id)
+        if session is None:
+            self._claims.check(session_id, self.owner)
         record = session.record if session is not None else self._store.load_session(session_id)
         if record is None:
             raise UnknownSession(session_id)
@@ -227,6 +269,8 @@ class SessionRegistry:
     def set_title(self, session_id: str, title: str) -> None:
         """session/set_title, live or stored; UnknownSession for neither. `updated_at` is kept."""
         session = self._live.get(session_id)
+        if session is None:
+            self._claims.check(session_id, self.owner)
         record = session.record if session is not None else self._store.load_session(session_id)
         if record is None:
             raise UnknownSession(session_id)
@@ -242,13 +286,21 @@ class SessionRegistry:
             record = self._store.load_session(session_id)
             if record is None:
                 raise UnknownSession(session_id)
-            session = Session(record, self._dormant_mcp.pop(session_id, None))
-            stored = self._store.load_state(session_id)
-            session.state = decode_state(session_id, stored)
-            if stored is not None:
-                session.stored_state = stored
-            self._live[session_id] = session
-            log.debug("session %s revived from the store", session_id)
+            self._claims.claim(session_id, self.owner)
+            try:
+                stored = self._store.load_state(session_id)
+            except BaseException:
+                if session_id not in self._live:
+                    self._claims.release(session_id, self.owner)
+                raise
+            session = self._live.get(session_id)  # revived meanwhile by another request of ours
+            if session is None:
+                session = Session(record, self._dormant_mcp.pop(session_id, None))
+                session.state = decode_state(session_id, stored)
+                if stored is not None:
+                    session.stored_state = stored
+                self._live[session_id] = session
+                log.debug("session %s revived from the store", session_id)
         session.touch()
         return session
 
@@ -280,9 +332,12 @@ class SessionRegistry:
 
     def delete(self, session_id: str) -> None:
         """session/delete: cancel a running prompt, forget the session here and in the store."""
+        if session_id not in self._live:
+            self._claims.check(session_id, self.owner)
         self._dormant_mcp.pop(session_id, None)
         session = self._live.pop(session_id, None)
         if session is not None:
+            self._claims.release(session_id, self.owner)
             session.deleted = True
             if session.busy:
                 session.cancel()  # its resources are freed when the prompt ends
@@ -299,6 +354,7 @@ class SessionRegistry:
         elif session.closing and self._live.get(session.session_id) is session:
             self._live.pop(session.session_id, None)
             self.store_state(session)
+            self._claims.release(session.session_id, self.owner)
             _off_hub(session.close_resources)
 
     def is_live(self, session_id: str) -> bool:
@@ -339,6 +395,7 @@ class SessionRegistry:
         if session is not None:
             if not session.deleted:
                 self.store_state(session)
+            self._claims.release(session_id, self.owner)
             session.close_resources()
         return session
 

@@ -65,7 +65,9 @@ class AcpProtocol:
 
         Cancel every active prompt (its normal completion path runs), fail every wait for the
         client, give background work `grace` seconds, free every session (its MCP servers start
-        closing), close every bridge and reap its process, then flush the store (S13, S16).
+        closing; the store keeps it for another connection), close every bridge and reap its
+        process (S13). The store is the process's: `server.Server` closes it once every
+        connection has ended (S16).
         """
         endpoint = self.endpoint
         endpoint.admitting = False
@@ -81,13 +83,9 @@ class AcpProtocol:
         for session in self.sessions:
             self.sessions.drop(session.session_id)  # session-scoped MCP servers start closing here
         try:
-            self.mcp.close_all()  # bridges and session servers: none outlives the agent
+            self.mcp.close_all()  # bridges and session servers: none outlives the connection
         except Exception:
             log.exception("closing MCP bridges failed")
-        try:
-            self.store.close()  # commits every queued turn and usage record (S16)
-        except Exception:
-            log.exception("closing the store failed")
         return killed
 
 

@@ -1,4 +1,5 @@
-"""The stdio transport: owns the wire descriptors, one reader and one writer.
+"""The stdio transport (the wire descriptors, one reader and one writer) and the outbound FIFO
+every transport writes through.
 
 Everything else only calls `Outbound.put`. The outbound path is one FIFO: a response
 never overtakes the updates queued before it. The queue counts bytes so producers can be
@@ -21,6 +22,8 @@ import gevent
 import gevent.os
 from gevent.event import Event
 from gevent.greenlet import Greenlet
+
+from .channel import ByteWriter
 
 log = logging.getLogger(__name__)
 
@@ -272,13 +275,38 @@ class LineReader(LineFramer):
             self._watcher.close()
 
 
+class FdWriter:
+    """Writes to a descriptor made non-blocking, waiting on an io watcher while it is full."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        os.set_blocking(fd, False)
+        self._watcher = gevent.get_hub().loop.io(fd, 2)
+
+    def write(self, data: memoryview) -> int:
+        hub = gevent.get_hub()
+        while True:
+            try:
+                return os.write(self._fd, data)
+            except OSError as exc:
+                if exc.errno not in _RETRY_ERRNOS:
+                    raise
+            hub.wait(self._watcher)
+
+    def close(self) -> None:
+        """Stop watching; the descriptor itself stays open (its owner closes it)."""
+        self._watcher.close()
+
+
 class Outbound:
     """The single outbound FIFO and the one greenlet that writes it to the wire."""
 
-    def __init__(self, fd: int, limits: OutputLimits, on_failure: Callable[[BaseException], None],
+    def __init__(self, destination: int | ByteWriter, limits: OutputLimits, on_failure: Callable[[BaseException], None],
                  on_written: Callable[[bytes], None] | None = None) -> None:
-        """`on_written`, if given, is handed each piece of bytes as soon as it is written (a trace)."""
-        self._fd = fd
+        """`destination`: a descriptor (the stdio transport) or any `ByteWriter` (a network
+        connection's frames). `on_written`, if given, is handed each piece of bytes as soon as it
+        is written (a trace)."""
+        self._writer_out: ByteWriter = FdWriter(destination) if isinstance(destination, int) else destination
         self.limits = limits
         self._on_failure = on_failure
         self._on_written = on_written
@@ -296,8 +324,6 @@ class Outbound:
         self._closed = False
         self._last_progress = 0.0
         self.failed = False
-        os.set_blocking(fd, False)
-        self._watcher = gevent.get_hub().loop.io(fd, 2)
         self._writer = Greenlet(self._run)
         self._writer.name = "acp-writer"
         self._writer.start()
@@ -386,16 +412,10 @@ class Outbound:
 
     def _write_all(self, data: bytes) -> None:
         view = memoryview(data)
-        hub = gevent.get_hub()
         low = self.limits.low_water
+        write = self._writer_out.write
         while view:
-            try:
-                written = os.write(self._fd, view)
-            except OSError as exc:
-                if exc.errno not in _RETRY_ERRNOS:
-                    raise
-                hub.wait(self._watcher)
-                continue
+            written = write(view)
             if self._on_written is not None:
                 self._on_written(view[:written].tobytes())
             view = view[written:]
@@ -428,6 +448,6 @@ class Outbound:
                 break
         if not self._writer.dead:
             self._writer.kill(block=True, timeout=1)
-        self._watcher.close()
+        self._writer_out.close()
         self._below_high.set()
         return bool(drained) and not self.failed

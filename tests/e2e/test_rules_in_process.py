@@ -347,7 +347,7 @@ def test_input_pauses_when_a_client_writes_without_reading(inprocess):
     client.pause_reading()
     lines = 6000  # about 540 KB of -32700 replies: far more than the pipe and twice the limit
     gevent.spawn(client.send_raw, b"not json\n" * lines)
-    client.wait_for(lambda: outbound.over_input_limit and server._reading is False, what="input to pause")
+    client.wait_for(lambda: outbound.over_input_limit and server.connection._reading is False, what="input to pause")
     gevent.sleep(0.2)
     assert outbound.queued_bytes < 2 * limits.hard_limit + 4096
     client.resume_reading()

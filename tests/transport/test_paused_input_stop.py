@@ -20,8 +20,8 @@ def test_request_stop_ends_the_input_pause_without_waiting_out_the_grace(inproce
     outbound = server.protocol.endpoint.outbound
     client.pause_reading()
     gevent.spawn(client.send_raw, b"not json\n" * 6000)
-    client.wait_for(lambda: outbound.over_input_limit and server._reading is False, what="input to pause")
-    reader = server._reader
+    client.wait_for(lambda: outbound.over_input_limit and server.connection._reading is False, what="input to pause")
+    reader = server.connection._reader
     server.request_stop("test")
     client.wait_for(lambda: reader.dead, timeout=20, what="the paused reader to end on request_stop")
     client.resume_reading()

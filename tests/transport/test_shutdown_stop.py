@@ -36,11 +36,11 @@ def test_a_stop_requested_while_the_reader_waits_for_input_ends_the_read_at_once
     harness.client.initialize()
     server = harness.server
     gevent.sleep(0.05)  # the reader is back in its read, waiting for the next line
-    assert server._reader is not None and not server._reader.dead
+    assert server.connection._reader is not None and not server.connection._reader.dead
     started = time.monotonic()
     server.request_stop("SIGTERM")
     harness.greenlet.join(timeout=10)  # generous, and still a third of the grace
     assert harness.greenlet.dead, "serve() was still joining a reader parked in a read"
-    assert server._reader.dead and harness.exit_code == 0
+    assert server.connection._reader.dead and harness.exit_code == 0
     assert server.stop_reason == "SIGTERM"
     assert time.monotonic() - started < 10

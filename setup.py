@@ -8,7 +8,9 @@ TEST_REQUIRES = [
     "pytest>=8",
     "pytest-xdist>=3.5",
     "jsonschema>=4.20",
-    "agent-client-protocol==0.12.1",
+    # The `http` extra (httpx, websockets): its Streamable HTTP and WebSocket clients drive
+    # `acp-green serve --listen` in tests/e2e/test_remote_interop.py.
+    "agent-client-protocol[http]==0.12.1",
     "mcp==2.3.0",
     "hypothesis>=6.100",
     # tests/test_typecheck.py expects no mypy error in the package: pinned, because each mypy
@@ -41,6 +43,9 @@ setup(
         # MCP servers over streamable HTTP: cooperative sockets without monkey-patching; imported lazily.
         # Event streams are read from its response's parser buffer (mcp/httplink.py): capped at 2.x.
         "geventhttpclient>=2.6,<3",
+        # `serve --listen`: HTTP/1.1 and WebSocket framing (sans-I/O, on gevent's sockets); imported lazily.
+        "h11>=0.16",
+        "wsproto>=1.2",
         # The rig (probe, chat, soak) validates what an agent writes against the ACP JSON Schemas:
         # `pip install .` must be enough to run them.
         "jsonschema>=4.20",

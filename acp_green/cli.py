@@ -111,11 +111,34 @@ def cli() -> None:
 @click.option("--trace", "trace", type=click.Path(dir_okay=False), default=None, metavar="FILE",
               help="Write every line read and written to FILE (replaced if it exists) as it passes: the trace "
                    "`acp-green record` writes, without a proxy process (docs/TRACES.md).")
+@click.option("--listen", "listen", metavar="HOST:PORT", default=None,
+              help="Serve many clients over the network instead of one on stdin/stdout: ACP over WebSocket and "
+                   "Streamable HTTP at http://HOST:PORT/acp (port 0: any free port; the first line on stderr says "
+                   "which). Each connection gets every guarantee a stdio connection has; sessions outlive "
+                   "connections and one connection holds a session at a time (docs/REMOTE.md).")
+@click.option("--token", "token", metavar="TOKEN", default=None, envvar="ACP_GREEN_TOKEN", show_envvar=True,
+              help="With --listen: every request and WebSocket upgrade must carry 'Authorization: Bearer TOKEN' "
+                   "(else 401, before any message is read). Prefer the environment variable: a command line is "
+                   "visible to other users.")
+@click.option("--tls-cert", "tls_cert", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
+              help="With --listen: serve HTTPS and wss:// with this certificate chain (PEM); --tls-key names its key "
+                   "unless the file holds it.")
+@click.option("--tls-key", "tls_key", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
+              help="With --tls-cert: the certificate's private key (PEM).")
+@click.option("--max-connections", type=click.IntRange(min=1), default=2048, show_default=True, metavar="N",
+              help="With --listen: sockets served at once; more clients wait in the listen backlog.")
+@click.option("--connection-idle-timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+              metavar="SECONDS",
+              help="With --listen: end a Streamable HTTP connection after this long with no request and no event "
+                   "stream open (its sessions stay stored). A WebSocket connection ends when its socket closes.")
 def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, idle_timeout: float,
           max_line_bytes: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
           block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float, stable_only: bool,
-          trace: str | None, max_protocol_version: int = 2) -> None:
-    """Run an ACP agent on stdin/stdout (the main job: point your editor at this).
+          trace: str | None, max_protocol_version: int = 2, listen: str | None = None, token: str | None = None,
+          tls_cert: str | None = None, tls_key: str | None = None, max_connections: int = 2048,
+          connection_idle_timeout: float = 600.0) -> None:
+    """Run an ACP agent on stdin/stdout (the main job: point your editor at this), or with
+    --listen for many clients over WebSocket and Streamable HTTP.
 
     \b
     Signals: SIGTERM, SIGINT, SIGHUP and every other catchable signal that would kill
@@ -124,10 +147,21 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     stack of every thread and greenlet to stderr and keeps running.
     Stderr never stalls the agent: what an unread stderr cannot take is dropped and counted.
     """
+    remote = None
+    if listen is None:
+        for name, value in (("--token", token), ("--tls-cert", tls_cert), ("--tls-key", tls_key)):
+            if value is not None and not (name == "--token" and os.environ.get("ACP_GREEN_TOKEN") == value):
+                raise click.UsageError(f"{name} is for --listen: a stdio agent talks only to the editor that started it")
+    else:
+        if trace is not None:
+            raise click.UsageError("--trace records the one connection of a stdio agent; it cannot be used with --listen")
+        if tls_key is not None and tls_cert is None:
+            raise click.UsageError("--tls-key needs --tls-cert")
+        remote = listen_options(listen, token, tls_cert, tls_key, max_connections, connection_idle_timeout)
     if monkey_patch:
         monkey_patch_now()
     from .process import logsetup
-    from .server import ServeOptions, serve_stdio
+    from .server import ServeOptions, serve_listening, serve_stdio
     from .rpc.transport import OutputLimits
 
     logsetup.configure(log_level)
@@ -158,10 +192,32 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
         block_warning=block_warning,
         trace=trace,
     )
+    if remote is not None:
+        sys.exit(serve_listening(agent, remote, options, log_level=log_level, monkey_patch=monkey_patch))
     if os.isatty(0):  # someone typed `acp-green serve` at a prompt: say why nothing happens
         click.echo(TTY_HINT, err=True)
     # Usage errors above go straight to stderr; from here on nothing may block on fd 2.
     sys.exit(serve_stdio(agent, options, log_level=log_level, monkey_patch=monkey_patch))
+
+
+def listen_options(listen: str, token: str | None, tls_cert: str | None, tls_key: str | None, max_connections: int,
+                   idle_timeout: float) -> Any:
+    """`--listen` and its companions as a `remote.ListenOptions`; a usage error naming a bad one.
+
+    Imports only what parses them: nothing gevent patches is imported before patching."""
+    from .remote.auth import bearer_token
+    from .remote.options import ListenOptions, parse_address
+
+    try:
+        host, port = parse_address(listen)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--listen") from None
+    try:
+        authorize = bearer_token(token) if token is not None else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--token") from None
+    return ListenOptions(host=host, port=port, authorize=authorize, max_sockets=max_connections, idle_timeout=idle_timeout,
+                         certfile=tls_cert, keyfile=tls_key)
 
 
 def monkey_patch_now() -> None:

@@ -36,6 +36,7 @@ from .store.opening import OpeningStore
 from .rpc.transport import LineReader, OutputLimits
 
 if TYPE_CHECKING:
+    from .remote import ListenOptions, RemoteListener
     from .store.base import Store
     from .tracing import WireTrace
 
@@ -272,9 +273,68 @@ def _open_store(options: ServeOptions) -> Store:
     return open_store(options.state_dir, options.ephemeral)
 
 
-def serve(agent: Agent, read_fd: int, write_fd: int, options: ServeOptions | None = None) -> int:
-    """Serve `agent` on the given descriptors; the in-process entry point."""
+def serve(agent: Agent, read_fd: int | None = None, write_fd: int | None = None, options: ServeOptions | None = None, *,
+          listen: str | ListenOptions | None = None) -> int:
+    """Serve `agent` in this process: on the given descriptors (one connection), or with
+    `listen` ("HOST:PORT" or `remote.ListenOptions`) to every client that connects over
+    WebSocket or Streamable HTTP until a signal; the exit code (0)."""
+    if listen is not None:
+        if read_fd is not None or write_fd is not None:
+            raise ValueError("serve: give either read_fd and write_fd (one connection) or listen (many), not both")
+        return Server(agent, options).serve_listening(_listener(listen))
+    if not isinstance(read_fd, int) or not isinstance(write_fd, int):
+        raise TypeError("serve: read_fd and write_fd must be descriptors (int), or pass listen='HOST:PORT'")
     return Server(agent, options).serve(read_fd, write_fd)
+
+
+def _listener(listen: str | ListenOptions) -> RemoteListener:
+    from .remote import ListenOptions, RemoteListener, parse_address
+
+    if isinstance(listen, str):
+        host, port = parse_address(listen)
+        listen = ListenOptions(host=host, port=port)
+    if not isinstance(listen, ListenOptions):
+        raise TypeError(f"serve: listen must be 'HOST:PORT' or a ListenOptions, not {type(listen).__name__}")
+    return RemoteListener(listen)
+
+
+def _announce(url: str) -> None:
+    """The first line a listening agent writes: where clients connect (the real port if 0 was asked)."""
+    ws_url = "ws" + url[len("http"):]
+    sys.stderr.write(f"acp-green: serving ACP at {url} (WebSocket: {ws_url}); stop with Ctrl-C or SIGTERM\n")
+
+
+def serve_listening(agent: Agent, listen: str | ListenOptions, options: ServeOptions | None = None, *,
+                    log_level: str = "WARNING", monkey_patch: bool = True) -> int:
+    """Serve `agent` to every client that connects to `listen` exactly as
+    `acp-green serve --listen` does, until a signal; the exit code.
+
+    Stdout is not the wire here: logs go to stderr through the sink that never blocks the hub,
+    and the first line says where clients connect. Patching is as `serve_stdio`'s.
+    """
+    refused = _patch_if_safe() if monkey_patch else []
+    from .process import blockwatch, logsetup, stderrsink
+
+    options = options or ServeOptions()
+    if options.trace is not None:
+        raise ValueError("serve_listening: --trace records one connection; it is for stdio only")
+    listener = _listener(listen)
+    listener.on_started = _announce
+    sink = stderrsink.install()
+    logsetup.configure(log_level)
+    if refused:
+        log.warning("serving without gevent monkey-patching (a blocking call will hold every connection): %s", "; ".join(refused))
+    watch = blockwatch.start(options.block_warning)
+    server = Server(agent, options, owns_process=True)
+    try:
+        return server.serve_listening(listener)
+    except Exception:
+        log.critical("acp-green serve --listen failed", exc_info=True)
+        return 1
+    finally:
+        if watch is not None:
+            watch.stop()
+        sink.flush(timeout=STDERR_EXIT_FLUSH)
 
 
 #: Seconds the last stderr lines may take to reach a reader at exit.

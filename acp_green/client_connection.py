@@ -37,7 +37,7 @@ from .rpc.transport import Line, Outbound
 from .sessions import SessionClaims, SessionRegistry
 
 if TYPE_CHECKING:
-    from .server import ServeOptions
+    from .serve_options import ServeOptions
     from .store.interface import Store
     from .tracing import WireTrace
 

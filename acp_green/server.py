@@ -17,7 +17,6 @@ import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Protocol
 
@@ -33,7 +32,8 @@ from .context import ConnectionContext
 from .rpc.channel import ByteWriter
 from .sessions import SessionClaims, SessionRegistry
 from .store.opening import OpeningStore
-from .rpc.transport import LineReader, OutputLimits
+from .rpc.transport import LineReader
+from .serve_options import ServeOptions
 
 if TYPE_CHECKING:
     from .remote import ListenOptions, RemoteListener
@@ -41,31 +41,6 @@ if TYPE_CHECKING:
     from .tracing import WireTrace
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(slots=True)
-class ServeOptions:
-    """Everything `acp-green serve` can set."""
-
-    max_background: int = 32
-    shutdown_grace: float = 5.0
-    idle_timeout: float = 1800.0
-    max_line_bytes: int = 64 << 20
-    max_mcp_servers: int = 64  # per session/new, load or resume, every transport counted
-    output: OutputLimits = field(default_factory=OutputLimits)
-    handle_signals: bool = True
-    #: MCP servers provided over ACP as stdio commands: (name, argv) pairs (`--provide-mcp`).
-    provide_mcp: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    state_dir: str | None = None  # None: $XDG_STATE_HOME/acp-green, else ~/.local/state/acp-green
-    ephemeral: bool = False  # keep sessions and usage in memory only
-    #: Serve ACP's stable schema only: its unstable methods answer -32601 and are not advertised (`--stable-only`).
-    stable_only: bool = False
-    #: The highest ACP version `initialize` negotiates: 2 (the v2 draft) or 1 (`--max-protocol-version`).
-    max_protocol_version: int = 2
-    #: Seconds the event loop may be held before a WARNING names what holds it; 0: never (blockwatch.py).
-    block_warning: float = 0.5
-    #: Write every line read and written to this trace file (`--trace`; the format: docs/TRACES.md).
-    trace: str | None = None
 
 
 class Server:

@@ -15,7 +15,7 @@ if ! command -v npm >/dev/null 2>&1; then
   echo "setup-node: node is installed but npm is not; install npm so the Node peers can be installed" >&2
   exit 1
 fi
-if [ -d node_modules/@agentclientprotocol/sdk ] && [ -d node_modules/@thinkwell/conductor ] && [ -x node_modules/.bin/acpx ] \
+if [ -d node_modules/@agentclientprotocol/sdk ] && [ -d node_modules/@thinkwell/conductor ] && [ -x node_modules/.bin/acpx ] && [ -d node_modules/ws ] \
    && [ node_modules/.package-lock.json -nt package-lock.json ]; then
   exit 0  # already installed from this lock file
 fi

@@ -34,7 +34,13 @@ def require_node_package(*parts: str) -> Path:
 def peer_report(script: str, workdir: Path, *serve_args: str, cwd: str | None = None) -> dict[str, Any]:
     """Run the peer tests/node/SCRIPT against `acp-green serve SERVE_ARGS` (over its pipes) and
     return the JSON report it prints; a peer that exits non-zero fails the test with its stderr."""
-    done = subprocess.run(["node", str(NODE_DIR / script), str(workdir), "--", sys.executable, "-m", "acp_green", "serve", *serve_args],
-                          capture_output=True, text=True, timeout=120, cwd=cwd)
+    return run_peer(script, str(workdir), "--", sys.executable, "-m", "acp_green", "serve", *serve_args, cwd=cwd)
+
+
+def run_peer(script: str, *args: str, cwd: str | None = None) -> dict[str, Any]:
+    """Run `node tests/node/SCRIPT ARGS...` and return the JSON report it prints; a peer that exits
+    non-zero fails the test with its stderr (a peer of an agent it does not launch, such as one
+    that connects to `acp-green serve --listen`, takes what it needs in ARGS)."""
+    done = subprocess.run(["node", str(NODE_DIR / script), *args], capture_output=True, text=True, timeout=120, cwd=cwd)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)

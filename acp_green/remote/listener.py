@@ -10,7 +10,6 @@ import logging
 import socket
 import ssl
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import gevent
 from gevent.greenlet import Greenlet
@@ -19,10 +18,7 @@ from gevent.server import StreamServer
 
 from .http import HttpSocket
 from .options import ListenOptions
-from .routes import PATH, AcpRoutes, RouteLimits
-
-if TYPE_CHECKING:
-    from ..server import Server
+from .routes import PATH, AcpRoutes, ConnectionHost, RouteLimits
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +43,7 @@ class RemoteListener:
         shown = f"[{host}]" if ":" in host else host
         return f"{self.options.scheme}://{shown}:{port}{PATH}"
 
-    def start(self, server: Server) -> None:
+    def start(self, server: ConnectionHost) -> None:
         options = self.options
         limits = RouteLimits(max_body_bytes=server.options.max_line_bytes, keepalive_interval=options.keepalive_interval,
                              idle_timeout=options.idle_timeout, max_session_streams=options.max_session_streams)

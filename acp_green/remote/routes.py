@@ -21,22 +21,20 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import gevent
 from gevent.greenlet import Greenlet
 from wsproto.utilities import generate_accept_token
 
 from ..client_connection import ClientConnection
-from ..rpc.channel import PushedMessages
-from ..rpc.transport import Line
+from ..rpc.channel import ByteWriter, Line, PushedMessages
+from ..serve_options import ServeOptions
+from ..sessions import SessionClaims
 from .auth import Authorize
 from .event_streams import SSE_KEEPALIVE, EventStreams, sse_event
 from .http import BodyTooLarge, HttpSocket, Request
 from .websocket import WebSocketLink
-
-if TYPE_CHECKING:
-    from ..server import Server
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +45,16 @@ SESSION_ID = "acp-session-id"
 SESSION_SCOPED = frozenset({"session/prompt", "session/cancel", "session/set_mode", "session/set_config_option", "session/close"})
 #: How long a POST of `initialize` waits for its answer before giving up (504).
 INITIALIZE_TIMEOUT = 30.0
+
+
+class ConnectionHost(Protocol):
+    """What the routes need of the process that serves (`server.Server`)."""
+
+    options: ServeOptions
+    claims: SessionClaims
+
+    def new_connection(self, destination: int | ByteWriter, name: str) -> ClientConnection:
+        """A connection of the process writing to `destination`; the caller serves it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +92,7 @@ class RemoteConnection:
 class AcpRoutes:
     """The connections of one listening `Server`, and the handling of each request to `/acp`."""
 
-    def __init__(self, server: Server, limits: RouteLimits, authorize: Authorize | None = None) -> None:
+    def __init__(self, server: ConnectionHost, limits: RouteLimits, authorize: Authorize | None = None) -> None:
         self.server = server
         self.limits = limits
         self.authorize = authorize

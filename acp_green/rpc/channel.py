@@ -11,12 +11,24 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Protocol
+from dataclasses import dataclass
+from typing import Protocol
 
 from gevent.event import Event
 
-if TYPE_CHECKING:
-    from .transport import Line
+
+@dataclass(slots=True)
+class Line:
+    """One framed input line, or a marker that the line was skipped: too long, or out of memory.
+
+    `request_id` is the id of a skipped request when its first bytes gave it away cheaply
+    (`request_id_of`), else None.
+    """
+
+    data: bytes
+    too_long: bool = False
+    out_of_memory: bool = False
+    request_id: int | str | None = None
 
 
 class ByteWriter(Protocol):

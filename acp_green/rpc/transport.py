@@ -23,7 +23,7 @@ import gevent.os
 from gevent.event import Event
 from gevent.greenlet import Greenlet
 
-from .channel import ByteWriter
+from .channel import ByteWriter, Line
 
 log = logging.getLogger(__name__)
 
@@ -76,20 +76,6 @@ def read_chunks(fd: int, size: int = 64 * 1024) -> Iterator[bytes]:
         if not chunk:
             return
         yield chunk
-
-
-@dataclass(slots=True)
-class Line:
-    """One framed input line, or a marker that the line was skipped: too long, or out of memory.
-
-    `request_id` is the id of a skipped request when its first bytes gave it away cheaply
-    (`request_id_of`), else None.
-    """
-
-    data: bytes
-    too_long: bool = False
-    out_of_memory: bool = False
-    request_id: int | str | None = None
 
 
 # The id of a request written as SDKs write one: `{"jsonrpc":"2.0","id":…,"method":…` at the

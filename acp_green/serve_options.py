@@ -1,0 +1,32 @@
+"""Everything `acp-green serve` can set, for the process and for each of its connections."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .rpc.transport import OutputLimits
+
+
+@dataclass(slots=True)
+class ServeOptions:
+    """Everything `acp-green serve` can set."""
+
+    max_background: int = 32
+    shutdown_grace: float = 5.0
+    idle_timeout: float = 1800.0
+    max_line_bytes: int = 64 << 20
+    max_mcp_servers: int = 64  # per session/new, load or resume, every transport counted
+    output: OutputLimits = field(default_factory=OutputLimits)
+    handle_signals: bool = True
+    #: MCP servers provided over ACP as stdio commands: (name, argv) pairs (`--provide-mcp`).
+    provide_mcp: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    state_dir: str | None = None  # None: $XDG_STATE_HOME/acp-green, else ~/.local/state/acp-green
+    ephemeral: bool = False  # keep sessions and usage in memory only
+    #: Serve ACP's stable schema only: its unstable methods answer -32601 and are not advertised (`--stable-only`).
+    stable_only: bool = False
+    #: The highest ACP version `initialize` negotiates: 2 (the v2 draft) or 1 (`--max-protocol-version`).
+    max_protocol_version: int = 2
+    #: Seconds the event loop may be held before a WARNING names what holds it; 0: never (blockwatch.py).
+    block_warning: float = 0.5
+    #: Write every line read and written to this trace file (`--trace`; the format: docs/TRACES.md).
+    trace: str | None = None

@@ -25,7 +25,7 @@ from websockets.sync.client import ClientConnection, connect
 
 from acp_green.tools.rig.schema import StreamChecker
 
-URL_LINE = re.compile(r"serving ACP at (http://[^ ]+/acp)")
+URL_LINE = re.compile(r"serving ACP at (https?://[^ ]+/acp)")
 BOUND = 30.0  # seconds any single wait may take before a test fails instead of hanging
 
 

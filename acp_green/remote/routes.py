@@ -188,6 +188,8 @@ class AcpRoutes:
         if isinstance(message, list):
             return _text(http, 501, "JSON-RPC batches are not supported: POST one message at a time")
         method = message.get("method") if isinstance(message, dict) else None
+        if not isinstance(method, str):
+            method = None  # not a request or notification: the connection answers it as it is
         if method == "initialize" and isinstance(message, dict) and "id" in message:
             if request.headers.get(CONNECTION_ID):
                 return _text(http, 400, "initialize starts a connection: send it without Acp-Connection-Id")

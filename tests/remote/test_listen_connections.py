@@ -148,3 +148,30 @@ def test_a_frame_over_the_line_limit_is_answered_and_the_connection_lives_on(lis
     error = peer.until(lambda m: "error" in m)
     assert error["error"]["code"] == -32600 and error["error"]["data"]["reason"] == "line_too_long"
     assert peer.new_session()
+
+
+def test_tls_serves_wss_and_https_with_the_given_certificate(listening, tmp_path):
+    import ssl
+    import subprocess
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    made = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+                           "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+                          capture_output=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+    agent = listening("--ephemeral", "--tls-cert", str(cert), "--tls-key", str(key))
+    assert agent.url.startswith("https://")
+    context = ssl.create_default_context(cafile=str(cert))
+    from websockets.sync.client import connect
+
+    from tests.remote_peers import WsPeer
+
+    peer = WsPeer(connect("wss" + agent.url[len("https"):], ssl=context, open_timeout=30).__enter__())
+    agent.peers.append(peer)
+    assert peer.initialize()["result"]["protocolVersion"] == 1
+    import http.client
+
+    conn = http.client.HTTPSConnection(agent.host, agent.port, context=context, timeout=30)
+    conn.request("DELETE", "/acp", headers={"Acp-Connection-Id": "nope"})
+    assert conn.getresponse().status == 404
+    conn.close()

@@ -125,6 +125,9 @@ def cli() -> None:
                    "unless the file holds it.")
 @click.option("--tls-key", "tls_key", type=click.Path(exists=True, dir_okay=False), default=None, metavar="FILE",
               help="With --tls-cert: the certificate's private key (PEM).")
+@click.option("--allow-origin", "allow_origin", multiple=True, metavar="ORIGIN",
+              help="With --listen: a web origin (scheme://host[:port]) whose pages may connect (repeatable). "
+                   "Requests from any other browser page are refused 403; clients outside a browser send no origin.")
 @click.option("--max-connections", type=click.IntRange(min=1), default=2048, show_default=True, metavar="N",
               help="With --listen: sockets served at once; more clients wait in the listen backlog.")
 @click.option("--connection-idle-timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
@@ -136,7 +139,7 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
           block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float, stable_only: bool,
           trace: str | None, max_protocol_version: int = 2, listen: str | None = None, token: str | None = None,
           tls_cert: str | None = None, tls_key: str | None = None, max_connections: int = 2048,
-          connection_idle_timeout: float = 600.0) -> None:
+          connection_idle_timeout: float = 600.0, allow_origin: tuple[str, ...] = ()) -> None:
     """Run an ACP agent on stdin/stdout (the main job: point your editor at this), or with
     --listen for many clients over WebSocket and Streamable HTTP.
 
@@ -149,7 +152,8 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     """
     remote = None
     if listen is None:
-        for name, value in (("--token", token), ("--tls-cert", tls_cert), ("--tls-key", tls_key)):
+        for name, value in (("--token", token), ("--tls-cert", tls_cert), ("--tls-key", tls_key),
+                            ("--allow-origin", allow_origin[0] if allow_origin else None)):
             if value is not None and not (name == "--token" and os.environ.get("ACP_GREEN_TOKEN") == value):
                 raise click.UsageError(f"{name} is for --listen: a stdio agent talks only to the editor that started it")
     else:
@@ -157,7 +161,7 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
             raise click.UsageError("--trace records the one connection of a stdio agent; it cannot be used with --listen")
         if tls_key is not None and tls_cert is None:
             raise click.UsageError("--tls-key needs --tls-cert")
-        remote = listen_options(listen, token, tls_cert, tls_key, max_connections, connection_idle_timeout)
+        remote = listen_options(listen, token, tls_cert, tls_key, max_connections, connection_idle_timeout, allow_origin)
     if monkey_patch:
         monkey_patch_now()
     from .process import logsetup
@@ -201,7 +205,7 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
 
 
 def listen_options(listen: str, token: str | None, tls_cert: str | None, tls_key: str | None, max_connections: int,
-                   idle_timeout: float) -> Any:
+                   idle_timeout: float, allow_origin: tuple[str, ...] = ()) -> Any:
     """`--listen` and its companions as a `remote.ListenOptions`; a usage error naming a bad one.
 
     Imports only what parses them: nothing gevent patches is imported before patching."""
@@ -216,8 +220,12 @@ def listen_options(listen: str, token: str | None, tls_cert: str | None, tls_key
         authorize = bearer_token(token) if token is not None else None
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--token") from None
+    for origin in allow_origin:
+        if "://" not in origin or origin.endswith("/") or origin != origin.strip():
+            raise click.BadParameter(f"{origin!r} is not an origin: scheme://host[:port], no path (for example "
+                                     "https://editor.example.com)", param_hint="--allow-origin")
     return ListenOptions(host=host, port=port, authorize=authorize, max_sockets=max_connections, idle_timeout=idle_timeout,
-                         certfile=tls_cert, keyfile=tls_key)
+                         allowed_origins=frozenset(allow_origin), certfile=tls_cert, keyfile=tls_key)
 
 
 def monkey_patch_now() -> None:

@@ -72,6 +72,16 @@ class EventStream:
         self._room.set()
         return lines
 
+    def put_back(self, lines: list[bytes]) -> None:
+        """Lines taken but never delivered (their reader left), first in line again."""
+        self._lines.extendleft(reversed(lines))
+        self.buffered += sum(len(line) for line in lines)
+        self._arrived.set()
+
+    def wake(self) -> None:
+        """End a reader's wait now (its client has gone)."""
+        self._arrived.set()
+
     def close(self) -> None:
         self.closed = True
         self._arrived.set()

@@ -46,7 +46,8 @@ class RemoteListener:
     def start(self, server: ConnectionHost) -> None:
         options = self.options
         limits = RouteLimits(max_body_bytes=server.options.max_line_bytes, keepalive_interval=options.keepalive_interval,
-                             idle_timeout=options.idle_timeout, max_session_streams=options.max_session_streams)
+                             idle_timeout=options.idle_timeout, max_session_streams=options.max_session_streams,
+                             allowed_origins=options.allowed_origins)
         self.routes = AcpRoutes(server, limits, options.authorize)
         ssl_args = {}
         if options.certfile:

@@ -27,6 +27,10 @@ class ListenOptions:
     head_timeout: float = 30.0
     max_head_bytes: int = 64 << 10
     max_session_streams: int = 1024
+    #: Web origins (scheme://host[:port]) whose pages may connect. A request that carries an Origin
+    #: header (a browser's) from anywhere else is refused 403: a page the user visits must not reach
+    #: an agent on their machine (`--allow-origin`). Clients outside a browser send no Origin.
+    allowed_origins: frozenset[str] = frozenset()
     certfile: str | None = None
     keyfile: str | None = None
 

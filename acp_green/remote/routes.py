@@ -8,7 +8,8 @@
   `Acp-Session-Id` a session's; `GET` with `Upgrade: websocket` makes a WebSocket connection.
 - `DELETE` ends the connection.
 
-Refusals, before any ACP message is read: 401 (the `Authorize` check), 404 (another path, an
+Refusals, before any ACP message is read: 403 (a browser page's Origin not allowed), 401 (the
+`Authorize` check), 404 (another path, an
 unknown connection), 405, 400 (a missing connection id or session id, ids that disagree), 406,
 409 (a session another connection holds, a stream already read), 413, 415, 501 (a batch).
 """
@@ -32,7 +33,7 @@ from ..rpc.channel import ByteWriter, Line, PushedMessages
 from ..serve_options import ServeOptions
 from ..sessions import SessionClaims
 from .auth import Authorize
-from .event_streams import SSE_KEEPALIVE, EventStreams, sse_event
+from .event_streams import SSE_KEEPALIVE, EventStream, EventStreams, sse_event
 from .http import BodyTooLarge, HttpSocket, Request
 from .websocket import WebSocketLink
 
@@ -66,6 +67,7 @@ class RouteLimits:
     idle_timeout: float = 600.0
     max_session_streams: int = 1024
     max_buffered_bytes: int = 1 << 20
+    allowed_origins: frozenset[str] = frozenset()
 
 
 @dataclass(eq=False)
@@ -143,6 +145,10 @@ class AcpRoutes:
         """Answer `request`; True if the socket may carry another request afterwards."""
         if request.path != PATH:
             return _text(http, 404, f"Not found: ACP is served at {PATH}")
+        origin = request.headers.get("origin")
+        if origin is not None and origin not in self.limits.allowed_origins:
+            return _text(http, 403, f"Forbidden: requests from the web origin {origin[:200]!r} are not allowed "
+                                    "(serve with --allow-origin to allow a page to connect)")
         if self.authorize is not None and not self.authorize(request.headers):
             return _text(http, 401, "Unauthorized: send the agent's token as 'Authorization: Bearer TOKEN'",
                          [("www-authenticate", 'Bearer realm="acp"')])
@@ -250,19 +256,27 @@ class AcpRoutes:
         if stream.reader_attached:
             return _text(http, 409, "That stream is already being read by another request")
         stream.reader_attached = True
+        hangup = gevent.spawn(_wait_for_hangup, http, stream)
         try:
             http.start_stream(200, [("content-type", "text/event-stream"), ("cache-control", "no-cache")])
-            while True:
+            while not hangup.ready():
                 remote.touch()
                 lines = stream.take(self.limits.keepalive_interval)
+                if hangup.ready():
+                    if lines:
+                        stream.put_back(lines)  # the client left before they were sent: the next reader gets them
+                    return False
                 if lines is None:
                     break
                 http.send_piece(b"".join(sse_event(line) for line in lines) if lines else SSE_KEEPALIVE)
+            else:
+                return False
             http.end_stream()
             return False
         except OSError:
             return False  # the client stopped reading: what it did not get is not sent again
         finally:
+            hangup.kill(block=False)
             stream.reader_attached = False
             remote.touch()
 
@@ -300,6 +314,20 @@ class AcpRoutes:
         if owner is not None and owner != remote.client.name:
             return f"Session {session_id[:200]} is open on another connection ({owner}); load it once that connection has ended"
         return None
+
+
+def _wait_for_hangup(http: HttpSocket, stream: EventStream) -> None:
+    """Return once the client of an event stream has gone, waking the stream's reader.
+
+    A stream's client sends nothing more on its socket, so whatever the socket yields (its end,
+    a reset, a stray byte) means the reader should stop: the stream is free for the next GET at
+    once, not only when a write to the dead socket fails.
+    """
+    try:
+        http.sock.recv(1)
+    except OSError:
+        pass
+    stream.wake()
 
 
 def _session_of(message: Any) -> str | None:

@@ -82,7 +82,7 @@ class WebSocketLink:
             while True:
                 for event in self._ws.events():
                     if isinstance(event, TextMessage):
-                        size += len(event.data)
+                        size += len(event.data.encode("utf-8", "surrogatepass"))  # the limit is in bytes, as on stdio
                         if size > self._max:
                             too_long, parts = True, []
                         elif not too_long:

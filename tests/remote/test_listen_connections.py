@@ -175,3 +175,14 @@ def test_tls_serves_wss_and_https_with_the_given_certificate(listening, tmp_path
     conn.request("DELETE", "/acp", headers={"Acp-Connection-Id": "nope"})
     assert conn.getresponse().status == 404
     conn.close()
+
+
+def test_the_frame_limit_counts_bytes_not_characters(listening):
+    """4,000 three-byte characters are 12,000 bytes: over a 4,096-byte limit as on stdio."""
+    agent = listening("--ephemeral", "--max-line-bytes", "4096")
+    peer = agent.ws()
+    peer.initialize()
+    peer.socket.send(json.dumps({"jsonrpc": "2.0", "id": 98, "method": "session/new",
+                                 "params": {"cwd": "/" + "€" * 4000, "mcpServers": []}}, ensure_ascii=False))
+    error = peer.until(lambda m: "error" in m)
+    assert error["error"]["data"]["reason"] == "line_too_long"

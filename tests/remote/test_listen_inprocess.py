@@ -165,3 +165,38 @@ def served_once():
     server.request_stop("test over")
     greenlet.join(timeout=BOUND)
     assert greenlet.dead and greenlet.value == 0
+
+
+def test_a_stream_whose_reader_left_is_free_for_the_next_reader_at_once(served):
+    """Without watching for the hangup the stream stays taken until a write fails: with a
+    keepalive this long, that would be past the test's bound."""
+    _server, listener = served(keepalive_interval=1000)
+    cid = _initialize(listener)
+    get = f"GET /acp HTTP/1.1\r\nHost: x\r\nAccept: text/event-stream\r\nAcp-Connection-Id: {cid}\r\n\r\n".encode()
+    first = _send(listener, get)
+    assert _read_until(first, b"\r\n\r\n").startswith(b"HTTP/1.1 200 ")
+    first.close()
+    with gevent.Timeout(BOUND):
+        while True:
+            again = _send(listener, get)
+            head = _read_until(again, b"\r\n")
+            if head.startswith(b"HTTP/1.1 200 "):
+                break
+            assert head.startswith(b"HTTP/1.1 409 "), head
+            again.close()
+            gevent.sleep(0.01)
+    again.close()
+
+
+def test_a_browser_pages_origin_is_refused_unless_allowed(served):
+    _server, listener = served(allowed_origins=frozenset({"https://editor.example"}))
+    body = b"{}"
+    for origin, status in (("https://evil.example", b"403"), ("null", b"403"), ("https://editor.example", b"400")):
+        sock = _send(listener, f"POST /acp HTTP/1.1\r\nHost: x\r\nOrigin: {origin}\r\nContent-Type: application/json\r\n"
+                               f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        assert _read_until(sock, b"\r\n").startswith(b"HTTP/1.1 " + status + b" "), origin
+        sock.close()
+    upgrade = ("GET /acp HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nOrigin: https://evil.example\r\n"
+               "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").encode()
+    sock = _send(listener, upgrade)
+    assert _read_until(sock, b"\r\n").startswith(b"HTTP/1.1 403 ")

@@ -6,7 +6,10 @@
 | `base.py` | `MemoryStore` (`--ephemeral`, the fallback) |
 | `session_record.py` | `SessionRecord`: what the store keeps of a session |
 | `turns.py` | what the store keeps of a turn (`TurnOutcome`, `StoredTurn`) and how history is read back (`HistoryPage`, `HistoryPosition`) |
-| `sqlite.py` | `SqliteStore`: one store thread owns the SQLite connection; the hub never touches the disk |
+| `sqlite.py` | `SqliteStore`: the store on the hub, handing typed work to the store thread; the hub never touches the disk |
+| `store_thread.py` | `StoreThread`: the one OS thread that owns the SQLite connection and runs the queued work in batches |
+| `waiting_writes.py` | `WaitingWrites`: writes the disk cannot take now, kept in order and retried; reads answered past them |
+| `backlog.py` | `HistoryBacklog`: history handed over and not committed yet, and the room a streaming turn waits for |
 | `operations.py` | the typed work the store thread runs: which operations write, which are handed over at once |
 | `statedb.py` | the schema and every SQL statement |
 | `statedir.py` | the state directory: where it is, opening it, falling back to memory |

@@ -19,6 +19,11 @@ from .turns import HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
 from ..usage import UsageRecord
 
 
+class StoreUnavailable(Exception):
+    """A read the store could not answer: its thread did not answer in time, the disk cannot be
+    read, or the store is closed."""
+
+
 class Operation:
     """One unit of work for the store thread, made with its fields in the order of `__slots__` (base class first).
 

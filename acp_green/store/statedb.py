@@ -1,6 +1,6 @@
 """The state database: schema, migration and the queries, on a plain sqlite3 connection.
 
-Nothing here knows about threads or gevent: the store thread (sqlite.py) and the
+Nothing here knows about threads or gevent: the store thread (store_thread.py) and the
 inspection commands (`acp-green sessions`, `acp-green usage`) both call these functions on a
 connection they own.
 

@@ -20,7 +20,8 @@ import pytest
 
 from acp_green.store import statedb
 from acp_green.store.session_record import SessionRecord
-from acp_green.store.sqlite import SqliteStore, is_unusable
+from acp_green.store.sqlite import SqliteStore
+from acp_green.store.store_thread import is_unusable
 from acp_green.store.turns import TurnOutcome
 from acp_green.usage import UsageRecord
 from tests.helpers import wait_until
@@ -95,7 +96,7 @@ def test_a_full_disk_keeps_writes_waiting_and_writes_them_once_space_is_freed(tm
 def test_writes_the_disk_never_takes_are_counted_at_close(tmp_path, monkeypatch, caplog):
     path = statedb.db_path(str(tmp_path / "state"))
     disk = DiskFull(monkeypatch)
-    monkeypatch.setattr("acp_green.store.sqlite.CLOSE_RETRY", 0.3)
+    monkeypatch.setattr("acp_green.store.waiting_writes.CLOSE_RETRY", 0.3)
     store = SqliteStore(path)
     disk.full = True
     write_a_session(store, "late")
@@ -307,7 +308,7 @@ def test_serve_on_a_full_filesystem_keeps_sessions_and_says_so_in_its_stats(laun
 def test_writes_waiting_for_the_disk_are_bounded_further_ones_dropped_counted_said_once(tmp_path, monkeypatch, caplog):
     path = statedb.db_path(str(tmp_path / "state"))
     disk = DiskFull(monkeypatch)
-    monkeypatch.setattr("acp_green.store.sqlite.WAITING_WRITES_LIMIT", 6)
+    monkeypatch.setattr("acp_green.store.waiting_writes.WAITING_WRITES_LIMIT", 6)
     store = SqliteStore(path)
     try:
         disk.full = True

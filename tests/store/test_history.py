@@ -454,7 +454,7 @@ def test_a_streaming_turn_waits_for_the_disk_instead_of_growing_the_backlog(tmp_
                 store.wait_for_history_room(token)
 
         producer = gevent.spawn(turn)
-        assert wait_until(lambda: len(handed) >= 21 and store._room_wanted, timeout=30)
+        assert wait_until(lambda: len(handed) >= 21 and store._backlog.room_wanted, timeout=30)
         gevent.sleep(0.3)
         assert not producer.dead and len(handed) < 40, len(handed)  # held back, not racing to the bound
         token.set()  # a cancelled turn stops waiting: what it hands over now may be dropped

@@ -88,7 +88,7 @@ def test_busy_database_is_retried_not_abandoned(tmp_path, monkeypatch, caplog):
     """Layout: a database another process holds locked is waited for and retried; the store does
     not fall back to memory, and the write lands once the lock is released."""
     monkeypatch.setattr(statedb, "BUSY_TIMEOUT_MS", 50)  # each attempt waits 50 ms, not 5 s
-    caplog.set_level(logging.INFO, logger="acp_green.store.sqlite")
+    caplog.set_level(logging.INFO, logger="acp_green.store.waiting_writes")
     state = str(tmp_path / "state")
     store = open_store(state)
     assert isinstance(store, SqliteStore)

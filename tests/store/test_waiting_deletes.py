@@ -1,4 +1,4 @@
-"""While the disk cannot take writes (store/sqlite.WaitingWrites), reads see the waiting writes:
+"""While the disk cannot take writes (store/waiting_writes.WaitingWrites), reads see the waiting writes:
 a waiting delete hides the session from load and list, whether it was saved on disk already or
 only waits itself."""
 

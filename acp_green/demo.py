@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import shlex
 from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from typing import Any, TypeVar, overload
 
 from . import content
@@ -22,10 +23,12 @@ NOTICE_SEVERITIES = ("info", "warning", "error")
 COMPACTION_SUMMARY = ("The demo compacted nothing: ", "this is its summary.")
 ASK_FORM = {"properties": {"answer": {"type": "string", "title": "Answer"}}, "required": ["answer"]}
 
-CommandHandler = Callable[["DemoAgent", Turn, str], str]
-# A handler keeps its own type when registered: the command classes are bases of DemoAgent.
+#: A command as registered: a method of a command group, called with the group, the turn and the arguments.
+CommandHandler = Callable[[Any, Turn, str], str]
+#: A command bound to the group object that runs it: called with the turn and the arguments.
+BoundCommand = Callable[[Turn, str], str]
+# A handler keeps its own type when registered: it stays an ordinary method of its group.
 _Handler = TypeVar("_Handler", bound=CommandHandler)
-
 
 
 def _seconds(args: str) -> float | None:
@@ -41,6 +44,8 @@ class SlashCommands(Sequence[Command]):
 
     It is a sequence of `Command`, so the agent's `commands` (what `available_commands_update`
     carries) is this very object: a name is advertised exactly when a handler is registered.
+    Handlers are methods of command groups (`PacingCommands`...); `bind` ties each to the group
+    object an agent holds, and the agent dispatches through what it returns.
     """
 
     def __init__(self) -> None:
@@ -61,6 +66,17 @@ class SlashCommands(Sequence[Command]):
         """The handler of `/name`, or None when no such command is registered."""
         entry = self._entries.get(name)
         return entry[1] if entry else None
+
+    def bind(self, *groups: object) -> dict[str, BoundCommand]:
+        """Every command, by name, bound to the one of `groups` whose class defines its handler;
+        ValueError naming a command none of them defines (it would be advertised and never run)."""
+        bound: dict[str, BoundCommand] = {}
+        for name, (_, handler) in self._entries.items():
+            owner = next((group for group in groups if vars(type(group)).get(handler.__name__) is handler), None)
+            if owner is None:
+                raise ValueError(f"the demo command /{name} belongs to none of the command groups given")
+            bound[name] = partial(handler, owner)
+        return bound
 
     @overload
     def __getitem__(self, index: int) -> Command: ...
@@ -85,10 +101,10 @@ MAX_STREAM_CHUNK = 1 << 20
 
 
 class PacingCommands:
-    """The demo's commands that pace a turn: a stream of chunks, a cancellable sleep, a wait for the cancel."""
+    """The demo's command group that paces a turn: a stream of chunks, a cancellable sleep, a wait for the cancel."""
 
     @DEMO_COMMANDS("stream", "Stream N numbered chunks of SIZE bytes", "N [SIZE]")
-    def _cmd_stream(self, turn: Turn, args: str) -> str:
+    def stream(self, turn: Turn, args: str) -> str:
         parts = args.split()
         try:
             count = int(parts[0])
@@ -108,7 +124,7 @@ class PacingCommands:
         return "end_turn"
 
     @DEMO_COMMANDS("sleep", "Wait SECONDS (cancellable)", "SECONDS")
-    def _cmd_sleep(self, turn: Turn, args: str) -> str:
+    def sleep(self, turn: Turn, args: str) -> str:
         seconds = _seconds(args)
         if seconds is None:
             turn.say("usage: /sleep SECONDS")
@@ -116,16 +132,17 @@ class PacingCommands:
         return "end_turn" if turn.sleep(seconds) else "cancelled"
 
     @DEMO_COMMANDS("wait", "Wait until cancelled")
-    def _cmd_wait(self, turn: Turn, args: str) -> str:
+    def wait(self, turn: Turn, args: str) -> str:
         turn.wait_cancelled()
         return "cancelled"
 
 
 class ClientCommands:
-    """The demo's commands that act through the client, each as a tool call: files, MCP, terminals, a diff, a form."""
+    """The demo's command group that acts through the client, each command as a tool call: files,
+    MCP, terminals, a diff, a form."""
 
     @DEMO_COMMANDS("read", "Read a file through the client", "PATH")
-    def _cmd_read(self, turn: Turn, args: str) -> str:
+    def read(self, turn: Turn, args: str) -> str:
         path = args
         # Each tool call gets a fresh id from the runtime: ACP wants them unique within a session.
         tool = turn.tool_call(title=f"Read {path}", kind="read", status="in_progress", locations=[path] if path else [])
@@ -139,7 +156,7 @@ class ClientCommands:
         return "end_turn"
 
     @DEMO_COMMANDS("write", "Write a file through the client, after asking", "PATH TEXT")
-    def _cmd_write(self, turn: Turn, args: str) -> str:
+    def write(self, turn: Turn, args: str) -> str:
         path, _, content = args.partition(" ")
         locations = [path] if path else []
         tool = turn.tool_call(title=f"Write {path}", kind="edit", status="pending", locations=locations)
@@ -161,7 +178,7 @@ class ClientCommands:
         return "end_turn"
 
     @DEMO_COMMANDS("mcp", "Call a tool on an MCP server of this session", "SERVER TOOL [JSON]")
-    def _cmd_mcp(self, turn: Turn, args: str) -> str:
+    def mcp(self, turn: Turn, args: str) -> str:
         parts = args.split(None, 2)  # SERVER TOOL [JSON]: the JSON keeps its quotes and spaces
         if len(parts) < 2:
             turn.say("usage: /mcp SERVER TOOL [JSON]")
@@ -192,7 +209,7 @@ class ClientCommands:
         return "end_turn"
 
     @DEMO_COMMANDS("term", "Run a command in a client terminal and report its exit code", "COMMAND [ARGS...]")
-    def _cmd_term(self, turn: Turn, args: str) -> str:
+    def term(self, turn: Turn, args: str) -> str:
         try:
             argv = shlex.split(args)
         except ValueError as exc:
@@ -222,7 +239,7 @@ class ClientCommands:
         return "end_turn"
 
     @DEMO_COMMANDS("diff", "Propose a change to a file, shown as a diff", "PATH")
-    def _cmd_diff(self, turn: Turn, args: str) -> str:
+    def diff(self, turn: Turn, args: str) -> str:
         path = args
         if not path:
             turn.say("usage: /diff PATH")
@@ -240,7 +257,7 @@ class ClientCommands:
         return "end_turn"
 
     @DEMO_COMMANDS("ask", "Ask the user a question with a form and repeat the answer", "QUESTION")
-    def _cmd_ask(self, turn: Turn, args: str) -> str:
+    def ask(self, turn: Turn, args: str) -> str:
         question = args or "What should I say?"
         if not turn.can_elicit:
             turn.say("cannot ask: the client did not advertise form elicitation")
@@ -255,15 +272,15 @@ class ClientCommands:
 
 
 class ReportCommands:
-    """The demo's commands that only report: a plan, thoughts, the prompt's images, a failure on
+    """The demo's command group that only reports: a plan, thoughts, the prompt's images, a failure on
     purpose, a notice, a compaction, and a long tool call a client may cancel alone (ACP v2)."""
 
     @DEMO_COMMANDS("fail", "Raise an error inside the agent")
-    def _cmd_fail(self, turn: Turn, args: str) -> str:
+    def fail(self, turn: Turn, args: str) -> str:
         raise RuntimeError("demo failure requested by /fail")
 
     @DEMO_COMMANDS("plan", "Show a plan")
-    def _cmd_plan(self, turn: Turn, args: str) -> str:
+    def plan(self, turn: Turn, args: str) -> str:
         steps = ["Read the question", "Think about it", "Answer"]
         entries: list[PlanEntry] = [{"content": s, "priority": "medium", "status": "pending"} for s in steps]
         turn.plan(entries)
@@ -274,14 +291,14 @@ class ReportCommands:
         return "end_turn"
 
     @DEMO_COMMANDS("think", "Show some reasoning")
-    def _cmd_think(self, turn: Turn, args: str) -> str:
+    def think(self, turn: Turn, args: str) -> str:
         for thought in ("Considering the request. ", "Weighing the options. ", "Deciding."):
             turn.think(thought)
         turn.say("done thinking")
         return "end_turn"
 
     @DEMO_COMMANDS("image", "Describe the images sent with this prompt")
-    def _cmd_image(self, turn: Turn, args: str) -> str:
+    def image(self, turn: Turn, args: str) -> str:
         from .blocks import ImageBlock
 
         images = [b for b in turn.blocks if isinstance(b, ImageBlock)]
@@ -297,7 +314,7 @@ class ReportCommands:
         return "end_turn"
 
     @DEMO_COMMANDS("notice", "Send a notice (when the client shows notices)", "[info|warning|error] TITLE")
-    def _cmd_notice(self, turn: Turn, args: str) -> str:
+    def notice(self, turn: Turn, args: str) -> str:
         severity, _, rest = args.strip().partition(" ")
         if severity not in NOTICE_SEVERITIES or not rest.strip():
             severity, rest = "info", args.strip()
@@ -310,7 +327,7 @@ class ReportCommands:
         return "end_turn"
 
     @DEMO_COMMANDS("compact", "Report a context compaction with its summary (when the client shows them)")
-    def _cmd_compact(self, turn: Turn, args: str) -> str:
+    def compact(self, turn: Turn, args: str) -> str:
         if not turn.can_show_compaction:
             turn.say("the client did not advertise session.compaction: no compaction reported")
             return "end_turn"
@@ -322,7 +339,7 @@ class ReportCommands:
         return "end_turn"
 
     @DEMO_COMMANDS("longtool", "A tool call that runs SECONDS; a client may cancel it alone", "SECONDS")
-    def _cmd_longtool(self, turn: Turn, args: str) -> str:
+    def longtool(self, turn: Turn, args: str) -> str:
         seconds = _seconds(args)
         if seconds is None:
             turn.say("usage: /longtool SECONDS")
@@ -339,8 +356,9 @@ class ReportCommands:
         return "end_turn"
 
 
-class DemoAgent(PacingCommands, ClientCommands, ReportCommands, Agent):
-    """Deterministic: echoes text and obeys a small slash-command grammar (its commands are its bases, in README order)."""
+class DemoAgent(Agent):
+    """Deterministic: echoes text and obeys a small slash-command grammar (its commands are held
+    in command groups; DEMO_COMMANDS advertises them in README order and binds each to its group)."""
 
     name = "acp-green-demo"
     title = "acp_green demo agent"
@@ -362,14 +380,17 @@ class DemoAgent(PacingCommands, ClientCommands, ReportCommands, Agent):
     commands = DEMO_COMMANDS
     accepts_images = True
 
+    def __init__(self) -> None:
+        self._commands = DEMO_COMMANDS.bind(PacingCommands(), ClientCommands(), ReportCommands())
+
     def prompt(self, turn: Turn) -> str | None:
         text = turn.text.strip()
         if not text.startswith("/"):
             reason = self._echo(turn, turn.text)
         else:
             command, _, rest = text[1:].partition(" ")
-            handler = DEMO_COMMANDS.handler(command)
-            reason = handler(self, turn, rest.strip()) if handler else self._echo(turn, turn.text)
+            run = self._commands.get(command)
+            reason = run(turn, rest.strip()) if run else self._echo(turn, turn.text)
         self._report_usage(turn)
         return reason
 

@@ -283,11 +283,13 @@ class SessionRegistry:
             raise UnknownSession(session_id)
         session = self._live.get(session_id)
         if session is None:
-            record = self._store.load_session(session_id)
-            if record is None:
-                raise UnknownSession(session_id)
+            # Claimed before the store is read (a yield): a delete or a load by another connection
+            # meanwhile is refused, rather than both succeeding and the deleted session coming back.
             self._claims.claim(session_id, self.owner)
             try:
+                record = self._store.load_session(session_id)
+                if record is None:
+                    raise UnknownSession(session_id)
                 stored = self._store.load_state(session_id)
             except BaseException:
                 if session_id not in self._live:

@@ -11,9 +11,11 @@ line goes to one stream, where it waits for the client's GET that reads that str
 - a notification or request of ours that names a session goes to that session's stream when
   there is one, else to the connection's.
 
-Each stream holds at most `max_buffered` bytes: past that the writer waits for the client to
-read (the connection's output backlog then grows, and ACP's pacing and `output_backlog` take
-over), as it would on a pipe that is not read.
+A stream being read holds at most `max_buffered` bytes, and all streams of the connection
+together four times that: past either the writer waits for the client to read (the
+connection's output backlog then grows, and ACP's pacing and `output_backlog` take over), as it
+would on a pipe that is not read. A stream nobody reads yet (a session whose stream the client
+has still to open) does not hold up the others until that total is reached.
 """
 
 from __future__ import annotations
@@ -33,29 +35,32 @@ SESSION_OPENING = frozenset({"session/new", "session/load", "session/resume", "s
 _CONNECTION = ""  # the route of an answer that belongs on the connection's stream
 
 
+class Unread:
+    """What every stream of one connection holds unread, in bytes, and a wake-up when some is read."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.read = Event()
+
+
 class EventStream:
     """One stream's messages waiting for its reader, and whether a reader is attached."""
 
-    def __init__(self) -> None:
+    def __init__(self, unread: Unread) -> None:
         self._lines: deque[bytes] = deque()
+        self._unread = unread
         self.buffered = 0
         self.reader_attached = False
         self.closed = False
         self._arrived = Event()
-        self._room = Event()
-        self._room.set()
 
     def put(self, line: bytes) -> None:
         if self.closed:
             return
         self._lines.append(line)
         self.buffered += len(line)
+        self._unread.total += len(line)
         self._arrived.set()
-
-    def wait_for_room(self, max_buffered: int) -> None:
-        while self.buffered > max_buffered and not self.closed:
-            self._room.clear()
-            self._room.wait()
 
     def take(self, timeout: float) -> list[bytes] | None:
         """What waits now (at least one line), [] after `timeout` with nothing, None once closed and empty."""
@@ -68,14 +73,17 @@ class EventStream:
                 return None if self.closed else []
         lines = list(self._lines)
         self._lines.clear()
+        self._unread.total -= self.buffered
         self.buffered = 0
-        self._room.set()
+        self._unread.read.set()
         return lines
 
     def put_back(self, lines: list[bytes]) -> None:
         """Lines taken but never delivered (their reader left), first in line again."""
+        size = sum(len(line) for line in lines)
         self._lines.extendleft(reversed(lines))
-        self.buffered += sum(len(line) for line in lines)
+        self.buffered += size
+        self._unread.total += size
         self._arrived.set()
 
     def wake(self) -> None:
@@ -85,14 +93,15 @@ class EventStream:
     def close(self) -> None:
         self.closed = True
         self._arrived.set()
-        self._room.set()
+        self._unread.read.set()
 
 
 class EventStreams:
     """The `ByteWriter` of one Streamable HTTP connection: routes each line to its stream."""
 
     def __init__(self, max_buffered: int, max_session_streams: int) -> None:
-        self.connection_stream = EventStream()
+        self._unread = Unread()
+        self.connection_stream = EventStream(self._unread)
         self.session_streams: dict[str, EventStream] = {}
         self._max_buffered = max_buffered
         self._max_session_streams = max_session_streams
@@ -120,7 +129,7 @@ class EventStreams:
         if stream is None:
             if len(self.session_streams) >= self._max_session_streams or self.closed:
                 return None
-            stream = self.session_streams[session_id] = EventStream()
+            stream = self.session_streams[session_id] = EventStream(self._unread)
         return stream
 
     @property
@@ -136,9 +145,20 @@ class EventStreams:
             if line:
                 stream = self._route(line)
                 if stream is not None:
+                    self._wait_for_room(stream, len(line))
                     stream.put(line)
-                    stream.wait_for_room(self._max_buffered)
         return len(data)
+
+    def _wait_for_room(self, stream: EventStream, size: int) -> None:
+        """Hold the writer until `size` more bytes fit: in a stream being read, `max_buffered` (the
+        client reads slowly); in all streams together, four times that (a stream nobody reads).
+        A line bigger than the bound alone still goes once what was before it has been read."""
+        unread = self._unread
+        limit = self._max_buffered
+        while not self.closed and ((stream.reader_attached and stream.buffered and stream.buffered + size > limit)
+                                   or (unread.total and unread.total + size > 4 * limit)):
+            unread.read.clear()
+            unread.read.wait()
 
     def close(self) -> None:
         """The connection ended: each stream's reader gets what is left, then its end."""
@@ -146,6 +166,7 @@ class EventStreams:
         self.connection_stream.close()
         for stream in self.session_streams.values():
             stream.close()
+        self._unread.read.set()
         for result in self._captured.values():
             if not result.ready():
                 result.set(None)

@@ -64,18 +64,33 @@ def test_session_streams_are_bounded():
     assert streams.session_stream("a") is streams.session_streams["a"]
 
 
-def test_the_writer_waits_while_a_stream_is_full_and_goes_on_once_it_is_read():
+def test_the_writer_waits_while_a_stream_being_read_is_full_and_goes_on_once_it_is_read():
     streams = EventStreams(100, 8)
+    streams.connection_stream.reader_attached = True
     line = _line({"jsonrpc": "2.0", "method": "x", "params": {"pad": "p" * 200}})
     writer = gevent.spawn(streams.write, memoryview(line + line))
     gevent.sleep(0.05)
-    assert not writer.ready()  # one line is over the bound: the second waits for a reader
-    assert len(streams.connection_stream.take(1)) == 1
-    gevent.sleep(0.05)
-    assert not writer.ready()  # the second line is over the bound too: like a full pipe, it waits to be read
+    assert not writer.ready()  # one line is over the bound alone: the second waits, as on a full pipe
     assert len(streams.connection_stream.take(1)) == 1
     writer.join(timeout=5)
-    assert writer.ready()
+    assert writer.ready() and len(streams.connection_stream.take(1)) == 1
+
+
+def test_streams_nobody_reads_hold_four_bounds_in_all_and_then_the_writer_waits():
+    streams = EventStreams(1000, 8)
+    streams.session_stream("unread")
+    update = _line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "unread", "pad": "p" * 400}})
+    writer = gevent.spawn(lambda: [streams.write(memoryview(update)) for _ in range(20)])
+    gevent.sleep(0.05)
+    assert not writer.ready()
+    assert 3000 < streams.session_streams["unread"].buffered <= 4000
+    answer = gevent.spawn(streams.write, memoryview(_line({"jsonrpc": "2.0", "id": 1, "result": {}})))
+    gevent.sleep(0.05)
+    assert not answer.ready()  # nothing goes past the bound, even to another stream
+    with gevent.Timeout(5):
+        while not (writer.ready() and answer.ready()):  # read at last: every write goes on
+            streams.session_streams["unread"].take(0.01)
+    assert len(streams.connection_stream.take(0)) == 1
 
 
 def test_the_end_of_the_connection_releases_a_waiting_writer_and_ends_every_stream():

@@ -150,6 +150,18 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/agent/test_content_and_elicitation.py", "tests/agent/test_terminals.py",
         "tests/agent/test_update_checks.py", "tests/agent/test_tool_call_ids.py",
     ]),
+    "turn_output": ("agent-api", "acp_green/turn_output.py", [
+        "tests/agent/test_turn_client_facing.py", "tests/agent/test_update_checks.py",
+        "tests/agent/test_tool_call_ids.py", "tests/agent/test_notices_and_compaction.py", "tests/agent/test_v2_methods.py",
+    ]),
+    "turn_requests": ("agent-api", "acp_green/turn_requests.py", [
+        "tests/agent/test_turn_client_facing.py", "tests/agent/test_update_checks.py", "tests/agent/test_read_answer_shapes.py",
+        "tests/agent/test_content_and_elicitation.py", "tests/agent/test_v2_methods.py",
+    ]),
+    "turn_runtime": ("agent-api", "acp_green/turn_runtime.py", [
+        "tests/agent/test_session_settings.py", "tests/agent/test_terminals.py", "tests/agent/test_v2_methods.py",
+        "tests/sessions/test_history_edges.py", "tests/sessions/test_session_state.py",
+    ]),
     "update_checks": ("agent-api", "acp_green/update_checks.py", [
         "tests/agent/test_update_checks.py", "tests/agent/test_tool_call_ids.py",
     ]),

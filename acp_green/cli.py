@@ -128,8 +128,10 @@ def cli() -> None:
 @click.option("--allow-origin", "allow_origin", multiple=True, metavar="ORIGIN",
               help="With --listen: a web origin (scheme://host[:port]) whose pages may connect (repeatable). "
                    "Requests from any other browser page are refused 403; clients outside a browser send no origin.")
-@click.option("--max-connections", type=click.IntRange(min=1), default=2048, show_default=True, metavar="N",
-              help="With --listen: sockets served at once; more clients wait in the listen backlog.")
+@click.option("--max-connections", type=click.IntRange(min=1), default=1024, show_default=True, metavar="N",
+              help="With --listen: ACP connections served at once, WebSocket and Streamable HTTP together; another "
+                   "initialize or upgrade is refused 503. Sockets are bounded at four per connection (more clients "
+                   "wait in the listen backlog).")
 @click.option("--connection-idle-timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
               metavar="SECONDS",
               help="With --listen: end a Streamable HTTP connection after this long with no request and no event "
@@ -138,7 +140,7 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
           max_line_bytes: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
           block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float, stable_only: bool,
           trace: str | None, max_protocol_version: int = 2, listen: str | None = None, token: str | None = None,
-          tls_cert: str | None = None, tls_key: str | None = None, max_connections: int = 2048,
+          tls_cert: str | None = None, tls_key: str | None = None, max_connections: int = 1024,
           connection_idle_timeout: float = 600.0, allow_origin: tuple[str, ...] = ()) -> None:
     """Run an ACP agent on stdin/stdout (the main job: point your editor at this), or with
     --listen for many clients over WebSocket and Streamable HTTP.
@@ -224,7 +226,8 @@ def listen_options(listen: str, token: str | None, tls_cert: str | None, tls_key
         if "://" not in origin or origin.endswith("/") or origin != origin.strip():
             raise click.BadParameter(f"{origin!r} is not an origin: scheme://host[:port], no path (for example "
                                      "https://editor.example.com)", param_hint="--allow-origin")
-    return ListenOptions(host=host, port=port, authorize=authorize, max_sockets=max_connections, idle_timeout=idle_timeout,
+    return ListenOptions(host=host, port=port, authorize=authorize, max_connections=max_connections,
+                         max_sockets=4 * max_connections, idle_timeout=idle_timeout,
                          allowed_origins=frozenset(allow_origin), certfile=tls_cert, keyfile=tls_key)
 
 

@@ -133,14 +133,46 @@ class HttpSocket:
         data, _closed = self._h11.trailing_data
         return bytes(data)
 
-    def reusable(self) -> bool:
-        """Ready for the client's next request on this socket (keep-alive), after a whole exchange."""
+    def reusable(self, unread_limit: int = _RECV) -> bool:
+        """Ready for the client's next request on this socket (keep-alive), after a whole exchange.
+
+        A body the route did not read (a GET's empty one, a refused POST's) is read past first,
+        up to `unread_limit` bytes: a longer one costs the socket instead.
+        """
+        if self._h11.our_state is h11.DONE and self._h11.their_state is h11.SEND_BODY:
+            skipped = 0
+            try:
+                with gevent.Timeout(self._head_timeout):
+                    while self._h11.their_state is h11.SEND_BODY:
+                        event = self._next_event()
+                        if isinstance(event, h11.Data):
+                            skipped += len(event.data)
+                            if skipped > unread_limit:
+                                return False
+                        elif not isinstance(event, h11.EndOfMessage):
+                            return False
+            except (gevent.Timeout, OSError, h11.RemoteProtocolError):
+                return False
         if self._h11.our_state is h11.DONE and self._h11.their_state is h11.DONE:
             self._h11.start_next_cycle()
             return True
         return False
 
-    def close(self) -> None:
+    def close(self, linger: float = 2.0) -> None:
+        """Close the socket once the client has had our last response.
+
+        Closing with bytes of the client's still unread makes the kernel send a reset, which can
+        destroy that response before the client reads it (a 401 or 413 to a big POST): so our
+        side is shut first and what the client still sends is read and dropped, for at most
+        `linger` seconds.
+        """
+        try:
+            self.sock.shutdown(socket.SHUT_WR)
+            with gevent.Timeout(linger, False):
+                while self.sock.recv(_RECV):
+                    pass
+        except OSError:
+            pass
         try:
             self.sock.close()
         except OSError:

@@ -47,7 +47,7 @@ class RemoteListener:
         options = self.options
         limits = RouteLimits(max_body_bytes=server.options.max_line_bytes, keepalive_interval=options.keepalive_interval,
                              idle_timeout=options.idle_timeout, max_session_streams=options.max_session_streams,
-                             allowed_origins=options.allowed_origins)
+                             allowed_origins=options.allowed_origins, max_connections=options.max_connections)
         self.routes = AcpRoutes(server, limits, options.authorize)
         ssl_args = {}
         if options.certfile:

@@ -19,7 +19,11 @@ class ListenOptions:
     port: int = 0  # 0: a free port, which `RemoteListener.url` then names
     #: Run on every request and upgrade; None: anyone who reaches the port may connect (`--token`).
     authorize: Authorize | None = None
-    max_sockets: int = 2048
+    #: ACP connections at once (HTTP and WebSocket together); another initialize or upgrade gets 503.
+    max_connections: int = 1024
+    #: Sockets at once; more clients wait in the listen backlog. A Streamable HTTP client holds
+    #: one per open event stream beside those it POSTs on, so this is a few per connection.
+    max_sockets: int = 4096
     #: An HTTP connection with no request and no stream open for this long ends (its sessions stay stored).
     idle_timeout: float = 600.0
     keepalive_interval: float = 15.0

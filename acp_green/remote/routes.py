@@ -11,11 +11,13 @@
 Refusals, before any ACP message is read: 403 (a browser page's Origin not allowed), 401 (the
 `Authorize` check), 404 (another path, an
 unknown connection), 405, 400 (a missing connection id or session id, ids that disagree), 406,
-409 (a session another connection holds, a stream already read), 413, 415, 501 (a batch).
+409 (a session another connection holds, a stream already read), 413, 415, 501 (a batch), 503
+(as many connections as the agent serves at once, or shutting down).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import time
@@ -68,6 +70,8 @@ class RouteLimits:
     max_session_streams: int = 1024
     max_buffered_bytes: int = 1 << 20
     allowed_origins: frozenset[str] = frozenset()
+    #: ACP connections at once, HTTP and WebSocket together; more are refused 503.
+    max_connections: int = 1024
 
 
 @dataclass(eq=False)
@@ -223,6 +227,9 @@ class AcpRoutes:
         return _empty(http, 202)
 
     def _initialize(self, http: HttpSocket, body: bytes, request_id: Any, peer: str) -> bool:
+        if len(self.connections) >= self.limits.max_connections:
+            return _text(http, 503, f"This agent serves {self.limits.max_connections} connections already; "
+                                    "end one (DELETE) or try again later", [("retry-after", "5")])
         streams = EventStreams(self.limits.max_buffered_bytes, self.limits.max_session_streams)
         answer = streams.capture_answer(request_id)
         remote = self._open("http", streams, peer)
@@ -276,7 +283,7 @@ class AcpRoutes:
         except OSError:
             return False  # the client stopped reading: what it did not get is not sent again
         finally:
-            hangup.kill(block=False)
+            hangup.kill(block=True, timeout=1)  # its recv must be over before the socket is read or closed
             stream.reader_attached = False
             remote.touch()
 
@@ -289,8 +296,14 @@ class AcpRoutes:
 
     def _upgrade(self, http: HttpSocket, request: Request, peer: str) -> None:
         key = request.headers.get("sec-websocket-key")
-        if key is None or request.headers.get("sec-websocket-version") != "13":
-            _text(http, 400, "A WebSocket upgrade needs Sec-WebSocket-Key and Sec-WebSocket-Version: 13", close=True)
+        if not _valid_websocket_key(key) or request.headers.get("sec-websocket-version") != "13":
+            _text(http, 400, "A WebSocket upgrade needs Sec-WebSocket-Key (16 bytes, base64) and Sec-WebSocket-Version: 13",
+                  close=True)
+            return
+        assert key is not None
+        if len(self.connections) >= self.limits.max_connections:
+            _text(http, 503, f"This agent serves {self.limits.max_connections} connections already; try again later",
+                  [("retry-after", "5")], close=True)
             return
         # The link exists before the 101 is sent, so the connection id is known for its header.
         link = WebSocketLink(http.sock, b"", self.limits.max_body_bytes)
@@ -314,6 +327,16 @@ class AcpRoutes:
         if owner is not None and owner != remote.client.name:
             return f"Session {session_id[:200]} is open on another connection ({owner}); load it once that connection has ended"
         return None
+
+
+def _valid_websocket_key(key: str | None) -> bool:
+    """A client's Sec-WebSocket-Key is a base64-encoded 16-byte nonce (RFC 6455, 4.1)."""
+    if key is None:
+        return False
+    try:
+        return len(base64.b64decode(key.strip().encode("ascii"), validate=True)) == 16
+    except (ValueError, UnicodeEncodeError):
+        return False
 
 
 def _wait_for_hangup(http: HttpSocket, stream: EventStream) -> None:

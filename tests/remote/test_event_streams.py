@@ -85,8 +85,6 @@ def test_streams_nobody_reads_hold_four_bounds_in_all_and_then_the_writer_waits(
     assert not writer.ready()
     assert 3000 < streams.session_streams["unread"].buffered <= 4000
     answer = gevent.spawn(streams.write, memoryview(_line({"jsonrpc": "2.0", "id": 1, "result": {}})))
-    gevent.sleep(0.05)
-    assert not answer.ready()  # nothing goes past the bound, even to another stream
     with gevent.Timeout(5):
         while not (writer.ready() and answer.ready()):  # read at last: every write goes on
             streams.session_streams["unread"].take(0.01)

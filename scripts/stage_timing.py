@@ -48,7 +48,7 @@ STAGES = (
     (endpoint.Endpoint, "_run_control", "    Endpoint._run_control (handler and answer)"),
     (access.SessionAccess, "named_session", "      SessionAccess.named_session"),
     (settings.SessionSettings, "set_mode", "      SessionSettings.set_mode (incl. the store write)"),
-    (endpoint.Endpoint, "_answer", "      Endpoint._answer (encode, queue)"),
+    (endpoint.Responder, "answer", "      Responder.answer (encode, queue)"),
     (transport.Outbound, "put", "        Outbound.put"),
     (transport.Outbound, "_write_all", "Outbound._write_all (the writer's write)"),
 )

@@ -14,8 +14,9 @@
   link initializes again, once, with the same parameters, and sends the request once more.
 - geventhttpclient (cooperative sockets, no monkey-patching) is imported on first use, so an agent
   that never reaches an HTTP server never loads it.
-- Ids, the pending table, envelopes and strict decoding are the shared core, `peer.McpPeer`; a
-  JSON body or an event's data is one message for `McpPeer.receive`.
+- Ids, the pending table, envelopes and strict decoding are the shared core, `peer.McpPeer`, which
+  the link holds and is the transport of; a JSON body or an event's data is one message for
+  `McpPeer.receive`. The MCP session is `McpHttpSession`'s; the greenlets, `RequestStreams`'.
 """
 
 from __future__ import annotations
@@ -89,83 +90,102 @@ class _SessionExpired(Exception):
         self.session_id = session_id
 
 
-class HttpLink(McpPeer):
-    """Our end of the MCP conversation with one streamable-HTTP server; a `client.Channel` itself."""
+class McpHttpSession:
+    """The MCP session a server keeps for this client: its id, the protocol version negotiated in
+    it, and the `initialize` that opened it, sent again (once per expiry) when the server forgets it."""
 
-    def __init__(
-        self,
-        url: str,
-        *,
-        name: str,
-        headers: dict[str, str] | None = None,
-        on_request: RequestHandler | None = None,
-        on_notification: NotificationHandler | None = None,
-        connect_timeout: float = CONNECT_TIMEOUT,
-        max_message_bytes: int = MAX_MESSAGE_BYTES,
-    ) -> None:
-        """Prepare the link (nothing is sent yet); ValueError for a URL that is not http(s)."""
-        ghc = _client_module()
-        parsed = ghc.URL(url)
-        if parsed.scheme not in ("http", "https") or not parsed.host:
-            raise ValueError(f"not an http(s) URL: {redact_url(url)!r}")
-        super().__init__(name, on_request, on_notification)
-        self.url = url
-        self.shown_url = redact_url(url)  # the URL as any message shows it: no userinfo, no secret parameters
-        self._secrets = secrets_of(url, headers or {})
-        self._path = parsed.request_uri or "/"
-        self._headers = dict(headers or {})
-        self._client = _guard_module().guarded_client(parsed, concurrency=MAX_STREAMS, connect_timeout=connect_timeout)
-        self._max = max_message_bytes
-        self._streams: dict[wire.IdKey | None, Greenlet] = {}
-        self._helpers: set[Greenlet] = set()
-        self._lingering: set[Greenlet] = set()  # answered requests' streams, read to their end
-        self.session_id: str | None = None
+    def __init__(self, name: str, request: Callable[..., Any], notify: Callable[[str], None]) -> None:
+        """`request` and `notify`: the link's own, as any caller's."""
+        self._name = name
+        self._request = request
+        self._notify = notify
+        self.id: str | None = None
         self.protocol_version: str | None = None
         self._initialize_params: Any = None
         self._initialize_ids: set[int] = set()
         self._reinitializing = Semaphore()
-        self._closed = False
-        self._closer: Greenlet | None = None
+
+    def initializing(self, request_id: int, params: Any) -> None:
+        """An `initialize` is being sent: kept to be sent again, and its reply read for the version."""
+        self._initialize_params = params
+        self._initialize_ids.add(request_id)
+
+    def opened(self, response: Any) -> None:
+        """The HTTP response to an `initialize`: the session id the server gives it, if any."""
+        session_id = response.get("mcp-session-id")
+        self.id = session_id if isinstance(session_id, str) and session_id else None
+
+    def note_reply(self, reply: wire.Response) -> None:
+        """Every reply, before its call gets it: the version a server chose in its answer to `initialize`."""
+        result = reply.result
+        if reply.error is None and reply.id in self._initialize_ids and isinstance(result, dict):
+            # The version a server chose is sent back on every later request (MCP-Protocol-Version).
+            self._initialize_ids.discard(reply.id)
+            version = result.get("protocolVersion")
+            self.protocol_version = version if isinstance(version, str) else None
+
+    def headers(self, headers: dict[str, str], with_session: bool) -> dict[str, str]:
+        """`headers` plus this session's id and version, those known, when `with_session`."""
+        if with_session and self.id is not None:
+            headers["Mcp-Session-Id"] = self.id
+        if with_session and self.protocol_version is not None:
+            headers["MCP-Protocol-Version"] = self.protocol_version
+        return headers
+
+    def initialize_again(self, expired: str) -> None:
+        """The server forgot MCP session `expired`: a new `initialize` (same parameters), once per expiry."""
+        with self._reinitializing:
+            if self.id != expired:
+                return  # another request already did it
+            if self._initialize_params is None:
+                raise McpConnectFailed(f"MCP server {self._name!r} does not know this client's MCP session")
+            log.info("MCP %s: the server forgot MCP session %s; initializing again", self._name, expired)
+            self.id = None
+            self.protocol_version = None
+            try:
+                self._request("initialize", self._initialize_params, timeout=CONNECT_TIMEOUT + NOTIFY_TIMEOUT)
+            except gevent.Timeout:
+                raise McpConnectFailed(f"MCP server {self._name!r} forgot the MCP session and did not answer a new initialize") from None
+            except RpcError as exc:
+                raise McpConnectFailed(f"MCP server {self._name!r} forgot the MCP session and a new initialize failed: {exc.message}") from None
+            self._notify("notifications/initialized")
+
+
+class RequestStreams:
+    """The greenlets of one link: each request's stream (its POST and the answer read), an answered
+    request's stream read to its end for ANSWERED_STREAM_GRACE at most, and each cancel's POST."""
+
+    def __init__(self) -> None:
+        self._streams: dict[wire.IdKey | None, Greenlet] = {}
+        self._helpers: set[Greenlet] = set()
+        self._lingering: set[Greenlet] = set()  # answered requests' streams, read to their end
 
     @property
-    def open_streams(self) -> int:
-        """Requests whose stream is still being read, answered or not (diagnostics, tests)."""
+    def open(self) -> int:
+        """Requests whose stream is still being read, answered or not."""
         return len(self._streams) + len(self._lingering)
 
-    # -- sending -------------------------------------------------------------------------------
-    def wait(self, call: PendingRequest, token: CancelToken | None = None, timeout: float | None = None) -> Any:
-        """The call's result; McpError for an error reply; a set token cancels it (TurnCancelled).
-
-        As for a stdio server, a timeout tells the server (`notifications/cancelled`) only when a
-        token was given; either way the request's stream is closed when the wait ends.
-        """
-        try:
-            return super().wait(call, token, timeout)
-        finally:
-            self._close_stream(call.id, answered=_server_replied(call))
-
-    def _send_request(self, request_id: int, method: str, params: Any, data: bytes) -> None:
-        """Start the request's own greenlet, which POSTs it and reads the answer."""
-        if method == "initialize":
-            self._initialize_params = params
-            self._initialize_ids.add(request_id)
-        stream = Greenlet(self._exchange, request_id, method, data)
-        stream.name = f"mcp-http-{self.name}-{request_id}"
+    def start(self, request_id: int, name: str, run: Callable[..., None], *args: Any) -> None:
+        """Start the stream of our request `request_id`: `run(*args)` in a greenlet of its own."""
+        stream = Greenlet(run, *args)
+        stream.name = name
         self._streams[wire.id_key(request_id)] = stream
         stream.start()
 
-    def _send(self, data: bytes, what: str) -> None:
-        """POST a notification or an answer and wait (bounded) for the server to take it; failures are logged."""
-        self._post_one_way(data, what)
+    def ended(self, request_id: int) -> None:
+        """Called by a stream as it ends: it is no longer the request's (unless it was replaced)."""
+        key = wire.id_key(request_id)
+        if self._streams.get(key) is gevent.getcurrent():
+            del self._streams[key]
 
-    def _write_cancel(self, request_id: int, reason: str) -> None:
-        """Close the request's stream and POST the cancel from a greenlet of its own (may run in the hub)."""
-        self._close_stream(request_id)
-        helper = gevent.spawn(self._post_one_way, cancel_notification(request_id, reason), "notifications/cancelled")
+    def spawn(self, run: Callable[..., None], *args: Any) -> None:
+        """`run(*args)` in a greenlet of its own, ended with the streams at close; never blocks."""
+        helper = gevent.spawn(run, *args)
         self._helpers.add(helper)
         helper.rawlink(self._helpers.discard)
 
-    def _close_stream(self, request_id: int, answered: bool = False) -> None:
+    def close(self, request_id: int, answered: bool = False) -> None:
+        """The request's wait is over: close its stream now, or, `answered`, once it ends or the grace is up."""
         stream = self._streams.pop(wire.id_key(request_id), None)
         if stream is None or stream is gevent.getcurrent() or stream.dead:
             return
@@ -185,15 +205,109 @@ class HttpLink(McpPeer):
 
         stream.rawlink(finished)
 
+    def close_all(self, timeout: float) -> None:
+        """Kill every greenlet and wait for them, `timeout` at most."""
+        streams = list(self._streams.values()) + list(self._helpers) + list(self._lingering)
+        self._streams.clear()
+        self._lingering.clear()  # their links (which close each grace timer) run after killall returns
+        gevent.killall(streams, block=True, timeout=timeout)
+
+
+class HttpLink:
+    """Our end of the MCP conversation with one streamable-HTTP server; a `client.Channel` itself.
+
+    It holds the JSON-RPC core (`peer`), whose transport it is, the MCP session the server keeps
+    for it (`session`), and the greenlets that carry each request (`streams`).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        name: str,
+        headers: dict[str, str] | None = None,
+        on_request: RequestHandler | None = None,
+        on_notification: NotificationHandler | None = None,
+        connect_timeout: float = CONNECT_TIMEOUT,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+    ) -> None:
+        """Prepare the link (nothing is sent yet); ValueError for a URL that is not http(s)."""
+        ghc = _client_module()
+        parsed = ghc.URL(url)
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise ValueError(f"not an http(s) URL: {redact_url(url)!r}")
+        self.name = name
+        self.url = url
+        self.shown_url = redact_url(url)  # the URL as any message shows it: no userinfo, no secret parameters
+        self._secrets = secrets_of(url, headers or {})
+        self._path = parsed.request_uri or "/"
+        self._headers = dict(headers or {})
+        self._client = _guard_module().guarded_client(parsed, concurrency=MAX_STREAMS, connect_timeout=connect_timeout)
+        self._max = max_message_bytes
+        self.session = McpHttpSession(name, self.request, self.notify)
+        self.streams = RequestStreams()
+        self.peer = McpPeer(name, self._send_request, self._post_one_way, on_request=on_request,
+                            on_notification=on_notification, send_cancel=self._write_cancel,
+                            on_response=self.session.note_reply)
+        self._closed = False
+
+    @property
+    def open_streams(self) -> int:
+        """Requests whose stream is still being read, answered or not (diagnostics, tests)."""
+        return self.streams.open
+
+    @property
+    def alive(self) -> bool:
+        return self.peer.alive
+
+    @property
+    def invalid_messages(self) -> int:
+        return self.peer.invalid_messages
+
+    # -- sending -------------------------------------------------------------------------------
+    def start_request(self, method: str, params: Any) -> PendingRequest:
+        return self.peer.start_request(method, params)
+
+    def wait(self, call: PendingRequest, token: CancelToken | None = None, timeout: float | None = None) -> Any:
+        """The call's result; McpError for an error reply; a set token cancels it (TurnCancelled).
+
+        As for a stdio server, a timeout tells the server (`notifications/cancelled`) only when a
+        token was given; either way the request's stream is closed when the wait ends.
+        """
+        try:
+            return self.peer.wait(call, token, timeout)
+        finally:
+            self.streams.close(call.id, answered=_server_replied(call))
+
+    def request(self, method: str, params: Any, token: CancelToken | None = None, timeout: float | None = None) -> Any:
+        return self.wait(self.start_request(method, params), token, timeout)
+
+    def notify(self, method: str, params: Any = None) -> None:
+        self.peer.notify(method, params)
+
+    def respond(self, request_id: Any, result: Any = None, error: dict[str, Any] | None = None) -> None:
+        self.peer.respond(request_id, result, error)
+
+    def cancel(self, call: PendingRequest, reason: str, error: BaseException | None = None) -> None:
+        self.peer.cancel(call, reason, error)
+
+    # -- the transport the core is given -------------------------------------------------------
+    def _send_request(self, request_id: int, method: str, params: Any, data: bytes) -> None:
+        """Start the request's own greenlet, which POSTs it and reads the answer."""
+        if method == "initialize":
+            self.session.initializing(request_id, params)
+        self.streams.start(request_id, f"mcp-http-{self.name}-{request_id}", self._exchange, request_id, method, data)
+
+    def _write_cancel(self, request_id: int, reason: str) -> None:
+        """Close the request's stream and POST the cancel from a greenlet of its own (may run in the hub)."""
+        self.streams.close(request_id)
+        self.streams.spawn(self._post_one_way, cancel_notification(request_id, reason), "notifications/cancelled")
+
     def _request_headers(self, *, with_session: bool = True) -> dict[str, str]:
-        headers = {**self._headers, "Content-Type": "application/json", "Accept": _ACCEPT}
-        if with_session and self.session_id is not None:
-            headers["Mcp-Session-Id"] = self.session_id
-        if with_session and self.protocol_version is not None:
-            headers["MCP-Protocol-Version"] = self.protocol_version
-        return headers
+        return self.session.headers({**self._headers, "Content-Type": "application/json", "Accept": _ACCEPT}, with_session)
 
     def _post_one_way(self, body: bytes, what: str) -> None:
+        """POST a notification or an answer and wait (bounded) for the server to take it; failures are logged."""
         if self._closed:
             return
         try:
@@ -212,37 +326,36 @@ class HttpLink(McpPeer):
     # -- one request's exchange ----------------------------------------------------------------
     def _exchange(self, request_id: int, method: str, body: bytes) -> None:
         """POST one request and read its answer (runs in the request's own greenlet)."""
+        fail = self.peer.fail_request  # nobody waits any more (answered, cancelled): nothing happens
         try:
             try:
                 self._post_and_read(request_id, method, body)
             except _SessionExpired as expired:
-                self._initialize_again(expired.session_id)
+                self.session.initialize_again(expired.session_id)
                 self._post_and_read(request_id, method, body)
         except _SessionExpired:
-            self._fail_one(request_id, McpConnectFailed(f"MCP server {self.name!r} forgot the MCP session again right after it was initialized anew"))
+            fail(request_id, McpConnectFailed(f"MCP server {self.name!r} forgot the MCP session again right after it was initialized anew"))
         except _Refused as exc:
-            self._fail_one(request_id, McpConnectFailed(f"MCP server {self.name!r} refused {method}: {exc}"))
+            fail(request_id, McpConnectFailed(f"MCP server {self.name!r} refused {method}: {exc}"))
         except RpcError as exc:
-            self._fail_one(request_id, exc)
+            fail(request_id, exc)
         except _guard_module().HeadRefused as exc:
-            self._fail_one(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent a response to {method} that is refused: {exc}"))
+            fail(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent a response to {method} that is refused: {exc}"))
         except OSError as exc:
-            self._fail_one(request_id, _connection_error(self.name, self.shown_url, method, exc))
+            fail(request_id, _connection_error(self.name, self.shown_url, method, exc))
         except SseTooLarge as exc:
-            self._fail_one(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent an answer to {method} that is too large: {exc}"))
+            fail(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent an answer to {method} that is too large: {exc}"))
         except Exception as exc:  # the HTTP client's parse errors, a pool closed under us
-            self._fail_one(request_id, McpServerExited(
+            fail(request_id, McpServerExited(
                 f"MCP server {self.name!r} broke off its answer to {method}: {one_line(str(exc) or type(exc).__name__)}"))
         else:
-            self._fail_one(request_id, McpServerExited(
+            fail(request_id, McpServerExited(
                 f"MCP server {self.name!r} ended its response to {method} without answering it"))
         finally:
-            key = wire.id_key(request_id)
-            if self._streams.get(key) is gevent.getcurrent():
-                del self._streams[key]
+            self.streams.ended(request_id)
 
     def _post_and_read(self, request_id: int, method: str, body: bytes) -> None:
-        sent_session = None if method == "initialize" else self.session_id
+        sent_session = None if method == "initialize" else self.session.id
         headers = self._request_headers(with_session=method != "initialize")
         response = _guard_module().send(self._client, "POST", self._path, body=body, headers=headers)
         with response:
@@ -252,13 +365,12 @@ class HttpLink(McpPeer):
             if not 200 <= status < 300:
                 raise _Refused(scrub(f"HTTP {status} {response.status_message or ''}".rstrip() + _excerpt(response), self._secrets))
             if method == "initialize":
-                session_id = response.get("mcp-session-id")
-                self.session_id = session_id if isinstance(session_id, str) and session_id else None
+                self.session.opened(response)
             content_type = str(response.get("content-type") or "").split(";")[0].strip().lower()
             if content_type == "text/event-stream":
                 self._read_events(response)
             elif content_type == "application/json":
-                self.receive(_read_body(response, self._max))
+                self.peer.receive(_read_body(response, self._max))
             else:
                 raise _Refused(f"HTTP {status} with content type {content_type or 'none'!r}, not JSON or an event stream")
 
@@ -271,51 +383,17 @@ class HttpLink(McpPeer):
                 raise SseTooLarge(f"an event stream line is over {self._max} bytes")
             event = parser.feed_line(line.data)
             if event is not None and event.event == "message" and event.data:
-                self.receive(event.data)
+                self.peer.receive(event.data)
             fair.yield_if_due()  # a stream of tiny events cannot hold the hub between two polls for I/O
-
-    def _fail_one(self, request_id: int, error: RpcError) -> None:
-        self._calls.reject(request_id, error)  # nobody waits any more (answered, cancelled): nothing happens
-
-    def _initialize_again(self, expired: str) -> None:
-        """The server forgot MCP session `expired`: a new `initialize` (same parameters), once per expiry."""
-        with self._reinitializing:
-            if self.session_id != expired:
-                return  # another request already did it
-            if self._initialize_params is None:
-                raise McpConnectFailed(f"MCP server {self.name!r} does not know this client's MCP session")
-            log.info("MCP %s: the server forgot MCP session %s; initializing again", self.name, expired)
-            self.session_id = None
-            self.protocol_version = None
-            try:
-                self.request("initialize", self._initialize_params, timeout=CONNECT_TIMEOUT + NOTIFY_TIMEOUT)
-            except gevent.Timeout:
-                raise McpConnectFailed(f"MCP server {self.name!r} forgot the MCP session and did not answer a new initialize") from None
-            except RpcError as exc:
-                raise McpConnectFailed(f"MCP server {self.name!r} forgot the MCP session and a new initialize failed: {exc.message}") from None
-            self.notify("notifications/initialized")
-
-    # -- receiving -----------------------------------------------------------------------------
-    def _answered(self, response: wire.Response) -> None:
-        result = response.result
-        if response.error is None and response.id in self._initialize_ids and isinstance(result, dict):
-            # The version a server chose is sent back on every later request (MCP-Protocol-Version).
-            self._initialize_ids.discard(response.id)
-            version = result.get("protocolVersion")
-            self.protocol_version = version if isinstance(version, str) else None
-        super()._answered(response)
 
     # -- ending --------------------------------------------------------------------------------
     def close(self, error: Exception | None = None) -> None:
         """Fail what is pending, close every stream, end the MCP session (DELETE, best effort), close the connections."""
         if self._closed:
             return
-        self.fail(error or McpServerExited(f"MCP server {self.name!r} was disconnected"))
-        streams = list(self._streams.values()) + list(self._helpers) + list(self._lingering)
-        self._streams.clear()
-        self._lingering.clear()  # their links (which close each grace timer) run after killall returns
-        gevent.killall(streams, block=True, timeout=NOTIFY_TIMEOUT)
-        if self.session_id is not None:
+        self.peer.fail(error or McpServerExited(f"MCP server {self.name!r} was disconnected"))
+        self.streams.close_all(NOTIFY_TIMEOUT)
+        if self.session.id is not None:
             self._delete_session()
         self._closed = True
         self._client.close()

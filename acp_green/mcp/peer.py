@@ -1,8 +1,8 @@
 """The client side of one MCP server's JSON-RPC, whatever carries it: our ids, pending calls, envelopes, decoding.
 
-`McpPeer` is the one core of every MCP link (`jsonrpc.JsonRpcLink`: a stdio child;
-`httplink.HttpLink`: a streamable-HTTP server). A link supplies only its transport: how a
-request's bytes and any other message's bytes reach the server (`_send_request`, `_send`), and
+`McpPeer` is the one core every MCP link holds (`jsonrpc.JsonRpcLink`: a stdio child;
+`httplink.HttpLink`: a streamable-HTTP server). A link gives it only its transport: how a
+request's bytes and any other message's bytes reach the server (`send_request`, `send`), and
 hands every message the server sends to `receive`. The pending-request table is
 `outgoing.OutgoingRequests` (ids from 1); envelopes are `wire.encode_*`.
 
@@ -18,7 +18,7 @@ Junk is what no correct server sends: a message that cannot be served, a line th
 could not frame (`discard`), and a reply to an id nobody waits for beyond one per request we
 ever sent (a late reply to a cancelled call is normal; more replies than requests is not).
 Every kind is logged through the same bound, and after MAX_JUNK of them the link is given up
-(`McpServerFlooding`, `_flooded`): what the server sends after that is not even decoded.
+(`McpServerFlooding`, the link's `on_flooded`): what the server sends after that is not even decoded.
 """
 
 from __future__ import annotations
@@ -36,6 +36,12 @@ log = logging.getLogger(__name__)
 
 RequestHandler = Callable[[wire.Request], None]
 NotificationHandler = Callable[[wire.Notification], None]
+#: Carries one encoded request (our id, method, params, its bytes); raises if it cannot be sent at all.
+RequestWriter = Callable[[int, str, Any, bytes], None]
+#: Carries one encoded notification or response (its bytes, what it is for the log), after everything sent before it.
+MessageWriter = Callable[[bytes, str], None]
+#: Tells the server one of our requests is cancelled (our id, the reason); may run in the hub, so never blocks.
+CancelWriter = Callable[[int, str], None]
 
 #: How many unreadable messages of one link are logged; later ones are only counted.
 LOGGED_INVALID = 10
@@ -44,12 +50,21 @@ MAX_JUNK = 1000
 
 
 class McpPeer:
-    """Our end of the JSON-RPC conversation with one MCP server, less the transport."""
+    """Our end of the JSON-RPC conversation with one MCP server; the link that holds it is its transport."""
 
-    def __init__(self, name: str, on_request: RequestHandler | None = None,
-                 on_notification: NotificationHandler | None = None) -> None:
+    def __init__(self, name: str, send_request: RequestWriter, send: MessageWriter, *,
+                 on_request: RequestHandler | None = None, on_notification: NotificationHandler | None = None,
+                 send_cancel: CancelWriter | None = None, on_response: Callable[[wire.Response], None] | None = None,
+                 on_flooded: Callable[[McpServerFlooding], None] | None = None) -> None:
+        """`send_cancel` defaults to a `notifications/cancelled` through `send`; `on_response` sees each
+        reply before it is matched to its call; `on_flooded` stops the transport once the server has
+        sent MAX_JUNK messages of junk (called from the reading side: it must not wait for the transport)."""
         self.name = name
-        self._calls = OutgoingRequests(self._write_request, self._write_cancel, _error_from_reply, first_id=1)
+        self._send_request = send_request
+        self._send = send
+        self._on_response = on_response
+        self._on_flooded = on_flooded
+        self._calls = OutgoingRequests(self._write_request, send_cancel or self._write_cancel, _error_from_reply, first_id=1)
         self._on_request = on_request or self._refuse_request
         self._on_notification = on_notification or self._log_notification
         self._serving: set[wire.IdKey | None] = set()  # ids of the server's requests we have not answered
@@ -57,15 +72,6 @@ class McpPeer:
         self.requests_sent = 0
         self.unawaited_replies = 0
         self.flooded = False
-
-    # -- the transport a link supplies ------------------------------------------------------
-    def _send_request(self, request_id: int, method: str, params: Any, data: bytes) -> None:
-        """Carry one encoded request; raise if it cannot be sent at all."""
-        raise NotImplementedError
-
-    def _send(self, data: bytes, what: str) -> None:
-        """Carry one encoded notification or response, after everything sent before it."""
-        raise NotImplementedError
 
     # -- state ------------------------------------------------------------------------------
     @property
@@ -108,6 +114,10 @@ class McpPeer:
     def cancel(self, call: PendingRequest, reason: str, error: BaseException | None = None) -> None:
         """Tell the server to stop (our id) and release the waiter now; its late reply is dropped."""
         self._calls.cancel(call, reason, error)
+
+    def fail_request(self, request_id: int, error: RpcError) -> None:
+        """Fail one of our requests with the link's own error, as it is; nothing happens if nobody waits for it."""
+        self._calls.reject(request_id, error)
 
     def _write_request(self, request_id: int, method: str, params: Any) -> None:
         # Encoded here, in the caller: a value JSON cannot carry raises before anything is sent.
@@ -152,6 +162,8 @@ class McpPeer:
             self._on_notification(message)
 
     def _answered(self, response: wire.Response) -> None:
+        if self._on_response is not None:
+            self._on_response(response)
         if response.error is not None:
             answered = self._calls.reject(response.id, response.error)
         else:
@@ -187,13 +199,9 @@ class McpPeer:
                 f"MCP server {self.name!r} was stopped: it sent {MAX_JUNK} messages that cannot be served "
                 f"(the last: {error.message})", data={"limit": MAX_JUNK})
             log.warning("%s", flood.message)
-            self._flooded(flood)
-
-    def _flooded(self, error: McpServerFlooding) -> None:
-        """The server sent MAX_JUNK messages of junk: fail what waits; a link stops its transport too.
-
-        Called from the reading side: must not wait for the transport to finish."""
-        self.fail(error)
+            self.fail(flood)
+            if self._on_flooded is not None:
+                self._on_flooded(flood)  # the link stops its transport too
 
     def _refuse_request(self, request: wire.Request) -> None:
         """A server's own request when nobody relays them: answer ping, refuse the rest."""

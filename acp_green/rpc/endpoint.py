@@ -188,7 +188,6 @@ class _Task:
         self.acknowledged = False  # answered at admission: its end is reported, not answered
         self.batch = batch  # a batch member's place in its batch's answer
 
-
 class MethodTable:
     """Which handler each request and notification goes to; features add theirs with `add_feature`."""
 
@@ -201,8 +200,13 @@ class MethodTable:
         self.routes: dict[str, Route] = dict(routes or {})
         self.fallback = fallback
         self.notifications: dict[str, Callable[[Any], None]] = dict(notifications or {})
-        #: Asked before a known method's request runs: an error refuses it (ACP: not initialized).
-        self.gate: Callable[[str], RpcError | None] | None = None
+
+    def route_of(self, method: str) -> Route | None:
+        """The route of a request's method: the table's own, else the fallback's, else None."""
+        route = self.routes.get(method)
+        if route is None and self.fallback is not None:
+            route = self.fallback(method)
+        return route
 
     def add_feature(self, feature: object) -> None:
         """Register every method of `feature` marked @control, @background, @notification or @fallback.
@@ -239,30 +243,31 @@ class Responder:
     """Turns how a request ended into its one response on the outbound queue.
 
     Notes when the request of the line being handled is answered, so that the last-resort guard
-    of `Endpoint.handle_line` never answers it a second time. An answer to a batch member goes
-    into its batch's answer (`_into`), which is queued as one line once it is complete.
+    (`Refusals.last_resort`) never answers it a second time. An answer to a batch member goes
+    into its batch's answer (`into`), which is queued as one line once it is complete.
     """
 
     def __init__(self, outbound: Outbound) -> None:
         self.outbound = outbound
         #: The negotiated protocol's reshaping of params and results; None: handlers' own shapes.
         self.dialect: Dialect | None = None
-        # The request of the line being handled (id key) and whether it has been answered.
-        self._line_key: tuple[bool, Any] | None = None
-        self._line_answered = False
-        # Where answers go now: the batch member being handled (or answered), else None (a line).
-        self._into: _Slot | None = None
+        #: The request of the line (or batch member) being handled, by id key; its handler sets it.
+        self.line_key: wire.IdKey | None = None
+        #: Whether the request `line_key` names has been answered; its handler clears it.
+        self.line_answered = False
+        #: Where answers go now: the batch member being handled (or answered), else None (a line).
+        self.into: _Slot | None = None
 
-    def _answer(self, request_id: wire.RequestId, outcome: Outcome) -> None:
+    def answer(self, request_id: wire.RequestId, outcome: Outcome) -> None:
         """The one response an outcome stands for; a `Reply`'s post-response step runs right after it."""
         if outcome.error is not None:
-            self._send_error(request_id, outcome.error)
+            self.send_error(request_id, outcome.error)
         elif outcome.killed or outcome.cancelled:
-            self._send_error(request_id, RequestCancelled())
+            self.send_error(request_id, RequestCancelled())
         elif isinstance(outcome.result, Reply):
             then = outcome.result.then
-            if then is not None and self._into is not None:
-                self._into[0].after.append(then)  # after the array that holds the response
+            if then is not None and self.into is not None:
+                self.into[0].after.append(then)  # after the array that holds the response
                 then = None
             self._send_result(request_id, outcome.result.result)
             if then is not None:
@@ -283,16 +288,16 @@ class Responder:
         """A request's params as its handler reads them under the negotiated dialect."""
         return request.params if self.dialect is None else self.dialect.params(request.method, request.params)
 
-    def _answer_inline(self, request_id: wire.RequestId, outcome: Outcome) -> None:
+    def answer_inline(self, request_id: wire.RequestId, outcome: Outcome) -> None:
         """Answer a request handled in the receive loop: only shutdown kills the reader."""
         if outcome.killed:
             outcome = Outcome(error=RequestCancelled("The agent is shutting down"))
-        self._answer(request_id, outcome)
+        self.answer(request_id, outcome)
 
     def _mark_answered(self, request_id: wire.RequestId) -> None:
         """Note an answer to the current line's request (ids in flight are unique, S4)."""
-        if self._line_key is not None and wire.id_key(request_id) == self._line_key:
-            self._line_answered = True
+        if self.line_key is not None and wire.id_key(request_id) == self.line_key:
+            self.line_answered = True
 
     def _send_result(self, request_id: wire.RequestId, result: Any) -> None:
         self._mark_answered(request_id)
@@ -303,7 +308,8 @@ class Responder:
             data = wire.encode_error(request_id, InternalError(one_line(f"Result not encodable: {exc}")).to_wire())
         self._emit(data)
 
-    def _send_error(self, request_id: wire.RequestId, error: RpcError) -> None:
+    def send_error(self, request_id: wire.RequestId, error: RpcError) -> None:
+        """Answer `request_id` (None: id null) with `error`."""
         self._mark_answered(request_id)
         try:
             data = wire.encode_error(request_id, error.to_wire())
@@ -312,13 +318,13 @@ class Responder:
         self._emit(data)
 
     def _emit(self, data: bytes) -> None:
-        if self._into is None:
+        if self.into is None:
             self.outbound.put(data)
         else:
-            self._into[0].add(self._into[1], data)
-            self._send_if_complete(self._into[0])
+            self.into[0].add(self.into[1], data)
+            self.send_if_complete(self.into[0])
 
-    def _send_if_complete(self, batch: BatchAnswers) -> None:
+    def send_if_complete(self, batch: BatchAnswers) -> None:
         """Queue a batch's answer as one line once every member is answered, then what waited for it."""
         if not batch.complete:  # each owed member is answered once: complete at most once after sealing
             return
@@ -329,38 +335,45 @@ class Responder:
             _run_step(step, None)
 
 
-class BackgroundJobs(Responder):
+class BackgroundJobs:
     """The in-flight table of background requests: admission to a slot, a greenlet each, exactly
     one settle-and-answer (`_finish`), `$/cancel_request`, and the drain at shutdown."""
 
-    def __init__(self, outbound: Outbound, max_background: int) -> None:
-        Responder.__init__(self, outbound)
+    def __init__(self, responder: Responder, outbound: Outbound, max_background: int) -> None:
+        self._responder = responder
+        self._outbound = outbound  # its backlog refuses admission
         self.max_background = max_background
         self._tasks: dict[Hashable, _Task] = {}
         self._dying: set[Greenlet] = set()  # answered and killed, not yet dead (agent code may linger)
+        #: False once the connection closes: a background request is then refused -32800.
         self.admitting = True
 
-    def _admit(self, request: wire.Request, route: Route) -> None:
+    def in_flight(self, request_id: wire.RequestId) -> bool:
+        """Whether a request of this id is in flight and not answered yet (S4)."""
+        return wire.id_key(request_id) in self._tasks
+
+    def admit(self, request: wire.Request, route: Route) -> None:
         """Admission happens here, in the receive loop, without yielding (S9, S11)."""
+        responder = self._responder
         if not self.admitting:
-            self._send_error(request.id, RequestCancelled("The agent is shutting down"))
+            responder.send_error(request.id, RequestCancelled("The agent is shutting down"))
             return
-        if self.outbound.over_hard_limit:
-            self._send_error(request.id, OutputBacklog(self.outbound.queued_bytes))
+        if self._outbound.over_hard_limit:
+            responder.send_error(request.id, OutputBacklog(self._outbound.queued_bytes))
             return
         if len(self._tasks) >= self.max_background and not route.frees_resources:
-            self._send_error(request.id, ConnectionBusy(self.max_background))
+            responder.send_error(request.id, ConnectionBusy(self.max_background))
             return
         try:
-            job = route.handler(self.params_of(request), request.id)
+            job = route.handler(responder.params_of(request), request.id)
         except MAPPED_EXCEPTIONS as exc:
-            self._answer_inline(request.id, outcome_of(exc, f"admission of {request.method}"))
+            responder.answer_inline(request.id, outcome_of(exc, f"admission of {request.method}"))
             if isinstance(exc, GreenletExit):
                 raise
             return
-        task = _Task(request.id, request.method, job, self._into)
-        # In the table first: should anything below fail, handle_line's guard finds the task
-        # unstarted and settles it, so its reservations are released and it is answered.
+        task = _Task(request.id, request.method, job, responder.into)
+        # In the table first: should anything below fail, the last-resort guard finds the task
+        # unstarted and settles it (`answer_unstarted`), so its reservations are released and it is answered.
         self._tasks[wire.id_key(request.id)] = task
         greenlet = Greenlet(self._run_task, task)
         greenlet.name = f"{request.method}#{request.id}"
@@ -368,7 +381,7 @@ class BackgroundJobs(Responder):
         task.greenlet = greenlet
         greenlet.start()
         acknowledgement = job.acknowledge()
-        if acknowledgement is not None and acknowledgement.then is not None and self._into is not None:
+        if acknowledgement is not None and acknowledgement.then is not None and responder.into is not None:
             # A batch's array waits for its other members, while this job runs from the next yield:
             # what must follow the acknowledgement (a turn's `running`) cannot wait behind the array.
             _run_step(acknowledgement.then, request.id)
@@ -378,7 +391,7 @@ class BackgroundJobs(Responder):
             del self._tasks[task.key]
             task.key, task.acknowledged = object(), True
             self._tasks[task.key] = task
-            self._answer(request.id, Outcome(result=self.translate(request.method, acknowledgement)))
+            responder.answer(request.id, Outcome(result=responder.translate(request.method, acknowledgement)))
 
     def _run_task(self, task: _Task) -> None:
         outcome = KILLED  # stays so if something outcome_of does not map ends the body
@@ -407,15 +420,29 @@ class BackgroundJobs(Responder):
             except Exception:
                 log.exception("reporting the end of %s #%s failed", task.method, wire.id_text(task.request_id))
             return
+        responder = self._responder
         if outcome.result is not None and outcome.error is None:
-            outcome.result = self.translate(task.method, outcome.result)
-        into, self._into = self._into, task.batch  # the task's own place, whatever line is being handled
+            outcome.result = responder.translate(task.method, outcome.result)
+        into, responder.into = responder.into, task.batch  # the task's own place, whatever line is being handled
         try:
-            self._answer(task.request_id, outcome)
+            responder.answer(task.request_id, outcome)
         finally:
-            self._into = into
+            responder.into = into
 
-    def _on_cancel_request(self, params: Any) -> None:
+    def answer_unstarted(self, request_id: wire.RequestId, detail: str) -> bool:
+        """After the line that admitted `request_id` failed: False when no job of that id is in flight.
+
+        A job whose greenlet never started is answered here (nothing else ever will); a started
+        one is answered by its body or its rawlink."""
+        task = self._tasks.get(wire.id_key(request_id))
+        if task is None:
+            return False
+        if task.greenlet is None or not (task.greenlet.started or task.greenlet.dead):
+            self._finish(task, Outcome(error=InternalError(f"Internal error while admitting {task.method}: {detail}")))
+        return True
+
+    def on_cancel_request(self, params: Any) -> None:
+        """`$/cancel_request`: end the job of that id, answered -32800 unless it cancels by itself."""
         if not isinstance(params, dict) or "requestId" not in params or not wire.is_valid_id(params["requestId"]):
             raise InvalidParams("$/cancel_request needs a requestId")
         task = self._tasks.get(wire.id_key(params["requestId"]))
@@ -466,9 +493,91 @@ class BackgroundJobs(Responder):
         return len(survivors)
 
 
-class Endpoint(MethodTable, BackgroundJobs):
+class Refusals:
+    """The answers no handler gives: to input that never became a message a handler reads (it did
+    not decode, was over the size limit, or was read but never dispatched at shutdown), and to a
+    line whose handling failed unexpectedly (the last-resort guard)."""
+
+    def __init__(self, responder: Responder, jobs: BackgroundJobs, client: ClientRequests) -> None:
+        self._responder = responder
+        self._jobs = jobs  # an id in flight is not answered again: its answer is its request's
+        self._client = client  # a malformed response may be the one a call of ours waits for
+
+    def undecodable(self, exc: RpcError) -> None:
+        """Answer what did not decode into a message, as its kind requires (S6: a notification never)."""
+        if isinstance(exc, wire.MalformedResponse):
+            if not self._client.fail_malformed(exc.response_id, exc.message):
+                self._responder.send_error(None, exc)  # nobody waits for it: said as for any unreadable message
+        elif isinstance(exc, wire.InvalidMessage):
+            self._responder.send_error(exc.request_id, exc)
+        elif isinstance(exc, wire.UnrepresentableNumber):
+            self._unrepresentable(exc)
+        else:
+            self._responder.send_error(None, exc)
+
+    def _unrepresentable(self, exc: wire.UnrepresentableNumber) -> None:
+        """Valid JSON with a number Python cannot carry: a request gets -32602, a notification nothing."""
+        source = exc.source
+        if isinstance(source, wire.Request):
+            if self._jobs.in_flight(source.id):
+                self._responder.send_error(source.id, InvalidRequest(f"Request id {wire.id_text(source.id)} is already in flight"))
+            else:
+                self._responder.send_error(source.id, exc)
+        else:
+            log.warning("ignoring a %s notification: %s", wire.excerpt(source.method), exc.message)
+
+    def line(self, error: RpcError, request_id: wire.RequestId = None) -> None:
+        """Answer input that never became a message with `error`: with the id of its request when
+        one was recovered and no request of that id is in flight (its answer is that request's), else id null."""
+        if request_id is not None and self._jobs.in_flight(request_id):
+            request_id = None
+        self._responder.send_error(request_id, error)
+
+    def unreadable_at_shutdown(self, exc: Exception) -> None:
+        """A line read at shutdown that does not decode: its request's id when the error names one, else id null."""
+        if isinstance(exc, wire.InvalidMessage):
+            self._responder.send_error(exc.request_id, exc)
+        elif isinstance(exc, RpcError):
+            self._responder.send_error(None, exc)
+        else:  # whatever the decoder trips on, the shutdown goes on
+            log.warning("unreadable line at shutdown: %s", type(exc).__name__)
+            self._responder.send_error(None, InvalidRequest("Invalid request"))
+
+    def unread(self, message: wire.Message) -> None:
+        """A message read at shutdown but never dispatched: a request gets -32800, anything else nothing."""
+        if not isinstance(message, wire.Request):
+            return
+        if self._jobs.in_flight(message.id):
+            self._responder.send_error(message.id, InvalidRequest("Request id is already in flight"))
+        else:
+            self._responder.send_error(message.id, RequestCancelled("The agent is shutting down"))
+
+    def last_resort(self, message: wire.Message | None, exc: BaseException, line: bytes = b"") -> None:
+        """Answer a line whose handling failed unexpectedly, at most once and only if unanswered."""
+        try:
+            log.error("handling a line failed (%s); answered by the last-resort guard", _kind(message), exc_info=exc)
+            detail = one_line(f"{type(exc).__name__}: {exc}", 200)
+            if message is None and isinstance(exc, MemoryError):
+                self.line(OutOfMemory("The line could not be decoded within the memory available; it was dropped"),
+                          request_id_of(line))
+            elif message is None:
+                self._responder.send_error(None, ParseError(f"Parse error: the line could not be decoded ({detail})"))
+            elif isinstance(message, wire.Request) and not self._responder.line_answered:
+                if not self._jobs.answer_unstarted(message.id, detail):
+                    self._responder.send_error(message.id, InternalError(f"Internal error while handling {wire.excerpt(message.method)}: {detail}"))
+            # a notification is never answered, and a response is not a request
+        except Exception:
+            log.exception("the last-resort guard itself failed")
+
+
+class Endpoint:
     """Routes messages from one client: decodes each line, runs control requests inline, admits
-    background ones (`BackgroundJobs`), and guards every line so a request is answered exactly once."""
+    background ones, and guards every line so a request is answered exactly once.
+
+    What it holds, one concern each: `table` (which handler a method goes to), `responder` (the
+    one response an outcome stands for), `jobs` (the background requests in flight), `refusals`
+    (the answers no handler gives) and `client` (the requests we send the client).
+    """
 
     def __init__(
         self,
@@ -480,12 +589,71 @@ class Endpoint(MethodTable, BackgroundJobs):
         max_background: int = 32,
     ) -> None:
         """`routes`, `fallback` and `notifications` start the table; features add theirs with `add_feature`."""
-        MethodTable.__init__(self, routes, fallback, notifications)
-        BackgroundJobs.__init__(self, outbound, max_background)
-        self.notifications.setdefault("$/cancel_request", self._on_cancel_request)
+        self.outbound = outbound
+        self.table = MethodTable(routes, fallback, notifications)
+        self.responder = Responder(outbound)
+        self.jobs = BackgroundJobs(self.responder, outbound, max_background)
+        self.table.notifications.setdefault("$/cancel_request", self.jobs.on_cancel_request)
         self.client = ClientRequests(outbound)
+        self.refusals = Refusals(self.responder, self.jobs, self.client)
+        #: Asked before a known method's request runs: an error refuses it (ACP: not initialized).
+        self.gate: Callable[[str], RpcError | None] | None = None
         #: Whether a line may be a JSON-RPC batch (a JSON array); while False one is refused -32600.
         self.accept_batches = False
+
+    # -- what the connection and the features reach through the endpoint ----------------------
+    @property
+    def routes(self) -> dict[str, Route]:
+        return self.table.routes
+
+    @routes.setter
+    def routes(self, routes: dict[str, Route]) -> None:
+        self.table.routes = routes
+
+    @property
+    def fallback(self) -> Callable[[str], Route | None] | None:
+        return self.table.fallback
+
+    @property
+    def notifications(self) -> dict[str, Callable[[Any], None]]:
+        return self.table.notifications
+
+    def add_feature(self, feature: object) -> None:
+        """Register a feature's marked handlers (`MethodTable.add_feature`)."""
+        self.table.add_feature(feature)
+
+    @property
+    def dialect(self) -> Dialect | None:
+        return self.responder.dialect
+
+    @dialect.setter
+    def dialect(self, dialect: Dialect | None) -> None:
+        self.responder.dialect = dialect
+
+    @property
+    def admitting(self) -> bool:
+        return self.jobs.admitting
+
+    @admitting.setter
+    def admitting(self, admitting: bool) -> None:
+        self.jobs.admitting = admitting
+
+    @property
+    def active(self) -> int:
+        """Background requests in flight, answered or not."""
+        return self.jobs.active
+
+    def greenlets(self) -> list[Greenlet]:
+        """Every background greenlet still alive, answered or not."""
+        return self.jobs.greenlets()
+
+    def drain(self, grace: float) -> int:
+        """Shutdown: end the background requests (`BackgroundJobs.drain`); how many had to be killed."""
+        return self.jobs.drain(grace)
+
+    def reject_line(self, error: RpcError, request_id: wire.RequestId = None) -> None:
+        """Answer input that never became a message (a line over the size limit, or one that did not fit in memory)."""
+        self.refusals.line(error, request_id)
 
     # -- the receive loop's entry point ------------------------------------------------------
     def handle_line(self, line: bytes) -> None:
@@ -501,37 +669,29 @@ class Endpoint(MethodTable, BackgroundJobs):
             line = line[:-1]
         if not line.strip():
             return
+        responder = self.responder
         message: wire.Message | None = None
-        self._line_answered = False
+        responder.line_answered = False
         try:
             try:
-                decoded = wire.decode_with_batches(line) if self.accept_batches else wire.decode(line)
+                decoded = self._decode(line)
             except RpcError as exc:
-                self._refuse(exc)
+                self.refusals.undecodable(exc)
                 return
             if isinstance(decoded, wire.Batch):
                 self._handle_batch(decoded)
                 return
             message = decoded
             if isinstance(message, wire.Request):
-                self._line_key = wire.id_key(message.id)
+                responder.line_key = wire.id_key(message.id)
             self.handle(message)
         except (Exception, gevent.Timeout) as exc:  # a Timeout here is one the line's handling raised
-            self._last_resort(message, exc, line)
+            self.refusals.last_resort(message, exc, line)
         finally:
-            self._line_key = None
+            responder.line_key = None
 
-    def _refuse(self, exc: RpcError) -> None:
-        """Answer what did not decode into a message, as its kind requires (S6: a notification never)."""
-        if isinstance(exc, wire.MalformedResponse):
-            if not self.client.fail_malformed(exc.response_id, exc.message):
-                self._send_error(None, exc)  # nobody waits for it: said as for any unreadable message
-        elif isinstance(exc, wire.InvalidMessage):
-            self._send_error(exc.request_id, exc)
-        elif isinstance(exc, wire.UnrepresentableNumber):
-            self._refuse_unrepresentable(exc)
-        else:
-            self._send_error(None, exc)
+    def _decode(self, line: bytes) -> wire.Message | wire.Batch:
+        return wire.decode_with_batches(line) if self.accept_batches else wire.decode(line)
 
     # -- JSON-RPC 2.0 batches, once `accept_batches` is set ------------------------------------
     def _handle_batch(self, batch: wire.Batch, unread: bool = False) -> None:
@@ -554,63 +714,32 @@ class Endpoint(MethodTable, BackgroundJobs):
             for index in range(started, len(batch.members)):
                 self._handle_member(answers, index, batch.members[index], unread=True)
             answers.sealed = True
-            self._send_if_complete(answers)
+            self.responder.send_if_complete(answers)
 
     def _handle_member(self, answers: BatchAnswers, index: int, member: wire.Message | RpcError, unread: bool) -> None:
-        self._into, self._line_answered = (answers, index), False
+        responder = self.responder
+        responder.into, responder.line_answered = (answers, index), False
         message = None if isinstance(member, RpcError) else member
         if isinstance(member, wire.Request):
             answers.owe(index)  # until answered: inline below, or by the job admitted for it
         try:
             if isinstance(member, RpcError):
-                self._refuse(member)
+                self.refusals.undecodable(member)
             elif unread:
-                self._refuse_unread(member)
+                self.refusals.unread(member)
             elif isinstance(member, wire.Request) and answers.held_bytes > self.outbound.limits.hard_limit:
                 # Held answers are not in the output queue, whose limits pace every line: bound them here.
-                self._send_error(member.id, BatchTooLarge(answers.held_bytes, self.outbound.limits.hard_limit))
+                responder.send_error(member.id, BatchTooLarge(answers.held_bytes, self.outbound.limits.hard_limit))
             else:
                 if isinstance(member, wire.Request):
-                    self._line_key = wire.id_key(member.id)
+                    responder.line_key = wire.id_key(member.id)
                 self.handle(member)
         except (Exception, gevent.Timeout) as exc:
-            self._last_resort(message, exc)
+            self.refusals.last_resort(message, exc)
         finally:
-            self._into, self._line_key = None, None
+            responder.into, responder.line_key = None, None
 
-    def _refuse_unrepresentable(self, exc: wire.UnrepresentableNumber) -> None:
-        """Valid JSON with a number Python cannot carry: a request gets -32602, a notification nothing."""
-        source = exc.source
-        if isinstance(source, wire.Request):
-            if wire.id_key(source.id) in self._tasks:
-                self._send_error(source.id, InvalidRequest(f"Request id {wire.id_text(source.id)} is already in flight"))
-            else:
-                self._send_error(source.id, exc)
-        else:
-            log.warning("ignoring a %s notification: %s", wire.excerpt(source.method), exc.message)
-
-    def _last_resort(self, message: wire.Message | None, exc: BaseException, line: bytes = b"") -> None:
-        """Answer a line whose handling failed unexpectedly, at most once and only if unanswered."""
-        try:
-            log.error("handling a line failed (%s); answered by the last-resort guard", _kind(message), exc_info=exc)
-            detail = one_line(f"{type(exc).__name__}: {exc}", 200)
-            if message is None and isinstance(exc, MemoryError):
-                self.reject_line(OutOfMemory("The line could not be decoded within the memory available; it was dropped"),
-                                 request_id_of(line))
-            elif message is None:
-                self._send_error(None, ParseError(f"Parse error: the line could not be decoded ({detail})"))
-            elif isinstance(message, wire.Request) and not self._line_answered:
-                task = self._tasks.get(wire.id_key(message.id))
-                if task is None:
-                    self._send_error(message.id, InternalError(f"Internal error while handling {wire.excerpt(message.method)}: {detail}"))
-                elif task.greenlet is None or not (task.greenlet.started or task.greenlet.dead):
-                    # Admitted in this line but never started: nothing else will ever answer it.
-                    self._finish(task, Outcome(error=InternalError(f"Internal error while admitting {task.method}: {detail}")))
-                # else a started greenlet answers it (its body or its rawlink)
-            # a notification is never answered, and a response is not a request
-        except Exception:
-            log.exception("the last-resort guard itself failed")
-
+    # -- dispatch ----------------------------------------------------------------------------
     def handle(self, message: wire.Message) -> None:
         if isinstance(message, wire.Request):
             self._handle_request(message)
@@ -620,26 +749,24 @@ class Endpoint(MethodTable, BackgroundJobs):
             self.client.resolve(message)
 
     def _handle_request(self, request: wire.Request) -> None:
-        route = self.routes.get(request.method)
-        if route is None and self.fallback is not None:
-            route = self.fallback(request.method)
+        route = self.table.route_of(request.method)
         if route is None:
-            self._send_error(request.id, MethodNotFound(wire.excerpt(request.method, 200)))
+            self.responder.send_error(request.id, MethodNotFound(wire.excerpt(request.method, 200)))
             return
-        if wire.id_key(request.id) in self._tasks:
-            self._send_error(request.id, InvalidRequest(f"Request id {wire.id_text(request.id)} is already in flight"))
+        if self.jobs.in_flight(request.id):
+            self.responder.send_error(request.id, InvalidRequest(f"Request id {wire.id_text(request.id)} is already in flight"))
             return
         refusal = self.gate(request.method) if self.gate is not None else None
         if refusal is not None:
-            self._send_error(request.id, refusal)
+            self.responder.send_error(request.id, refusal)
             return
         if route.kind is Kind.CONTROL:
             self._run_control(request, route)
         else:
-            self._admit(request, route)
+            self.jobs.admit(request, route)
 
     def _handle_notification(self, note: wire.Notification) -> None:
-        handler = self.notifications.get(note.method)
+        handler = self.table.notifications.get(note.method)
         if handler is None:
             log.debug("ignoring notification %s", note.method)
             return
@@ -650,26 +777,19 @@ class Endpoint(MethodTable, BackgroundJobs):
         except Exception:
             log.exception("%s notification handler failed", note.method)
 
-    # -- control -----------------------------------------------------------------------------
     def _run_control(self, request: wire.Request, route: Route) -> None:
+        responder = self.responder
         try:
-            result = route.handler(self.params_of(request), request.id)
-            result = self.translate(request.method, result)
+            result = route.handler(responder.params_of(request), request.id)
+            result = responder.translate(request.method, result)
         except MAPPED_EXCEPTIONS as exc:
-            self._answer_inline(request.id, outcome_of(exc, f"control handler for {request.method}"))
+            responder.answer_inline(request.id, outcome_of(exc, f"control handler for {request.method}"))
             if isinstance(exc, GreenletExit):
                 raise  # the reader is killed at shutdown: answered above, now go
             return
-        self._answer(request.id, Outcome(result=result))
+        responder.answer(request.id, Outcome(result=result))
 
-    def reject_line(self, error: RpcError, request_id: wire.RequestId = None) -> None:
-        """Answer input that never became a message (a line over the size limit, or one that did
-        not fit in memory), with the id of its request when the reader recovered it and no
-        request of that id is in flight (its answer is that request's), else with id null."""
-        if request_id is not None and wire.id_key(request_id) in self._tasks:
-            request_id = None
-        self._send_error(request_id, error)
-
+    # -- shutdown ----------------------------------------------------------------------------
     def refuse_unread(self, line: bytes) -> None:
         """Shutdown: answer a line that was read but never dispatched; nothing of it runs.
 
@@ -682,29 +802,14 @@ class Endpoint(MethodTable, BackgroundJobs):
         if not line.strip():
             return
         try:
-            message = wire.decode_with_batches(line) if self.accept_batches else wire.decode(line)
-        except wire.InvalidMessage as exc:
-            self._send_error(exc.request_id, exc)
-            return
-        except RpcError as exc:
-            self._send_error(None, exc)
-            return
+            message = self._decode(line)
         except Exception as exc:  # whatever the decoder trips on, the shutdown goes on
-            log.warning("unreadable line at shutdown: %s", type(exc).__name__)
-            self._send_error(None, InvalidRequest("Invalid request"))
+            self.refusals.unreadable_at_shutdown(exc)
             return
         if isinstance(message, wire.Batch):
             self._handle_batch(message, unread=True)
         else:
-            self._refuse_unread(message)
-
-    def _refuse_unread(self, message: wire.Message) -> None:
-        if not isinstance(message, wire.Request):
-            return
-        if wire.id_key(message.id) in self._tasks:
-            self._send_error(message.id, InvalidRequest("Request id is already in flight"))
-        else:
-            self._send_error(message.id, RequestCancelled("The agent is shutting down"))
+            self.refusals.unread(message)
 
 
 def _run_step(step: Callable[[], None], request_id: wire.RequestId) -> None:

@@ -13,18 +13,9 @@ class _Counted(McpPeer):
     """The core with a transport that sends nothing and records when it is flooded."""
 
     def __init__(self) -> None:
-        super().__init__("counted")
         self.floods: list[Any] = []
-
-    def _send_request(self, request_id: int, method: str, params: Any, data: bytes) -> None:
-        pass
-
-    def _send(self, data: bytes, what: str) -> None:
-        pass
-
-    def _flooded(self, error: Any) -> None:
-        self.floods.append(error)
-        super()._flooded(error)
+        super().__init__("counted", lambda request_id, method, params, data: None, lambda data, what: None,
+                         on_flooded=self.floods.append)
 
 
 def test_the_link_stops_exactly_at_the_max_junk_th_unservable_message():

@@ -27,13 +27,13 @@ class _Recorded(McpPeer):
     """The core with a transport that only records what it would send."""
 
     def __init__(self, **handlers: Any) -> None:
-        super().__init__("recorded", **handlers)
         self.sent: list[dict[str, Any]] = []
+        super().__init__("recorded", self._record_request, self._record, **handlers)
 
-    def _send_request(self, request_id: int, method: str, params: Any, data: bytes) -> None:
+    def _record_request(self, request_id: int, method: str, params: Any, data: bytes) -> None:
         self.sent.append(json.loads(data))
 
-    def _send(self, data: bytes, what: str) -> None:
+    def _record(self, data: bytes, what: str) -> None:
         self.sent.append(json.loads(data))
 
 

@@ -155,3 +155,10 @@ def test_the_end_of_input_releases_a_held_pusher():
     source.end()
     pusher.join(timeout=5)
     assert pusher.value is False
+
+
+def test_the_end_of_the_connection_answers_a_waiting_initialize_with_nothing_at_once():
+    streams = EventStreams(1 << 20, 8)
+    answer = streams.capture_answer(0)
+    streams.close()
+    assert answer.ready() and answer.get() is None  # its POST answers 504 now, not after 30 s

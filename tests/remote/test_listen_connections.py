@@ -186,3 +186,13 @@ def test_the_frame_limit_counts_bytes_not_characters(listening):
                                  "params": {"cwd": "/" + "€" * 4000, "mcpServers": []}}, ensure_ascii=False))
     error = peer.until(lambda m: "error" in m)
     assert error["error"]["data"]["reason"] == "line_too_long"
+
+
+def test_a_client_close_is_answered_with_a_close_frame(listening):
+    agent = listening("--ephemeral")
+    peer = agent.ws()
+    peer.initialize()
+    peer.close()
+    received = peer.socket.protocol.close_rcvd
+    assert received is not None, "the agent never answered the client's close frame"
+    assert received.code == 1000

@@ -13,6 +13,7 @@ import socket
 from gevent.lock import Semaphore
 from wsproto.connection import Connection, ConnectionState, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
+from wsproto.frame_protocol import FrameProtocol
 from wsproto.utilities import RemoteProtocolError
 
 from ..rpc.channel import PushedMessages
@@ -29,6 +30,12 @@ class WebSocketLink:
     def __init__(self, sock: socket.socket, trailing: bytes, max_message_bytes: int) -> None:
         self.sock = sock
         self._ws = Connection(ConnectionType.SERVER, trailing_data=trailing)
+        # Data frames are framed apart from `_ws`, which refuses them once the client's close has
+        # arrived: the connection's last answers (a cancelled prompt's) still go out before our
+        # own close frame, which `close` sends once the connection has ended (RFC 6455 lets an
+        # endpoint finish sending before it answers a close). No extension is negotiated.
+        self._frames = FrameProtocol(client=False, extensions=[])
+        self._closing: CloseConnection | None = None  # the client's close, answered by `close`
         self._max = max_message_bytes
         self._lock = Semaphore()
         self._warned_binary = False
@@ -41,10 +48,10 @@ class WebSocketLink:
     # -- ByteWriter ----------------------------------------------------------------------------
     def write(self, data: memoryview) -> int:
         """Send each whole line of `data` as one text frame; OSError once the socket is gone."""
-        if self._ws.state is not ConnectionState.OPEN:
+        if self._ws.state not in (ConnectionState.OPEN, ConnectionState.REMOTE_CLOSING):
             raise BrokenPipeError("the WebSocket is closed")
         frames = b"".join(
-            self._ws.send(TextMessage(data=line.decode("utf-8", "replace")))
+            self._frames.send_data(line.decode("utf-8", "replace"))
             for line in bytes(data).split(b"\n") if line
         )
         self._send(frames)
@@ -53,7 +60,9 @@ class WebSocketLink:
     def close(self) -> None:
         """The connection has nothing more to say: a normal close frame, then the socket."""
         try:
-            if self._ws.state is ConnectionState.OPEN:
+            if self._ws.state is ConnectionState.REMOTE_CLOSING and self._closing is not None:
+                self._send(self._ws.send(self._closing.response()))
+            elif self._ws.state is ConnectionState.OPEN:
                 self._send(self._ws.send(CloseConnection(code=1000)))
         except (OSError, RemoteProtocolError):
             pass
@@ -99,8 +108,7 @@ class WebSocketLink:
                     elif isinstance(event, Ping):
                         self._send(self._ws.send(event.response()))
                     elif isinstance(event, CloseConnection):
-                        if self._ws.state is ConnectionState.REMOTE_CLOSING:
-                            self._send(self._ws.send(event.response()))
+                        self._closing = event  # answered by `close`, after the connection's last answers
                         return
                 if not data:
                     return

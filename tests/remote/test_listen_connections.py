@@ -196,3 +196,51 @@ def test_a_client_close_is_answered_with_a_close_frame(listening):
     received = peer.socket.protocol.close_rcvd
     assert received is not None, "the agent never answered the client's close frame"
     assert received.code == 1000
+
+
+def test_a_client_that_closes_mid_turn_still_gets_the_cancelled_answer_before_the_close_S13(listening):
+    """The socket's close is the connection's EOF: the running prompt is cancelled and answered,
+    and only then is the client's close frame answered (a raw wsproto client, which keeps reading
+    after it has sent its close)."""
+    import socket
+
+    from wsproto import WSConnection
+    from wsproto.connection import ConnectionType
+    from wsproto.events import AcceptConnection, CloseConnection, Request, TextMessage
+
+    agent = listening("--ephemeral")
+    sock = socket.create_connection((agent.host, agent.port), timeout=30)
+    ws = WSConnection(ConnectionType.CLIENT)
+    sock.sendall(ws.send(Request(host=agent.host, target="/acp")))
+    events: list = []
+
+    def read_until(done):
+        while True:
+            for event in ws.events():
+                events.append(event)
+                if done(event):
+                    return event
+            data = sock.recv(65536)
+            assert data, f"the socket ended first: {events[-5:]}"
+            ws.receive_data(data)
+
+    read_until(lambda e: isinstance(e, AcceptConnection))
+
+    def call(request_id, method, params):
+        sock.sendall(ws.send(TextMessage(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))))
+
+    def answer(request_id):
+        return json.loads(read_until(lambda e: isinstance(e, TextMessage) and json.loads(e.data).get("id") == request_id).data)
+
+    call(1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+    answer(1)
+    call(2, "session/new", {"cwd": "/tmp", "mcpServers": []})
+    session_id = answer(2)["result"]["sessionId"]
+    call(3, "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": "/wait"}]})
+    call(4, "session/list", {})
+    answer(4)
+    sock.sendall(ws.send(CloseConnection(code=1000)))
+    assert answer(3)["result"]["stopReason"] == "cancelled"
+    closed = read_until(lambda e: isinstance(e, CloseConnection))
+    assert closed.code == 1000
+    sock.close()

@@ -43,13 +43,26 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("acp_green", "acp_green.testing: the agent under test")
+    group.addoption("--acp-agent-url", metavar="URL", default=None,
+                    help="Reach the agent at URL (ws://, wss://, http://, https://: `acp-green serve --listen`) in every "
+                         "acp_connect(...) of the run, instead of serving the agent each test names; the same checks run, "
+                         "less those of a process. Token: --acp-agent-header or $ACP_GREEN_TOKEN.")
+    group.addoption("--acp-agent-header", metavar="'NAME: VALUE'", action="append", default=[],
+                    help="A header every request to --acp-agent-url carries (repeatable), e.g. 'Authorization: Bearer T'.")
+
+
 @pytest.fixture
 def acp_connect(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., AgentClient]]:
     """`acp_connect(agent, *, permissions="allow", files=None, cwd=None, capabilities=None,
     elicitation=None, timeout=30.0)`: serve `agent` and return an initialized `AgentClient`.
 
     `agent`: an `Agent` subclass (made with no arguments) or instance, served in process by the
-    real server over real pipes; or a command line (list of str), run as a subprocess.
+    real server over real pipes; a command line (list of str), run as a subprocess; or the URL of
+    an agent serving ACP over the network (`acp-green serve --listen`: ws://, wss://, http://,
+    https://), with `headers=` (e.g. {"Authorization": "Bearer T"}) for its requests.
+    `pytest --acp-agent-url URL` reaches that agent in every call instead of serving the one named.
     `permissions`: "allow", "reject", or a callable given each request's params returning
     "allow", "reject", an optionId or None (cancelled). `files`: relative path -> text, written
     into the directory the editor serves (a fresh temporary one, or `cwd`; sessions start there).
@@ -62,7 +75,8 @@ def acp_connect(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPat
     """
     from .serving import Connections
 
-    connections = Connections(lambda: tmp_path_factory.mktemp("acp"))
+    connections = Connections(lambda: tmp_path_factory.mktemp("acp"), request.config.getoption("acp_agent_url", None),
+                              request.config.getoption("acp_agent_header", None) or ())
     request.node.stash[_CONNECTIONS] = connections
     yield connections.connect
     failure = connections.stop_and_check()

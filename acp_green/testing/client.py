@@ -168,7 +168,8 @@ class AgentClient:
         if not isinstance(self.rpc, AgentProcess):
             return ""
         text = self.rpc.stderr_text(timeout=2).strip()
-        return "; its stderr ends:\n" + "\n".join("    " + line for line in text.splitlines()[-lines:]) if text else ""
+        whose = "the link to it says" if self.rpc.remote is not None else "its stderr ends"
+        return f"; {whose}:\n" + "\n".join("    " + line for line in text.splitlines()[-lines:]) if text else ""
 
     def new_session(self, cwd: str | None = None) -> str:
         """`session/new` in `cwd` (the workspace by default); its session id."""

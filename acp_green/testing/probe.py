@@ -23,7 +23,9 @@ class ProbeResult:
 def run_probe(command: Sequence[str], *, timeout: float = 30.0, long_prompt: str | None = None,
               tool_prompt: str | None = None, stream_prompt: str | None = None, only: Sequence[str] = (),
               authenticate: str | None = None) -> ProbeResult:
-    """Probe the agent `command` starts (each check launches it afresh).
+    """Probe the agent `command` starts (each check launches it afresh), or the agent at a URL
+    (`["ws://HOST:PORT/acp"]`, headers as `--header 'NAME: VALUE'` words after it; each check
+    opens a connection of its own, and the rows of a process are skipped).
 
     `timeout` bounds each answer the probe waits for. The prompts default to the demo agent's
     commands (`/wait`, `/read {file}`, `/stream ...`); another agent passes its own, or the rows

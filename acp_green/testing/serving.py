@@ -4,6 +4,9 @@ In process, the real `Server` runs the author's `Agent` in a greenlet on two `os
 test's client on the other ends. As a subprocess, the rig's `CheckedAgent` runs the author's
 command line. Either way, stopping closes the agent's input (EOF), waits for it to finish, and
 runs the rig's `InvariantChecker` (schema validation included) over every line that passed.
+An agent at a URL (`acp-green serve --listen`, ws:// or http://) is reached by the same
+`CheckedAgent` over the rig's link (tools/rig/remote_link.py): stopping ends its connection, and
+the same checks run, less those of a process (its exit, its descendants).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from ..agent import Agent
 from ..server import ServeOptions, Server
 from ..tools.rig.client import AcpClient
 from ..tools.rig.invariants import InvariantChecker, Violation
+from ..tools.rig.remote_link import is_agent_url, shown_command
 from ..tools.rig.run import CheckedAgent
 from .client import AgentClient
 from .editor import Editor, ElicitationAnswers, PermissionAnswer
@@ -96,24 +100,40 @@ class _Connection:
         result = rpc.finish()
         return result.violations, result.advisories, result.stderr_tail
 
+    @property
+    def remote(self) -> bool:
+        return isinstance(self.client.rpc, CheckedAgent) and self.client.rpc.remote is not None
+
 
 class Connections:
     """Every agent one test started; `stop_and_check` ends them all and says what they broke."""
 
-    def __init__(self, directory: Callable[[], Path]) -> None:
+    def __init__(self, directory: Callable[[], Path], agent_url: str | None = None, agent_headers: Sequence[str] = ()) -> None:
         self._directory = directory  # a fresh temporary directory per call (the workspace, a state home)
         self._running: list[_Connection] = []
+        #: `--acp-agent-url`: every connect reaches the agent there instead of serving the one named.
+        self._agent_url = agent_url
+        self._agent_headers = list(agent_headers)
 
-    def connect(self, agent: type[Agent] | Agent | Sequence[str], *, permissions: PermissionAnswer = "allow",
+    def connect(self, agent: type[Agent] | Agent | Sequence[str] | str, *, permissions: PermissionAnswer = "allow",
                 files: Mapping[str, str] | None = None, cwd: str | None = None, capabilities: Mapping[str, Any] | None = None,
                 elicitation: ElicitationAnswers | None = None, timeout: float = 30.0,
-                serve_options: ServeOptions | None = None) -> AgentClient:
-        """Serve `agent` (in process for an `Agent` class or instance, else run the command line),
-        initialize a client for it, and return the client."""
+                serve_options: ServeOptions | None = None, headers: Mapping[str, str] | None = None) -> AgentClient:
+        """Serve `agent` (in process for an `Agent` class or instance, else run the command line, or
+        reach the agent at a URL), initialize a client for it, and return the client."""
         root = Path(cwd) if cwd is not None else self._directory()
         editor = Editor(root, permissions=permissions, files=files, capabilities=capabilities, elicitation=elicitation)
         inprocess: _InProcess | None = None
         rpc: AcpClient
+        standing_for = ""
+        if self._agent_url is not None:
+            standing_for = f" (for {_named(agent)}: --acp-agent-url)"
+            agent = [self._agent_url, *(word for value in self._agent_headers for word in ("--header", value))]
+            headers = None  # the run's --acp-agent-header options stand for the test's
+        if isinstance(agent, str) and is_agent_url(agent):
+            agent = [agent, *(word for name, value in (headers or {}).items() for word in ("--header", f"{name}: {value}"))]
+        elif headers:
+            raise TypeError(f"acp_connect: headers= is for an agent at a URL, not {agent!r}")
         if isinstance(agent, type) and issubclass(agent, Agent) or isinstance(agent, Agent):
             instance = agent() if isinstance(agent, type) else agent
             # Never the process's signals: they belong to the test run.
@@ -123,12 +143,14 @@ class Connections:
             name = f"{type(instance).__name__} (in process)"
             bound = options.shutdown_grace + max(timeout, 10.0)
         elif isinstance(agent, (list, tuple)) and agent and all(isinstance(a, str) for a in agent):
-            env = {**os.environ, "PYTHONUNBUFFERED": "1", "XDG_STATE_HOME": str(self._directory())}
+            remote = is_agent_url(agent[0])
+            env = None if remote else {**os.environ, "PYTHONUNBUFFERED": "1", "XDG_STATE_HOME": str(self._directory())}
             rpc = checked = CheckedAgent(list(agent), editor.policy(), env=env)
-            name = " ".join(agent)
+            name = checked.shown_command + standing_for
             bound = checked.exit_timeout = max(timeout, checked.exit_timeout)  # how long it may take to exit after EOF
         else:
-            raise TypeError(f"acp_connect takes an Agent subclass, an Agent, or a command line (a list of str), not {agent!r}")
+            raise TypeError("acp_connect takes an Agent subclass, an Agent, a command line (a list of str) or an agent's URL "
+                            f"(ws://, wss://, http://, https://), not {agent!r}")
         client = AgentClient(rpc, editor, cwd=str(editor.root), timeout=timeout)
         self._running.append(_Connection(name, client, inprocess, bound))
         client.initialize()
@@ -147,7 +169,7 @@ class Connections:
             advisories += [f"{connection.name}: {advisory}" for advisory in advised]
             problems = [f"the test's own script: {p}" for p in connection.client.editor.problems]
             if violations or problems:
-                failures.append(_failure(connection.name, violations, problems, stderr))
+                failures.append(_failure(connection.name, violations, problems, stderr, connection.remote))
         if failures:
             return "\n\n".join(failures)
         for advisory in advisories:
@@ -164,7 +186,18 @@ def distinct(violations: Sequence[Violation]) -> list[tuple[Violation, int]]:
     return list(seen.values())
 
 
-def _failure(name: str, violations: Sequence[Violation], problems: Sequence[str], stderr: str) -> str:
+def _named(agent: Any) -> str:
+    """The agent a test named, in a few words (`NotesAgent`, `python -m notes`)."""
+    if isinstance(agent, type):
+        return agent.__name__
+    if isinstance(agent, Agent):
+        return type(agent).__name__
+    if isinstance(agent, (list, tuple)):
+        return " ".join(shown_command([str(a) for a in agent]))
+    return shown_command([str(agent)])[0]
+
+
+def _failure(name: str, violations: Sequence[Violation], problems: Sequence[str], stderr: str, remote: bool = False) -> str:
     """The message a failing test shows: each broken rule named, and the lines that broke it quoted."""
     breaks = distinct(violations)  # the same break seen again is counted, not repeated
     lines = [f"the agent {name} broke {len(breaks)} ACP rule(s) (checked once the test was over: each rule named, "
@@ -177,5 +210,6 @@ def _failure(name: str, violations: Sequence[Violation], problems: Sequence[str]
             lines.append(f"    (seen {count} times)")
     lines.extend(f"\n{problem}" for problem in problems)
     if stderr.strip():
-        lines.append("\nthe agent's stderr ends:\n" + "\n".join("    " + line for line in stderr.strip().splitlines()[-10:]))
+        whose = "the link to the agent says" if remote else "the agent's stderr ends"
+        lines.append(f"\n{whose}:\n" + "\n".join("    " + line for line in stderr.strip().splitlines()[-10:]))
     return "\n".join(lines)

@@ -36,6 +36,7 @@ from .chat_loop import AgentGone, Conversation, Quit, gone_reason
 from .chat_render import Screen, diff_lines
 from .chat_text import harmless
 from .client import AcpClient, AgentProcess, ClientPolicy
+from .remote_link import is_agent_url, shown_command
 
 __all__ = ["ChatOptions", "run_chat", "default_command", "demo_command", "AgentGone"]
 
@@ -157,15 +158,13 @@ def _not_approved(what: str, asker: Asker, path: str) -> dict[str, Any]:
 
 
 def stop_agent(agent: AgentProcess, grace: float = CLOSE_GRACE) -> None:
-    """End the agent promptly: EOF, `grace` seconds to exit on its own, then SIGKILL to its process group."""
+    """End the agent promptly: EOF, `grace` seconds to exit on its own, then SIGKILL to its process
+    group (a remote agent: its connection ended, then dropped)."""
     agent.close_input()
     try:
         agent.proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
-        try:
-            os.killpg(agent.pid, signal.SIGKILL)  # it runs in a session (and group) of its own
-        except (ProcessLookupError, PermissionError):
-            pass
+        agent.kill()  # it runs in a session (and group) of its own
     agent.close()  # reaps it at once now, and what it left in its group
 
 
@@ -189,14 +188,18 @@ def run_chat(options: ChatOptions, stdin: Any = None) -> int:
         try:
             agent = AgentProcess(options.command, ClientPolicy(capabilities=CAPABILITIES))
         except OSError as exc:
-            click.echo(f"chat: cannot start {options.command[0]!r}: {exc.strerror or exc}", err=True)
+            what = "reach" if is_agent_url(options.command[0]) else "start"
+            click.echo(f"chat: cannot {what} {harmless(shown_command(options.command)[0])!r}: {harmless(exc.strerror or exc)}", err=True)
             return 1
+        except ValueError as exc:  # words after a URL that are not the link's options
+            click.echo(f"chat: {harmless(exc)}", err=True)
+            return 2
         try:
             asker = Asker(agent, screen, lines, approval_for(options.approve, interactive), interactive)
             asker.install()
             serve_files(agent, asker, screen, options.cwd)
             conversation = Conversation(agent, asker, screen, lines, options.cwd, interactive, quitting)
-            failed = conversation.start(options.resume, " ".join(options.command))
+            failed = conversation.start(options.resume, agent.shown_command)
             return failed if failed is not None else conversation.talk()
         except Quit as exc:
             screen.note(exc.said)

@@ -55,11 +55,15 @@ def gone_reason(agent: AgentProcess) -> str:
     """Why the agent is gone, in a few words: its exit status and the last line of its stderr."""
     try:
         code = agent.proc.wait(timeout=2)
-        said = f"exited with code {code}" if code >= 0 else f"was killed by {signal.Signals(-code).name}"
+        if agent.remote is not None:
+            said = "ended the connection" if code == 0 else "lost the connection"
+        else:
+            said = f"exited with code {code}" if code >= 0 else f"was killed by {signal.Signals(-code).name}"
     except subprocess.TimeoutExpired:  # still running with its output closed
         said = "closed its output"
     last = agent.stderr_text(timeout=2)[-2000:].strip().splitlines()
-    return said + (f" (its stderr ends: {harmless(last[-1][:300])})" if last else "")
+    whose = "the link says" if agent.remote is not None else "its stderr ends"
+    return said + (f" ({whose}: {harmless(last[-1][:300])})" if last else "")
 
 
 def error_text(error: Any) -> str:

@@ -29,6 +29,7 @@ from . import reaper
 from ...errors import METHOD_NOT_FOUND, REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 from ...rpc.transport import read_chunks
 from ...rpc.wire import IdKey, id_key, is_valid_id
+from .remote_link import RemoteProcess, remote_target, shown_command
 from .terminals import TerminalHost
 
 PROTOCOL_VERSION = 1
@@ -473,24 +474,38 @@ def default_signal_dispositions() -> Callable[[], None]:
 
 
 class AgentProcess(AcpClient):
-    """An ACP agent command launched as a subprocess over real pipes, in its own session."""
+    """An ACP agent command launched as a subprocess over real pipes, in its own session.
+
+    A command whose first word is a URL (ws://, wss://, http://, https://) reaches a remote agent
+    instead (remote_link.py): `remote` is then its `RemoteProcess`, which stands as `proc` with
+    pipes of its own; there is no pid, no process to signal, measure or reap, and `stderr` holds
+    the link's notes. ValueError for words after the URL that are not the link's options."""
 
     def __init__(self, command: Sequence[str], policy: ClientPolicy | None = None, *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         self.command = list(command)
-        # Orphans of the agent must come back to us, or they vanish from any walk (reaper.py).
-        reaper.become_subreaper()
-        self.proc = subprocess.Popen(
-            self.command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
-            cwd=cwd,
-            start_new_session=True,
-            preexec_fn=default_signal_dispositions(),
-        )
-        self.pid = self.proc.pid
-        self.tracker = reaper.Tracker(self.pid)
+        target = remote_target(self.command)
+        self.remote: RemoteProcess | None = None
+        self.tracker: reaper.Tracker | None = None
+        self.pid: int | None = None
+        self.proc: Any  # a gevent.subprocess.Popen, or the RemoteProcess standing for one
+        if target is not None:
+            self.proc = self.remote = RemoteProcess(target)
+        else:
+            # Orphans of the agent must come back to us, or they vanish from any walk (reaper.py).
+            reaper.become_subreaper()
+            self.proc = subprocess.Popen(
+                self.command,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=env,
+                cwd=cwd,
+                start_new_session=True,
+                preexec_fn=default_signal_dispositions(),
+            )
+            pid: int = self.proc.pid
+            self.pid = pid
+            self.tracker = reaper.Tracker(pid)
         self.stderr = bytearray()
         self._stderr_drain = gevent.spawn(self._drain_stderr)
         super().__init__(self.proc.stdout.fileno(), self.proc.stdin.fileno(), policy, close_fds=False)
@@ -512,7 +527,24 @@ class AgentProcess(AcpClient):
             pass
 
     def signal(self, signum: int = signal.SIGTERM) -> None:
+        """Send the agent a signal (OSError for a remote agent: it takes none)."""
         self.proc.send_signal(signum)
+
+    def kill(self) -> None:
+        """SIGKILL the agent's process group (it runs in a session of its own), or drop a remote
+        agent's connection; the caller reaps it (`close`)."""
+        if self.remote is not None:
+            self.remote.kill()
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    @property
+    def shown_command(self) -> str:
+        """The command as a message may show it (a remote agent's token hidden)."""
+        return " ".join(shown_command(self.command))
 
     @property
     def exited(self) -> bool:
@@ -520,6 +552,8 @@ class AgentProcess(AcpClient):
 
     def memory_rss(self) -> int | None:
         """Resident set size in bytes from /proc, or None once the process is gone."""
+        if self.pid is None:
+            return None
         try:
             with open(f"/proc/{self.pid}/statm", "rb") as handle:
                 return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -528,29 +562,36 @@ class AgentProcess(AcpClient):
 
     def open_fds(self) -> int | None:
         """How many descriptors the agent holds open, from /proc, or None once it is gone."""
+        if self.pid is None:
+            return None
         try:
             return len(os.listdir(f"/proc/{self.pid}/fd"))
         except OSError:
             return None
 
     def survivors(self) -> list[reaper.ProcInfo]:
-        """Processes the agent started that are still alive (call after it exited)."""
-        return self.tracker.survivors()
+        """Processes the agent started that are still alive (call after it exited); none for a remote agent."""
+        return self.tracker.survivors() if self.tracker is not None else []
 
     def wait_exit(self, timeout: float = 30.0) -> int:
         """Wait for the process to exit; AssertionError if it does not in time."""
         try:
             return self.proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"agent {self.command} did not exit within {timeout}s") from None
+            raise AssertionError(f"agent {self.shown_command} did not exit within {timeout}s") from None
 
     def close(self) -> int | None:
-        """End the agent: EOF, then SIGKILL its process group if it lingers; reap everything."""
-        code = reaper.end_process(self.proc, self.pid, grace=10)
+        """End the agent: EOF, then SIGKILL its process group if it lingers; reap everything.
+        A remote agent: EOF (a close frame, a DELETE), then its connection dropped if it lingers."""
+        if self.remote is not None:
+            code = self.remote.end(grace=10)
+        else:
+            code = reaper.end_process(self.proc, self.proc.pid, grace=10)
         self.terminal_host.close()
         self._reader.join(timeout=5)
         self._stderr_drain.join(timeout=5)
-        reaper.LAUNCHED.discard(self.pid)  # reaped: the pid may be reused by anyone
+        if self.pid is not None:
+            reaper.LAUNCHED.discard(self.pid)  # reaped: the pid may be reused by anyone
         for stream in (self.proc.stdout, self.proc.stderr):
             try:
                 stream.close()

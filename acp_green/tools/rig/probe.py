@@ -37,6 +37,7 @@ from ...rpc.wire import id_key, is_valid_id
 from .client import ClientPolicy, Pending, Record
 from .invariants import ADVISORIES, INVARIANTS, PROBE_METHOD_PREFIX, Violation, render
 from .probe_turns import ProbedAgent, Turn
+from .remote_link import is_agent_url, remote_target, shown_command
 from .run import CheckedAgent, RunResult
 
 __all__ = ["CheckResult", "ProbeConfig", "ProbeReport", "run_probe", "format_table"]
@@ -91,6 +92,11 @@ class ProbeConfig:
     @property
     def offered_file(self) -> str:
         return os.path.join(self.workspace or tempfile.gettempdir(), PROBE_FILE_NAME)
+
+    @property
+    def remote(self) -> bool:
+        """The agent is reached at a URL (remote_link.py): there is no process of its own to judge."""
+        return bool(self.command) and is_agent_url(self.command[0])
 
 
 @dataclass(slots=True)
@@ -202,6 +208,10 @@ def _answer(agent: CheckedAgent, pending: Pending, cfg: ProbeConfig, what: str, 
     deadline = time.monotonic() + cfg.timeout
     while not pending.done:
         if agent.eof.is_set():
+            if agent.remote is not None:
+                notes = agent.stderr_text(0).strip().splitlines()
+                raise CheckFailed(f"the connection to the agent ended before it answered {what}"
+                                  + (f" ({notes[-1][:300]})" if notes else ""), _exchange(agent, pending))
             raise CheckFailed(f"the agent closed its stdout before answering {what} (exit code {agent.proc.poll()})",
                               _exchange(agent, pending))
         left = deadline - time.monotonic()
@@ -862,6 +872,12 @@ _INVARIANT_ROWS = {
 }
 #: Rules of ACP v1 that v2 dropped: a probe asking for v2 shows them only when a v1 run checked them.
 V1_ONLY_INVARIANTS = frozenset({"capabilities_respected"})
+#: The rows that judge the agent's process (its exit at EOF, its signals, what it started): a remote
+#: agent (a URL) has none the probe can see, so they are skipped saying so (REMOTE_SKIP).
+PROCESS_ROWS = frozenset({"exit on EOF", "running prompt answered at EOF", "SIGHUP handled like SIGTERM"})
+PROCESS_INVARIANTS = frozenset({"exit_after_eof", "no_orphan_processes"})
+REMOTE_SKIP = ("the agent is reached at a URL: no process of it runs here whose exit, signals or descendants the probe "
+               "could watch (each check ends its connection instead: a close frame, or a DELETE)")
 AUTH_ROW = "authentication"
 VERSION_ROW = "protocol version"
 SESSION_ROW = "session and first prompt"
@@ -871,12 +887,12 @@ def _isolated(cfg: ProbeConfig) -> tuple[ProbeConfig, list[str]]:
     """The config the agents run with, and the directories to remove afterwards: a per-run
     workspace (each session's cwd, holding the offered file) and, unless keep_env, a fresh
     XDG_STATE_HOME."""
-    workspace = tempfile.mkdtemp(prefix="acp-green-probe-")
+    workspace = tempfile.mkdtemp(prefix="acp-green-probe-")  # a remote agent on another machine reads it through fs/*
     os.chmod(workspace, 0o755)  # an agent run as another user (runuser) must still reach its cwd and the file
     with open(os.path.join(workspace, PROBE_FILE_NAME), "w", encoding="utf-8") as handle:
         handle.write(PROBE_FILE_TEXT)
     cfg = replace(cfg, workspace=workspace)
-    if cfg.keep_env:
+    if cfg.keep_env or cfg.remote:  # a remote agent's environment is not ours to set
         return cfg, [workspace]
     state = tempfile.mkdtemp(prefix="acp-green-probe-state-")
     return replace(cfg, env={**(os.environ if cfg.env is None else cfg.env), "XDG_STATE_HOME": state}), [workspace, state]
@@ -1032,19 +1048,24 @@ def _run_check(cfg: ProbeConfig, name: str, check: Callable[[CheckedAgent, Probe
             and result.ended_by == "eof" and not result.killed:
         row = CheckResult(name, bad, f"{row.evidence}; then the agent exited with code {result.exit_code}", force)
     if row.verdict in (FAIL, WARN) and not row.wire:  # every failing row quotes the wire: here, how the run ended
-        row.wire = _wire(agent.records[-2:]) + [f"(the probe closed stdin; exit code {result.exit_code}; stderr ends: "
-                                                f"{result.stderr_tail[-200:]!r})"]
+        ended = (f"(the probe ended the connection; the link says: {result.stderr_tail[-300:]!r})" if cfg.remote else
+                 f"(the probe closed stdin; exit code {result.exit_code}; stderr ends: {result.stderr_tail[-200:]!r})")
+        row.wire = _wire(agent.records[-2:]) + [ended]
     return row, agent, result
 
 
 def _run(cfg: ProbeConfig, progress: Callable[[CheckResult], None], only: Sequence[str]) -> ProbeReport:
-    report = ProbeReport(list(cfg.command), offered_file=cfg.offered_file)
+    report = ProbeReport(shown_command(cfg.command), offered_file=cfg.offered_file)
     exercised: dict[str, int] = {}
     schema_notes: list[str] = []
     runs = 0
     try:
         cfg, first_rows = _preflight(replace(cfg, protocol=cfg.ask), report)
     except OSError as exc:
+        if cfg.remote:
+            report.add(CheckResult("start", FAIL, f"cannot reach {shown_command(cfg.command)[0]!r}: {exc.strerror or exc}",
+                                   wire=[f"(connecting failed: {exc.strerror or exc})"]))
+            return report
         report.add(CheckResult("start", FAIL, f"cannot start {cfg.command[0]!r}: {exc}", wire=[f"(exec failed: {exc})"]))
         return report
     for row in first_rows:
@@ -1060,8 +1081,20 @@ def _run(cfg: ProbeConfig, progress: Callable[[CheckResult], None], only: Sequen
             report.add(row)
             progress(row)
             continue
+        if cfg.remote and name in PROCESS_ROWS:
+            row = CheckResult(name, SKIP, f"skipped: {REMOTE_SKIP}", force)
+            report.add(row)
+            progress(row)
+            continue
         had_auth_row = any(r.check == AUTH_ROW for r in report.results)
-        row, agent, result = _run_check(cfg, name, check, force, report)
+        try:
+            row, agent, result = _run_check(cfg, name, check, force, report)
+        except OSError as exc:  # a remote agent that could be reached before, and no longer can
+            row = CheckResult(name, WARN if force == ADVISORY else FAIL, f"cannot reach the agent: {exc.strerror or exc}", force,
+                              [f"(connecting failed: {exc.strerror or exc})"])
+            report.add(row)
+            progress(row)
+            continue
         runs += 1
         if not had_auth_row and any(r.check == AUTH_ROW for r in report.results):
             progress(next(r for r in report.results if r.check == AUTH_ROW))
@@ -1077,6 +1110,8 @@ def _run(cfg: ProbeConfig, progress: Callable[[CheckResult], None], only: Sequen
         if cfg.ask == 2 and invariant in V1_ONLY_INVARIANTS and not exercised.get(invariant):
             continue  # a v1 rule no run negotiating v1 could check: no row rather than a skip that misleads
         row = _invariant_row(invariant, report, exercised, runs, schema_notes if invariant == "schema" else [])
+        if cfg.remote and invariant in PROCESS_INVARIANTS and row.verdict == SKIP:
+            row = CheckResult(row.check, SKIP, f"skipped: {REMOTE_SKIP}", row.force)
         report.add(row)
         progress(row)
     return report
@@ -1172,7 +1207,11 @@ def main(cfg: ProbeConfig, as_json: bool = False, only: Sequence[str] = ()) -> i
     unknown = [o for o in only if not any(o in name for name, *_ in rows)]
     if unknown:
         raise click.UsageError(f"no check matches {', '.join(map(repr, unknown))}; checks: {', '.join(n for n, *_ in rows)}")
-    click.echo(f"probing {' '.join(cfg.command)}", err=True)
+    try:
+        remote_target(cfg.command)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    click.echo(f"probing {' '.join(shown_command(cfg.command))}", err=True)
     report = run_probe(cfg, progress, only)
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))

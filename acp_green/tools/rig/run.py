@@ -38,7 +38,7 @@ class RunResult:
     # The agent did not exit after EOF and the rig killed it: its exit code is the rig's doing,
     # and what it started was not checked for orphans (a live agent's children are not orphans).
     killed: bool = False
-    pid: int = 0
+    pid: int = 0  # 0 for a remote agent (a URL): no process of it runs here
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -49,7 +49,8 @@ class CheckedAgent(AgentProcess):
                  env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         mark = new_run_mark()
         super().__init__(command, policy, env=with_run_mark(env, mark), cwd=cwd)
-        self.tracker.mark = mark
+        if self.tracker is not None:
+            self.tracker.mark = mark
         self.checker = InvariantChecker()
         self.ended_by = "eof"
         self.exit_timeout = EXIT_TIMEOUT
@@ -80,9 +81,13 @@ class CheckedAgent(AgentProcess):
         """End the run: close stdin, expect an exit, look for survivors, run the final checks."""
         if self._result is not None:
             return self._result
+        if self.remote is not None or self.tracker is None:
+            return self._finish_remote(self.exit_timeout if timeout is None else timeout)
         checker = self.checker
         timeout = self.exit_timeout if timeout is None else timeout
-        self.tracker.snapshot()
+        tracker = self.tracker
+        pid = tracker.agent_pid
+        tracker.snapshot()
         if not self._input_closed:
             self.close_input()
         code: int | None
@@ -93,10 +98,10 @@ class CheckedAgent(AgentProcess):
             checker.add("exit_after_eof", f"the agent was still running {timeout:.0f}s after its stdin closed ({self.ended_by})")
             # Orphans only exist once the agent is gone: end it alone (its group stays, to be
             # found below and cleaned up, not blamed: the agent never had its chance to end it).
-            self.tracker.snapshot()
+            tracker.snapshot()
             killed = True
             try:
-                os.kill(self.pid, signals.SIGKILL)
+                os.kill(pid, signals.SIGKILL)
             except ProcessLookupError:
                 pass
             code = self.proc.wait(timeout=10)
@@ -110,7 +115,7 @@ class CheckedAgent(AgentProcess):
             listing = ", ".join(f"pid {p.pid} ({p.comm}, sid {p.sid})" for p in survivors)
             checker.add("no_orphan_processes", f"{len(survivors)} process(es) outlived the agent: {listing}")
         try:
-            os.killpg(self.pid, signals.SIGKILL)
+            os.killpg(pid, signals.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
         kill_all(survivors)
@@ -121,6 +126,31 @@ class CheckedAgent(AgentProcess):
             complete = self.owed_at_end
         checker.finish(self.records, complete=complete)
         self.close()
+        return self._ended(code, killed, pid)
+
+    def _finish_remote(self, timeout: float) -> RunResult:
+        """A remote agent's run: the connection ended (a close frame, a DELETE) and the agent's end
+        of it awaited, then dropped if it lingers. No process: its exit, its descendants and its
+        stderr are not judged (the rows that would are not exercised)."""
+        if not self._input_closed:
+            self.close_input()
+        killed = False
+        try:
+            code: int | None = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            killed = True
+            self.kill()
+            code = self.proc.wait(timeout=10)
+        self._reader.join(timeout=5)
+        complete: bool | str = True if (code == 0 and self.ended_by == "eof" and self.answers_owed_at_eof) else "read"
+        if self.owed_at_end is not None:
+            complete = self.owed_at_end
+        self.checker.finish(self.records, complete=complete)
+        self.close()
+        return self._ended(code, killed, 0)
+
+    def _ended(self, code: int | None, killed: bool, pid: int) -> RunResult:
+        checker = self.checker
         tail = bytes(self.stderr[-2000:]).decode("utf-8", "replace")
         self._result = RunResult(
             exit_code=code,
@@ -134,7 +164,7 @@ class CheckedAgent(AgentProcess):
             stderr_tail=tail,
             ended_by=self.ended_by,
             killed=killed,
-            pid=self.pid,
+            pid=pid,
         )
         return self._result
 

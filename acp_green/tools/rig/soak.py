@@ -522,6 +522,12 @@ def main(cfg: SoakConfig) -> int:
     (an inconclusive run exits 0: nothing was found wrong, and the summary says why it is not a pass)."""
     import click
 
+    from .remote_link import is_agent_url
+
+    if cfg.command and is_agent_url(cfg.command[0]):
+        raise click.UsageError("soak measures each agent's own process (its memory, descriptors, exit and signals) and "
+                               "starts it afresh: it needs a command to run, not a URL (`acp-green probe URL` checks a "
+                               "remote agent)")
     where = f" (state directories under {cfg.state_root})" if cfg.state_root else ""
     click.echo(f"soak: {cfg.agents} x {' '.join(cfg.command)}{where} for {cfg.duration:g}s, seed {cfg.seed}", err=True)
     if not cfg.judges_growth():

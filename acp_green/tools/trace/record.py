@@ -63,8 +63,14 @@ class RecordOptions:
 class Recorder:
     """One recording: the agent, the three pumps and the trace."""
 
-    def __init__(self, options: RecordOptions) -> None:
+    def __init__(self, options: RecordOptions, launch: Sequence[str] | None = None, env: dict[str, str] | None = None,
+                 shown: Sequence[str] | None = None) -> None:
         self.options = options
+        # What runs (the command, or for an agent at a URL the link between our pipes and it) and
+        # what the trace names (the command as given, a URL's secrets hidden).
+        self.launch = list(options.command if launch is None else launch)
+        self.env = env
+        self.shown = list(options.command if shown is None else shown)
         self.trace = TraceWriter(options.trace_path(), "recorder")
         self.agent: subprocess.Popen[bytes] | None = None
         self._reaped = False
@@ -77,19 +83,19 @@ class Recorder:
         stdout_r, stdout_w = os.pipe()
         stderr_r, stderr_w = os.pipe()
         try:
-            agent = self.agent = subprocess.Popen(list(self.options.command), stdin=stdin_r, stdout=stdout_w,
-                                                  stderr=stderr_w, process_group=0)
+            agent = self.agent = subprocess.Popen(self.launch, stdin=stdin_r, stdout=stdout_w,
+                                                  stderr=stderr_w, process_group=0, env=self.env)
         except OSError as exc:
             for fd in (stdin_r, stdin_w, stdout_r, stdout_w, stderr_r, stderr_w):
                 os.close(fd)
-            log.error("cannot start %s: %s", self.options.command[0], exc.strerror or exc)
-            self.trace.start(self.options.command, None)
+            log.error("cannot start %s: %s", self.launch[0], exc.strerror or exc)
+            self.trace.start(self.shown, None)
             self.trace.note("error", f"cannot start the agent: {exc}")
             self.trace.finish(None, None)
             return 127 if isinstance(exc, FileNotFoundError) else 126
         for fd in (stdin_r, stdout_w, stderr_w):
             os.close(fd)
-        self.trace.start(self.options.command, agent.pid)
+        self.trace.start(self.shown, agent.pid)
         previous = {signum: signal.signal(signum, self._forward) for signum in FORWARDED}  # ok: the recorder runs no gevent hub (plain threads)
         to_agent = _pump(0, stdin_w, StreamTrace(self.trace, CLIENT), "client → agent", self.trace)
         to_client = _pump(stdout_r, 1, StreamTrace(self.trace, AGENT), "agent → client", self.trace)
@@ -206,6 +212,22 @@ def _signal_name(signum: int) -> str:
 
 
 def main(options: RecordOptions) -> int:
-    """Run `acp-green record`; the exit status to leave with."""
+    """Run `acp-green record`; the exit status to leave with.
+
+    An agent given as a URL (`record URL [--header 'NAME: VALUE'] [--token T]`) is reached by the
+    rig's link (tools/rig/remote_link.py) run as the recorded process: the trace holds the lines
+    as they pass between the editor and the link, and the link's notes as its stderr."""
     logging.basicConfig(level=logging.WARNING, format="acp-green record: %(message)s")
-    return Recorder(options).run()
+    if not options.command or "://" not in options.command[0]:
+        return Recorder(options).run()
+    from ..rig.remote_link import bridge_command, remote_target, shown_command  # imports gevent: only for a URL
+
+    try:
+        target = remote_target(options.command)
+    except ValueError as exc:
+        log.error("%s", exc)
+        return 2
+    if target is None:
+        return Recorder(options).run()
+    launch, env = bridge_command(target)
+    return Recorder(options, launch, env, shown_command(options.command)).run()

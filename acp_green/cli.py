@@ -484,7 +484,8 @@ def usage(state_dir: str | None, session_id: str | None, as_json: bool, records:
 def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, sessions: int,
           only: tuple[str, ...], tool_prompt: str | None, authenticate: str | None, keep_env: bool,
           protocol: str, command: tuple[str, ...]) -> None:
-    """Check any stdio ACP agent from outside: acp-green probe -- COMMAND [ARGS...]
+    """Check any ACP agent from outside: acp-green probe -- COMMAND [ARGS...], or a remote one:
+    acp-green probe URL [--header 'NAME: VALUE'] [--token T] (ws://, wss://, http://, https://).
 
     \b
     Each check runs the agent afresh. A broken MUST is FAIL (exit 1), quoting the wire that
@@ -526,7 +527,7 @@ def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, s
                    "$XDG_STATE_HOME/acp-green or ~/.local/state/acp-green).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 def chat(yes: bool, deny: bool, resume: str | None, ephemeral: bool, state_dir: str | None, command: tuple[str, ...]) -> None:
-    """Talk to an agent in the terminal: acp-green chat [-- COMMAND [ARGS...]] (default: the demo agent).
+    """Talk to an agent in the terminal: acp-green chat [-- COMMAND [ARGS...] | URL] (default: the demo agent).
 
     \b
     Each line typed is a prompt. Ctrl-C cancels the running turn; a second
@@ -571,7 +572,7 @@ def chat(yes: bool, deny: bool, resume: str | None, ephemeral: bool, state_dir: 
               help="Where the default trace file goes, one new file per launch (default: the current directory).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def record(out: str | None, out_dir: str | None, command: tuple[str, ...]) -> None:
-    """Record what an editor and an agent say to each other: acp-green record [--out FILE] -- AGENT [ARGS...]
+    """Record what an editor and an agent say to each other: acp-green record [--out FILE] -- AGENT [ARGS...] | URL
 
     \b
     Put it in front of any stdio agent, in the editor's agent command. Every byte goes

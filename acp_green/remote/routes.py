@@ -81,7 +81,7 @@ class RemoteConnection:
     connection_id: str
     kind: str  # "http" or "websocket"
     client: ClientConnection
-    source: PushedMessages
+    source: PushedMessages | WebSocketLink
     streams: EventStreams | None = None
     greenlet: Greenlet | None = None
     last_activity: float = field(default_factory=time.monotonic)
@@ -109,8 +109,10 @@ class AcpRoutes:
     def _open(self, kind: str, destination: EventStreams | WebSocketLink, peer: str) -> RemoteConnection:
         connection_id = uuid.uuid4().hex
         client = self.server.new_connection(destination, name=f"{kind} connection {connection_id[:12]} from {peer}")
-        source = PushedMessages()
-        remote = RemoteConnection(connection_id, kind, client, source, destination if isinstance(destination, EventStreams) else None)
+        if isinstance(destination, EventStreams):
+            remote = RemoteConnection(connection_id, kind, client, PushedMessages(), destination)
+        else:
+            remote = RemoteConnection(connection_id, kind, client, destination)
         self.connections[connection_id] = remote
         remote.greenlet = Greenlet(self._serve, remote)
         remote.greenlet.name = f"acp-connection-{connection_id[:12]}"
@@ -222,7 +224,7 @@ class AcpRoutes:
         if isinstance(message, dict) and method is not None and "id" in message:
             remote.streams.note_request(message["id"], method, session_id)
         remote.touch()
-        if not remote.source.push(Line(body)):
+        if not isinstance(remote.source, PushedMessages) or not remote.source.push(Line(body)):
             return _text(http, 404, "Unknown Acp-Connection-Id: the connection ended")
         return _empty(http, 202)
 
@@ -233,6 +235,7 @@ class AcpRoutes:
         streams = EventStreams(self.limits.max_buffered_bytes, self.limits.max_session_streams)
         answer = streams.capture_answer(request_id)
         remote = self._open("http", streams, peer)
+        assert isinstance(remote.source, PushedMessages)
         remote.source.push(Line(body))
         line = answer.get(timeout=INITIALIZE_TIMEOUT) if not answer.ready() else answer.get()
         if line is None:
@@ -317,8 +320,7 @@ class AcpRoutes:
         except OSError:
             remote.end("the client left during the WebSocket handshake")
             return
-        link.receive_early(trailing)
-        link.run(remote.source)
+        link.start_reading(trailing)
         if remote.greenlet is not None:
             remote.greenlet.join()  # the socket is the link's until the connection has ended
 

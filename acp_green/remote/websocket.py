@@ -1,23 +1,25 @@
 """ACP over one WebSocket (wsproto): each text frame one JSON-RPC message, both ways.
 
-The link is its connection's `ByteWriter` (the connection's writer greenlet sends each line
-as a text frame) and its reader (`run`: frames into the connection's `PushedMessages`). A
-lock keeps the reader's pongs and close frames from interleaving with a message being sent.
+The link is both ends of its connection: its `ByteWriter` (the connection's writer greenlet
+sends each line as a text frame) and its `MessageSource` (the connection's receive loop reads
+the socket itself). A lock keeps the reader's pongs and close frames from interleaving with a
+message being sent.
 """
 
 from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Iterator
 
+from gevent.event import Event
 from gevent.lock import Semaphore
 from wsproto.connection import Connection, ConnectionState, ConnectionType
 from wsproto.events import BytesMessage, CloseConnection, Ping, TextMessage
 from wsproto.frame_protocol import FrameProtocol
 from wsproto.utilities import RemoteProtocolError
 
-from ..rpc.channel import PushedMessages
-from ..rpc.transport import Line
+from ..rpc.channel import Line
 
 log = logging.getLogger(__name__)
 
@@ -36,14 +38,15 @@ class WebSocketLink:
         # endpoint finish sending before it answers a close). No extension is negotiated.
         self._frames = FrameProtocol(client=False, extensions=[])
         self._closing: CloseConnection | None = None  # the client's close, answered by `close`
+        self._upgraded = Event()
+        self._ended = False
+        self._eof = False
+        self._parts: list[str] = []  # the message being received, frame by frame
+        self._size = 0
+        self._too_long = False
         self._max = max_message_bytes
         self._lock = Semaphore()
         self._warned_binary = False
-
-    def receive_early(self, data: bytes) -> None:
-        """Bytes the client sent right after its upgrade request, read with the request's head."""
-        if data:
-            self._ws.receive_data(data)
 
     # -- ByteWriter ----------------------------------------------------------------------------
     def write(self, data: memoryview) -> int:
@@ -76,45 +79,67 @@ class WebSocketLink:
             with self._lock:
                 self.sock.sendall(data)
 
-    # -- reading -------------------------------------------------------------------------------
-    def run(self, source: PushedMessages) -> None:
-        """Push each text message into `source` until the client closes; then end the source.
+    # -- MessageSource -------------------------------------------------------------------------
+    def start_reading(self, early: bytes) -> None:
+        """The upgrade is answered: take the bytes the client sent right after its request, and
+        let `lines` read the socket."""
+        if early:
+            self._ws.receive_data(early)
+        self._upgraded.set()
 
-        A message over `max_message_bytes` is dropped as it arrives (never held) and reaches the
-        connection as a too-long line, which is answered -32600 like any other.
+    def end(self) -> None:
+        """No message after the one being read (the agent is stopping, or the connection idle)."""
+        self._ended = True
+        self._upgraded.set()
+
+    def lines(self) -> Iterator[Line]:
+        """Each text message, read by the connection's own receive loop as it arrives, until the
+        client closes: no greenlet between the socket and the connection, so a control request
+        waits for no hand-off. A message over `max_message_bytes` is dropped as it arrives (never
+        held) and reaches the connection as a too-long line, answered -32600 like any other.
         """
-        parts: list[str] = []
-        size = 0
-        too_long = False
+        self._upgraded.wait()
         try:
-            data = b"-"  # events first: the client's first frame may have come with its upgrade request
-            while True:
-                for event in self._ws.events():
-                    if isinstance(event, TextMessage):
-                        size += len(event.data.encode("utf-8", "surrogatepass"))  # the limit is in bytes, as on stdio
-                        if size > self._max:
-                            too_long, parts = True, []
-                        elif not too_long:
-                            parts.append(event.data)
-                        if event.message_finished:
-                            line = Line(b"", too_long=True) if too_long else Line("".join(parts).encode("utf-8", "surrogatepass"))
-                            parts, size, too_long = [], 0, False
-                            if not source.push(line):
-                                return
-                    elif isinstance(event, BytesMessage):
-                        if not self._warned_binary:
-                            self._warned_binary = True
-                            log.info("a WebSocket client sent a binary frame; ACP messages are text frames: ignored")
-                    elif isinstance(event, Ping):
-                        self._send(self._ws.send(event.response()))
-                    elif isinstance(event, CloseConnection):
-                        self._closing = event  # answered by `close`, after the connection's last answers
+            while not self._ended:
+                for line in self._messages():
+                    yield line
+                    if self._ended:
                         return
-                if not data:
+                if self._closing is not None or self._eof:
                     return
                 data = self.sock.recv(_RECV)
+                self._eof = not data
                 self._ws.receive_data(data or None)
         except (OSError, RemoteProtocolError) as exc:
             log.debug("WebSocket read ended: %s", exc)
-        finally:
-            source.end()
+
+    def unread_lines(self) -> list[Line]:
+        """The whole messages already received but not handed out (a shutdown answers each)."""
+        try:
+            return list(self._messages())
+        except (OSError, RemoteProtocolError):
+            return []
+
+    def _messages(self) -> Iterator[Line]:
+        """The messages completed by what was received so far; pongs and the close on the way."""
+        for event in self._ws.events():
+            if isinstance(event, TextMessage):
+                self._size += len(event.data.encode("utf-8", "surrogatepass"))  # the limit is in bytes, as on stdio
+                if self._size > self._max:
+                    self._too_long, self._parts = True, []
+                elif not self._too_long:
+                    self._parts.append(event.data)
+                if event.message_finished:
+                    whole = "".join(self._parts)
+                    line = Line(b"", too_long=True) if self._too_long else Line(whole.encode("utf-8", "surrogatepass"))
+                    self._parts, self._size, self._too_long = [], 0, False
+                    yield line
+            elif isinstance(event, BytesMessage):
+                if not self._warned_binary:
+                    self._warned_binary = True
+                    log.info("a WebSocket client sent a binary frame; ACP messages are text frames: ignored")
+            elif isinstance(event, Ping):
+                self._send(self._ws.send(event.response()))
+            elif isinstance(event, CloseConnection):
+                self._closing = event  # answered by `close`, after the connection's last answers
+                return

@@ -71,11 +71,11 @@ class TurnUpdates(Protocol):
 
     ended: bool
 
-    def update(self, update: dict[str, Any], sent: dict[str, Any] | None = None) -> bytes: ...
+    def update(self, update: dict[str, Any], sent: dict[str, Any] | None = None) -> bytes | None: ...
 
     def text_chunk(self, kind: str, text: str) -> bytes: ...
 
-    def notice(self, update: dict[str, Any]) -> bytes: ...
+    def notice(self, update: dict[str, Any]) -> bytes | None: ...
 
 
 class ToolCallHandle:
@@ -215,11 +215,13 @@ class TurnOutput:
 
     def send_final(self, update: dict[str, Any]) -> None:
         """Queue a last update without yielding: the runtime sends it just before the response."""
-        self._channel.put(self._updates.notice(update))
+        line = self._updates.notice(update)
+        if line is not None:  # None: not sent in the negotiated version (its dialect said why)
+            self._channel.put(line)
 
     def announce(self, kept: dict[str, Any], sent: dict[str, Any]) -> None:
         """A settings change: `kept` is what history stores, `sent` what this client is sent."""
-        self._paced.send(self._updates.update(kept, sent=sent))
+        self._send_line(self._updates.update(kept, sent=sent))
 
     def say(self, text: str) -> None:
         """A chunk of the reply, counted in the turn's output bytes."""
@@ -316,5 +318,10 @@ class TurnOutput:
             checked = paths.tool_call_paths(checked, self._cwd)
             if checked.get("status") in FINAL_TOOL_STATUSES:
                 self._tool_calls.finished(checked["toolCallId"])  # before sending, which yields
-        self._paced.send(self._updates.update(checked))
+        self._send_line(self._updates.update(checked))
         return True
+
+    def _send_line(self, line: bytes | None) -> None:
+        """Send a line the turn's record built; None: kept in history, not sent in the negotiated version."""
+        if line is not None:
+            self._paced.send(line)

@@ -11,7 +11,8 @@
 | `access.py` | the auth check and the session a request names |
 | `session_mcp.py` | each session's MCP servers |
 | `updates.py` | encoding `session/update`, session info, titles |
-| `dialect_v2.py` | ACP v2 (draft) as a translation at the connection's edge: pure functions from v1 shapes to v2's |
+| `dialect.py` | the connection's outgoing dialect: each update and request built in the negotiated version's shape |
+| `dialect_v2.py` | ACP v2 (draft) as a dialect: pure functions from v1 shapes to v2's |
 | `v2_methods.py` | ACP v2's `auth/login`, `auth/logout`, `tool_call/cancel`, `terminal/cancel` (version 2 only) |
 
 The endpoint exists first; every feature gets what it needs from it at construction and
@@ -21,7 +22,7 @@ registers its own handlers (`Endpoint.add_feature`). Agent behaviour comes only 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,8 @@ from ..sessions import SessionRegistry
 from ..settings import SessionSettings
 from .access import SessionAccess
 from .connection import ConnectionMethods
+from .dialect import OutgoingDialect
+from .dialect_v2 import V1_ONLY, V2_ONLY
 from .prompt import PromptLedger, PromptService
 from .session_mcp import SessionMcpServers
 from .session_admin import SessionAdmin, admit_archive_v2
@@ -115,24 +118,32 @@ def attach(
     session_mcp = SessionMcpServers(mcp, client.call, client.notify, acp=not stable_only)
     access = SessionAccess(agent, context, sessions)
     prompts = PromptLedger(store, sessions)
-    connection = ConnectionMethods(agent, context, mcp, endpoint, sessions, store, stable_only, max_protocol_version)
+    dialect = OutgoingDialect()  # the connection's: `initialize` picks the negotiated version's
+    connection = ConnectionMethods(agent, context, mcp, endpoint, sessions, store, stable_only, max_protocol_version, dialect)
     settings = SessionSettings(agent, sessions)
     session_methods = SessionMethods(agent, access, sessions, store, session_mcp, endpoint.outbound, settings, max_mcp_servers,
-                                     stable_only)
-    prompt_service = PromptService(agent, access, prompts, session_mcp, endpoint.outbound, client.call, settings, client.send)
+                                     stable_only, dialect)
+    prompt_service = PromptService(agent, access, prompts, session_mcp, endpoint.outbound, client.call, settings, client.send,
+                                   dialect)
     features: tuple[object, ...] = (connection, session_methods, prompt_service)
     admin = None if stable_only else SessionAdmin(agent, session_methods)
     if admin is not None:
         features += (admin, mcp)
     for feature in features:
         endpoint.add_feature(feature)
-    endpoint.add_feature(V2Methods(agent, access, prompts))  # answers only once version 2 is negotiated
+    endpoint.add_feature(V2Methods(agent, access, prompts))  # its routes serve version 2 only
     endpoint.gate = connection.refusal_before_initialize
-    connection.v2_overrides["session/resume"] = Route(Kind.BACKGROUND, partial(admit_resume_v2, session_methods))
-    connection.v2_overrides["session/close"] = Route(Kind.BACKGROUND, partial(admit_close_v2, session_methods), frees_resources=True)
+    v2_route(endpoint, "session/resume", Route(Kind.BACKGROUND, partial(admit_resume_v2, session_methods)))
+    v2_route(endpoint, "session/close", Route(Kind.BACKGROUND, partial(admit_close_v2, session_methods), frees_resources=True))
     if admin is not None:  # archiving closes the session: under v2, answered after a running turn's idle
-        connection.v2_overrides["session/archive"] = Route(Kind.BACKGROUND, partial(admit_archive_v2, admin), frees_resources=True)
+        v2_route(endpoint, "session/archive", Route(Kind.BACKGROUND, partial(admit_archive_v2, admin), frees_resources=True,
+                                                    unstable=True))
     return AcpProtocol(endpoint, sessions, store, mcp, session_mcp, connection, session_methods, prompt_service, prompts)
+
+
+def v2_route(endpoint: Endpoint, method: str, route: Route) -> None:
+    """`method` answered by `route` under v2, by the route registered for it under v1."""
+    endpoint.routes[method] = replace(endpoint.routes[method], versions=V1_ONLY, otherwise=replace(route, versions=V2_ONLY))
 
 
 __all__ = ["AcpProtocol", "attach"]

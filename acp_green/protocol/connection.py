@@ -18,6 +18,7 @@ from ..rpc.params import Params
 from ..sessions import SessionRegistry
 from ..process.stats import STATS_METHOD, runtime_stats
 from . import dialect_v2
+from .dialect import OutgoingDialect
 
 if TYPE_CHECKING:
     from ..store.base import Store
@@ -45,15 +46,17 @@ class ConnectionMethods:
     """What the client negotiates once per connection, and the extensions the agent offers."""
 
     def __init__(self, agent: Agent, context: ConnectionContext, mcp: McpRegistry, endpoint: Endpoint,
-                 sessions: SessionRegistry, store: Store, stable_only: bool = False, max_protocol_version: int = 2) -> None:
+                 sessions: SessionRegistry, store: Store, stable_only: bool = False, max_protocol_version: int = 2,
+                 dialect: OutgoingDialect | None = None) -> None:
         self.agent = agent
         self.stable_only = stable_only
         self.max_protocol_version = max_protocol_version
-        #: v2's method table, built from v1's at the first negotiation of v2 (see `speak`).
-        self.v2_routes: dict[str, Route] = {}
-        self.v1_routes: dict[str, Route] | None = None
-        #: Routes v2 adds or replaces, set by protocol.attach (`session/resume` as a background job).
-        self.v2_overrides: dict[str, Route] = {}
+        #: Every route registered, as `attach` left them (each says which versions it serves).
+        self.registered: dict[str, Route] | None = None
+        #: The method table each negotiated version is served (see `speak`).
+        self.served: dict[int, dict[str, Route]] = {}
+        #: How what this connection sends is shaped (the negotiated version's dialect).
+        self.dialect = dialect if dialect is not None else OutgoingDialect()
         self.context = context
         self.mcp = mcp
         self.endpoint = endpoint
@@ -71,8 +74,8 @@ class ConnectionMethods:
         version = negotiated(requested, self.max_protocol_version)
         current = self.context.snapshot.protocol_version
         if current is not None and current != version and self.endpoint.active:
-            # The translation to v2 is the connection's: switching it would reshape (or stop
-            # reshaping) what running requests send, against the version they were admitted under (S3).
+            # The dialect is the connection's: switching it would reshape (or stop reshaping)
+            # what running requests send, against the version they were admitted under (S3).
             raise checked.refuse("protocolVersion", f"this connection speaks protocol version {current} while "
                                  f"{self.endpoint.active} requests run; it may switch to {version} once none runs")
         if version >= dialect_v2.VERSION:
@@ -97,24 +100,21 @@ class ConnectionMethods:
         }
 
     def speak(self, version: int) -> None:
-        """Shape this connection for `version`: v2's dialect and method table, or v1's as they were.
+        """Shape this connection for `version`: its dialect, and the routes that serve it.
 
-        Under v2 the methods v2 removed are gone (-32601), `session/resume` replays in the
-        background (`replayFrom`), batches are accepted, and every message is translated."""
+        A method whose route does not serve `version` (`Route.versions`), or is unstable under
+        `stable_only`, is gone from the table (-32601); under v2 `session/resume` replays in the
+        background (`replayFrom`), batches are accepted, and what is sent is built in v2's shape."""
         endpoint = self.endpoint
-        if self.v1_routes is None:
-            self.v1_routes = dict(endpoint.routes)
-        if version >= dialect_v2.VERSION:
-            if not self.v2_routes:
-                self.v2_routes = {m: r for m, r in self.v1_routes.items() if m not in dialect_v2.V1_ONLY_METHODS}
-                self.v2_routes.update(self.v2_overrides)
-            endpoint.routes = dict(self.v2_routes)
-            endpoint.dialect = dialect_v2.V2Dialect()
-            endpoint.outbound.translate = dialect_v2.outgoing_line
-        else:
-            endpoint.routes = dict(self.v1_routes)
-            endpoint.dialect = None
-            endpoint.outbound.translate = None
+        if self.registered is None:
+            self.registered = dict(endpoint.routes)
+        served = self.served.get(version)
+        if served is None:
+            picked = ((method, route.serving(version, self.stable_only)) for method, route in self.registered.items())
+            served = self.served[version] = {method: route for method, route in picked if route is not None}
+        endpoint.routes = dict(served)
+        endpoint.dialect = dialect_v2.V2Dialect() if version >= dialect_v2.VERSION else None
+        self.dialect.speak(version)
         setattr(endpoint, "accept_batches", version >= dialect_v2.VERSION)  # contract: the batches' switch
 
     def refusal_before_initialize(self, method: str) -> RpcError | None:
@@ -124,12 +124,12 @@ class ConnectionMethods:
             return None
         return NotInitialized(wire.excerpt(method))
 
-    @control("authenticate")
+    @control("authenticate", versions=dialect_v2.V1_ONLY)
     def authenticate(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         log_in(self.agent, self.context, Params(params, "authenticate"))
         return {}
 
-    @control("logout")
+    @control("logout", versions=dialect_v2.V1_ONLY)
     def logout(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         """-32601 unless the agent implements `Agent.logout`; afterwards the connection counts as
         not authenticated, so an agent with auth methods refuses session methods until `authenticate`."""

@@ -1,9 +1,9 @@
-"""ACP v2 (draft) as a translation at the connection's edge: pure functions from v1 shapes to v2's.
+"""ACP v2 (draft) as a dialect: pure functions from v1 shapes to v2's.
 
-The protocol layer keeps producing ACP v1: results, `session/update` notifications, the
-requests it sends; history is stored in v1's shape. Once `initialize` negotiated version 2,
-`V2Dialect` reshapes what handlers read and answer (the endpoint's `dialect`) and `outgoing_line`
-reshapes every message on its way to the wire (the outbound's `translate`). What v2 has no
+The protocol layer builds in ACP v1's terms; history is stored in v1's shape. Once `initialize`
+negotiated version 2, `V2Dialect` reshapes what handlers read and answer (the endpoint's
+`dialect`), and the connection's outgoing dialect (dialect.py) builds each update and request
+we send in v2's shape with these functions, where it is made. What v2 has no
 place for is dropped with a debug log (docs/V2.md lists it): `current_mode_update` and the
 `modes` of a session's answers (v2 has no modes; settings.py offers them as the `mode` option).
 
@@ -24,9 +24,11 @@ log = logging.getLogger(__name__)
 
 VERSION = 2
 
-#: ACP v1 methods the v2 draft removed: they answer -32601 under v2 (`session/load` is
-#: `session/resume` with `replayFrom`; `authenticate` and `logout` are `auth/login|logout`).
-V1_ONLY_METHODS = frozenset({"session/load", "session/set_mode", "authenticate", "logout"})
+#: The versions a route of only one of them serves (`Route.versions`): v1's methods the v2 draft
+#: removed answer -32601 under v2 (`session/load` is `session/resume` with `replayFrom`;
+#: `authenticate` and `logout` are `auth/login|logout`), v2's new ones -32601 under v1.
+V1_ONLY = frozenset({1})
+V2_ONLY = frozenset({VERSION})
 
 #: v1's unstable session capabilities v2's unstable schema keeps (same names, same shapes; archive
 #: closes a running session as session/close does): advertised under v2 when v1 advertises them.
@@ -37,12 +39,10 @@ MESSAGE_CHUNKS = frozenset({"user_message_chunk", "agent_message_chunk", "agent_
 PLAN_ID = "plan"
 LEGACY_MESSAGE_ID = "legacy"
 
-_UPDATE_HEAD = b'{"jsonrpc":"2.0","method":"session/update",'
-_UPDATE_KIND = b'"update":{"sessionUpdate":"'
-_REQUEST_HEAD = b'{"jsonrpc":"2.0","id":'
-_PERMISSION = b'"method":"session/request_permission"'
-#: Kinds whose v1 line is already a v2 line (a message chunk only with its messageId).
-_UNCHANGED = frozenset({b"usage_update", b"session_info_update", b"notice", b"state_update", b"user_message"})
+#: Kinds whose v2 shape differs from v1's (a message chunk only when it lacks its messageId);
+#: every other kind is sent as v1 shapes it.
+RESHAPED = frozenset({"tool_call", "tool_call_update", "plan", "available_commands_update", "config_option_update",
+                      "current_mode_update"})
 
 
 # -- what the agent sends -------------------------------------------------------------------------
@@ -160,34 +160,6 @@ def state_update(state: str, stop_reason: str | None = None, error: dict[str, An
 def user_message(message_id: str, prompt: list[dict[str, Any]]) -> dict[str, Any]:
     """The echo of an inserted prompt: the user message with the id its acknowledgement gave."""
     return {"sessionUpdate": "user_message", "messageId": message_id, "content": prompt}
-
-
-def outgoing_line(data: bytes) -> bytes | None:
-    """A message on its way to a v2 client, as v2 shapes it; None drops it.
-
-    Only `session/update` and `session/request_permission` change; every other line (responses,
-    other requests) passes untouched, told apart by its first bytes (wire.encode_* lay them out).
-    Never raises: a line that cannot be read is sent as it is."""
-    try:
-        if data.startswith(_UPDATE_HEAD):
-            at = data.find(_UPDATE_KIND)
-            if at >= 0:
-                start = at + len(_UPDATE_KIND)
-                kind = data[start:data.find(b'"', start)]
-                if kind in _UNCHANGED or (kind.endswith(b"_chunk") and b'"messageId":' in data and kind != b"tool_call_content_chunk"):
-                    return data  # the streaming hot path: already v2
-            message = wire.loads(data)
-            params = message.get("params")
-            translated = update(params["update"])
-            if translated is None:
-                return None
-            return wire.encode_notification("session/update", {**params, "update": translated})
-        if data.startswith(_REQUEST_HEAD) and _PERMISSION in data[:200]:
-            message = wire.loads(data)
-            return wire.encode_request(message["id"], message["method"], permission_request(message["params"]))
-    except Exception:
-        log.exception("a message could not be translated to ACP v2; sent as it is")
-    return data
 
 
 # -- what the client sends and what it is answered ------------------------------------------------

@@ -28,9 +28,10 @@ from ..rpc.transport import Outbound
 from ..usage import RUNNING, UsageRecord
 from . import dialect_v2
 from .access import SessionAccess
+from .dialect import OutgoingDialect, Shapes
 from .session_mcp import SessionMcpServers
 from .turn_record import TurnRecord
-from .updates import SessionUpdateEncoder, encode_update, session_info, title_from_prompt
+from .updates import SessionUpdateEncoder, session_info, title_from_prompt
 
 if TYPE_CHECKING:
     from ..conversation import Conversation
@@ -261,14 +262,17 @@ def usage_record(job: PromptJob, stop_reason: str) -> UsageRecord:
 ASKS_THE_USER = frozenset({"session/request_permission", "elicitation/create"})
 
 
-def waiting_on_user(call: Callable[..., Any], outbound: Outbound, session_id: str, method: str, *args: Any, **kwargs: Any) -> Any:
-    """A v2 turn's request to the client: while it asks the user, the session `requires_action`;
-    `running` again once answered (or failed: the turn goes on, or winds down to its idle)."""
+def waiting_on_user(call: Callable[..., Any], outbound: Outbound, session_id: str, shapes: Shapes, method: str, params: Any,
+                    *args: Any, **kwargs: Any) -> Any:
+    """A v2 turn's request to the client, built in v2's shape: while it asks the user, the session
+    `requires_action`; `running` again once answered (or failed: the turn goes on, or winds down
+    to its idle). A request the shapes cannot build is refused before anything is sent."""
     if method not in ASKS_THE_USER:
-        return call(method, *args, **kwargs)
+        return call(method, params, *args, **kwargs)
+    params = shapes.request(method, params)
     outbound.put(dialect_v2.encode(session_id, dialect_v2.state_update("requires_action")))
     try:
-        return call(method, *args, **kwargs)
+        return call(method, params, *args, **kwargs)
     finally:
         outbound.put(dialect_v2.encode(session_id, dialect_v2.state_update("running")))
 
@@ -278,8 +282,9 @@ class PromptService:
 
     def __init__(self, agent: Agent, access: SessionAccess, ledger: PromptLedger, session_mcp: SessionMcpServers,
                  outbound: Outbound, call_client: Callable[..., Any], settings: SessionSettings,
-                 send_client: Callable[[str, Any], None] | None = None) -> None:
+                 send_client: Callable[[str, Any], None] | None = None, dialect: OutgoingDialect | None = None) -> None:
         self.agent = agent
+        self.dialect = dialect if dialect is not None else OutgoingDialect()  # the connection's: what it sends
         self.settings = settings
         self.accepted = accepted_kinds(agent)
         self.access = access
@@ -306,7 +311,8 @@ class PromptService:
             raise SessionBusy(session_id) if self.access.context.snapshot.v1 else SessionBusy(session_id, "its idle state_update")
         token = session.token
         self.session_mcp.start_declared(session)  # after an eviction, the servers start again
-        record = TurnRecord(self.ledger.store, session, SessionUpdateEncoder(session_id), token=token)
+        shapes = self.dialect.shapes  # the turn's for its whole life (S3)
+        record = TurnRecord(self.ledger.store, session, SessionUpdateEncoder(session_id), token=token, shapes=shapes)
         snapshot = self.access.context.snapshot
         turn = Turn(
             session=session,
@@ -315,7 +321,7 @@ class PromptService:
             snapshot=snapshot,
             channel=self.outbound,
             updates=record,
-            call_client=self.call_client if snapshot.v1 else partial(waiting_on_user, self.call_client, self.outbound, session_id),
+            call_client=self.call_client if snapshot.v1 else partial(waiting_on_user, self.call_client, self.outbound, session_id, shapes),
             mcp=partial(self.session_mcp.client_session, session),
             send_client=self.send_client,
             settings=self.settings,
@@ -331,5 +337,7 @@ class PromptService:
             session.record.title = title
             self.access.sessions.save(session)
             # Before the prompt's own updates and its response (S5).
-            self.outbound.put(encode_update(session_id, session_info(session)))
+            line = shapes.line(session_id, session_info(session))
+            if line is not None:
+                self.outbound.put(line)
         return job

@@ -34,6 +34,7 @@ from ..errors import RequestCancelled, RpcError, UnknownSession
 from ..rpc.fairness import PacedProducer, UpdateChannel
 from ..sessions import Session, SessionRegistry
 from ..settings import booleans_as_selects
+from .dialect import V1, Shapes
 from .updates import SessionUpdateEncoder
 
 if TYPE_CHECKING:
@@ -61,7 +62,8 @@ class ReplayJob(Job):
 
     def __init__(self, store: Store, sessions: SessionRegistry, session: Session, channel: UpdateChannel,
                  closing: Callable[[], list[bytes]], answer: Callable[[], Any],
-                 accepts: Callable[[str], bool] = lambda kind: True, replay: bool = True, shows_booleans: bool = True) -> None:
+                 accepts: Callable[[str], bool] = lambda kind: True, replay: bool = True, shows_booleans: bool = True,
+                 shapes: Shapes = V1) -> None:
         self.store = store
         self.sessions = sessions
         self.session = session
@@ -71,6 +73,7 @@ class ReplayJob(Job):
         self.accepts = accepts  # whether the loading client may be sent an update of a kind
         self.replay = replay  # False: ACP v2's resume without `replayFrom` (the closing lines only)
         self.shows_booleans = shows_booleans  # else a stored boolean option is replayed as its select
+        self.shapes = shapes  # the negotiated version's: history is stored in v1's shape
         self.token = session.token
         self.replayed = 0  # updates sent so far
         self.ended_by: RpcError | None = None  # why the replay was cut short, when the job was told
@@ -78,6 +81,7 @@ class ReplayJob(Job):
     def run(self) -> Any:
         session_id = self.session.session_id
         line = SessionUpdateEncoder(session_id).line
+        stored = self.shapes.stored
         out = PacedProducer(self.channel, released_by=self.token.event)
         cancelled = self.token.is_set
         after: Any = None
@@ -94,10 +98,12 @@ class ReplayJob(Job):
                     continue
                 if not self.accepts(kind):
                     continue
+                update_json = entry.update
                 if kind == "config_option_update" and not self.shows_booleans:
-                    out.send(line(booleans_as_selects(entry.update)))
-                else:
-                    out.send(line(entry.update))
+                    update_json = booleans_as_selects(update_json)
+                shaped = stored(kind, update_json)
+                if shaped is not None:  # None: the negotiated version has no such update
+                    out.send(line(shaped))
                 self.replayed += 1
             else:
                 if page.after is None:

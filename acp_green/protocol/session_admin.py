@@ -40,7 +40,7 @@ class SessionAdmin:
         self.methods = methods  # the session methods' access, store, MCP servers and settings
         self.sessions: SessionRegistry = methods.sessions
 
-    @control("session/fork")
+    @control("session/fork", unstable=True)
     def session_fork(self, params: Any, _id: wire.RequestId) -> Reply:
         """A new session holding the source's finished turns and a copy of its state; the source is
         untouched. A turn the source is running is not part of the fork (docs/SESSIONS.md)."""
@@ -62,12 +62,12 @@ class SessionAdmin:
         for line in self.methods.reopened_updates(fork):
             self.methods.outbound.put(line)
 
-    @control("session/archive")
+    @control("session/archive", unstable=True)
     def session_archive(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         """Close the session if it is live (a running prompt is cancelled), then archive it; idempotent."""
         return self._set_archived(params, "session/archive", True)
 
-    @control("session/unarchive")
+    @control("session/unarchive", unstable=True)
     def session_unarchive(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         """Back in the default `session/list`; never loads or resumes it; idempotent."""
         return self._set_archived(params, "session/unarchive", False)
@@ -78,7 +78,7 @@ class SessionAdmin:
         self.sessions.set_archived(session_id, archived)
         return {}
 
-    @control("session/set_title")
+    @control("session/set_title", unstable=True)
     def session_set_title(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         """Store the normalized title (an empty one is refused, -32602) and answer it; the runtime
         never replaces a title once set (it names only untitled sessions after their first prompt)."""
@@ -91,7 +91,7 @@ class SessionAdmin:
         self.sessions.set_title(session_id, title)
         return {"title": title}
 
-    @control("session/status")
+    @control("session/status", unstable=True)
     def session_status(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         """`open` when the session is in memory, `saved` when only stored; no side effect (it
         neither revives nor touches the session)."""

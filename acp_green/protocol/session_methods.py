@@ -26,9 +26,10 @@ from ..settings import MODE_OPTION_ID, SessionSettings, client_shows_booleans
 from ..rpc.transport import Outbound
 from . import dialect_v2
 from .access import SessionAccess
+from .dialect import OutgoingDialect
 from .replay import ReplayJob
 from .session_mcp import SessionMcpServers
-from .updates import encode_update, iso_time, session_info
+from .updates import iso_time, session_info
 
 if TYPE_CHECKING:
     from ..context import ConnectionSnapshot
@@ -65,8 +66,9 @@ class SessionMethods:
 
     def __init__(self, agent: Agent, access: SessionAccess, sessions: SessionRegistry, store: Store,
                  session_mcp: SessionMcpServers, outbound: Outbound, settings: SessionSettings,
-                 max_mcp_servers: int = 64, stable_only: bool = False) -> None:
+                 max_mcp_servers: int = 64, stable_only: bool = False, dialect: OutgoingDialect | None = None) -> None:
         self.agent = agent
+        self.dialect = dialect if dialect is not None else OutgoingDialect()  # the connection's: what it sends
         self.stable_only = stable_only  # no archive state: every session listed, no `archived` reported
         self.settings = settings
         self.access = access
@@ -111,10 +113,11 @@ class SessionMethods:
         """The session-level updates a new session gets: the agent's commands, when it has any."""
         if not self.agent.commands:
             return []
-        return [encode_update(session.session_id, {
+        line = self.dialect.shapes.line(session.session_id, {
             "sessionUpdate": "available_commands_update",
             "availableCommands": [c.to_wire() for c in self.agent.commands],
-        })]
+        })
+        return [] if line is None else [line]
 
     def reopened_updates(self, session: Session) -> list[bytes]:
         """What a load or resume sends before its response: the commands, and the title the client may lack.
@@ -126,7 +129,9 @@ class SessionMethods:
         ACP's "MUST NOT replay before responding" is not touched."""
         lines = self.opened_updates(session)
         if session.record.title is not None:
-            lines.append(encode_update(session.session_id, session_info(session)))
+            line = self.dialect.shapes.line(session.session_id, session_info(session))
+            if line is not None:
+                lines.append(line)
         return lines
 
     # -- stored sessions (they wait for the store thread) -----------------------------------------
@@ -146,13 +151,14 @@ class SessionMethods:
         self.session_mcp.redeclared(session)
         return session
 
-    @background("session/load")
+    @background("session/load", versions=dialect_v2.V1_ONLY)
     def session_load(self, params: Any, _id: wire.RequestId) -> ReplayJob:
         """In the receive loop: check, register and reserve the session (S2); the job replays the
         stored conversation as session/update, then answers."""
         session = self._reopen(params, "session/load", mcp_required=True)
         job = ReplayJob(self.store, self.sessions, session, self.outbound,
                         closing=partial(self.reopened_updates, session), answer=partial(self.session_state, session),
+                        shapes=self.dialect.shapes,
                         accepts=self.access.context.snapshot.accepts_update,
                         shows_booleans=client_shows_booleans(self.access.context.snapshot))
         session.reserve(job)  # nothing after the reopen can fail: the reservation is always released (S14)
@@ -214,7 +220,7 @@ class SessionMethods:
             raise UnknownSession(session_id)
         return {}
 
-    @control("session/set_mode")
+    @control("session/set_mode", versions=dialect_v2.V1_ONLY)
     def session_set_mode(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         """The agent's `mode_changed` hook sees the change first and may refuse it by raising."""
         checked = Params(params, "session/set_mode")
@@ -299,6 +305,7 @@ def admit_resume_v2(methods: SessionMethods, params: Any, _id: wire.RequestId) -
 
     job = ReplayJob(methods.store, methods.sessions, session, methods.outbound, closing=closing,
                     answer=partial(methods.session_state, session), accepts=methods.access.context.snapshot.accepts_update,
+                    shapes=methods.dialect.shapes,
                     replay=replay, shows_booleans=client_shows_booleans(methods.access.context.snapshot))
     session.reserve(job)  # nothing after the reopen can fail: the reservation is always released (S14)
     return job

@@ -2,7 +2,9 @@
 
 The author's `Turn` asks the record for the wire line of each update it sends (`update`,
 `text_chunk`). The record builds the update's JSON once, keeps it, and derives the line from it;
-the stored form is the update object itself. Kept updates go to the store (`append_history`)
+the stored form is the update object itself (v1's shape). The line is in the shape of the
+version the turn was admitted under (its `shapes`, dialect.py): where v2's shape differs, its
+JSON is built from the update object; where it does not (every text chunk), the kept JSON is sent. Kept updates go to the store (`append_history`)
 whenever PIECE_UPDATES of them or PIECE_BYTES are waiting, so a turn holds at most one piece
 whatever its length, and the store thread still gets few, large writes.
 
@@ -32,6 +34,7 @@ from ..rpc.cancel import CancelToken
 from ..errors import one_line
 from ..sessions import Session
 from ..store.turns import TurnOutcome
+from .dialect import V1, Shapes
 from .updates import LINE_END, SessionUpdateEncoder, message_tail
 
 if TYPE_CHECKING:
@@ -69,12 +72,13 @@ class TurnRecord:
     __slots__ = (
         "store", "session", "session_id", "turn_id", "started_at", "ended", "_encoder", "_line_head",
         "_messages", "_kind", "_message_id", "_chunk_head", "_tail", "_pending", "_pending_bytes", "_piece_updates",
-        "_piece_bytes", "_open_tools", "_cancel_advertised", "_token", "_settling", "user_message_id",
+        "_piece_bytes", "_open_tools", "_cancel_advertised", "_token", "_settling", "user_message_id", "_shapes",
     )
 
     def __init__(self, store: Store, session: Session, encoder: SessionUpdateEncoder, turn_id: str | None = None,
-                 token: CancelToken | None = None) -> None:
+                 token: CancelToken | None = None, shapes: Shapes = V1) -> None:
         self.store = store
+        self._shapes = shapes  # the negotiated version's: what each update is sent as
         self.session = session
         self.session_id = session.session_id
         self.turn_id = turn_id or new_turn_id()
@@ -133,11 +137,12 @@ class TurnRecord:
         self._keep(update_json)
         return self._line_head + update_json + LINE_END
 
-    def update(self, update: dict[str, Any], sent: dict[str, Any] | None = None) -> bytes:
+    def update(self, update: dict[str, Any], sent: dict[str, Any] | None = None) -> bytes | None:
         """The line of any update the turn sends; a message chunk gets its message's id. It is kept.
 
         `sent`, when given, is what the client is sent in its place (a v2 client's settings
-        change: settings.Announcement); `update` is still what history keeps."""
+        change: settings.Announcement); `update` is still what history keeps. None: nothing is
+        sent (the negotiated version has no such update, or its shape could not be built)."""
         if self.ended:
             raise TurnAnswered()
         kind = update.get("sessionUpdate") if isinstance(update, dict) else None
@@ -152,9 +157,8 @@ class TurnRecord:
                 self._track_tool_call(kind, update)
         update_json = wire.encode_json(update)
         self._keep(update_json)
-        if sent is not None:
-            update_json = wire.encode_json(sent)
-        return self._line_head + update_json + LINE_END
+        sent_json = self._shapes.encoded(update, update_json) if sent is None else self._shapes.encoded(sent)
+        return None if sent_json is None else self._line_head + sent_json + LINE_END
 
     def _track_tool_call(self, kind: str, update: dict[str, Any]) -> None:
         tool_call_id = update.get("toolCallId")
@@ -190,12 +194,15 @@ class TurnRecord:
                 update["content"] = [{"type": "content", "content": {"type": "text", "text": reason}}]
             if tool_call_id in self._cancel_advertised:
                 update["capabilities"] = None
-            lines.append(self.update(update))
+            line = self.update(update)
+            if line is not None:
+                lines.append(line)
         return lines
 
-    def notice(self, update: dict[str, Any]) -> bytes:
+    def notice(self, update: dict[str, Any]) -> bytes | None:
         """The line of an update about the turn that is not part of its history (the final usage)."""
-        return self._encoder.update(update)
+        update_json = self._shapes.encoded(update)
+        return None if update_json is None else self._line_head + update_json + LINE_END
 
     def _keep(self, update_json: bytes) -> None:
         """Keep one update for the store; a full piece (PIECE_UPDATES or PIECE_BYTES) is handed over.

@@ -1,7 +1,7 @@
 """ACP v2's new client requests: `auth/login`, `auth/logout`, `tool_call/cancel`, `terminal/cancel`.
 
-They answer only on a connection that negotiated protocol version 2 or later; under version 1
-each is -32601 with the message any unknown method gets. All run in the receive loop, in receive
+Their routes serve protocol version 2 only (`Route.versions`): under version 1 each is -32601
+with the message any unknown method gets. All run in the receive loop, in receive
 order (S2), and none waits: a cancel is answered as soon as it is accepted, which the schema
 says does not mean the work has stopped (the agent confirms with a final status).
 """
@@ -17,10 +17,8 @@ from ..rpc.endpoint import control
 from ..rpc.params import Params
 from .access import SessionAccess
 from .connection import implements_logout, log_in
+from .dialect_v2 import V2_ONLY
 from .prompt import PromptLedger
-
-#: The first protocol version these methods exist in.
-V2 = 2
 
 
 class V2Methods:
@@ -32,25 +30,19 @@ class V2Methods:
         self.context = access.context
         self.prompts = prompts  # each session's running turn, whose tool calls may be cancelled
 
-    def _checked(self, params: Any, method: str) -> Params:
-        """The params of a v2-only method; -32601 (as for any unknown method) under version 1."""
-        if (self.context.snapshot.protocol_version or 0) < V2:
-            raise MethodNotFound(method)
-        return Params(params, method)
-
-    @control("auth/login")
+    @control("auth/login", versions=V2_ONLY)
     def auth_login(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         """v1's `authenticate`: the agent's `authenticate` hook accepts or refuses (raises)."""
-        log_in(self.agent, self.context, self._checked(params, "auth/login"))
+        log_in(self.agent, self.context, Params(params, "auth/login"))
         return {}
 
-    @control("auth/logout")
+    @control("auth/logout", versions=V2_ONLY)
     def auth_logout(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         """The connection counts as not authenticated afterwards; the agent's `logout` hook runs
         first when it has one. v2 requires both methods of an agent that advertises auth methods,
         so one without the hook still logs out (the runtime forgets the login); an agent with
         neither answers -32601, as v1's `logout` does."""
-        self._checked(params, "auth/logout")
+        Params(params, "auth/logout")
         has_hook = implements_logout(self.agent)
         if not has_hook and not self.agent.auth_methods:
             raise MethodNotFound("auth/logout")
@@ -59,14 +51,14 @@ class V2Methods:
         self.context.authenticated(None)
         return {}
 
-    @control("tool_call/cancel")
+    @control("tool_call/cancel", versions=V2_ONLY)
     def tool_call_cancel(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         """Set the token of one tool call of the session's running turn; the turn goes on.
 
         -32002 for an unknown session; -32602 `not_cancellable` when no turn is running or it has
         no such tool call, the tool call is final, or it was not announced `cancellable`.
         Repeating an accepted cancel is accepted again."""
-        checked = self._checked(params, "tool_call/cancel")
+        checked = Params(params, "tool_call/cancel")
         session_id = checked.identifier("sessionId")
         tool_call_id = checked.identifier("toolCallId")
         self.access.require_auth()
@@ -77,11 +69,11 @@ class V2Methods:
         job.turn.cancel_tool_call(tool_call_id)
         return {}
 
-    @control("terminal/cancel")
+    @control("terminal/cancel", versions=V2_ONLY)
     def terminal_cancel(self, params: Any, _id: wire.RequestId) -> dict[str, Any]:
         """The agent's `cancel_terminal` hook accepts (returns) or refuses; by default every
         terminal is unknown (-32602 `not_cancellable`). -32002 for an unknown session."""
-        checked = self._checked(params, "terminal/cancel")
+        checked = Params(params, "terminal/cancel")
         session_id = checked.identifier("sessionId")
         terminal_id = checked.identifier("terminalId")
         self.access.require_auth()

@@ -119,11 +119,30 @@ class Dialect(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Route:
-    """One entry of the method table."""
+    """One entry of the method table, and which protocol versions it serves.
+
+    `versions`: the negotiated versions it serves (None: every one); `unstable`: part of a
+    protocol's unstable schema (not served to a connection that asked for the stable one only);
+    `otherwise`: the route of the same method for what this one does not serve (ACP v2's
+    `session/resume` after v1's). `serving` picks; the protocol installs what it picked."""
 
     kind: Kind
     handler: Callable[[Any, wire.RequestId], Any]  # control: -> result | Reply; background: -> Job
     frees_resources: bool = False  # background only: never refused for lack of a slot (see `background`)
+    versions: frozenset[int] | None = None
+    unstable: bool = False
+    otherwise: Route | None = None
+
+    def serves(self, version: int, stable_only: bool = False) -> bool:
+        """Whether this route answers on a connection that negotiated `version`."""
+        return (self.versions is None or version in self.versions) and not (stable_only and self.unstable)
+
+    def serving(self, version: int, stable_only: bool = False) -> Route | None:
+        """This route or the first of its `otherwise` that serves `version`; None: -32601 there."""
+        route: Route | None = self
+        while route is not None and not route.serves(version, stable_only):
+            route = route.otherwise
+        return route
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,32 +152,37 @@ class _Mark:
     role: Kind | str  # a Kind for a request, "notification", or "fallback"
     method: str | None
     frees_resources: bool = False
+    versions: frozenset[int] | None = None
+    unstable: bool = False
 
 
 _MARK = "__endpoint_mark__"
 _Handler = TypeVar("_Handler", bound=Callable[..., Any])
 
 
-def _marker(role: Kind | str, method: str | None, frees_resources: bool = False) -> Callable[[_Handler], _Handler]:
+def _marker(role: Kind | str, method: str | None, frees_resources: bool = False, versions: frozenset[int] | None = None,
+            unstable: bool = False) -> Callable[[_Handler], _Handler]:
     def mark(handler: _Handler) -> _Handler:
-        setattr(handler, _MARK, _Mark(role, method, frees_resources))
+        setattr(handler, _MARK, _Mark(role, method, frees_resources, versions, unstable))
         return handler
 
     return mark
 
 
-def control(method: str) -> Callable[[_Handler], _Handler]:
-    """Mark `(params, request_id) -> result | Reply` as the control handler of `method` (S2)."""
-    return _marker(Kind.CONTROL, method)
+def control(method: str, *, versions: frozenset[int] | None = None, unstable: bool = False) -> Callable[[_Handler], _Handler]:
+    """Mark `(params, request_id) -> result | Reply` as the control handler of `method` (S2);
+    `versions` and `unstable` as `Route` reads them."""
+    return _marker(Kind.CONTROL, method, False, versions, unstable)
 
 
-def background(method: str, *, frees_resources: bool = False) -> Callable[[_Handler], _Handler]:
+def background(method: str, *, frees_resources: bool = False, versions: frozenset[int] | None = None,
+               unstable: bool = False) -> Callable[[_Handler], _Handler]:
     """Mark `(params, request_id) -> Job` as the admission of background `method` (S1).
 
     `frees_resources`: the request releases what other requests hold (`mcp/disconnect`), so it
     is admitted even when every `max_background` slot is taken: refusing it would keep them taken.
     """
-    return _marker(Kind.BACKGROUND, method, frees_resources)
+    return _marker(Kind.BACKGROUND, method, frees_resources, versions, unstable)
 
 
 def notification(method: str) -> Callable[[_Handler], _Handler]:
@@ -236,7 +260,7 @@ class MethodTable:
             table[mark.method] = handler
         else:
             assert isinstance(mark.role, Kind)
-            table[mark.method] = Route(mark.role, handler, mark.frees_resources)
+            table[mark.method] = Route(mark.role, handler, mark.frees_resources, mark.versions, mark.unstable)
 
 
 class Responder:

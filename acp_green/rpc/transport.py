@@ -296,8 +296,6 @@ class Outbound:
         self.limits = limits
         self._on_failure = on_failure
         self._on_written = on_written
-        #: The negotiated protocol's reshaping of each message we send: its bytes, or None to drop it.
-        self.translate: Callable[[bytes], bytes | None] | None = None
         self._chunks: deque[bytes] = deque()
         self.queued_bytes = 0
         self._wake = Event()
@@ -319,11 +317,6 @@ class Outbound:
         """Queue bytes; never blocks, safe from the hub (rawlink callbacks)."""
         if self._closed or self.failed:
             return
-        if self.translate is not None:
-            translated = self.translate(data)
-            if translated is None:
-                return
-            data = translated
         self._chunks.append(data)
         self.queued_bytes += len(data)
         if self._idle.is_set():

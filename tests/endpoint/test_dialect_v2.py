@@ -1,5 +1,5 @@
-"""ACP v2 (draft) at the connection's edge: the dialect's pure translations, and the endpoint's
-acknowledgement of a job at admission (its id free again, its slot still taken, its end reported)."""
+"""ACP v2 (draft) as a dialect: the shapes of what we send (built once, in v2's shape), and the
+endpoint's acknowledgement of a job at admission (its id free again, its slot still taken, its end reported)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,20 @@ from typing import Any
 import pytest
 
 from acp_green.protocol import dialect_v2
+from acp_green.protocol.dialect import V2
 from acp_green.protocol.connection import negotiated
 from acp_green.rpc import wire
 from tests.helpers import wait_until
 
 
-def line(update: dict[str, Any]) -> bytes:
-    return wire.encode_notification("session/update", {"sessionId": "s", "update": update})
+def line(update: dict[str, Any]) -> bytes | None:
+    return V2.line("s", update)
 
 
 def translated(update: dict[str, Any]) -> Any:
-    data = dialect_v2.outgoing_line(line(update))
+    data = line(update)
+    stored = V2.stored(update["sessionUpdate"], wire.encode_json(update))  # a replay builds the same
+    assert (data is None and stored is None) or json.loads(stored or b"") == json.loads(data or b"")["params"]["update"]
     return None if data is None else json.loads(data)["params"]["update"]
 
 
@@ -29,8 +32,9 @@ def test_negotiation_answers_the_highest_version_at_or_below_the_request(request
 
 
 def test_a_chunk_with_its_message_id_passes_byte_for_byte() -> None:
-    data = line({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}, "messageId": "t.1"})
-    assert dialect_v2.outgoing_line(data) is data
+    update = {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "hi"}, "messageId": "t.1"}
+    data = wire.encode_json(update)
+    assert V2.encoded(update, data) is data and V2.stored("agent_message_chunk", data) is data
 
 
 def test_a_stored_chunk_without_a_message_id_gets_one() -> None:
@@ -60,7 +64,7 @@ def test_a_plan_is_a_plan_update_and_a_mode_change_is_dropped() -> None:
     entries = [{"content": "a", "priority": "high", "status": "pending"}]
     assert translated({"sessionUpdate": "plan", "entries": entries}) == {
         "sessionUpdate": "plan_update", "plan": {"type": "items", "planId": "plan", "entries": entries}}
-    assert dialect_v2.outgoing_line(line({"sessionUpdate": "current_mode_update", "currentModeId": "x"})) is None
+    assert line({"sessionUpdate": "current_mode_update", "currentModeId": "x"}) is None
 
 
 def test_commands_and_config_options_take_v2_names() -> None:
@@ -73,18 +77,43 @@ def test_commands_and_config_options_take_v2_names() -> None:
 
 
 def test_a_permission_request_names_a_title_and_its_subject() -> None:
-    data = wire.encode_request(7, "session/request_permission", {"sessionId": "s", "options": [],
-                                                                   "toolCall": {"toolCallId": "c", "title": "Write /x"}})
-    params = json.loads(dialect_v2.outgoing_line(data) or b"")["params"]
+    params = V2.request("session/request_permission", {"sessionId": "s", "options": [],
+                                                        "toolCall": {"toolCallId": "c", "title": "Write /x"}})
     assert params == {"sessionId": "s", "options": [], "title": "Write /x",
                       "subject": {"type": "tool_call", "toolCall": {"toolCallId": "c", "title": "Write /x"}}}
 
 
-def test_responses_and_unreadable_lines_pass_untouched() -> None:
-    response = wire.encode_result(1, {"sessionUpdate": "plan"})
-    assert dialect_v2.outgoing_line(response) is response
-    broken = b'{"jsonrpc":"2.0","method":"session/update",' + b"not json\n"
-    assert dialect_v2.outgoing_line(broken) is broken
+def test_a_shape_that_cannot_be_built_is_logged_and_never_sent_as_v1(caplog: pytest.LogCaptureFixture) -> None:
+    """Not v1 to a v2 client: the update is dropped and the request refused, each logged at ERROR naming its kind."""
+    from acp_green.errors import ClientError
+
+    assert V2.update({"sessionUpdate": "tool_call", "toolCallId": "c", "content": Unreadable()}) is None
+    assert line(Unreadable.fields(sessionUpdate="plan")) is None
+    with pytest.raises(ClientError):
+        V2.request("session/request_permission", Unreadable.fields())
+    assert [(r.levelname, r.getMessage().split()[1]) for r in caplog.records] == [
+        ("ERROR", "tool_call"), ("ERROR", "plan"), ("ERROR", "session/request_permission")]
+    assert V2.request("elicitation/create", {"x": 1}) == {"x": 1}
+
+
+class Unreadable(list[Any]):
+    """A value the shape functions fail on (as agent code might hand them)."""
+
+    def __iter__(self) -> Any:
+        raise RuntimeError("unreadable")
+
+    @staticmethod
+    def fields(**known: Any) -> Any:
+        class Fields(dict[str, Any]):
+            def items(self) -> Any:
+                raise RuntimeError("unreadable")
+
+            def get(self, key: str, default: Any = None) -> Any:
+                if key in ("sessionUpdate",):
+                    return dict.get(self, key, default)
+                raise RuntimeError("unreadable")
+
+        return Fields(known)
 
 
 def test_the_initialize_answer_has_info_and_capabilities() -> None:

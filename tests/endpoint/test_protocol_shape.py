@@ -204,9 +204,16 @@ def test_params_checks_accept_exactly_the_right_type_and_name_the_field(fields):
 # -- features register their routes -------------------------------------------------------------
 def test_attach_registers_every_acp_and_mcp_route_on_the_endpoint():
     """Protocol shape: the endpoint exists first; `attach` leaves it routing every ACP
-    method and the MCP-over-ACP routes, control or background as S1/S2 say."""
-    endpoint, _out = _connection()
-    kinds = {method: route.kind for method, route in endpoint.routes.items()}
+    method and the MCP-over-ACP routes, control or background as S1/S2 say. Each route says
+    which versions it serves: the table a v1 connection is served has none of v2's only."""
+    endpoint = Endpoint(Recorder())  # type: ignore[arg-type]
+    store = MemoryStore()
+    protocol.attach(endpoint, DemoAgent(), ConnectionContext(), SessionRegistry(store, 1800.0), store)
+    kinds = {method: route.kind for method, route in endpoint.routes.items()}  # as registered, before initialize
+    v2_only = {"auth/login", "auth/logout", "tool_call/cancel", "terminal/cancel"}
+    assert {m for m, r in endpoint.routes.items() if r.versions == {2}} == v2_only
+    endpoint.handle_line(b'{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":1}}')
+    assert set(endpoint.routes) == set(kinds) - v2_only
     assert kinds == {
         **dict.fromkeys(["initialize", "authenticate", "logout", "session/new", "session/resume", "session/list",
                          "session/delete", "session/close", "session/set_mode", "session/set_config_option",

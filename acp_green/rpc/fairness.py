@@ -11,34 +11,72 @@ on a timer: timers fire only after the next I/O poll, so the reader and writer g
 from __future__ import annotations
 
 import time
+from collections import deque
 from typing import Any, Protocol
 
 import gevent
+from gevent.hub import Waiter
 
-DEFAULT_BUDGET = 0.0005  # seconds of streaming work per hub iteration
+DEFAULT_BUDGET = 0.002  # seconds of streaming work per hub iteration, all streams together
 _AFTER_NEXT_POLL = 1e-6  # any positive sleep is a timer, served after the next I/O poll
 
 
 class FairShare:
-    """Bounds the streaming work done between two polls of the hub for I/O."""
+    """Bounds the streaming work done between two polls of the hub for I/O.
 
-    __slots__ = ("budget", "_loop", "_iteration", "_started")
+    Once an iteration's budget is spent, callers wait in one line, first come first served;
+    after the next poll the line is let through while the new budget lasts, and the rest wait
+    on. So however many streams there are, they do `budget` of work per iteration between them
+    and no more: a stream woken only to find the budget spent would cost a switch for nothing,
+    and a stream let through for one more line each would make the budget grow with their number.
+    """
+
+    __slots__ = ("budget", "_loop", "_iteration", "_started", "_line", "_timer")
 
     def __init__(self, budget: float = DEFAULT_BUDGET) -> None:
         self.budget = budget
         self._loop = gevent.get_hub().loop
         self._iteration = -1
         self._started = 0.0
+        self._line: deque[Waiter] = deque()
+        self._timer: Any = None
 
     def yield_if_due(self) -> None:
-        """Return at once while this iteration's budget lasts; otherwise wait for the next poll."""
+        """Return at once while this iteration's budget lasts; otherwise wait in line for a later one."""
         iteration = self._loop.iteration
         now = time.monotonic()
-        if iteration != self._iteration:
+        if iteration != self._iteration and not self._line:
             self._iteration = iteration
             self._started = now
-        elif now - self._started >= self.budget:
-            gevent.sleep(_AFTER_NEXT_POLL)
+        elif self._line or now - self._started >= self.budget:
+            self._wait_in_line()
+
+    def _wait_in_line(self) -> None:
+        waiter = Waiter()
+        self._line.append(waiter)
+        if self._timer is None:
+            self._timer = self._loop.timer(_AFTER_NEXT_POLL)
+            self._timer.start(self._let_through)
+        try:
+            waiter.get()
+        finally:
+            if self._line and waiter in self._line:  # killed while waiting: out of the line
+                self._line.remove(waiter)
+
+    def _let_through(self) -> None:
+        """In the hub, after a poll: wake those waiting, in order, while this iteration's budget lasts."""
+        timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.close()
+        self._iteration = self._loop.iteration
+        self._started = time.monotonic()
+        line = self._line
+        while line:
+            if time.monotonic() - self._started >= self.budget:
+                self._timer = self._loop.timer(_AFTER_NEXT_POLL)
+                self._timer.start(self._let_through)
+                return
+            line.popleft().switch(None)  # runs that stream until it waits again
 
 
 _shares: dict[int, FairShare] = {}

@@ -142,6 +142,9 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/endpoint/test_dialect_v2.py", "tests/e2e/test_v2_over_pipes.py",
     ]),
     "protocol.v2_methods": ("protocol", "acp_green/protocol/v2_methods.py", ["tests/agent/test_v2_methods.py"]),
+    "protocol.dialect": ("protocol", "acp_green/protocol/dialect.py", [
+        "tests/endpoint/test_dialect_v2.py", "tests/agent/test_v2_methods.py", "tests/endpoint/test_protocol_shape.py",
+    ]),
     # -- agent-api: what an agent author sees ---------------------------------------------------
     "package": ("agent-api", "acp_green/__init__.py", ["tests/package/test_public_names.py"]),
     "agent": ("agent-api", "acp_green/agent.py", [
@@ -254,6 +257,17 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/tools/test_rig_invariants.py", "tests/tools/test_invariant_findings.py", "tests/tools/test_probe_truth.py",
         "tests/tools/test_teardown_checks.py", "tests/tools/test_rig_fault_agents.py",
         "tests/endpoint/test_input_guard.py",
+    ]),
+    "rig.invariant_findings": ("rig-verdicts", "acp_green/tools/rig/invariant_findings.py", [
+        "tests/tools/test_invariant_findings.py", "tests/tools/test_rig_invariants.py", "tests/tools/test_trace_check.py",
+    ]),
+    "rig.invariant_lines": ("rig-verdicts", "acp_green/tools/rig/invariant_lines.py", [
+        "tests/tools/test_rig_invariants.py", "tests/tools/test_invariant_findings.py", "tests/tools/test_probe_truth.py",
+        "tests/tools/test_trace_check.py", "tests/tools/test_trace_batches.py", "tests/tools/test_teardown_checks.py",
+    ]),
+    "rig.invariant_prompts": ("rig-verdicts", "acp_green/tools/rig/invariant_prompts.py", [
+        "tests/tools/test_rig_invariants.py", "tests/tools/test_probe_truth.py", "tests/tools/test_trace_check.py",
+        "tests/tools/test_teardown_checks.py", "tests/tools/test_rig_fault_agents.py",
     ]),
     "rig.chat_answers": ("rig-verdicts", "acp_green/tools/rig/chat_answers.py", [
         "tests/tools/test_chat_answers.py", "tests/tools/test_chat_ask_eof.py",

@@ -12,7 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..tools.rig.client import AcpClient, AgentProcess, Pending, RpcErrorResponse
+from ..tools.rig.client import AcpClient, Pending, RpcErrorResponse
+from ..tools.rig.run import CheckedAgent
 from ..tools.rig.terminals import HostedTerminal
 from ..version import __version__
 from .editor import Editor
@@ -99,7 +100,7 @@ class RunningTurn:
 class AgentClient:
     """One initialized connection to the agent under test, from the editor's side."""
 
-    def __init__(self, rpc: AcpClient, editor: Editor, *, cwd: str, timeout: float) -> None:
+    def __init__(self, rpc: AcpClient | CheckedAgent, editor: Editor, *, cwd: str, timeout: float) -> None:
         self.rpc = rpc  # the rig's client: raw requests (`rpc.request`), every record (`rpc.records`)
         self.editor = editor
         self.cwd = cwd
@@ -165,7 +166,7 @@ class AgentClient:
 
     def stderr_tail(self, lines: int = 10) -> str:
         """The last lines the agent (as a subprocess) wrote to stderr, to append to a message; "" in process."""
-        if not isinstance(self.rpc, AgentProcess):
+        if isinstance(self.rpc, AcpClient):  # in process: no stderr of its own
             return ""
         text = self.rpc.stderr_text(timeout=2).strip()
         whose = "the link to it says" if self.rpc.remote is not None else "its stderr ends"

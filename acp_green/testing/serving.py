@@ -95,6 +95,7 @@ class _Connection:
         """Stop the agent; (violations, advisories, the end of its stderr)."""
         rpc = self.client.rpc
         if self.inprocess is not None:
+            assert isinstance(rpc, AcpClient)
             return self.inprocess.stop(rpc, self.bound)
         assert isinstance(rpc, CheckedAgent)
         result = rpc.finish()
@@ -124,7 +125,7 @@ class Connections:
         root = Path(cwd) if cwd is not None else self._directory()
         editor = Editor(root, permissions=permissions, files=files, capabilities=capabilities, elicitation=elicitation)
         inprocess: _InProcess | None = None
-        rpc: AcpClient
+        rpc: AcpClient | CheckedAgent
         standing_for = ""
         if self._agent_url is not None:
             standing_for = f" (for {_named(agent)}: --acp-agent-url)"

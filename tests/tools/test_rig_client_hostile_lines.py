@@ -68,9 +68,9 @@ def test_an_endless_line_is_cut_and_does_not_starve_a_wait(monkeypatch):
 
     import gevent
 
-    from acp_green.tools.rig import client as rig_client
+    from acp_green.tools.rig import client_wire  # the client's reader reads the bound from there
 
-    monkeypatch.setattr(rig_client, "MAX_LINE_BYTES", 1 << 20, raising=False)
+    monkeypatch.setattr(client_wire, "MAX_LINE_BYTES", 1 << 20, raising=False)
     agent = AgentProcess([sys.executable, "-c", ENDLESS_LINE_AGENT], ClientPolicy())
     try:
         started = time.monotonic()

@@ -269,15 +269,15 @@ def test_a_session_update_whose_params_are_a_list_is_a_schema_finding(demo_trace
 def test_a_message_the_invariant_checker_cannot_follow_is_reported(demo_trace: Path, tmp_path: Path, monkeypatch):
     """The rig's checker follows live agents; should some shape still make it raise, the check
     names the line and goes on instead of ending with a traceback."""
-    from acp_green.tools.rig.invariants import InvariantChecker
+    from acp_green.tools.rig.invariant_prompts import PromptTurns
 
     def cannot_follow(self, record, message):  # type: ignore[no-untyped-def]
         if message.get("params", {}).get("sessionId") == "odd":
             raise KeyError("odd")
         return original(self, record, message)
 
-    original = InvariantChecker._session_update
-    monkeypatch.setattr(InvariantChecker, "_session_update", cannot_follow)
+    original = PromptTurns.session_update
+    monkeypatch.setattr(PromptTurns, "session_update", cannot_follow)
     events = read_events(demo_trace)
     at = find(events, _response_of(3))
     events.insert(at, agent_line({"jsonrpc": "2.0", "method": "session/update", "params": {"sessionId": "odd"}}, events[at]["ts"]))

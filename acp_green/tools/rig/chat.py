@@ -195,9 +195,9 @@ def run_chat(options: ChatOptions, stdin: Any = None) -> int:
             click.echo(f"chat: {harmless(exc)}", err=True)
             return 2
         try:
-            asker = Asker(agent, screen, lines, approval_for(options.approve, interactive), interactive)
+            asker = Asker(agent.client, screen, lines, approval_for(options.approve, interactive), interactive)
             asker.install()
-            serve_files(agent, asker, screen, options.cwd)
+            serve_files(agent.client, asker, screen, options.cwd)
             conversation = Conversation(agent, asker, screen, lines, options.cwd, interactive, quitting)
             failed = conversation.start(options.resume, agent.shown_command)
             return failed if failed is not None else conversation.talk()

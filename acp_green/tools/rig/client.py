@@ -2,13 +2,12 @@
 
 It records every message in both directions with a timestamp, answers the agent's requests
 by a policy, and lets a scenario wait on what it has seen. Used by the tests, the soak runs,
-the probe and the benchmarks.
+the probe and the benchmarks. `AcpClient` talks over a pair of descriptors; `AgentProcess`
+launches an agent and holds the `AcpClient` that talks to it, whose surface is its own.
 """
 
 from __future__ import annotations
 
-import contextlib
-import itertools
 import json
 import os
 import signal
@@ -19,9 +18,8 @@ from typing import Any
 
 import gevent
 from gevent import subprocess
-from gevent.event import AsyncResult, Event
+from gevent.event import Event
 from gevent.fileobject import FileObjectPosix
-from gevent.greenlet import Greenlet
 from gevent.lock import Semaphore
 
 from . import reaper
@@ -29,32 +27,19 @@ from . import reaper
 from ...errors import METHOD_NOT_FOUND, REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 from ...rpc.transport import read_chunks
 from ...rpc.wire import IdKey, id_key, is_valid_id
+from .client_wire import (KEPT_OF_A_CUT_LINE, MAX_LINE_BYTES, YIELD_EVERY, Inbox, Pending, PendingRequests, Record, RpcErrorResponse,
+                          messages_of)
+from .forwarding import ForwardedAttribute, ForwardedMethod
 from .remote_link import RemoteProcess, remote_target, shown_command
 from .terminals import TerminalHost
+
+__all__ = ["AcpClient", "AgentProcess", "ClientPolicy", "PolicyAnswers", "KEPT_OF_A_CUT_LINE", "MAX_LINE_BYTES", "PROTOCOL_VERSION", "Pending",
+           "Record", "RpcErrorResponse", "V2_CLIENT_CAPABILITIES", "YIELD_EVERY", "default_signal_dispositions", "messages_of",
+           "v2_initialize_params"]
 
 PROTOCOL_VERSION = 1
 #: What of a policy's client capabilities ACP v2 (the draft) still has.
 V2_CLIENT_CAPABILITIES = frozenset({"elicitation", "auth"})
-
-
-class RpcErrorResponse(Exception):
-    """The agent answered a request with a JSON-RPC error."""
-
-    def __init__(self, error: dict[str, Any]) -> None:
-        self.error = error
-        self.code = error.get("code")
-        self.reason = (error.get("data") or {}).get("reason") if isinstance(error.get("data"), dict) else None
-        super().__init__(f"{error.get('code')}: {error.get('message')}")
-
-
-@dataclass(slots=True)
-class Record:
-    """One message on the wire: who sent it, when, and what it was."""
-
-    t: float
-    direction: str  # "in" (agent -> client) or "out" (client -> agent)
-    raw: bytes
-    message: Any  # decoded JSON, or None when the line did not parse
 
 
 @dataclass
@@ -68,13 +53,16 @@ class ClientPolicy:
     written: dict[str, str] = field(default_factory=dict)
     # Custom answers to agent->client requests by method (e.g. mcp/connect, mcp/message); each
     # gets (client, request) and answers with client.respond/respond_error, now or later.
-    handlers: dict[str, Callable[["AcpClient", dict[str, Any]], None]] = field(default_factory=dict)
+    handlers: dict[str, Callable[[AcpClient, dict[str, Any]], None]] = field(default_factory=dict)
     # Observers of agent->client notifications by method (e.g. mcp/message, $/cancel_request).
-    notification_handlers: dict[str, Callable[["AcpClient", dict[str, Any]], None]] = field(default_factory=dict)
+    notification_handlers: dict[str, Callable[[AcpClient, dict[str, Any]], None]] = field(default_factory=dict)
     # Answers to elicitation/create, used in order (a result object, or "hold": never answered
     # until the agent sends $/cancel_request for it, then -32800). Served only when the
     # capabilities advertise elicitation.form; terminal/* only when they advertise terminal.
     elicitations: list[Any] = field(default_factory=list)
+    # Answers every agent->client request itself, in place of all of the above (a trace replay
+    # answers with what its trace's client answered).
+    answer_all: Callable[[AcpClient, dict[str, Any]], None] | None = None
 
     @classmethod
     def coding(cls, **fields: Any) -> "ClientPolicy":
@@ -83,139 +71,118 @@ class ClientPolicy:
         return cls(capabilities=capabilities, **fields)
 
 
-class Pending:
-    """A request the client sent; resolves to the agent's response message."""
+class PolicyAnswers:
+    """Answers the agent's requests and follows its notifications as the policy says; keeps what
+    the policy holds back (`hold`, `held_elicitations`) and the terminals it runs."""
 
-    def __init__(self, request_id: Any, method: str, sent_at: float) -> None:
-        self.id = request_id
-        self.method = method
-        self.sent_at = sent_at
-        self.answered_at: float | None = None
-        self._result = AsyncResult()
+    def __init__(self, policy: ClientPolicy) -> None:
+        self.policy = policy
+        self.hold: dict[Any, dict[str, Any]] = {}
+        self.held_elicitations: dict[IdKey | None, dict[str, Any]] = {}
+        self.terminal_host = TerminalHost()
 
-    def resolve(self, message: dict[str, Any], at: float) -> None:
-        self.answered_at = at
-        self._result.set(message)
+    def answer(self, client: AcpClient, request: dict[str, Any]) -> None:
+        """Answer one request of the agent (now, or later for what the policy holds)."""
+        method = request["method"]
+        params = request.get("params") or {}
+        policy = self.policy
+        handler = policy.handlers.get(method)
+        if policy.answer_all is not None:
+            policy.answer_all(client, request)
+        elif handler is not None:
+            handler(client, request)
+        elif method == "session/request_permission":
+            if policy.permission == "hold":
+                self.hold[request["id"]] = request
+                return
+            kinds = ("allow_once", "allow_always") if policy.permission == "allow" else ("reject_once", "reject_always")
+            option = next((o for o in params.get("options", []) if o.get("kind") in kinds), None)
+            outcome = {"outcome": "selected", "optionId": option["optionId"]} if option else {"outcome": "cancelled"}
+            client.respond(request["id"], {"outcome": outcome})
+        elif method == "fs/read_text_file":
+            self._read(client, request["id"], params.get("path", ""))
+        elif method == "fs/write_text_file":
+            policy.written[params.get("path", "")] = params.get("content", "")
+            client.respond(request["id"], {})
+        elif method.startswith("terminal/") and policy.capabilities.get("terminal") is True:
+            self.terminal_host.handle(request, client.respond, client.respond_error)
+        elif method == "elicitation/create" and isinstance((policy.capabilities.get("elicitation") or {}).get("form"), dict):
+            answer = policy.elicitations.pop(0) if policy.elicitations else {"action": "decline"}
+            if answer == "hold":
+                self.held_elicitations[id_key(request["id"])] = request
+            else:
+                client.respond(request["id"], answer)
+        else:
+            client.respond_error(request["id"], {"code": METHOD_NOT_FOUND, "message": f"Method not found: {method}"})
 
-    @property
-    def done(self) -> bool:
-        return self._result.ready()
+    def _read(self, client: AcpClient, request_id: Any, path: str) -> None:
+        """fs/read_text_file: the policy's `files`, else the disk when it may, else -32002."""
+        if path in self.policy.files:
+            client.respond(request_id, {"content": self.policy.files[path]})
+        elif self.policy.use_disk and os.path.isfile(path):
+            with open(path, encoding="utf-8") as handle:
+                client.respond(request_id, {"content": handle.read()})
+        else:
+            client.respond_error(request_id, {"code": RESOURCE_NOT_FOUND, "message": f"Resource not found: {path}", "data": {"uri": path}})
 
-    @property
-    def waitable(self) -> AsyncResult:
-        """Something gevent.wait() can wait on together with other events."""
-        return self._result
+    def notified(self, client: AcpClient, message: dict[str, Any]) -> None:
+        """A notification of the agent: `$/cancel_request` withdraws what the client still works on; the policy's observer sees it."""
+        if message["method"] == "$/cancel_request":
+            self._cancelled_by_agent(client, _param(message, "requestId"))
+        handler = self.policy.notification_handlers.get(message["method"])
+        if handler is not None:
+            handler(client, message)
 
-    def response(self, timeout: float | None = 30.0) -> dict[str, Any]:
-        """The full response message; raises gevent.Timeout if none arrives in time."""
-        return self._result.get(timeout=timeout)
-
-    def result(self, timeout: float | None = 30.0) -> Any:
-        """The result, or RpcErrorResponse for an error."""
-        message = self.response(timeout)
-        if "error" in message:
-            raise RpcErrorResponse(message["error"])
-        return message.get("result")
-
-    def error(self, timeout: float | None = 30.0) -> dict[str, Any]:
-        message = self.response(timeout)
-        if "error" not in message:
-            raise AssertionError(f"expected an error for {self.method} #{self.id}, got {message}")
-        return message["error"]
-
-
-class BatchSender:
-    """Sends a JSON-RPC batch (ACP v2 has them): one array line, its requests awaited as any other."""
-
-    records: list[Record]
-    pending: dict[IdKey | None, Pending]
-
-    def _write(self, data: bytes) -> None:
-        raise NotImplementedError
-
-    def send_batch(self, *messages: Any) -> None:
-        """Write messages (any JSON values) as one batch line, recorded as one list."""
-        now = time.monotonic()
-        self.records.append(Record(now, "out", b"", list(messages)))
-        for message in messages:
-            if isinstance(message, dict) and "id" in message and "method" in message:
-                self.pending[id_key(message["id"])] = Pending(message["id"], message["method"], now)
-        self._write(json.dumps(list(messages)).encode() + b"\n")
-
-
-
-class VersionedClient:
-    """What depends on the ACP version a rig client asks for: its `initialize`, and under the v2
-    draft, a prompt acknowledged at once whose turn ends with an idle `state_update`."""
-
-    policy: "ClientPolicy"
-    call: Callable[..., Any]
-    updates: Callable[..., list[dict[str, Any]]]
-    wait_for: Callable[..., Any]
-
-    def initialize(self, capabilities: dict[str, Any] | None = None, version: int = PROTOCOL_VERSION) -> dict[str, Any]:
-        return self.call("initialize", self.initialize_params(capabilities, version))
-
-    def initialize_params(self, capabilities: dict[str, Any] | None = None, version: int = PROTOCOL_VERSION) -> dict[str, Any]:
-        if version >= 2:
-            return v2_initialize_params(version, capabilities, self.policy.capabilities)
-        return {
-            "protocolVersion": version,
-            "clientCapabilities": capabilities if capabilities is not None else self.policy.capabilities,
-            "clientInfo": {"name": "acp-green-rig", "version": "0.1.0"},
-        }
-
-    def idle_states(self, session_id: str) -> list[dict[str, Any]]:
-        """The session's idle `state_update`s so far (each ends a turn where v1 answered its prompt)."""
-        return [u for u in self.updates(session_id) if u.get("sessionUpdate") == "state_update" and u.get("state") == "idle"]
-
-    def wait_idle(self, session_id: str, count: int = 1, timeout: float = 30.0) -> dict[str, Any]:
-        """Wait for the session's `count`-th idle `state_update` and return it."""
-        self.wait_for(lambda: len(self.idle_states(session_id)) >= count, timeout, f"idle state_update #{count} of {session_id}")
-        return self.idle_states(session_id)[count - 1]
+    def _cancelled_by_agent(self, client: AcpClient, request_id: Any) -> None:
+        """The agent cancelled one of its requests: a held form or a terminal wait answers -32800."""
+        if not is_valid_id(request_id):
+            return
+        if self.held_elicitations.pop(id_key(request_id), None) is not None:
+            client.respond_error(request_id, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
+        else:
+            self.terminal_host.cancel(request_id, client.respond_error)
 
 
-def v2_initialize_params(version: int, capabilities: dict[str, Any] | None, policy: dict[str, Any]) -> dict[str, Any]:
-    """The v2 draft's initialize: `info` and `capabilities` (no fs, no terminal: v2 removed them)."""
-    if capabilities is None:
-        capabilities = {k: v for k, v in policy.items() if k in V2_CLIENT_CAPABILITIES}
-    return {"protocolVersion": version, "capabilities": capabilities, "info": {"name": "acp-green-rig", "version": "0.1.0"}}
+def _param(message: dict[str, Any], name: str) -> Any:
+    """`params[name]`, or None when params are absent or no object (an agent's line is untrusted)."""
+    params = message.get("params")
+    return params.get(name) if isinstance(params, dict) else None
 
 
-#: A line the agent writes is read up to this long (the runtime's own bound); what is longer is cut.
-MAX_LINE_BYTES = 64 << 20
-#: How much of a cut line its record keeps: an endless line must not fill the memory.
-KEPT_OF_A_CUT_LINE = 64 << 10
-#: The reader yields to the hub every this many lines, so a flooding agent cannot starve the timers.
-YIELD_EVERY = 64
+class AcpClient:
+    """The client end of one ACP connection over a pair of descriptors.
 
+    It writes what it sends itself; its `Inbox` reads the agent's lines, its `PendingRequests`
+    keeps each request until the agent answers it, its `PolicyAnswers` answers the agent's
+    requests. Under the ACP v2 draft a prompt is acknowledged at once and its turn ends with an
+    idle `state_update` (`wait_idle`).
+    """
 
-class AcpClient(VersionedClient, BatchSender):
-    """The client end of one ACP connection over a pair of descriptors."""
+    policy: ForwardedAttribute[ClientPolicy] = ForwardedAttribute("answers")
+    hold: ForwardedAttribute[dict[Any, dict[str, Any]]] = ForwardedAttribute("answers")
+    held_elicitations: ForwardedAttribute[dict[IdKey | None, dict[str, Any]]] = ForwardedAttribute("answers")
+    terminal_host: ForwardedAttribute[TerminalHost] = ForwardedAttribute("answers")
+    pending: ForwardedAttribute[dict[IdKey | None, Pending]] = ForwardedAttribute("requests")
+    eof: ForwardedAttribute[Event] = ForwardedAttribute("inbox")
 
     def __init__(self, read_fd: int, write_fd: int, policy: ClientPolicy | None = None, *, close_fds: bool = True) -> None:
-        self.policy = policy or ClientPolicy()
         self.records: list[Record] = []
-        self.pending: dict[IdKey | None, Pending] = {}
-        self._ids = itertools.count(1)
-        self._reader_file = FileObjectPosix(read_fd, "rb", closefd=close_fds)
+        self.requests = PendingRequests()
+        self.answers = PolicyAnswers(policy or ClientPolicy())
+        self.agent_requests: list[dict[str, Any]] = []
+        # Called (in the reader greenlet) with every message the agent sends, after it is recorded.
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        # Called with every message `send` wrote, once written (where the probe's v2 turns begin).
+        self.send_listeners: list[Callable[[dict[str, Any]], None]] = []
+        # What the caller of a request waits on in place of its own Pending, by id (the probe's
+        # v2 prompts: their whole turn); `request` and `pending_for` return it.
+        self.stand_ins: dict[IdKey | None, Pending] = {}
+        self.lost_answers = 0  # answers the agent could no longer read
         self._writer_file = FileObjectPosix(write_fd, "wb", closefd=close_fds)
         # Several greenlets send (scenario, sampler, the reader answering the agent); a buffered
         # FileObjectPosix raises "reentrant call" if a second writer arrives while one waits.
         self._write_lock = Semaphore()
-        self._changed = Event()
-        self._reading = Event()
-        self._reading.set()
-        self.eof = Event()
-        self.agent_requests: list[dict[str, Any]] = []
-        # Called (in the reader greenlet) with every message the agent sends, after it is recorded.
-        self.listeners: list[Callable[[dict[str, Any]], None]] = []
-        self.hold: dict[Any, dict[str, Any]] = {}
-        self.held_elicitations: dict[IdKey | None, dict[str, Any]] = {}
-        self.terminal_host = TerminalHost()
-        self.lost_answers = 0  # answers the agent could no longer read
-        self._reader = Greenlet(self._read_loop)
-        self._reader.start()
+        self.inbox = Inbox(read_fd, self.records, self._received, close_fd=close_fds)
 
     # -- sending ---------------------------------------------------------------------------
     def send_raw(self, data: bytes) -> None:
@@ -229,9 +196,20 @@ class AcpClient(VersionedClient, BatchSender):
         now = time.monotonic()
         for message in messages:
             self.records.append(Record(now, "out", b"", message))
-            if "id" in message and "method" in message:
-                self.pending[id_key(message["id"])] = Pending(message["id"], message["method"], now)
+            self.requests.sent(message, now)
         self._write(data)
+        for message in messages:
+            for listener in self.send_listeners:
+                listener(message)
+
+    def send_batch(self, *messages: Any) -> None:
+        """Write messages (any JSON values) as one batch line (ACP v2 has them), recorded as one
+        list; its requests are awaited as any other."""
+        now = time.monotonic()
+        self.records.append(Record(now, "out", b"", list(messages)))
+        for message in messages:
+            self.requests.sent(message, now)
+        self._write(json.dumps(list(messages)).encode() + b"\n")
 
     def _write(self, data: bytes) -> None:
         with self._write_lock:
@@ -240,7 +218,7 @@ class AcpClient(VersionedClient, BatchSender):
 
     def make_request(self, method: str, params: Any = None, request_id: Any = None) -> dict[str, Any]:
         if request_id is None:
-            request_id = next(self._ids)
+            request_id = self.requests.next_id()
         message = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
@@ -249,7 +227,7 @@ class AcpClient(VersionedClient, BatchSender):
     def request(self, method: str, params: Any = None, request_id: Any = None) -> Pending:
         message = self.make_request(method, params, request_id)
         self.send(message)
-        return self.pending[id_key(message["id"])]
+        return self.pending_for(message)
 
     def call(self, method: str, params: Any = None, timeout: float = 30.0) -> Any:
         return self.request(method, params).result(timeout)
@@ -261,9 +239,22 @@ class AcpClient(VersionedClient, BatchSender):
         self.send(message)
 
     def pending_for(self, message: dict[str, Any]) -> Pending:
-        return self.pending[id_key(message["id"])]
+        key = id_key(message["id"])
+        return self.stand_ins.get(key) or self.requests.pending[key]
 
     # -- ACP conveniences ------------------------------------------------------------------
+    def initialize(self, capabilities: dict[str, Any] | None = None, version: int = PROTOCOL_VERSION) -> dict[str, Any]:
+        return self.call("initialize", self.initialize_params(capabilities, version))
+
+    def initialize_params(self, capabilities: dict[str, Any] | None = None, version: int = PROTOCOL_VERSION) -> dict[str, Any]:
+        if version >= 2:
+            return v2_initialize_params(version, capabilities, self.policy.capabilities)
+        return {
+            "protocolVersion": version,
+            "clientCapabilities": capabilities if capabilities is not None else self.policy.capabilities,
+            "clientInfo": {"name": "acp-green-rig", "version": "0.1.0"},
+        }
+
     def new_session(self, cwd: str = "/tmp", mcp_servers: Sequence[dict[str, Any]] = ()) -> str:
         return self.call("session/new", {"cwd": cwd, "mcpServers": list(mcp_servers)})["sessionId"]
 
@@ -291,129 +282,43 @@ class AcpClient(VersionedClient, BatchSender):
 
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
         """Wait until predicate() is truthy; AssertionError naming `what` on timeout."""
-        deadline = time.monotonic() + timeout
-        while True:
-            value = predicate()
-            if value:
-                return value
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-            self._changed.clear()
-            value = predicate()
-            if value:
-                return value
-            self._changed.wait(min(remaining, 0.5))
+        return self.inbox.wait_for(predicate, timeout, what)
+
+    def idle_states(self, session_id: str) -> list[dict[str, Any]]:
+        """The session's idle `state_update`s so far (each ends a turn where v1 answered its prompt)."""
+        return [u for u in self.updates(session_id) if u.get("sessionUpdate") == "state_update" and u.get("state") == "idle"]
+
+    def wait_idle(self, session_id: str, count: int = 1, timeout: float = 30.0) -> dict[str, Any]:
+        """Wait for the session's `count`-th idle `state_update` and return it."""
+        self.wait_for(lambda: len(self.idle_states(session_id)) >= count, timeout, f"idle state_update #{count} of {session_id}")
+        return self.idle_states(session_id)[count - 1]
 
     # -- flow control ----------------------------------------------------------------------
     def pause_reading(self) -> None:
         """Stop reading the agent's stdout (a slow or stuck client)."""
-        self._reading.clear()
+        self.inbox.pause()
 
     def resume_reading(self) -> None:
-        self._reading.set()
+        self.inbox.resume()
 
     def close_input(self) -> None:
         """Close the agent's stdin (EOF)."""
-        with contextlib.suppress(OSError):
-            self._writer_file.close()
-
-    # -- reading ---------------------------------------------------------------------------
-    def _read_loop(self) -> None:
-        readline = self._reader_file.readline
         try:
-            for count in itertools.count(1):
-                if not self._reading.is_set():
-                    self._reading.wait()
-                line = readline(MAX_LINE_BYTES)
-                if not line:
-                    break
-                now = time.monotonic()
-                cut = len(line) >= MAX_LINE_BYTES and not line.endswith(b"\n")
-                try:
-                    message = None if cut else json.loads(line)
-                except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes
-                    message = None
-                if cut:  # a line without end: a piece of it is recorded, as a line that is not JSON
-                    line = line[:KEPT_OF_A_CUT_LINE]
-                if cut or count % YIELD_EVERY == 0:
-                    gevent.sleep(0)  # an agent that floods stdout must not starve the waits' timers
-                self.records.append(Record(now, "in", line, message))
-                for each in [m for m in messages_of(message) if isinstance(m, dict)]:
-                    self._dispatch(each, now)
-                    for listener in self.listeners:
-                        listener(each)
-                self._changed.set()
+            self._writer_file.close()
         except OSError:
             pass
-        finally:
-            self.eof.set()
-            self._changed.set()
 
-    def _dispatch(self, message: dict[str, Any], now: float) -> None:
-        if "method" in message:
-            if "id" in message:
-                self.agent_requests.append(message)
-                self._answer(message)
-            else:
-                if message["method"] == "$/cancel_request":
-                    self._cancelled_by_agent(_param(message, "requestId"))
-                handler = self.policy.notification_handlers.get(message["method"])
-                if handler is not None:
-                    handler(self, message)
-            return
-        key = id_key(message.get("id"))
-        if "id" in message and key is not None:  # an invalid id answers nothing we sent
-            pending = self.pending.get(key)
-            if pending is not None and not pending.done:
-                pending.resolve(message, now)
-
-    def _answer(self, request: dict[str, Any]) -> None:
-        method = request["method"]
-        params = request.get("params") or {}
-        policy = self.policy
-        handler = policy.handlers.get(method)
-        if handler is not None:
-            handler(self, request)
-        elif method == "session/request_permission":
-            if policy.permission == "hold":
-                self.hold[request["id"]] = request
-                return
-            kinds = ("allow_once", "allow_always") if policy.permission == "allow" else ("reject_once", "reject_always")
-            option = next((o for o in params.get("options", []) if o.get("kind") in kinds), None)
-            outcome = {"outcome": "selected", "optionId": option["optionId"]} if option else {"outcome": "cancelled"}
-            self.respond(request["id"], {"outcome": outcome})
-        elif method == "fs/read_text_file":
-            path = params.get("path", "")
-            if path in policy.files:
-                self.respond(request["id"], {"content": policy.files[path]})
-            elif policy.use_disk and os.path.isfile(path):
-                with open(path, encoding="utf-8") as handle:
-                    self.respond(request["id"], {"content": handle.read()})
-            else:
-                self.respond_error(request["id"], {"code": RESOURCE_NOT_FOUND, "message": f"Resource not found: {path}", "data": {"uri": path}})
-        elif method == "fs/write_text_file":
-            policy.written[params.get("path", "")] = params.get("content", "")
-            self.respond(request["id"], {})
-        elif method.startswith("terminal/") and policy.capabilities.get("terminal") is True:
-            self.terminal_host.handle(request, self.respond, self.respond_error)
-        elif method == "elicitation/create" and isinstance((policy.capabilities.get("elicitation") or {}).get("form"), dict):
-            answer = policy.elicitations.pop(0) if policy.elicitations else {"action": "decline"}
-            if answer == "hold":
-                self.held_elicitations[id_key(request["id"])] = request
-            else:
-                self.respond(request["id"], answer)
+    # -- the agent's messages, in the reader greenlet ----------------------------------------
+    def _received(self, message: dict[str, Any], now: float) -> None:
+        if "method" not in message:
+            self.requests.answered(message, now)
+        elif "id" in message:
+            self.agent_requests.append(message)
+            self.answers.answer(self, message)
         else:
-            self.respond_error(request["id"], {"code": METHOD_NOT_FOUND, "message": f"Method not found: {method}"})
-
-    def _cancelled_by_agent(self, request_id: Any) -> None:
-        """The agent cancelled one of its requests: a held form or a terminal wait answers -32800."""
-        if not is_valid_id(request_id):
-            return
-        if self.held_elicitations.pop(id_key(request_id), None) is not None:
-            self.respond_error(request_id, {"code": REQUEST_CANCELLED, "message": "Request cancelled"})
-        else:
-            self.terminal_host.cancel(request_id, self.respond_error)
+            self.answers.notified(self, message)
+        for listener in self.listeners:
+            listener(message)
 
     def respond(self, request_id: Any, result: Any) -> None:
         self._send_answer({"jsonrpc": "2.0", "id": request_id, "result": result})
@@ -430,25 +335,16 @@ class AcpClient(VersionedClient, BatchSender):
             self.lost_answers += 1
 
     def stop(self) -> None:
-        self.terminal_host.close()
-        self._reader.kill(block=True, timeout=2)
-        for handle in (self._reader_file, self._writer_file):
-            with contextlib.suppress(OSError):
-                handle.close()
+        self.answers.terminal_host.close()
+        self.inbox.stop()
+        self.close_input()
 
 
-def messages_of(message: Any) -> list[Any]:
-    """What one line the agent wrote holds: its message, or a batch's answers (ACP v2) each in its
-    place, handled as if it came alone; nothing for a line that was not JSON."""
-    if message is None:
-        return []
-    return message if isinstance(message, list) else [message]
-
-
-def _param(message: dict[str, Any], name: str) -> Any:
-    """`params[name]`, or None when params are absent or no object (an agent's line is untrusted)."""
-    params = message.get("params")
-    return params.get(name) if isinstance(params, dict) else None
+def v2_initialize_params(version: int, capabilities: dict[str, Any] | None, policy: dict[str, Any]) -> dict[str, Any]:
+    """The v2 draft's initialize: `info` and `capabilities` (no fs, no terminal: v2 removed them)."""
+    if capabilities is None:
+        capabilities = {k: v for k, v in policy.items() if k in V2_CLIENT_CAPABILITIES}
+    return {"protocolVersion": version, "capabilities": capabilities, "info": {"name": "acp-green-rig", "version": "0.1.0"}}
 
 
 def default_signal_dispositions() -> Callable[[], None]:
@@ -473,13 +369,50 @@ def default_signal_dispositions() -> Callable[[], None]:
     return reset
 
 
-class AgentProcess(AcpClient):
-    """An ACP agent command launched as a subprocess over real pipes, in its own session.
+class AgentProcess:
+    """An ACP agent command launched as a subprocess over real pipes, in its own session, and the
+    `AcpClient` on those pipes (`client`), whose surface is the agent's own: `agent.request(...)`.
 
     A command whose first word is a URL (ws://, wss://, http://, https://) reaches a remote agent
     instead (remote_link.py): `remote` is then its `RemoteProcess`, which stands as `proc` with
     pipes of its own; there is no pid, no process to signal, measure or reap, and `stderr` holds
     the link's notes. ValueError for words after the URL that are not the link's options."""
+
+    # -- the client's surface, as the agent's own ------------------------------------------
+    policy: ForwardedAttribute[ClientPolicy] = ForwardedAttribute("client")
+    records: ForwardedAttribute[list[Record]] = ForwardedAttribute("client")
+    pending: ForwardedAttribute[dict[IdKey | None, Pending]] = ForwardedAttribute("client")
+    eof: ForwardedAttribute[Event] = ForwardedAttribute("client")
+    agent_requests: ForwardedAttribute[list[dict[str, Any]]] = ForwardedAttribute("client")
+    listeners: ForwardedAttribute[list[Callable[[dict[str, Any]], None]]] = ForwardedAttribute("client")
+    hold: ForwardedAttribute[dict[Any, dict[str, Any]]] = ForwardedAttribute("client")
+    held_elicitations: ForwardedAttribute[dict[IdKey | None, dict[str, Any]]] = ForwardedAttribute("client")
+    terminal_host: ForwardedAttribute[TerminalHost] = ForwardedAttribute("client")
+    lost_answers: ForwardedAttribute[int] = ForwardedAttribute("client")
+    send_raw = ForwardedMethod("client", AcpClient.send_raw)
+    send = ForwardedMethod("client", AcpClient.send)
+    send_batch = ForwardedMethod("client", AcpClient.send_batch)
+    make_request = ForwardedMethod("client", AcpClient.make_request)
+    request = ForwardedMethod("client", AcpClient.request)
+    call = ForwardedMethod("client", AcpClient.call)
+    notify = ForwardedMethod("client", AcpClient.notify)
+    pending_for = ForwardedMethod("client", AcpClient.pending_for)
+    initialize = ForwardedMethod("client", AcpClient.initialize)
+    initialize_params = ForwardedMethod("client", AcpClient.initialize_params)
+    new_session = ForwardedMethod("client", AcpClient.new_session)
+    prompt = ForwardedMethod("client", AcpClient.prompt)
+    prompt_params = staticmethod(AcpClient.prompt_params)
+    cancel = ForwardedMethod("client", AcpClient.cancel)
+    received = ForwardedMethod("client", AcpClient.received)
+    updates = ForwardedMethod("client", AcpClient.updates)
+    wait_for = ForwardedMethod("client", AcpClient.wait_for)
+    idle_states = ForwardedMethod("client", AcpClient.idle_states)
+    wait_idle = ForwardedMethod("client", AcpClient.wait_idle)
+    pause_reading = ForwardedMethod("client", AcpClient.pause_reading)
+    resume_reading = ForwardedMethod("client", AcpClient.resume_reading)
+    respond = ForwardedMethod("client", AcpClient.respond)
+    respond_error = ForwardedMethod("client", AcpClient.respond_error)
+    stop = ForwardedMethod("client", AcpClient.stop)
 
     def __init__(self, command: Sequence[str], policy: ClientPolicy | None = None, *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         self.command = list(command)
@@ -508,7 +441,7 @@ class AgentProcess(AcpClient):
             self.tracker = reaper.Tracker(pid)
         self.stderr = bytearray()
         self._stderr_drain = gevent.spawn(self._drain_stderr)
-        super().__init__(self.proc.stdout.fileno(), self.proc.stdin.fileno(), policy, close_fds=False)
+        self.client = AcpClient(self.proc.stdout.fileno(), self.proc.stdin.fileno(), policy, close_fds=False)
 
     def _drain_stderr(self) -> None:
         for chunk in read_chunks(self.proc.stderr.fileno()):
@@ -521,6 +454,7 @@ class AgentProcess(AcpClient):
         return bytes(self.stderr).decode("utf-8", "replace")
 
     def close_input(self) -> None:
+        """Close the agent's stdin (EOF)."""
         try:
             self.proc.stdin.close()
         except OSError:
@@ -587,8 +521,8 @@ class AgentProcess(AcpClient):
             code = self.remote.end(grace=10)
         else:
             code = reaper.end_process(self.proc, self.proc.pid, grace=10)
-        self.terminal_host.close()
-        self._reader.join(timeout=5)
+        self.client.terminal_host.close()
+        self.client.inbox.join(timeout=5)
         self._stderr_drain.join(timeout=5)
         if self.pid is not None:
             reaper.LAUNCHED.discard(self.pid)  # reaped: the pid may be reused by anyone

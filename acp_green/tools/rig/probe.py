@@ -36,7 +36,7 @@ from ...errors import AUTH_REQUIRED, INVALID_PARAMS, RESOURCE_NOT_FOUND, SERVER_
 from ...rpc.wire import id_key, is_valid_id
 from .client import ClientPolicy, Pending, Record
 from .invariants import ADVISORIES, INVARIANTS, PROBE_METHOD_PREFIX, Violation, render
-from .probe_turns import ProbedAgent, Turn
+from .probe_turns import Turn, TurnFollower
 from .remote_link import is_agent_url, remote_target, shown_command
 from .run import CheckedAgent, RunResult
 
@@ -329,8 +329,9 @@ def _launch(cfg: ProbeConfig) -> CheckedAgent:
     ACP owes no answer to a request still running when the client closes stdin: the probe
     judges that as an advisory of its own, and reports what it waited for in vain itself. Nor
     does ACP forbid session-level updates between turns."""
-    agent = ProbedAgent(cfg.command, ClientPolicy(files={cfg.offered_file: PROBE_FILE_TEXT}), env=cfg.env,
-                        turns=cfg.ask == 2 and cfg.protocol == 2)
+    agent = CheckedAgent(cfg.command, ClientPolicy(files={cfg.offered_file: PROBE_FILE_TEXT}), env=cfg.env)
+    if cfg.ask == 2 and cfg.protocol == 2:
+        TurnFollower(agent.client)  # under the v2 draft, each prompt's Pending is its whole turn
     agent.exit_timeout = cfg.exit_timeout
     agent.owed_at_end = False
     agent.checker.session_updates_between_turns = True  # ACP's rule, not acp_green's stricter S5

@@ -1,4 +1,4 @@
-"""The probe's agent process: under ACP v2 a prompt's `Pending` is its whole turn.
+"""The probe's prompts under ACP v2: a prompt's `Pending` is its whole turn.
 
 Under v1 a prompt is answered when its turn ends, so the probe's checks wait on the response.
 Under the v2 draft the response is only an acknowledgement (`{messageId}`), and the turn ends
@@ -7,19 +7,18 @@ with the session's idle `state_update`. A `Turn` stands where the checks expect 
 update's `stopReason` as a result), or with the error that refused the prompt. What broke the
 v2 shape on the way (a response that is no `{messageId}`, an idle update before the response)
 is kept as the turn's `fault`, and the probe fails the row that waited for it, quoting the wire.
-Under v1 nothing here changes what the client does.
+Under v1 nothing here changes what the client does. The probe's agent is a `CheckedAgent` whose
+client a `TurnFollower` follows (probe.py's `_launch`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from ...rpc.wire import IdKey, id_key
-from .client import ClientPolicy, Pending, Record
-from .run import CheckedAgent
+from .client import AcpClient, Pending, Record
 
-__all__ = ["ProbedAgent", "Turn"]
+__all__ = ["Turn", "TurnFollower"]
 
 
 class Turn(Pending):
@@ -33,40 +32,26 @@ class Turn(Pending):
         self.fault = ""  # how the agent broke v2's turn shape, in words
 
 
-class ProbedAgent(CheckedAgent):
-    """A CheckedAgent whose prompts, under the v2 draft (`turns=True`), are `Turn`s."""
+class TurnFollower:
+    """Stands a `Turn` in for the `Pending` of each prompt an `AcpClient` sends (`request`,
+    `prompt`, `pending_for` return it), and ends it as the v2 draft does."""
 
-    def __init__(self, command: Sequence[str], policy: ClientPolicy | None = None, *,
-                 env: dict[str, str] | None = None, turns: bool = False) -> None:
+    def __init__(self, client: AcpClient) -> None:
         self.turns: dict[IdKey | None, Turn] = {}
-        self._v2 = turns
-        super().__init__(command, policy, env=env)
-        if turns:
-            self.listeners.append(self._follow)
+        self._client = client
+        client.send_listeners.append(self._sent)
+        client.listeners.append(self._follow)
 
-    def send(self, *messages: dict[str, Any]) -> None:
-        super().send(*messages)
-        for message in messages if self._v2 else ():
-            params = message.get("params")
-            session_id = params.get("sessionId") if isinstance(params, dict) else None
-            if message.get("method") == "session/prompt" and "id" in message and isinstance(session_id, str):
-                key = id_key(message["id"])
-                self.turns[key] = Turn(message["id"], self.pending[key].sent_at, session_id)
-
-    def request(self, method: str, params: Any = None, request_id: Any = None) -> Pending:
-        pending = super().request(method, params, request_id)
-        return self.turns.get(id_key(pending.id), pending)
-
-    def pending_for(self, message: dict[str, Any]) -> Pending:
-        return self.turns.get(id_key(message["id"])) or super().pending_for(message)
-
-    def turn_records(self, pending: Pending) -> list[Record]:
-        """The records that ended a turn beyond its request and response: its idle update."""
-        return [pending.end] if isinstance(pending, Turn) and pending.end is not None else []
+    def _sent(self, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        session_id = params.get("sessionId") if isinstance(params, dict) else None
+        if message.get("method") == "session/prompt" and "id" in message and isinstance(session_id, str):
+            key = id_key(message["id"])
+            self.turns[key] = self._client.stand_ins[key] = Turn(message["id"], self._client.pending[key].sent_at, session_id)
 
     # -- in the reader greenlet, after each message is recorded ---------------------------------
     def _follow(self, message: dict[str, Any]) -> None:
-        record = next(r for r in reversed(self.records) if r.direction == "in")  # the reader may have answered since
+        record = next(r for r in reversed(self._client.records) if r.direction == "in")  # the reader may have answered since
         if "method" not in message and "id" in message:
             turn = self.turns.get(id_key(message.get("id")))
             if turn is not None and not turn.done and turn.ack is None:

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import os
 import signal as signals
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
 from gevent import subprocess
+from gevent.event import Event
 
-from .client import AgentProcess, ClientPolicy
+from ...rpc.wire import IdKey
+from .client import AcpClient, AgentProcess, ClientPolicy, Pending, Record
+from .forwarding import ForwardedAttribute, ForwardedMethod
 from .invariants import InvariantChecker, Violation
-from .reaper import kill_all, new_run_mark, with_run_mark
+from .reaper import Tracker, kill_all, new_run_mark, with_run_mark
+from .remote_link import RemoteProcess
+from .terminals import TerminalHost
 
 __all__ = ["CheckedAgent", "RunResult", "EXIT_TIMEOUT"]
 
@@ -42,15 +47,69 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class CheckedAgent(AgentProcess):
-    """An AgentProcess whose conversation runs through an InvariantChecker."""
+class CheckedAgent:
+    """An `AgentProcess` (`process`) whose conversation runs through an `InvariantChecker`
+    (`checker`) from launch to reaped; the process's surface and its client's are its own."""
+
+    # -- the client's surface, as the agent's own ------------------------------------------
+    policy: ForwardedAttribute[ClientPolicy] = ForwardedAttribute("client")
+    records: ForwardedAttribute[list[Record]] = ForwardedAttribute("client")
+    pending: ForwardedAttribute[dict[IdKey | None, Pending]] = ForwardedAttribute("client")
+    eof: ForwardedAttribute[Event] = ForwardedAttribute("client")
+    agent_requests: ForwardedAttribute[list[dict[str, Any]]] = ForwardedAttribute("client")
+    listeners: ForwardedAttribute[list[Callable[[dict[str, Any]], None]]] = ForwardedAttribute("client")
+    hold: ForwardedAttribute[dict[Any, dict[str, Any]]] = ForwardedAttribute("client")
+    held_elicitations: ForwardedAttribute[dict[IdKey | None, dict[str, Any]]] = ForwardedAttribute("client")
+    terminal_host: ForwardedAttribute[TerminalHost] = ForwardedAttribute("client")
+    lost_answers: ForwardedAttribute[int] = ForwardedAttribute("client")
+    send_raw = ForwardedMethod("client", AcpClient.send_raw)
+    send = ForwardedMethod("client", AcpClient.send)
+    send_batch = ForwardedMethod("client", AcpClient.send_batch)
+    make_request = ForwardedMethod("client", AcpClient.make_request)
+    request = ForwardedMethod("client", AcpClient.request)
+    call = ForwardedMethod("client", AcpClient.call)
+    notify = ForwardedMethod("client", AcpClient.notify)
+    pending_for = ForwardedMethod("client", AcpClient.pending_for)
+    initialize = ForwardedMethod("client", AcpClient.initialize)
+    initialize_params = ForwardedMethod("client", AcpClient.initialize_params)
+    new_session = ForwardedMethod("client", AcpClient.new_session)
+    prompt = ForwardedMethod("client", AcpClient.prompt)
+    prompt_params = staticmethod(AcpClient.prompt_params)
+    cancel = ForwardedMethod("client", AcpClient.cancel)
+    received = ForwardedMethod("client", AcpClient.received)
+    updates = ForwardedMethod("client", AcpClient.updates)
+    wait_for = ForwardedMethod("client", AcpClient.wait_for)
+    idle_states = ForwardedMethod("client", AcpClient.idle_states)
+    wait_idle = ForwardedMethod("client", AcpClient.wait_idle)
+    pause_reading = ForwardedMethod("client", AcpClient.pause_reading)
+    resume_reading = ForwardedMethod("client", AcpClient.resume_reading)
+    respond = ForwardedMethod("client", AcpClient.respond)
+    respond_error = ForwardedMethod("client", AcpClient.respond_error)
+    stop = ForwardedMethod("client", AcpClient.stop)
+    # -- the process's surface -------------------------------------------------------------
+    command: ForwardedAttribute[list[str]] = ForwardedAttribute("process")
+    remote: ForwardedAttribute[RemoteProcess | None] = ForwardedAttribute("process")
+    tracker: ForwardedAttribute[Tracker | None] = ForwardedAttribute("process")
+    pid: ForwardedAttribute[int | None] = ForwardedAttribute("process")
+    proc: ForwardedAttribute[Any] = ForwardedAttribute("process")
+    stderr: ForwardedAttribute[bytearray] = ForwardedAttribute("process")
+    shown_command: ForwardedAttribute[str] = ForwardedAttribute("process")
+    exited: ForwardedAttribute[bool] = ForwardedAttribute("process")
+    stderr_text = ForwardedMethod("process", AgentProcess.stderr_text)
+    kill = ForwardedMethod("process", AgentProcess.kill)
+    memory_rss = ForwardedMethod("process", AgentProcess.memory_rss)
+    open_fds = ForwardedMethod("process", AgentProcess.open_fds)
+    survivors = ForwardedMethod("process", AgentProcess.survivors)
+    wait_exit = ForwardedMethod("process", AgentProcess.wait_exit)
+    close = ForwardedMethod("process", AgentProcess.close)
 
     def __init__(self, command: Sequence[str], policy: ClientPolicy | None = None, *,
                  env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         mark = new_run_mark()
-        super().__init__(command, policy, env=with_run_mark(env, mark), cwd=cwd)
-        if self.tracker is not None:
-            self.tracker.mark = mark
+        self.process = AgentProcess(command, policy, env=with_run_mark(env, mark), cwd=cwd)
+        self.client = self.process.client
+        if self.process.tracker is not None:
+            self.process.tracker.mark = mark
         self.checker = InvariantChecker()
         self.ended_by = "eof"
         self.exit_timeout = EXIT_TIMEOUT
@@ -69,13 +128,15 @@ class CheckedAgent(AgentProcess):
         return self.checker.update(self.records)
 
     def close_input(self) -> None:
+        """Close the agent's stdin (EOF); `finish` then expects it to exit."""
         self._input_closed = True
-        super().close_input()
+        self.process.close_input()
 
     def signal(self, signum: int = signals.SIGTERM) -> None:
+        """Send the agent a signal; one that ends it is how the run ended (`ended_by`)."""
         if signum in (signals.SIGTERM, signals.SIGINT, signals.SIGHUP):
             self.ended_by = signals.Signals(signum).name
-        super().signal(signum)
+        self.process.signal(signum)
 
     def finish(self, timeout: float | None = None) -> RunResult:
         """End the run: close stdin, expect an exit, look for survivors, run the final checks."""
@@ -106,7 +167,7 @@ class CheckedAgent(AgentProcess):
                 pass
             code = self.proc.wait(timeout=10)
         # Give the reader a moment to take the last lines the agent wrote before it exited.
-        self._reader.join(timeout=5)
+        self.client.inbox.join(timeout=5)
         survivors = self.survivors()
         checker.exercised["exit_after_eof"] += 1
         if not killed:
@@ -141,7 +202,7 @@ class CheckedAgent(AgentProcess):
             killed = True
             self.kill()
             code = self.proc.wait(timeout=10)
-        self._reader.join(timeout=5)
+        self.client.inbox.join(timeout=5)
         complete: bool | str = True if (code == 0 and self.ended_by == "eof" and self.answers_owed_at_eof) else "read"
         if self.owed_at_end is not None:
             complete = self.owed_at_end
@@ -167,6 +228,12 @@ class CheckedAgent(AgentProcess):
             pid=pid,
         )
         return self._result
+
+    def __enter__(self) -> "CheckedAgent":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 def sleep(seconds: float) -> None:

@@ -2,18 +2,19 @@
 
 The invariants are the rig's own (`tools/rig/invariants.InvariantChecker`, fed the trace's events
 as the rig's records), so a trace is judged exactly like a probe or soak run; what the client
-wrote is validated too. Each finding names the lines of the file that prove it.
+wrote is validated too. Each finding names the lines of the file that prove it: the checker's
+findings go to a `LineFindings`, which keeps them as `Finding`s with their lines.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..rig.client import Record
-from ..rig.invariants import InvariantChecker
+from ..rig.invariants import Findings, InvariantChecker
 from ..rig.schema import AcpSchema, StreamChecker, default_schema, message_kind
 from ..rig.schema_v2 import schema_for_version
 from .read import FORMAT, Note, Trace, WireEvent, visible
@@ -82,12 +83,12 @@ def _roles(a: str, b: str) -> tuple[str, str]:
     return (a, b) if rank(a) <= rank(b) else (b, a)
 
 
-class _LineChecker(InvariantChecker):
-    """The rig's InvariantChecker, whose findings keep the records (hence the lines) that broke it."""
+class LineFindings(Findings):
+    """The rig checker's findings kept as `Finding`s naming the lines of the file that broke each
+    rule (its `violations` and `advisories` stay empty); schema findings only when `keep_schema`."""
 
-    def __init__(self, lines: dict[int, int], must_cancel: Iterable[Any], keep_schema: bool) -> None:
-        # ACP's rule, not acp_green's stricter one: session-level updates may come between turns.
-        super().__init__(must_cancel_ids=must_cancel, max_violations=MAX_FINDINGS, session_updates_between_turns=True)
+    def __init__(self, lines: dict[int, int], keep_schema: bool) -> None:
+        super().__init__(MAX_FINDINGS)
         self._lines = lines  # id(record) -> its line in the file
         self._keep_schema = keep_schema
         self.found: list[Finding] = []
@@ -96,11 +97,11 @@ class _LineChecker(InvariantChecker):
     def _where(self, records: Sequence[Record | None]) -> tuple[int, ...]:
         return tuple(sorted({self._lines[id(r)] for r in records if r is not None and id(r) in self._lines}))
 
-    def _add(self, invariant: str, detail: str, records: Sequence[Record]) -> None:
+    def add(self, invariant: str, detail: str, records: Sequence[Record | None] = ()) -> None:
         if (invariant != "schema" or self._keep_schema) and len(self.found) < MAX_FINDINGS:
             self.found.append(Finding("agent", invariant, detail, self._where(records)))
 
-    def _advise(self, advisory: str, detail: str, records: Sequence[Record]) -> None:
+    def advise(self, advisory: str, detail: str, records: Sequence[Record | None] = ()) -> None:
         if len(self.advised) < MAX_FINDINGS:
             self.advised.append(Finding("agent", advisory, detail, self._where(records)))
 
@@ -139,7 +140,9 @@ def _check_connection(connection: Connection, report: CheckReport, long_prompts:
     records: list[Record] = []
     must_cancel = [e.id for e in connection.events
                    if e.sender == connection.client and e.method == "session/prompt" and _prompt_text(e.params) in long_prompts]
-    checker = _LineChecker(lines, must_cancel, keep_schema=schema is not None)
+    kept = LineFindings(lines, keep_schema=schema is not None)
+    # ACP's rule, not acp_green's stricter one: session-level updates may come between turns.
+    checker = InvariantChecker(must_cancel_ids=must_cancel, session_updates_between_turns=True, findings=kept)
     client_schema = StreamChecker("client", schema) if schema is not None else None
     found: list[Finding] = []
     for event in connection.events:
@@ -161,8 +164,8 @@ def _check_connection(connection: Connection, report: CheckReport, long_prompts:
                                  f"the invariant checker cannot follow this message ({type(exc).__name__}: {exc})", (event.line,)))
     checker.finish(records, complete=complete)
     report.violations.extend(found[:MAX_FINDINGS])
-    report.violations.extend(checker.found)
-    report.advisories.extend(checker.advised)
+    report.violations.extend(kept.found)
+    report.advisories.extend(kept.advised)
 
 
 def _client_findings(event: WireEvent, schema: StreamChecker | None, version: Any) -> list[Finding]:

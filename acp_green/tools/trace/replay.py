@@ -109,19 +109,6 @@ def map_sessions(value: Any, mapping: dict[str, str]) -> Any:
     return value
 
 
-class _ReplayClient(AgentProcess):
-    """The rig's client whose every answer to the agent comes from the replay."""
-
-    def __init__(self, command: Sequence[str], on_request: Callable[[dict[str, Any]], None],
-                 on_message: Callable[[dict[str, Any]], None]) -> None:
-        self.on_request = on_request  # before the reader starts: the agent may ask at once
-        super().__init__(command, ClientPolicy())
-        self.listeners.append(on_message)
-
-    def _answer(self, request: dict[str, Any]) -> None:
-        self.on_request(request)
-
-
 class Replayer:
     """One replay of one trace's client against one agent command."""
 
@@ -141,7 +128,9 @@ class Replayer:
         self.updates_before: dict[str, int] = {}  # key of a prompt sent again -> its session's updates then
         self._answers_seen = 0  # of the script's answers, how many were waited for
         self._requests_seen = 0  # of the script's agent requests, how many were waited for
-        self.proc = _ReplayClient(list(command), self._agent_request, self._received)
+        # Every answer to the agent comes from the replay, set before the reader starts: the agent may ask at once.
+        self.proc = AgentProcess(list(command), ClientPolicy(answer_all=lambda _client, request: self._agent_request(request)))
+        self.proc.listeners.append(self._received)
 
     # -- the agent's side ----------------------------------------------------------------------
     def _received(self, message: dict[str, Any]) -> None:

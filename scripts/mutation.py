@@ -204,16 +204,22 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "channel": ("bytes", "acp_green/rpc/channel.py", ["tests/remote/test_event_streams.py", "tests/transport/test_line_reader.py"]),
     # -- remote: WebSocket and Streamable HTTP --------------------------------------------------
     "remote": ("remote", "acp_green/remote/__init__.py", ["tests/remote/test_listen_options.py"]),
-    "remote_options": ("remote", "acp_green/remote/options.py", ["tests/remote/test_listen_options.py"]),
+    "remote_options": ("remote", "acp_green/remote/options.py", [
+        "tests/remote/test_listen_options.py", "tests/remote/test_listen_inprocess.py", "tests/remote/test_listen_http.py",
+    ]),
     "remote_auth": ("remote", "acp_green/remote/auth.py", ["tests/remote/test_listen_options.py", "tests/remote/test_listen_connections.py"]),
     "event_streams": ("remote", "acp_green/remote/event_streams.py", [
         "tests/remote/test_event_streams.py", "tests/remote/test_listen_http.py",
     ]),
-    "remote_http": ("remote", "acp_green/remote/http.py", ["tests/remote/test_listen_http.py"]),
-    "remote_routes": ("remote", "acp_green/remote/routes.py", [
-        "tests/remote/test_listen_http.py", "tests/remote/test_listen_connections.py",
+    "remote_http": ("remote", "acp_green/remote/http.py", [
+        "tests/remote/test_listen_http.py", "tests/remote/test_review_http.py", "tests/remote/test_listen_inprocess.py",
     ]),
-    "remote_listener": ("remote", "acp_green/remote/listener.py", ["tests/remote/test_listen_http.py"]),
+    "remote_routes": ("remote", "acp_green/remote/routes.py", [
+        "tests/remote/test_listen_http.py", "tests/remote/test_listen_connections.py", "tests/remote/test_review_http.py",
+    ]),
+    "remote_listener": ("remote", "acp_green/remote/listener.py", [
+        "tests/remote/test_listen_http.py", "tests/remote/test_listen_inprocess.py",
+    ]),
     "websocket": ("remote", "acp_green/remote/websocket.py", ["tests/remote/test_listen_connections.py"]),
     "logsetup": ("server", "acp_green/process/logsetup.py", [
         "tests/e2e/test_rules_in_process.py", "tests/transport/test_stderr_sink.py",

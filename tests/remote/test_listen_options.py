@@ -56,3 +56,12 @@ def test_the_command_line_refuses_a_bad_combination_naming_the_option(args, says
     done = subprocess.run([sys.executable, "-m", "acp_green", "serve", *args], capture_output=True, text=True, timeout=60,
                           cwd=tmp_path, stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})
     assert done.returncode == 2 and says in done.stderr, done.stderr
+
+
+def test_the_options_import_nothing_patching_must_come_before():
+    """The command line reads --listen before gevent patches the process: importing the options
+    must not import ssl or gevent's server (the listener is imported once asked for)."""
+    code = ("import sys; import acp_green.remote, acp_green.remote.options, acp_green.remote.auth; "
+            "print(sorted(m for m in ('ssl', 'gevent.server', 'acp_green.remote.listener') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done.stdout + done.stderr

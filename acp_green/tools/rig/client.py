@@ -369,16 +369,12 @@ def default_signal_dispositions() -> Callable[[], None]:
     return reset
 
 
-class AgentProcess:
-    """An ACP agent command launched as a subprocess over real pipes, in its own session, and the
-    `AcpClient` on those pipes (`client`), whose surface is the agent's own: `agent.request(...)`.
+class ClientSurface:
+    """The `AcpClient`'s surface offered as its holder's own, forwarded to its `client`: what a
+    test calls on an agent (`agent.request(...)`, `agent.records`). No state of its own."""
 
-    A command whose first word is a URL (ws://, wss://, http://, https://) reaches a remote agent
-    instead (remote_link.py): `remote` is then its `RemoteProcess`, which stands as `proc` with
-    pipes of its own; there is no pid, no process to signal, measure or reap, and `stderr` holds
-    the link's notes. ValueError for words after the URL that are not the link's options."""
+    client: AcpClient
 
-    # -- the client's surface, as the agent's own ------------------------------------------
     policy: ForwardedAttribute[ClientPolicy] = ForwardedAttribute("client")
     records: ForwardedAttribute[list[Record]] = ForwardedAttribute("client")
     pending: ForwardedAttribute[dict[IdKey | None, Pending]] = ForwardedAttribute("client")
@@ -413,6 +409,17 @@ class AgentProcess:
     respond = ForwardedMethod("client", AcpClient.respond)
     respond_error = ForwardedMethod("client", AcpClient.respond_error)
     stop = ForwardedMethod("client", AcpClient.stop)
+
+
+class AgentProcess(ClientSurface):
+    """An ACP agent command launched as a subprocess over real pipes, in its own session, and the
+    `AcpClient` on those pipes (`client`), whose surface is the agent's own: `agent.request(...)`.
+
+    A command whose first word is a URL (ws://, wss://, http://, https://) reaches a remote agent
+    instead (remote_link.py): `remote` is then its `RemoteProcess`, which stands as `proc` with
+    pipes of its own; there is no pid, no process to signal, measure or reap, and `stderr` holds
+    the link's notes. ValueError for words after the URL that are not the link's options."""
+
 
     def __init__(self, command: Sequence[str], policy: ClientPolicy | None = None, *, env: dict[str, str] | None = None, cwd: str | None = None) -> None:
         self.command = list(command)

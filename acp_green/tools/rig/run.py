@@ -4,21 +4,18 @@ from __future__ import annotations
 
 import os
 import signal as signals
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
 from gevent import subprocess
-from gevent.event import Event
 
-from ...rpc.wire import IdKey
-from .client import AcpClient, AgentProcess, ClientPolicy, Pending, Record
+from .client import AgentProcess, ClientPolicy, ClientSurface
 from .forwarding import ForwardedAttribute, ForwardedMethod
 from .invariants import InvariantChecker, Violation
 from .reaper import Tracker, kill_all, new_run_mark, with_run_mark
 from .remote_link import RemoteProcess
-from .terminals import TerminalHost
 
 __all__ = ["CheckedAgent", "RunResult", "EXIT_TIMEOUT"]
 
@@ -47,45 +44,10 @@ class RunResult:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class CheckedAgent:
+class CheckedAgent(ClientSurface):
     """An `AgentProcess` (`process`) whose conversation runs through an `InvariantChecker`
     (`checker`) from launch to reaped; the process's surface and its client's are its own."""
 
-    # -- the client's surface, as the agent's own ------------------------------------------
-    policy: ForwardedAttribute[ClientPolicy] = ForwardedAttribute("client")
-    records: ForwardedAttribute[list[Record]] = ForwardedAttribute("client")
-    pending: ForwardedAttribute[dict[IdKey | None, Pending]] = ForwardedAttribute("client")
-    eof: ForwardedAttribute[Event] = ForwardedAttribute("client")
-    agent_requests: ForwardedAttribute[list[dict[str, Any]]] = ForwardedAttribute("client")
-    listeners: ForwardedAttribute[list[Callable[[dict[str, Any]], None]]] = ForwardedAttribute("client")
-    hold: ForwardedAttribute[dict[Any, dict[str, Any]]] = ForwardedAttribute("client")
-    held_elicitations: ForwardedAttribute[dict[IdKey | None, dict[str, Any]]] = ForwardedAttribute("client")
-    terminal_host: ForwardedAttribute[TerminalHost] = ForwardedAttribute("client")
-    lost_answers: ForwardedAttribute[int] = ForwardedAttribute("client")
-    send_raw = ForwardedMethod("client", AcpClient.send_raw)
-    send = ForwardedMethod("client", AcpClient.send)
-    send_batch = ForwardedMethod("client", AcpClient.send_batch)
-    make_request = ForwardedMethod("client", AcpClient.make_request)
-    request = ForwardedMethod("client", AcpClient.request)
-    call = ForwardedMethod("client", AcpClient.call)
-    notify = ForwardedMethod("client", AcpClient.notify)
-    pending_for = ForwardedMethod("client", AcpClient.pending_for)
-    initialize = ForwardedMethod("client", AcpClient.initialize)
-    initialize_params = ForwardedMethod("client", AcpClient.initialize_params)
-    new_session = ForwardedMethod("client", AcpClient.new_session)
-    prompt = ForwardedMethod("client", AcpClient.prompt)
-    prompt_params = staticmethod(AcpClient.prompt_params)
-    cancel = ForwardedMethod("client", AcpClient.cancel)
-    received = ForwardedMethod("client", AcpClient.received)
-    updates = ForwardedMethod("client", AcpClient.updates)
-    wait_for = ForwardedMethod("client", AcpClient.wait_for)
-    idle_states = ForwardedMethod("client", AcpClient.idle_states)
-    wait_idle = ForwardedMethod("client", AcpClient.wait_idle)
-    pause_reading = ForwardedMethod("client", AcpClient.pause_reading)
-    resume_reading = ForwardedMethod("client", AcpClient.resume_reading)
-    respond = ForwardedMethod("client", AcpClient.respond)
-    respond_error = ForwardedMethod("client", AcpClient.respond_error)
-    stop = ForwardedMethod("client", AcpClient.stop)
     # -- the process's surface -------------------------------------------------------------
     command: ForwardedAttribute[list[str]] = ForwardedAttribute("process")
     remote: ForwardedAttribute[RemoteProcess | None] = ForwardedAttribute("process")

@@ -123,6 +123,20 @@ class ClientConnection:
                 self._trace.received(line.data)
         return line
 
+    def _dispatch(self, line: Line, unread: bool = False) -> None:
+        """One line to the endpoint, traced first: handled, or (`unread`: read before the end but
+        never dispatched) refused; a line skipped as too long or too big for memory is answered."""
+        self._traced(line)
+        endpoint = self.endpoint
+        if line.too_long:
+            endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
+        elif line.out_of_memory:
+            endpoint.reject_line(OutOfMemory("The line did not fit in the memory available and was dropped"), line.request_id)
+        elif unread:
+            endpoint.refuse_unread(line.data)
+        else:
+            endpoint.handle_line(line.data)
+
     def _receive(self, source: MessageSource) -> None:
         reason = "input closed"
         endpoint = self.endpoint
@@ -137,13 +151,7 @@ class ClientConnection:
                     self._reading = False
                 if line is None:
                     break
-                self._traced(line)
-                if line.too_long:
-                    endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
-                elif line.out_of_memory:
-                    endpoint.reject_line(OutOfMemory("The line did not fit in the memory available and was dropped"), line.request_id)
-                else:
-                    endpoint.handle_line(line.data)
+                self._dispatch(line)
                 if not start_up_done:
                     start_up_done = True
                     if self._on_first_message is not None:
@@ -174,13 +182,7 @@ class ClientConnection:
             self._reader.kill(block=True, timeout=1)
         # Lines already read but never dispatched: each request among them gets one answer.
         for line in source.unread_lines():
-            self._traced(line)
-            if line.too_long:
-                endpoint.reject_line(LineTooLong(f"Line longer than {self.options.max_line_bytes} bytes was skipped"))
-            elif line.out_of_memory:
-                endpoint.reject_line(OutOfMemory("The lines read before shutdown did not fit in memory and were dropped"), line.request_id)
-            else:
-                endpoint.refuse_unread(line.data)
+            self._dispatch(line, unread=True)
         evictor.kill(block=False)
         self.outbound.release_producers()
         killed = self.protocol.shut_down(self.options.shutdown_grace)

@@ -291,7 +291,7 @@ class SessionRegistry:
                 if record is None:
                     raise UnknownSession(session_id)
                 stored = self._store.load_state(session_id)
-            except BaseException:
+            except BaseException:  # ok: frees the claim and re-raises, a kill included
                 if session_id not in self._live:
                     self._claims.release(session_id, self.owner)
                 raise

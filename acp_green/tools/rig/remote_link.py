@@ -225,7 +225,7 @@ class RemoteLink:
     def start(self) -> None:
         try:
             self.transport.connect()
-        except BaseException:
+        except BaseException:  # ok: cleans up and re-raises, a kill included
             self._close_fds()
             raise
         self._reader = LineReader(self._input_fd, MAX_LINE_BYTES)
@@ -420,7 +420,7 @@ class WebSocketTransport(Transport):
                 self._handshake(sock, host if parts.port is None else f"{host}:{parts.port}",
                                 (parts.path or "/") + (f"?{parts.query}" if parts.query else ""))
             sock.settimeout(None)
-        except BaseException:
+        except BaseException:  # ok: cleans up and re-raises, a kill included
             sock.close()
             raise
 
@@ -755,7 +755,7 @@ class RemoteProcess:
         self.link.ended.rawlink(lambda _event: self._close_notes())
         try:
             self.link.start()
-        except BaseException:
+        except BaseException:  # ok: cleans up and re-raises, a kill included
             for end in (self.stdin, self.stdout, self.stderr):
                 end.close()
             self._close_notes()

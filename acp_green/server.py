@@ -18,7 +18,7 @@ import signal
 import sys
 import threading
 from functools import partial
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import gevent
 from gevent.event import Event
@@ -287,29 +287,17 @@ def serve_listening(agent: Agent, listen: str | ListenOptions, options: ServeOpt
     Stdout is not the wire here: logs go to stderr through the sink that never blocks the hub,
     and the first line says where clients connect. Patching is as `serve_stdio`'s.
     """
-    refused = _patch_if_safe() if monkey_patch else []
-    from .process import blockwatch, logsetup, stderrsink
-
     options = options or ServeOptions()
     if options.trace is not None:
         raise ValueError("serve_listening: --trace records one connection; it is for stdio only")
     listener = _listener(listen)
     listener.on_started = _announce
-    sink = stderrsink.install()
-    logsetup.configure(log_level)
-    if refused:
-        log.warning("serving without gevent monkey-patching (a blocking call will hold every connection): %s", "; ".join(refused))
-    watch = blockwatch.start(options.block_warning)
-    server = Server(agent, options, owns_process=True)
-    try:
-        return server.serve_listening(listener)
-    except Exception:
-        log.critical("acp-green serve --listen failed", exc_info=True)
-        return 1
-    finally:
-        if watch is not None:
-            watch.stop()
-        sink.flush(timeout=STDERR_EXIT_FLUSH)
+    with ServingProcess(options, log_level, monkey_patch, "acp-green serve --listen") as process:
+        if process.refused:
+            log.warning("serving without gevent monkey-patching (a blocking call will hold every connection): %s",
+                        "; ".join(process.refused))
+        return Server(agent, options, owns_process=True).serve_listening(listener)
+    return 1  # serving failed: ServingProcess logged why
 
 
 #: Seconds the last stderr lines may take to reach a reader at exit.
@@ -330,28 +318,54 @@ def serve_stdio(agent: Agent, options: ServeOptions | None = None, *, log_level:
     gevent's `patch_all()` at the very top of the script, before its other imports, or serve
     with `acp-green serve --agent`, which patches before importing the agent.
     """
-    refused = _patch_if_safe() if monkey_patch else []
-    from .process import blockwatch, logsetup, stderrsink
-    from .rpc import transport
-
     options = options or ServeOptions()
-    read_fd, write_fd = transport.claim_stdio()
-    sink = stderrsink.install()
-    logsetup.configure(log_level)  # (again): the handler now writes through the sink
-    if refused:
-        log.info("serving without gevent monkey-patching (blocking calls will hold every session): %s; call "
-                 "gevent.monkey.patch_all() before any other import, or serve with `acp-green serve --agent`",  # ok: advice text
-                 "; ".join(refused))
-    watch = blockwatch.start(options.block_warning)
-    try:
-        return Server(agent, options, owns_process=True).serve(read_fd, write_fd)
-    except Exception:
-        log.critical("acp-green serve failed", exc_info=True)
-        return 1
-    finally:
-        if watch is not None:
-            watch.stop()
-        sink.flush(timeout=STDERR_EXIT_FLUSH)  # bounded: a stderr nobody reads cannot hold the exit
+    with ServingProcess(options, log_level, monkey_patch, "acp-green serve", claim_stdio=True) as process:
+        if process.refused:
+            log.info("serving without gevent monkey-patching (blocking calls will hold every session): %s; call "
+                     "gevent.monkey.patch_all() before any other import, or serve with `acp-green serve --agent`",  # ok: advice text
+                     "; ".join(process.refused))
+        assert process.wire is not None
+        return Server(agent, options, owns_process=True).serve(*process.wire)
+    return 1  # serving failed: ServingProcess logged why
+
+
+class ServingProcess:
+    """What a process that serves one agent sets up around it and undoes after: patching (when
+    safe; `refused` says why not), the wire's descriptors (`claim_stdio`: `wire`), the stderr
+    sink, logging and the watchdog. An exception from serving is logged CRITICAL and swallowed
+    (the caller then returns exit code 1); the last stderr lines are flushed, bounded, whatever
+    happens."""
+
+    def __init__(self, options: ServeOptions, log_level: str, monkey_patch: bool, what: str, *,
+                 claim_stdio: bool = False) -> None:
+        self._options, self._log_level, self._what = options, log_level, what
+        self._monkey_patch, self._claim_stdio = monkey_patch, claim_stdio
+        self.refused: list[str] = []
+        self.wire: tuple[int, int] | None = None
+
+    def __enter__(self) -> ServingProcess:
+        self.refused = _patch_if_safe() if self._monkey_patch else []
+        from .process import blockwatch, logsetup, stderrsink
+
+        if self._claim_stdio:
+            from .rpc import transport
+
+            self.wire = transport.claim_stdio()
+        self._sink = stderrsink.install()
+        logsetup.configure(self._log_level)  # (again): the handler now writes through the sink
+        self._watch = blockwatch.start(self._options.block_warning)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: Any) -> bool:
+        try:
+            if exc is not None and isinstance(exc, Exception):
+                log.critical("%s failed", self._what, exc_info=exc)
+                return True
+            return False
+        finally:
+            if self._watch is not None:
+                self._watch.stop()
+            self._sink.flush(timeout=STDERR_EXIT_FLUSH)  # bounded: a stderr nobody reads cannot hold the exit
 
 
 def _patch_if_safe() -> list[str]:

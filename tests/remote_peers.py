@@ -8,12 +8,7 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import queue
-import re
-import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,42 +19,24 @@ from urllib.parse import urlsplit
 from websockets.sync.client import ClientConnection, connect
 
 from acp_green.tools.rig.schema import StreamChecker
+from tests.remote_serve import RemoteServer
 
-URL_LINE = re.compile(r"serving ACP at (https?://[^ ]+/acp)")
 BOUND = 30.0  # seconds any single wait may take before a test fails instead of hanging
 
 
 class ListeningAgent:
-    """`acp-green serve --listen 127.0.0.1:0` in a subprocess; where it listens, its stderr."""
+    """A listening agent (`remote_serve.RemoteServer`) and the WebSocket peers a test opened on it."""
 
     def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "acp_green", "serve", "--listen", "127.0.0.1:0", *args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            env={**os.environ, **(env or {})}, start_new_session=True,
-        )
-        self.stderr_lines: list[str] = []
-        self._url: queue.Queue[str] = queue.Queue()
-        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
-        self._reader.start()
-        try:
-            self.url = self._url.get(timeout=BOUND)
-        except queue.Empty:
-            self.proc.kill()
-            raise AssertionError(f"the agent never said where it listens: {self.stderr_lines}") from None
+        self.process = RemoteServer(None, *args, env=env)
+        assert self.process.url is not None
+        self.url = self.process.url
         parts = urlsplit(self.url)
         self.host, self.port = parts.hostname or "127.0.0.1", parts.port or 80
-        self.ws_url = "ws" + self.url[len("http"):]
+        self.ws_url = self.process.ws_url
         self.peers: list[WsPeer] = []
-
-    def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        for raw in self.proc.stderr:
-            line = raw.decode("utf-8", "replace").rstrip("\n")
-            self.stderr_lines.append(line)
-            found = URL_LINE.search(line)
-            if found:
-                self._url.put(found.group(1))
+        #: What stopping found beside the exit code (a process of its group left behind).
+        self.stop_problems: list[str] = []
 
     def ws(self, headers: dict[str, str] | None = None) -> WsPeer:
         socket = connect(self.ws_url, additional_headers=headers, open_timeout=BOUND, max_size=None)
@@ -74,14 +51,9 @@ class ListeningAgent:
         """SIGTERM, and the exit code once it has ended (bounded)."""
         for peer in self.peers:
             peer.close()
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            code = self.proc.wait(timeout=BOUND)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            raise AssertionError(f"the listening agent did not stop on SIGTERM: {self.stderr_lines[-20:]}") from None
-        self._reader.join(timeout=BOUND)
+        self.stop_problems = self.process.stop()
+        code = self.process.proc.returncode
+        assert code is not None, self.stop_problems
         return code
 
     def schema_problems(self) -> list[str]:

@@ -23,16 +23,17 @@ from gevent import subprocess
 from tests.helpers import group_members, wait_until
 
 #: The line the server writes once it listens (PORT is the real one when 0 was asked).
-SERVING = re.compile(r"serving ACP at (http://[0-9.]+:(\d+)/acp)")
+SERVING = re.compile(r"serving ACP at (https?://[0-9.]+:(\d+)/acp)")
 BOUND = 30.0  # the one generous bound on every wait here
 
 
 class RemoteServer:
-    """One `acp-green serve --listen 127.0.0.1:0 --state-dir STATE ARGS...` process."""
+    """One `acp-green serve --listen 127.0.0.1:0 [--state-dir STATE] ARGS...` process (without a
+    state dir, ARGS say where state goes: `--ephemeral` or their own `--state-dir`)."""
 
-    def __init__(self, state_dir: Path, *args: str, env: dict[str, str] | None = None) -> None:
-        self.command = [sys.executable, "-m", "acp_green", "serve", "--listen", "127.0.0.1:0",
-                        "--state-dir", str(state_dir), *args]
+    def __init__(self, state_dir: Path | None, *args: str, env: dict[str, str] | None = None) -> None:
+        where = ["--state-dir", str(state_dir)] if state_dir is not None else []
+        self.command = [sys.executable, "-m", "acp_green", "serve", "--listen", "127.0.0.1:0", *where, *args]
         self.url: str | None = None
         self._stderr: list[bytes] = []
         self._lock = threading.Lock()
@@ -56,8 +57,15 @@ class RemoteServer:
 
     @property
     def ws_url(self) -> str:
+        """The WebSocket address (wss:// when the server speaks TLS)."""
         assert self.url is not None
         return "ws" + self.url[len("http"):]
+
+    @property
+    def port(self) -> int:
+        match = SERVING.search(self.stderr)
+        assert match is not None
+        return int(match.group(2))
 
     @property
     def stderr(self) -> str:

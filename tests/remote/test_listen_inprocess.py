@@ -20,27 +20,6 @@ from acp_green.server import Server
 BOUND = 30
 
 
-@pytest.fixture
-def served():
-    running = []
-
-    def start(**listen) -> tuple[Server, RemoteListener]:
-        server = Server(DemoAgent(), ServeOptions(handle_signals=False, ephemeral=True, shutdown_grace=1))
-        listener = RemoteListener(ListenOptions(**listen))
-        greenlet = gevent.spawn(server.serve_listening, listener)
-        with gevent.Timeout(BOUND):
-            while listener.routes is None:
-                gevent.sleep(0.01)
-        running.append((server, greenlet))
-        return server, listener
-
-    yield start
-    for server, greenlet in running:
-        server.request_stop("test over")
-        greenlet.join(timeout=BOUND)
-        assert greenlet.dead and greenlet.value == 0
-
-
 def _send(listener: RemoteListener, request: bytes) -> gevent.socket.socket:
     sock = gevent.socket.create_connection(("127.0.0.1", listener._server.server_port))  # type: ignore[union-attr]
     sock.sendall(request)

@@ -7,34 +7,10 @@ import json
 
 import gevent
 import gevent.socket
-import pytest
 
-from acp_green.demo import DemoAgent
 from acp_green.remote import ListenOptions, RemoteListener
-from acp_green.serve_options import ServeOptions
-from acp_green.server import Server
 
 BOUND = 30
-
-
-@pytest.fixture
-def served():
-    running = []
-
-    def start(**listen) -> RemoteListener:
-        server = Server(DemoAgent(), ServeOptions(handle_signals=False, ephemeral=True, shutdown_grace=1))
-        listener = RemoteListener(ListenOptions(**listen))
-        greenlet = gevent.spawn(server.serve_listening, listener)
-        with gevent.Timeout(BOUND):
-            while listener.routes is None:
-                gevent.sleep(0.01)
-        running.append((server, greenlet))
-        return listener
-
-    yield start
-    for server, greenlet in running:
-        server.request_stop("test over")
-        greenlet.join(timeout=BOUND)
 
 
 def _connect(listener: RemoteListener) -> gevent.socket.socket:
@@ -60,7 +36,7 @@ def test_pipelined_requests_are_each_answered(served):
     """Requests without a body (DELETE, GET) never have their end read (http.py next_request
     returns at the head), so `reusable()` is False and the socket closes after the first
     answer, without `Connection: close`: the second and third requests are dropped unanswered."""
-    listener = served()
+    _server, listener = served()
     sock = _connect(listener)
     sock.sendall(b"DELETE /acp HTTP/1.1\r\nHost: x\r\nAcp-Connection-Id: nope\r\n\r\n" * 3)
     data = _read_all(sock)
@@ -86,7 +62,7 @@ def test_a_refusal_before_the_body_is_read_reaches_the_client(listening):
 
 def test_an_upgrade_with_an_empty_websocket_key_is_refused_400(served):
     """RFC 6455 4.2.1: the key is a base64 16-byte nonce; routes.py only checks it is present."""
-    listener = served()
+    _server, listener = served()
     sock = _connect(listener)
     sock.sendall(b"GET /acp HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                  b"Sec-WebSocket-Key: \r\nSec-WebSocket-Version: 13\r\n\r\n")
@@ -100,7 +76,7 @@ def test_http_connections_are_bounded_like_sockets(served):
     idle time (600 s); nothing bounds how many: 10 000 in 9 s took the process to 560 MB.
     With max_sockets=8 a client must not hold 100 connections open from one socket."""
     bound = {"max_connections": 8} if "max_connections" in ListenOptions.__dataclass_fields__ else {"max_sockets": 8}
-    listener = served(**bound)
+    _server, listener = served(**bound)
     body = json.dumps({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}})
     statuses = []
     for _ in range(100):

@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,13 +17,13 @@ import pytest
 from gevent import subprocess
 
 from acp_green.tools.rig.remote_link import RemoteRefused, RemoteTarget, remote_target, shown_command
-from tests.helpers import REPO, wait_until
+from tests.helpers import REPO
+from tests.remote_serve import RemoteServer
 
 pytest_plugins = ["pytester"]
 
 ACP_GREEN = [sys.executable, "-m", "acp_green"]
 BOUND = 120.0  # only decides when a broken run stops being waited for
-SERVING = re.compile(r"serving ACP at (https?://127\.0\.0\.1:\d+/acp)")
 TOKEN = "s3cret-token-for-tests"
 
 
@@ -37,61 +35,27 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-class Server:
-    """One `acp-green serve --listen 127.0.0.1:0 --ephemeral` process, its stderr drained by a thread."""
+def listening(*args: str, env: dict[str, str] | None = None) -> RemoteServer:
+    """`acp-green serve --listen 127.0.0.1:0 --ephemeral ARGS...`, started with this checkout importable."""
+    return RemoteServer(None, "--ephemeral", *args, env=env or clean_env())
 
-    def __init__(self, *args: str, env: dict[str, str] | None = None) -> None:
-        self.command = [*ACP_GREEN, "serve", "--listen", "127.0.0.1:0", "--ephemeral", *args]
-        read_fd, write_fd = os.pipe()
-        self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=write_fd,
-                                     env=env or clean_env(), start_new_session=True)
-        os.close(write_fd)
-        self._stderr: list[bytes] = []
-        self._lock = threading.Lock()
-        self._reader = threading.Thread(target=self._drain, args=(read_fd,), daemon=True)
-        self._reader.start()
-        found = wait_until(lambda: SERVING.search(self.stderr) or self.proc.poll() is not None, BOUND, "the 'serving ACP at' line")
-        if not isinstance(found, re.Match):
-            raise AssertionError(f"{self.command} ended before listening:\n{self.stderr}")
-        self.http = found.group(1)
-        self.ws = "ws" + self.http[len("http"):]  # wss:// for https://
 
-    @property
-    def stderr(self) -> str:
-        with self._lock:
-            return b"".join(self._stderr).decode("utf-8", "replace")
-
-    def _drain(self, fd: int) -> None:
-        with os.fdopen(fd, "rb", buffering=0) as pipe:
-            while chunk := pipe.read(65536):
-                with self._lock:
-                    self._stderr.append(chunk)
-
-    def url(self, scheme: str) -> str:
-        return self.ws if scheme == "ws" else self.http
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=BOUND)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=BOUND)
-        self._reader.join(BOUND)
+def url_of(server: RemoteServer, scheme: str) -> str:
+    assert server.url is not None
+    return server.ws_url if scheme == "ws" else server.url
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[Server]:
-    started = Server()
+def server() -> Iterator[RemoteServer]:
+    started = listening()
     yield started
     started.stop()
 
 
 @pytest.fixture(scope="module")
-def token_server() -> Iterator[Server]:
+def token_server() -> Iterator[RemoteServer]:
     """A server that wants `Authorization: Bearer TOKEN` (given by the environment, as --token advises)."""
-    started = Server(env=clean_env(ACP_GREEN_TOKEN=TOKEN))
+    started = listening(env=clean_env(ACP_GREEN_TOKEN=TOKEN))
     yield started
     started.stop()
 
@@ -130,11 +94,11 @@ def test_a_url_and_its_options_make_a_target_and_are_shown_without_secrets():
 # -- probe -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("scheme", ["ws", "http"])
 def test_the_probe_grades_a_listening_agent_with_no_failed_row_and_skips_the_rows_of_a_process(server, scheme):
-    done = run("probe", "--json", server.url(scheme))
+    done = run("probe", "--json", url_of(server, scheme))
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     rows = report["checks"] + report["advisories"]
-    assert report["ok"] and report["command"] == [server.url(scheme)]
+    assert report["ok"] and report["command"] == [url_of(server, scheme)]
     assert [r["check"] for r in rows if r["verdict"] == "fail"] == []
     verdicts = {r["check"]: r["verdict"] for r in rows}
     for name in ("version negotiation", "cancel during a long prompt", "many sessions at once", "-32700 for garbage",
@@ -146,14 +110,14 @@ def test_the_probe_grades_a_listening_agent_with_no_failed_row_and_skips_the_row
 
 
 def test_the_probe_sends_the_token_given_and_a_refusal_is_one_start_row_with_the_agents_words(token_server):
-    url = token_server.url("ws")
+    url = url_of(token_server, "ws")
     done = run("probe", "--json", "--check", "ids", url, "--token", TOKEN)
     assert done.returncode == 0, done.stdout + done.stderr
     report = json.loads(done.stdout)
     assert report["command"] == [url, "--token", "***"] and TOKEN not in done.stdout + done.stderr
     assert [r["verdict"] for r in report["checks"] if r["check"] == "ids echoed"] == ["pass"]
     for scheme in ("ws", "http"):
-        refused = run("probe", "--json", token_server.url(scheme), "--header", "Authorization: Bearer wrong")
+        refused = run("probe", "--json", url_of(token_server, scheme), "--header", "Authorization: Bearer wrong")
         assert refused.returncode == 1
         [row] = json.loads(refused.stdout)["checks"]
         assert row["check"] == "start" and row["verdict"] == "fail"
@@ -174,10 +138,10 @@ def test_the_probe_reaches_wss_and_https_trusting_the_certificate_ssl_cert_file_
                            "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
                           capture_output=True, timeout=BOUND)
     assert made.returncode == 0, made.stderr
-    tls = Server("--tls-cert", str(cert), "--tls-key", str(key))
+    tls = listening("--tls-cert", str(cert), "--tls-key", str(key))
     try:
-        assert tls.http.startswith("https://") and tls.ws.startswith("wss://")
-        for url in (tls.ws, tls.http):
+        assert tls.url is not None and tls.url.startswith("https://") and tls.ws_url.startswith("wss://")
+        for url in (tls.ws_url, tls.url):
             done = run("probe", "--json", "--check", "ids", url, env=clean_env(SSL_CERT_FILE=str(cert)))
             assert done.returncode == 0, done.stdout + done.stderr
             assert [r["verdict"] for r in json.loads(done.stdout)["checks"] if r["check"] == "ids echoed"] == ["pass"]
@@ -193,7 +157,7 @@ def test_the_probe_reaches_wss_and_https_trusting_the_certificate_ssl_cert_file_
 def test_chat_talks_to_a_listening_agent_from_a_script_and_serves_it_files(server, scheme, tmp_path):
     note = tmp_path / "note.txt"
     note.write_text("from the client's disk")
-    done = run("chat", "--yes", server.url(scheme), stdin=f"hello there\n/read {note}\n/sessions\n", cwd=tmp_path)
+    done = run("chat", "--yes", url_of(server, scheme), stdin=f"hello there\n/read {note}\n/sessions\n", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "chatting with acp_green demo agent (session sess_" in done.stdout
     assert "hello there" in done.stdout and done.stdout.count("[end_turn]") == 2
@@ -202,19 +166,19 @@ def test_chat_talks_to_a_listening_agent_from_a_script_and_serves_it_files(serve
 
 
 def test_chat_resumes_a_session_of_an_earlier_connection_with_its_history(server, tmp_path):
-    first = run("chat", server.url("ws"), stdin="remember the lighthouse\n", cwd=tmp_path)
+    first = run("chat", url_of(server, "ws"), stdin="remember the lighthouse\n", cwd=tmp_path)
     assert first.returncode == 0, first.stderr
     session = re.search(r"session (sess_[0-9a-f]+)", first.stdout).group(1)
-    again = run("chat", "--resume", session, server.url("http"), stdin="and now?\n", cwd=tmp_path)
+    again = run("chat", "--resume", session, url_of(server, "http"), stdin="and now?\n", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"[history of {session}: 1 turns]" in again.stdout and "you: remember the lighthouse" in again.stdout
 
 
 def test_chat_says_in_one_line_why_a_url_cannot_be_reached(token_server):
-    done = run("chat", token_server.url("http"), stdin="hi\n")
+    done = run("chat", url_of(token_server, "http"), stdin="hi\n")
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [
-        f"chat: cannot reach '{token_server.url('http')}': {token_server.url('http')} refused: HTTP 401: Unauthorized: send "
+        f"chat: cannot reach '{url_of(token_server, 'http')}': {url_of(token_server, 'http')} refused: HTTP 401: Unauthorized: send "
         "the agent's token as 'Authorization: Bearer TOKEN'"]
 
 
@@ -223,7 +187,7 @@ def test_record_puts_the_link_in_front_of_a_listening_agent_and_traces_both_ways
     trace = tmp_path / "trace.jsonl"
     lines = [{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": 1, "clientCapabilities": {}}},
              {"jsonrpc": "2.0", "id": 2, "method": "session/new", "params": {"cwd": str(tmp_path), "mcpServers": []}}]
-    editor = subprocess.Popen([*ACP_GREEN, "record", "--out", str(trace), token_server.url("ws"), "--token", TOKEN],
+    editor = subprocess.Popen([*ACP_GREEN, "record", "--out", str(trace), url_of(token_server, "ws"), "--token", TOKEN],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=clean_env())
     assert editor.stdin is not None and editor.stdout is not None
     editor.stdin.write("".join(json.dumps(line) + "\n" for line in lines).encode())
@@ -233,7 +197,7 @@ def test_record_puts_the_link_in_front_of_a_listening_agent_and_traces_both_ways
     editor.stdin.close()
     assert editor.wait(timeout=BOUND) == 0
     events = [json.loads(line) for line in trace.read_text().splitlines()]
-    assert events[0]["fields"]["command"] == [token_server.url("ws"), "--token", "***"]
+    assert events[0]["fields"]["command"] == [url_of(token_server, "ws"), "--token", "***"]
     assert TOKEN not in trace.read_text()
     assert [(e["from"], e["id"]) for e in events if e["type"] in ("request", "response")] == [
         ("client", 1), ("client", 2), ("agent", 1), ("agent", 2)]
@@ -243,7 +207,7 @@ def test_record_puts_the_link_in_front_of_a_listening_agent_and_traces_both_ways
 # -- the pytest plugin ---------------------------------------------------------------------------
 @pytest.mark.parametrize("scheme", ["ws", "http"])
 def test_acp_connect_reaches_an_agent_at_a_url_and_checks_what_passed(acp_connect, server, scheme):
-    client = acp_connect(server.url(scheme))
+    client = acp_connect(url_of(server, scheme))
     assert client.initialize_result["agentInfo"]["name"] == "acp-green-demo"
     session = client.new_session()
     assert client.prompt(session, "hello").stop_reason == "end_turn"
@@ -255,10 +219,10 @@ def test_acp_connect_reaches_an_agent_at_a_url_and_checks_what_passed(acp_connec
 
 
 def test_acp_connect_sends_headers_and_a_refusal_says_why(acp_connect, token_server):
-    client = acp_connect(token_server.url("http"), headers={"Authorization": f"Bearer {TOKEN}"})
+    client = acp_connect(url_of(token_server, "http"), headers={"Authorization": f"Bearer {TOKEN}"})
     assert client.prompt(client.new_session(), "hi").stop_reason == "end_turn"
     with pytest.raises(RemoteRefused, match="HTTP 401"):
-        acp_connect(token_server.url("ws"))
+        acp_connect(url_of(token_server, "ws"))
 
 
 def test_acp_agent_url_points_every_acp_connect_of_a_run_at_the_listening_agent(pytester, token_server, monkeypatch):
@@ -282,6 +246,6 @@ def test_reaches_the_url(acp_connect):
     assert client.initialize_result["agentInfo"]["name"] == "acp-green-demo"  # not MyAgent: the one at the URL
     assert client.prompt(client.new_session(), "hello").stop_reason == "end_turn"
 ''')
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", "--acp-agent-url", token_server.url("ws"),
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-rA", "--acp-agent-url", url_of(token_server, "ws"),
                                            "--acp-agent-header", f"Authorization: Bearer {TOKEN}", timeout=BOUND)
     result.assert_outcomes(passed=1)

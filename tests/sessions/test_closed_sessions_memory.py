@@ -118,8 +118,11 @@ class PipelinedAgent:
 # most; 10,000 sessions make a 2.5 MB database), so what follows measures what is kept.
 @pytest.mark.parametrize(("store", "warm_up"), [
     ("--ephemeral", 5_000),
-    # Twice the sessions through SQLite: 25 s on a loaded 2-core machine, a soak in all but name.
-    pytest.param("--state-dir", 10_000, marks=pytest.mark.slow),
+    # Through SQLite the agent's RSS settles only after about 30,000 sessions: with 10,000 the two
+    # rounds measured 490 to 945 bytes a session here, on this code and the code before it alike,
+    # and the same churn in process (no agent) grew by 2.9, 0.7, 0.5 and then 0 MiB a round, with
+    # nothing kept on Python's heap. From 30,000 on the rounds measure 0 to 117 bytes a session.
+    pytest.param("--state-dir", 30_000, marks=pytest.mark.slow),
 ])
 def test_rss_returns_after_ten_thousand_sessions_are_opened_and_closed(tmp_path, store, warm_up):
     """After a warm-up, 10,000 sessions opened and closed grow the agent's VmRSS by no more

@@ -153,9 +153,9 @@ class SessionBusy(RpcError):
 
 
 class SessionInUse(RpcError):
-    """A session that another connection of this agent holds now: one connection owns a session
-    at a time. It is the holder's until that connection closes it or ends; then any connection
-    may load it."""
+    """A session that another connection of this agent, or another agent process on the same
+    store, holds now: one connection of one process owns a session at a time. It is the holder's
+    until that connection closes it or ends (or that process dies); then any may load it."""
 
     code = SERVER_BUSY
     reason = "session_in_use"
@@ -163,7 +163,7 @@ class SessionInUse(RpcError):
     def __init__(self, session_id: str, owner: str) -> None:
         super().__init__(
             f"Session {echoed(session_id)} is open on another connection ({owner}); close it there "
-            "(session/close) or load it once that connection has ended",
+            "(session/close) or load it once that connection or process has ended",
             data={"sessionId": echoed(session_id), "owner": owner},
         )
 

@@ -61,7 +61,7 @@ class Server:
         self._owns_process = owns_process
         self.options = options or ServeOptions()
         self.store: Store = store if store is not None else OpeningStore(partial(_open_store, self.options))
-        self.claims = SessionClaims()
+        self.claims = SessionClaims(self.store)
         self.shared = Shared(agent, self.options, self.store, self.claims)
         #: The stdio connection once `serve` has started it (the one connection of a stdio process).
         self.connection: ClientConnection | None = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -10,6 +11,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import gevent
+from gevent.event import AsyncResult
 
 from .rpc import wire
 from .rpc.cancel import CancelToken
@@ -162,21 +164,55 @@ class Session:
 
 
 class SessionClaims:
-    """Which connection of this process holds each live session: one at a time.
+    """Which connection of this process holds each live session: one at a time, and, through
+    the store, no session live in two processes.
 
     A connection's `SessionRegistry` claims a session when it makes it live (new, fork, a
     revival from the store) and releases it when it lets go (close, delete, eviction, the
-    connection's end). Another connection naming a claimed session is refused `SessionInUse`.
+    connection's end). Another connection naming a claimed session is refused `SessionInUse`;
+    so is a claim of a session another process holds (the store's lock: store/database.py),
+    naming that process. The first claim of a stored session waits for the store's answer;
+    another claim of it by the same connection meanwhile waits for that answer too.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, store: Store | None = None) -> None:
         self._owners: dict[str, str] = {}
+        self._store = store  # None: this process is the store's only user (tests)
+        self._deciding: dict[str, AsyncResult] = {}  # claims waiting for the store's answer
 
-    def claim(self, session_id: str, owner: str) -> None:
-        """Hold `session_id` for `owner`; SessionInUse naming the holder if another holds it."""
+    def claim(self, session_id: str, owner: str, *, new: bool = False) -> None:
+        """Hold `session_id` for `owner`; SessionInUse naming the holder if another connection,
+        or another process, holds it. `new`: a session this process has just made."""
+        held = session_id in self._owners
         holder = self._owners.setdefault(session_id, owner)
         if holder != owner:
             raise SessionInUse(session_id, holder)
+        deciding = self._deciding.get(session_id)
+        if deciding is not None:
+            deciding.get()  # raises as the first claim did
+            return
+        if held or self._store is None:
+            return  # held already (the same connection again), or nobody else to ask
+        if new:
+            self._store.own_new_session(session_id)
+            return
+        self._ask_store(session_id, owner, self._store)
+
+    def _ask_store(self, session_id: str, owner: str, store: Store) -> None:
+        decided = self._deciding[session_id] = AsyncResult()
+        try:
+            elsewhere = store.claim_session(session_id)
+            if elsewhere is not None:
+                raise SessionInUse(session_id, elsewhere)
+        except BaseException as exc:  # ok: undoes the claim, tells whoever waits, re-raises
+            if self._owners.get(session_id) == owner:
+                del self._owners[session_id]
+            decided.set_exception(exc if isinstance(exc, Exception) else SessionInUse(session_id, "a claim that was killed"))
+            raise
+        else:
+            decided.set(None)
+        finally:
+            del self._deciding[session_id]
 
     def check(self, session_id: str, owner: str) -> None:
         """SessionInUse if a connection other than `owner` holds `session_id`; claims nothing."""
@@ -185,8 +221,10 @@ class SessionClaims:
             raise SessionInUse(session_id, holder)
 
     def release(self, session_id: str, owner: str) -> None:
-        if self._owners.get(session_id) == owner:
+        if self._owners.get(session_id) == owner and session_id not in self._deciding:
             del self._owners[session_id]
+            if self._store is not None:
+                self._store.release_session(session_id)
 
     def owner_of(self, session_id: str) -> str | None:
         return self._owners.get(session_id)
@@ -201,7 +239,7 @@ class SessionRegistry:
 
     def __init__(self, store: Store, idle_timeout: float, claims: SessionClaims | None = None, owner: str = "stdio") -> None:
         self._store = store
-        self._claims = claims if claims is not None else SessionClaims()
+        self._claims = claims if claims is not None else SessionClaims(store)
         #: This connection's name in `claims`, and in the error another connection is refused with.
         self.owner = owner
         self._live: dict[str, Session] = {}
@@ -219,7 +257,7 @@ class SessionRegistry:
     def create(self, cwd: str, additional_directories: list[str], mcp_servers: list[dict[str, Any]]) -> Session:
         record = SessionRecord(session_id=new_session_id(), cwd=cwd, additional_directories=list(additional_directories))
         session = Session(record, mcp_servers)
-        self._claims.claim(record.session_id, self.owner)
+        self._claims.claim(record.session_id, self.owner, new=True)
         self._live[record.session_id] = session
         self._store.save_session(record)
         return session
@@ -245,7 +283,7 @@ class SessionRegistry:
         """Make `fork` live and store it with the source's ended turns and the fork's state;
         StateNotStorable (nothing stored, nothing live) when that state cannot be stored."""
         state = encode_state(fork.state)
-        self._claims.claim(fork.session_id, self.owner)
+        self._claims.claim(fork.session_id, self.owner, new=True)
         self._live[fork.session_id] = fork
         self._store.save_session(fork.record)
         self._store.fork_history(source.session_id, fork.session_id)
@@ -257,25 +295,45 @@ class SessionRegistry:
         UnknownSession for a session neither live nor stored. The session's `updated_at` is kept."""
         session = self._live.get(session_id)
         if session is None:
-            self._claims.check(session_id, self.owner)
-        record = session.record if session is not None else self._store.load_session(session_id)
-        if record is None:
-            raise UnknownSession(session_id)
+            with self._borrowed(session_id):
+                record = self._store.load_session(session_id)
+                if record is None:
+                    raise UnknownSession(session_id)
+                if archived:
+                    self._dormant_mcp.pop(session_id, None)  # archiving closes: its servers are not revived
+                record.archived = archived
+                self._store.save_session(record)
+            return
         if archived:
-            self.close(session_id)  # an evicted session's dormant MCP declarations go too
-        record.archived = archived
-        self._store.save_session(record)
+            self.close(session_id)
+        session.record.archived = archived
+        self._store.save_session(session.record)
 
     def set_title(self, session_id: str, title: str) -> None:
         """session/set_title, live or stored; UnknownSession for neither. `updated_at` is kept."""
         session = self._live.get(session_id)
         if session is None:
-            self._claims.check(session_id, self.owner)
-        record = session.record if session is not None else self._store.load_session(session_id)
-        if record is None:
-            raise UnknownSession(session_id)
-        record.title = title
-        self._store.save_session(record)
+            with self._borrowed(session_id):
+                record = self._store.load_session(session_id)
+                if record is None:
+                    raise UnknownSession(session_id)
+                record.title = title
+                self._store.save_session(record)
+            return
+        session.record.title = title
+        self._store.save_session(session.record)
+
+    @contextlib.contextmanager
+    def _borrowed(self, session_id: str) -> Iterator[None]:
+        """Hold a session that is not live here while its stored record is changed: refused
+        (SessionInUse) when another connection or process has it live, whose copy would
+        overwrite the change; let go once the change is queued, unless it became live meanwhile."""
+        self._claims.claim(session_id, self.owner)
+        try:
+            yield
+        finally:
+            if session_id not in self._live:
+                self._claims.release(session_id, self.owner)
 
     def get(self, session_id: Any) -> Session:
         """The live session, revived from the store if it was evicted; UnknownSession otherwise."""
@@ -307,12 +365,20 @@ class SessionRegistry:
         return session
 
     def reopen(self, session_id: Any, cwd: str, additional_directories: list[str], mcp_servers: list[dict[str, Any]]) -> Session:
-        """session/load and session/resume: the session, now with the client's cwd and servers."""
+        """session/load and session/resume: the session, now with the client's cwd and servers.
+
+        Stored, with a new `updated_at`, only when the cwd or the additional directories differ
+        from the stored ones: reopening a session as it was changes nothing of it, so it keeps
+        its place in session/list. (The MCP servers are not stored: see `_dormant_mcp`.)"""
         session = self.get(session_id)
-        session.record.cwd = cwd
-        session.record.additional_directories = list(additional_directories)
+        record = session.record
+        directories = list(additional_directories)
+        changed = record.cwd != cwd or record.additional_directories != directories
+        record.cwd = cwd
+        record.additional_directories = directories
         session.mcp_servers = list(mcp_servers)
-        self.save(session)
+        if changed:
+            self.save(session)
         return session
 
     def close(self, session_id: str) -> bool:
@@ -335,17 +401,19 @@ class SessionRegistry:
     def delete(self, session_id: str) -> None:
         """session/delete: cancel a running prompt, forget the session here and in the store."""
         if session_id not in self._live:
-            self._claims.check(session_id, self.owner)
+            with self._borrowed(session_id):  # not while another connection or process has it live
+                self._dormant_mcp.pop(session_id, None)
+                self._store.delete_session(session_id)
+            return
         self._dormant_mcp.pop(session_id, None)
-        session = self._live.pop(session_id, None)
-        if session is not None:
-            self._claims.release(session_id, self.owner)
-            session.deleted = True
-            if session.busy:
-                session.cancel()  # its resources are freed when the prompt ends
-            else:
-                session.close_resources()
+        session = self._live.pop(session_id)
+        session.deleted = True
+        if session.busy:
+            session.cancel()  # its resources are freed when the prompt ends
+        else:
+            session.close_resources()
         self._store.delete_session(session_id)
+        self._claims.release(session_id, self.owner)  # after the delete: nobody revives it meanwhile
 
     def prompt_ended(self, session: Session) -> None:
         """A prompt released `session`: finish a close or delete that waited for it."""

@@ -85,6 +85,16 @@ class MemoryStore:
         self._ages: dict[tuple[str, str], None] = {}  # (session, turn), oldest begun first
         self.dropped_turns = 0  # turns dropped whole to keep history under its bound
 
+    def claim_session(self, session_id: str) -> str | None:
+        """Memory is this process's own: every session in it is ours."""
+        return None
+
+    def own_new_session(self, session_id: str) -> None:
+        return None
+
+    def release_session(self, session_id: str) -> None:
+        return None
+
     def save_session(self, record: SessionRecord) -> None:
         try:
             rest = marshal.dumps((record.additional_directories, record.title, record.mode_id, record.config,

@@ -24,6 +24,11 @@ class Store(Protocol):
     @property
     def failed_writes(self) -> int: ...  # writes dropped (each logged at ERROR) since the store opened
 
+    # Session ownership across processes (database.py): a live session is this process's alone.
+    def claim_session(self, session_id: str) -> str | None: ...  # None: ours now; else who holds it
+    def own_new_session(self, session_id: str) -> None: ...  # a session this process just made
+    def release_session(self, session_id: str) -> None: ...  # once its writes so far are committed
+
     def save_session(self, record: SessionRecord) -> None: ...
     def load_session(self, session_id: str) -> SessionRecord | None: ...
     def delete_session(self, session_id: str) -> None: ...

@@ -85,6 +85,18 @@ class OpeningStore:
         self._opened.set(store)
 
     # -- writes: in call order, before or after the store is open --------------------------------
+    def own_new_session(self, session_id: str) -> None:
+        if self.store is not None:
+            self.store.own_new_session(session_id)
+        else:
+            self._pending.append(("own_new_session", (session_id,)))
+
+    def release_session(self, session_id: str) -> None:
+        if self.store is not None:
+            self.store.release_session(session_id)
+        else:
+            self._pending.append(("release_session", (session_id,)))
+
     def save_session(self, record: SessionRecord) -> None:
         if self.store is not None:
             self.store.save_session(record)
@@ -140,6 +152,9 @@ class OpeningStore:
             self._pending.append(("append_turn", (session_id, list(entries), stop_reason)))
 
     # -- reads: wait for the store ---------------------------------------------------------------
+    def claim_session(self, session_id: str) -> str | None:
+        return self._ready().claim_session(session_id)
+
     def load_session(self, session_id: str) -> SessionRecord | None:
         return self._ready().load_session(session_id)
 

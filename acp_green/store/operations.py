@@ -3,20 +3,23 @@
 Whether an operation writes, and whether a write is handed to the store thread the moment it is
 made, is part of its type (`Write.at_once`), never read from a name: a new write must say it
 (a `Write` subclass without `at_once` is refused when it is defined). Each operation runs the
-same way on the disk (`on_disk`, statedb on the store thread's connection) and on the memory
+same way on the database (`on_disk`, a `Database` the store thread owns: SQLite or PostgreSQL) and on the memory
 store the thread falls back to (`in_memory`).
 """
 
 from __future__ import annotations
 
-import sqlite3
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from . import statedb
 from .base import MemoryStore
 from .session_record import SessionRecord
 from .turns import HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
 from ..usage import UsageRecord
+
+if TYPE_CHECKING:
+    from .database import Database
+
+PURGE_ROWS = 32  # history rows the store thread deletes per step (a deleted session's, between batches)
 
 
 class StoreUnavailable(Exception):
@@ -59,8 +62,8 @@ class Operation:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({', '.join(f'{name}={getattr(self, name)!r}' for name in self._fields)})"
 
-    def on_disk(self, conn: sqlite3.Connection) -> Any:
-        """Run on the store thread's connection, inside the batch's transaction."""
+    def on_disk(self, db: Database) -> Any:
+        """Run on the store thread's database, inside the batch's transaction."""
         raise NotImplementedError
 
     def in_memory(self, memory: MemoryStore) -> Any:
@@ -113,8 +116,8 @@ class SaveSession(Write):
     def for_session(self) -> str:
         return self.record.session_id
 
-    def on_disk(self, conn: sqlite3.Connection) -> None:
-        statedb.save_session(conn, self.record)
+    def on_disk(self, db: Database) -> None:
+        db.save_session(self.record)
 
     def in_memory(self, memory: MemoryStore) -> None:
         memory.save_session(self.record)
@@ -132,9 +135,9 @@ class DeleteSession(Write):
     def for_session(self) -> str:
         return self.session_id
 
-    def on_disk(self, conn: sqlite3.Connection) -> bool:
+    def on_disk(self, db: Database) -> bool:
         """True when history rows are left for the store thread to purge in steps."""
-        return statedb.delete_session(conn, self.session_id, max_history_rows=statedb.PURGE_ROWS)
+        return db.delete_session(self.session_id, max_history_rows=PURGE_ROWS)
 
     def in_memory(self, memory: MemoryStore) -> None:
         memory.delete_session(self.session_id)
@@ -158,8 +161,8 @@ class BeginTurn(Write):
     def held_bytes(self) -> int:
         return sum(map(len, self.prompt))
 
-    def on_disk(self, conn: sqlite3.Connection) -> None:
-        statedb.begin_turn(conn, self.session_id, self.turn_id, self.started_at, self.prompt)
+    def on_disk(self, db: Database) -> None:
+        db.begin_turn(self.session_id, self.turn_id, self.started_at, self.prompt)
 
     def in_memory(self, memory: MemoryStore) -> None:
         memory.begin_turn(self.session_id, self.turn_id, self.started_at, self.prompt)
@@ -186,8 +189,8 @@ class AppendHistory(Write):
     def held_bytes(self) -> int:
         return sum(map(len, self.updates))
 
-    def on_disk(self, conn: sqlite3.Connection) -> None:
-        statedb.append_history(conn, self.session_id, self.turn_id, self.updates)
+    def on_disk(self, db: Database) -> None:
+        db.append_history(self.session_id, self.turn_id, self.updates)
 
     def in_memory(self, memory: MemoryStore) -> None:
         memory.append_history(self.session_id, self.turn_id, self.updates)
@@ -208,8 +211,8 @@ class EndTurn(Write):
     def for_session(self) -> str:
         return self.session_id
 
-    def on_disk(self, conn: sqlite3.Connection) -> None:
-        statedb.end_turn(conn, self.session_id, self.turn_id, self.outcome, self.ended_at)
+    def on_disk(self, db: Database) -> None:
+        db.end_turn(self.session_id, self.turn_id, self.outcome, self.ended_at)
 
     def in_memory(self, memory: MemoryStore) -> None:
         memory.end_turn(self.session_id, self.turn_id, self.outcome)
@@ -228,8 +231,8 @@ class MarkIncomplete(Write):
     def for_session(self) -> str:
         return self.session_id
 
-    def on_disk(self, conn: sqlite3.Connection) -> None:
-        statedb.mark_incomplete(conn, self.session_id, self.turn_id)
+    def on_disk(self, db: Database) -> None:
+        db.mark_incomplete(self.session_id, self.turn_id)
 
     def in_memory(self, memory: MemoryStore) -> None:
         memory.mark_incomplete(self.session_id, self.turn_id)
@@ -247,8 +250,8 @@ class RecordUsage(Write):
     def for_session(self) -> str:
         return self.record.session_id
 
-    def on_disk(self, conn: sqlite3.Connection) -> None:
-        statedb.record_usage(conn, self.record)
+    def on_disk(self, db: Database) -> None:
+        db.record_usage(self.record)
 
     def in_memory(self, memory: MemoryStore) -> None:
         memory.record_usage(self.record)
@@ -267,8 +270,8 @@ class SaveState(Write):
     def for_session(self) -> str:
         return self.session_id
 
-    def on_disk(self, conn: sqlite3.Connection) -> None:
-        statedb.save_state(conn, self.session_id, self.state)
+    def on_disk(self, db: Database) -> None:
+        db.save_state(self.session_id, self.state)
 
     def in_memory(self, memory: MemoryStore) -> None:
         memory.save_state(self.session_id, self.state)
@@ -287,8 +290,8 @@ class ForkHistory(Write):
     def for_session(self) -> str:
         return self.fork_id
 
-    def on_disk(self, conn: sqlite3.Connection) -> None:
-        statedb.fork_history(conn, self.source_id, self.fork_id)
+    def on_disk(self, db: Database) -> None:
+        db.fork_history(self.source_id, self.fork_id)
 
     def in_memory(self, memory: MemoryStore) -> None:
         memory.fork_history(self.source_id, self.fork_id)
@@ -299,8 +302,8 @@ class LoadState(Read):
 
     session_id: str
 
-    def on_disk(self, conn: sqlite3.Connection) -> bytes | None:
-        return statedb.load_state(conn, self.session_id)
+    def on_disk(self, db: Database) -> bytes | None:
+        return db.load_state(self.session_id)
 
     def in_memory(self, memory: MemoryStore) -> bytes | None:
         return memory.load_state(self.session_id)
@@ -314,8 +317,8 @@ class ReadTurnPage(Read):
     limit: int
     newest_first: bool
 
-    def on_disk(self, conn: sqlite3.Connection) -> list[StoredTurn]:
-        return statedb.turn_page(conn, self.session_id, self.start, self.limit, self.newest_first)
+    def on_disk(self, db: Database) -> list[StoredTurn]:
+        return db.turn_page(self.session_id, self.start, self.limit, self.newest_first)
 
     def in_memory(self, memory: MemoryStore) -> list[StoredTurn]:
         return memory.turn_page(self.session_id, self.start, self.limit, self.newest_first)
@@ -326,8 +329,8 @@ class LoadSession(Read):
 
     session_id: str
 
-    def on_disk(self, conn: sqlite3.Connection) -> SessionRecord | None:
-        return statedb.load_session(conn, self.session_id)
+    def on_disk(self, db: Database) -> SessionRecord | None:
+        return db.load_session(self.session_id)
 
     def in_memory(self, memory: MemoryStore) -> SessionRecord | None:
         return memory.load_session(self.session_id)
@@ -341,8 +344,8 @@ class ListSessions(Read):
     limit: int | None
     archived: bool | None
 
-    def on_disk(self, conn: sqlite3.Connection) -> list[SessionRecord]:
-        return statedb.list_sessions(conn, self.cwd, self.after, self.limit, self.archived)
+    def on_disk(self, db: Database) -> list[SessionRecord]:
+        return db.list_sessions(self.cwd, self.after, self.limit, self.archived)
 
     def in_memory(self, memory: MemoryStore) -> list[SessionRecord]:
         return memory.list_sessions(self.cwd, self.after, self.limit, self.archived)
@@ -353,8 +356,8 @@ class History(Read):
 
     session_id: str
 
-    def on_disk(self, conn: sqlite3.Connection) -> list[bytes]:
-        return statedb.history(conn, self.session_id)
+    def on_disk(self, db: Database) -> list[bytes]:
+        return db.history(self.session_id)
 
     def in_memory(self, memory: MemoryStore) -> list[bytes]:
         return memory.history(self.session_id)
@@ -369,8 +372,8 @@ class ReadHistoryPage(Read):
     max_bytes: int
     turn_id: str | None
 
-    def on_disk(self, conn: sqlite3.Connection) -> HistoryPage:
-        return statedb.history_page(conn, self.session_id, self.after, self.max_entries, self.max_bytes, self.turn_id)
+    def on_disk(self, db: Database) -> HistoryPage:
+        return db.history_page(self.session_id, self.after, self.max_entries, self.max_bytes, self.turn_id)
 
     def in_memory(self, memory: MemoryStore) -> HistoryPage:
         return memory.history_page(self.session_id, self.after, self.max_entries, self.max_bytes, self.turn_id)
@@ -381,8 +384,8 @@ class ListTurns(Read):
 
     session_id: str
 
-    def on_disk(self, conn: sqlite3.Connection) -> list[StoredTurn]:
-        return statedb.turns(conn, self.session_id)
+    def on_disk(self, db: Database) -> list[StoredTurn]:
+        return db.turns(self.session_id)
 
     def in_memory(self, memory: MemoryStore) -> list[StoredTurn]:
         return memory.turns(self.session_id)
@@ -393,8 +396,8 @@ class Usage(Read):
 
     session_id: str | None
 
-    def on_disk(self, conn: sqlite3.Connection) -> list[UsageRecord]:
-        return statedb.usage(conn, self.session_id)
+    def on_disk(self, db: Database) -> list[UsageRecord]:
+        return db.usage(self.session_id)
 
     def in_memory(self, memory: MemoryStore) -> list[UsageRecord]:
         return memory.usage(self.session_id)
@@ -405,11 +408,75 @@ class Sync(Read):
 
     __slots__ = ()
 
-    def on_disk(self, conn: sqlite3.Connection) -> None:
+    def on_disk(self, db: Database) -> None:
         return None
 
     def in_memory(self, memory: MemoryStore) -> None:
         return None
+
+
+class ClaimSession(Read):
+    """Take a stored session for this process (database.py): None once ours, else who holds it.
+
+    On memory (a database given up) the lock is still the database's: the lock files of a SQLite
+    state directory outlive its database file, and a process that lost its server cannot own
+    anything there; so a degraded store answers None (this process holds all it serves)."""
+
+    __slots__ = ("session_id",)
+
+    session_id: str
+
+    def on_disk(self, db: Database) -> str | None:
+        return db.lock_session(self.session_id)
+
+    def in_memory(self, memory: MemoryStore) -> None:
+        return None
+
+
+class OwnNewSession(Write):
+    """Take a session this process just made, queued before its first save: nobody else can
+    have its fresh id, so this never waits for an answer."""
+
+    __slots__ = ("session_id",)
+
+    at_once: ClassVar[bool] = False
+    label: ClassVar[str] = "own_new_session"
+    session_id: str
+
+    def for_session(self) -> str:
+        return self.session_id
+
+    def on_disk(self, db: Database) -> None:
+        holder = db.lock_session(self.session_id)
+        if holder is not None:  # a fresh id held elsewhere: impossible short of a copied id
+            raise SessionHeldElsewhere(f"new session {self.session_id!r} is held by {holder}")
+
+    def in_memory(self, memory: MemoryStore) -> None:
+        return None
+
+
+class ReleaseSession(Write):
+    """Let a session go once every write before it is committed (the database defers the
+    unlock to the commit: the next owner reads everything this process wrote)."""
+
+    __slots__ = ("session_id",)
+
+    at_once: ClassVar[bool] = True
+    label: ClassVar[str] = "release_session"
+    session_id: str
+
+    def for_session(self) -> str:
+        return self.session_id
+
+    def on_disk(self, db: Database) -> None:
+        db.unlock_session(self.session_id)
+
+    def in_memory(self, memory: MemoryStore) -> None:
+        return None
+
+
+class SessionHeldElsewhere(ValueError):
+    """A session this process made is locked by another (a record error: said at ERROR, counted)."""
 
 
 class Close:

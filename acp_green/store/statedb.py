@@ -29,6 +29,7 @@ import urllib.parse
 from collections.abc import Callable, Sequence
 from typing import Any, overload
 
+from .database import StoreOpenError
 from .session_record import SessionRecord
 from .turns import HistoryEntry, HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
 from ..usage import UsageRecord
@@ -46,7 +47,6 @@ DB_NAME = "state.sqlite3"
 SCHEMA_VERSION = 5
 BUSY_TIMEOUT_MS = 5000
 PIECE_ROW_BYTES = 128 * 1024  # a stored piece is split into rows of at most this many bytes
-PURGE_ROWS = 32  # history rows the store thread deletes per step (a deleted session's, between batches)
 
 _SCHEMA_V1 = (
     """CREATE TABLE IF NOT EXISTS sessions (
@@ -126,7 +126,7 @@ _SCHEMA_V5_SESSIONS = {
 MIGRATED_TURN_PREFIX = "v2-"  # the turn id a version-2 turn gets: the prefix and its old row id
 
 
-class StateDbError(Exception):
+class StateDbError(StoreOpenError):
     """The state database cannot be used (unwritable, full, corrupt, newer schema)."""
 
 

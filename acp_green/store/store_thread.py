@@ -1,11 +1,11 @@
-"""`StoreThread`: the one OS thread that owns the SQLite connection and runs the typed
-operations (operations.py) queued for it.
+"""`StoreThread`: the one OS thread that owns the database connection (SQLite or PostgreSQL,
+database.py) and runs the typed operations (operations.py) queued for it.
 
 It drains whatever is queued and applies it, in queue order, as one transaction: a burst of
 writes (the pieces of a streaming turn among them) costs one commit, and a read sees every
 write queued before it. Answers go back through the hub's thread-safe callback. A write that
-fails because of its own record (a value SQLite cannot bind, a row too big:
-`statedb.is_record_error`) is not a disk failure: it is logged at ERROR and counted in
+fails because of its own record (a value the database cannot bind, a row too big:
+`Database.is_record_error`) is not a disk failure: it is logged at ERROR and counted in
 `failed_writes` (a history piece also marks its turn incomplete), and the rest of its batch and
 every later write, of every session, still reach the disk. A failure the disk may recover from
 keeps the writes waiting (`WaitingWrites`); only a database that is unusable for good (corrupt,
@@ -15,24 +15,21 @@ a warning goes to stderr, and memory serves from then on.
 Reads never wait long: serving takes the write lock with a short busy timeout (a lock held
 elsewhere is a failure retried later, and reads in WAL mode do not need it), a batch holds at
 most MAX_BATCH_BYTES of history, and a deleted session's history is purged in steps of
-statedb.PURGE_ROWS rows between batches (`HistoryPurge`).
+operations.PURGE_ROWS rows between batches (`HistoryPurge`).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import sqlite3
-from collections.abc import Callable
 from typing import Any
 
 from gevent.event import AsyncResult
 from gevent.monkey import get_original
 
-from . import private, statedb, statelock
 from .backlog import HistoryBacklog
 from .base import MemoryStore
-from .operations import Close, DeleteSession, Operation, Write
+from .database import Database, DatabaseOpener
+from .operations import PURGE_ROWS, Close, DeleteSession, Operation, Write
 from .turns import HistoryPosition, TurnOutcome
 from .waiting_writes import HELD, WaitingWrites
 
@@ -44,7 +41,6 @@ _start_new_thread = get_original("_thread", "start_new_thread")
 _SimpleQueue = get_original("queue", "SimpleQueue")
 _Empty = get_original("queue", "Empty")
 
-SERVE_BUSY_TIMEOUT_MS = 100  # once open, a write lock held elsewhere is retried, not waited for
 MAX_BATCH = 1000
 MAX_BATCH_BYTES = 8 << 20  # history one transaction takes at most (unless one piece alone is larger)
 
@@ -59,21 +55,22 @@ class StoreThread:
     `answer` only after every write before it is committed.
     """
 
-    def __init__(self, path: str, hub: Any, backlog: HistoryBacklog) -> None:
-        self.path = path
+    def __init__(self, opener: DatabaseOpener, hub: Any, backlog: HistoryBacklog) -> None:
+        self.path = opener.name
+        self._opener = opener
         self._hub = hub
         self._queue: Any = _SimpleQueue()
         self._backlog = backlog
-        self.waiting = WaitingWrites(path, backlog.release, self.answer)
-        self._purge = HistoryPurge(path)
+        self.waiting = WaitingWrites(self.path, backlog.release, self.answer)
+        self._purge = HistoryPurge(self.path)
         self._memory: MemoryStore | None = None  # set when the disk proved unusable
         self.transactions = 0  # committed write transactions, for tests and diagnostics
         self._refused_records = 0  # writes dropped for their own content
 
-    def start(self, trace: Callable[[str], None] | None, page_limit: int | None, named_dir: bool) -> AsyncResult:
+    def start(self) -> AsyncResult:
         """Start the thread; the result is set once the database is open, or to why it is not."""
         opened = AsyncResult()
-        _start_new_thread(self._main, (opened, trace, page_limit, named_dir))
+        _start_new_thread(self._main, (opened,))
         return opened
 
     def put(self, work: Queued) -> None:
@@ -99,29 +96,21 @@ class StoreThread:
         else:
             self._hub.loop.run_callback_threadsafe(result.set, value)
 
-    def _main(self, opened: AsyncResult, trace: Callable[[str], None] | None, page_limit: int | None, named_dir: bool) -> None:
-        lock_fd: int | None = None
+    def _main(self, opened: AsyncResult) -> None:
         try:
-            private.prepare(self.path, named=named_dir)
-            lock_fd = statelock.lock_state_dir(self.path)  # one serving process per state directory
-            conn = statedb.connect(self.path, trace=trace, page_limit=page_limit)
-            # Opening waited for other processes' locks; serving never waits long on one.
-            conn.execute(f"PRAGMA busy_timeout = {SERVE_BUSY_TIMEOUT_MS}")
+            db = self._opener.open()
         except BaseException as exc:  # ok: every failure to open is reported; the thread then ends
-            if lock_fd is not None:
-                os.close(lock_fd)
             self.answer(opened, error=exc)
             return
         self.answer(opened)
         closed: AsyncResult | None = None
         try:
-            closed = self._serve(conn)
+            closed = self._serve(db)
         finally:
             try:
-                conn.close()
-            except sqlite3.Error:
+                db.close()  # its session locks last: the next owner finds everything committed
+            except Exception:  # ok: said; closing goes on
                 log.exception("closing %s failed", self.path)
-            os.close(lock_fd)  # after the database: the next process finds everything committed
             # Only now: whoever waits in close() may reopen the database, or exit.
             self.answer(closed)
 
@@ -134,7 +123,7 @@ class StoreThread:
             return 0.0
         return None
 
-    def _serve(self, conn: sqlite3.Connection) -> AsyncResult | None:
+    def _serve(self, db: Database) -> AsyncResult | None:
         """Apply queued work until close is asked; returns close's result, to answer once closed."""
         queue = self._queue
         while True:
@@ -153,77 +142,79 @@ class StoreThread:
             closing = bool(batch) and isinstance(batch[-1][0], Close)
             work = batch[:-1] if closing else batch
             if work or self.waiting.retry_due():
-                results = self._apply(conn, [op for op, _ in work])
+                results = self._apply(db, [op for op, _ in work])
                 for (_op, result), (value, error) in zip(work, results):
                     if value is HELD:
                         self.waiting.hold_sync(result)
                     else:
                         self.answer(result, value, error)
             elif not closing:
-                self._purge.step(conn)
+                self._purge.step(db)
             if closing:
-                self.waiting.last_tries(lambda: self._apply(conn, []))
+                self.waiting.last_tries(lambda: self._apply(db, []))
                 return batch[-1][1]
 
-    def _apply(self, conn: sqlite3.Connection, work: list[Operation]) -> Results:
+    def _apply(self, db: Database, work: list[Operation]) -> Results:
         """Run the waiting writes then `work` in order, writes in one transaction that commits
         before any answer leaves; when the disk cannot take them now, keep the writes waiting
         and answer the reads from what the disk holds."""
         if self._memory is not None:
             return [self._call(op, self._memory) for op in work]
         if self.waiting.holding_back():
-            return self.waiting.answer_meanwhile(conn, work)
+            return self.waiting.answer_meanwhile(db, work)
         waiting = self.waiting.writes()
         ops: list[Operation] = [*waiting, *work]
         try:
-            results = self._transaction(conn, ops, any(isinstance(op, Write) for op in ops))
-        except sqlite3.Error as exc:
-            if is_unusable(exc):
-                memory = self._fall_back(conn, exc)
+            if waiting:
+                db.reconnect()  # a retry: a connection lost in the failure is opened again first
+            results = self._transaction(db, ops, any(isinstance(op, Write) for op in ops))
+        except db.failures as exc:
+            if db.is_unusable(exc):
+                memory = self._fall_back(db, exc)
                 return [self._call(op, memory) for op in work]
-            self.waiting.failed(exc)
-            return self.waiting.answer_meanwhile(conn, work)
+            self.waiting.failed(exc, db.is_busy(exc))
+            return self.waiting.answer_meanwhile(db, work)
         for op, (value, _error) in zip(ops, results):
             if isinstance(op, DeleteSession) and value:
                 self._purge.add(op.session_id)  # its history goes in bounded steps, between batches
         self.waiting.written(sum(op.held_bytes() for op in ops))
         return results[len(waiting):]
 
-    def _transaction(self, conn: sqlite3.Connection, work: list[Operation], writes: bool) -> Results:
+    def _transaction(self, db: Database, work: list[Operation], writes: bool) -> Results:
         if writes:
-            conn.execute("BEGIN IMMEDIATE")  # take the write lock first: no upgrade deadlocks
+            db.begin_write()  # the write lock first: no upgrade deadlocks
         results = []
         try:
             for op in work:
-                results.append(self._call(op, None, conn))
+                results.append(self._call(op, None, db))
             if writes:
-                conn.execute("COMMIT")
+                db.commit()
                 self.transactions += 1
         except BaseException:  # ok: roll back, then re-raise
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
+            if db.in_transaction:
+                db.rollback()
             raise
         return results
 
-    def _call(self, op: Operation, memory: MemoryStore | None, conn: sqlite3.Connection | None = None) -> tuple[Any, BaseException | None]:
+    def _call(self, op: Operation, memory: MemoryStore | None, db: Database | None = None) -> tuple[Any, BaseException | None]:
         """One operation; a failing database aborts the batch, a failing record only this one."""
         try:
             if memory is not None:
                 return op.in_memory(memory), None
-            assert conn is not None, "an operation runs on the disk only inside a transaction"
-            return op.on_disk(conn), None
+            assert db is not None, "an operation runs on the database only inside a transaction"
+            return op.on_disk(db), None
         except Exception as exc:
-            if not statedb.is_record_error(exc):
+            if db is not None and not db.is_record_error(exc):  # on memory, every error is the record's
                 raise
             if isinstance(op, Write):  # dropped for its own content: said at ERROR, counted; the store goes on
                 self._refused_records += 1
                 log.error("dropped a %s of session %s: %s: %s", op.label, ascii(op.for_session()), type(exc).__name__, exc)
             return None, exc
 
-    def _fall_back(self, conn: sqlite3.Connection, exc: BaseException) -> MemoryStore:
+    def _fall_back(self, db: Database, exc: BaseException) -> MemoryStore:
         """Serve from memory from now on, starting from what the database still holds and the
         writes that waited."""
-        memory = read_back(conn, self.path)
+        memory = read_back(db, self.path)
         waiting = self.waiting.take()
         for op in waiting:
             self._call(op, memory)
@@ -264,57 +255,57 @@ class HistoryPurge:
         """The disk is given up: nothing more to purge there."""
         self._sessions.clear()
 
-    def step(self, conn: sqlite3.Connection) -> None:
+    def step(self, db: Database) -> None:
         """One bounded step of deleting history whose session is gone."""
         try:
             if not self._sessions:
                 self._orphans_checked = True
-                orphan = statedb.orphaned_history(conn)
+                orphan = db.orphaned_history()
                 if orphan is not None:
                     self._sessions.append(orphan)
                     self._orphans_checked = False  # look again once this one is gone
                 return
-            conn.execute("BEGIN IMMEDIATE")
+            db.begin_write()
             try:
-                more = statedb.purge_history(conn, self._sessions[0], statedb.PURGE_ROWS)
-                conn.execute("COMMIT")
+                more = db.purge_history(self._sessions[0], PURGE_ROWS)
+                db.commit()
             except BaseException:  # ok: roll back, then re-raise
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
+                if db.in_transaction:
+                    db.rollback()
                 raise
             if not more:
                 self._sessions.pop(0)
-        except sqlite3.Error as exc:
+        except db.failures as exc:
             # Rows of a deleted session are unreachable already; the next start purges them.
             log.info("purging deleted history from %s failed (%s); the next start purges it", self._path, exc)
             self._orphans_checked = True
             self._sessions.clear()
 
 
-def read_back(conn: sqlite3.Connection, path: str) -> MemoryStore:
+def read_back(db: Database, path: str) -> MemoryStore:
     """What an unusable database still holds, as a MemoryStore (empty when nothing can be read)."""
     memory = MemoryStore()
     try:
-        for record in statedb.list_sessions(conn):
+        for record in db.list_sessions():
             memory.save_session(record)
-            _copy_history(conn, record.session_id, memory)
-            state = statedb.load_state(conn, record.session_id)
+            _copy_history(db, record.session_id, memory)
+            state = db.load_state(record.session_id)
             if state is not None:
                 memory.save_state(record.session_id, state)
-        for usage in statedb.usage(conn):
+        for usage in db.usage():
             memory.record_usage(usage)
-    except sqlite3.Error as read_exc:
+    except db.failures as read_exc:
         log.warning("could not read back %s (%s); starting from an empty memory store", path, read_exc)
     return memory
 
 
-def _copy_history(conn: sqlite3.Connection, session_id: str, memory: MemoryStore) -> None:
+def _copy_history(db: Database, session_id: str, memory: MemoryStore) -> None:
     """A session's turns and their history, read page by page into `memory`."""
-    for turn in statedb.turns(conn, session_id):
+    for turn in db.turns(session_id):
         memory.begin_turn(session_id, turn.turn_id, turn.started_at, [])
         after: HistoryPosition | None = None
         while True:
-            page = statedb.history_page(conn, session_id, after, 10_000, 1 << 22, turn.turn_id)
+            page = db.history_page(session_id, after, 10_000, 1 << 22, turn.turn_id)
             memory.append_history(session_id, turn.turn_id, [entry.update for entry in page.entries])
             if page.after is None:
                 break
@@ -324,12 +315,3 @@ def _copy_history(conn: sqlite3.Connection, session_id: str, memory: MemoryStore
         if not turn.complete:
             memory.mark_incomplete(session_id, turn.turn_id)
 
-
-def is_unusable(exc: sqlite3.Error) -> bool:
-    """The database is unusable for good (corrupt, not a database); every other failure of the
-    disk (full, I/O, read-only, busy) may go away and is retried."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_CORRUPT, sqlite3.SQLITE_NOTADB)
-    text = str(exc)
-    return "malformed" in text or "not a database" in text

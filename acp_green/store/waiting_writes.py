@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import copy
 import logging
-import sqlite3
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gevent.event import AsyncResult
 from gevent.monkey import get_original
 
-from . import statedb
 from .base import MemoryStore
 from .operations import DeleteSession, ListSessions, LoadSession, Operation, SaveSession, StoreUnavailable, Sync, Write
+
+if TYPE_CHECKING:
+    from .database import Database
 
 log = logging.getLogger(__name__)
 
@@ -83,22 +84,23 @@ class WaitingWrites:
         """Seconds until the next try (0 when due)."""
         return max(self._retry_at - time.monotonic(), 0.0)
 
-    def failed(self, exc: sqlite3.Error) -> None:
-        """A transient failure (full, busy, I/O): count it, say it, retry later with backoff."""
+    def failed(self, exc: BaseException, busy: bool) -> None:
+        """A transient failure (full, `busy`: a lock held elsewhere, I/O, a server gone): count
+        it, say it, retry later with backoff."""
         self.retries += 1
         self._retry_delay = min(max(self._retry_delay * 2, RETRY_FIRST), RETRY_MAX)
         self._retry_at = time.monotonic() + self._retry_delay
-        if is_busy(exc):
+        if busy:
             log.info("state database busy; retrying in %.2fs (%d writes wait)", self._retry_delay, len(self._writes))
         if not self._outage:
             self._outage = True
             self._outage_full = False
-            self._outage_warned = not is_busy(exc)
+            self._outage_warned = not busy
             if self._outage_warned:
                 log.warning("state database %s cannot be written now (%s): keeping what waits in memory and retrying; "
                             "it is written once the disk works again", self._path, exc)
 
-    def answer_meanwhile(self, conn: sqlite3.Connection, work: list[Operation]) -> list[tuple[Any, BaseException | None]]:
+    def answer_meanwhile(self, db: Database, work: list[Operation]) -> list[tuple[Any, BaseException | None]]:
         """Writes join the waiting ones; reads are answered from the disk, the waiting session
         saves and deletes applied; a sync's answer is HELD until the waiting writes are written."""
         results: list[tuple[Any, BaseException | None]] = []
@@ -110,8 +112,8 @@ class WaitingWrites:
                 results.append((HELD, None))
             else:
                 try:
-                    results.append((self._read_past(conn, op), None))
-                except sqlite3.Error as exc:
+                    results.append((self._read_past(db, op), None))
+                except db.failures as exc:
                     results.append((None, StoreUnavailable(f"cannot read {self._path}: {exc}")))
         return results
 
@@ -172,7 +174,7 @@ class WaitingWrites:
                       len(self._writes), self._path, op.label, ascii(op.for_session()))
             self._outage_full = True
 
-    def _read_past(self, conn: sqlite3.Connection, op: Operation) -> Any:
+    def _read_past(self, db: Database, op: Operation) -> Any:
         if isinstance(op, LoadSession):
             for write in reversed(self._writes):
                 if isinstance(write, SaveSession) and write.record.session_id == op.session_id:
@@ -183,17 +185,10 @@ class WaitingWrites:
             changes = [w for w in self._writes if isinstance(w, (SaveSession, DeleteSession))]
             limit = None if op.limit is None else op.limit + len(changes)
             merged = MemoryStore()
-            for record in statedb.list_sessions(conn, op.cwd, op.after, limit):
+            for record in db.list_sessions(op.cwd, op.after, limit):
                 merged.save_session(record)
             for write in changes:
                 write.in_memory(merged)
             return merged.list_sessions(op.cwd, op.after, op.limit)
-        return op.on_disk(conn)
+        return op.on_disk(db)
 
-
-def is_busy(exc: sqlite3.Error) -> bool:
-    """Another connection holds the lock: said at INFO, not WARNING."""
-    code = getattr(exc, "sqlite_errorcode", None)
-    if code is not None:
-        return code & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
-    return "locked" in str(exc) or "busy" in str(exc)

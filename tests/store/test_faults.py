@@ -21,7 +21,10 @@ import pytest
 from acp_green.store import statedb
 from acp_green.store.session_record import SessionRecord
 from acp_green.store.sqlite import SqliteStore
-from acp_green.store.store_thread import is_unusable
+from acp_green.store.operations import PURGE_ROWS
+from acp_green.store.sqlite import SqliteDatabase
+
+is_unusable = SqliteDatabase.is_unusable.__get__(object.__new__(SqliteDatabase))
 from acp_green.store.turns import TurnOutcome
 from acp_green.usage import UsageRecord
 from tests.helpers import wait_until
@@ -241,7 +244,7 @@ def test_a_delete_of_a_long_history_goes_in_steps_between_which_reads_are_served
         assert [r.session_id for r in store.list_sessions()] == ["other"]
         assert store.history("huge") == [] and store.turns("huge") == []
         first_read = time.monotonic() - started
-        wait_until(lambda: len(steps) >= 300 // statedb.PURGE_ROWS, what="the purge to finish")
+        wait_until(lambda: len(steps) >= 300 // PURGE_ROWS, what="the purge to finish")
         store.sync()
     finally:
         store.close()
@@ -250,7 +253,7 @@ def test_a_delete_of_a_long_history_goes_in_steps_between_which_reads_are_served
         assert conn.execute("SELECT count(*) FROM history").fetchone() == (0,)
     finally:
         conn.close()
-    assert all(n == statedb.PURGE_ROWS for n in steps) and len(steps) >= 300 // statedb.PURGE_ROWS
+    assert all(n == PURGE_ROWS for n in steps) and len(steps) >= 300 // PURGE_ROWS
     assert first_read < 2.0, first_read
 
 

@@ -13,11 +13,12 @@ from acp_green.sessions import SessionRegistry
 from acp_green.store.base import MemoryStore, Store
 from acp_green.store import operations
 from acp_green.store.operations import Write
-from acp_green.store.sqlite import SqliteStore
+from acp_green.store.threaded import ThreadedStore
 
 STORE_METHODS = (
     "save_session", "load_session", "delete_session", "list_sessions", "begin_turn", "append_history",
     "end_turn", "history_page", "turns", "append_turn", "history", "record_usage", "usage", "sync", "close",
+    "claim_session", "own_new_session", "release_session",
 )
 
 
@@ -28,7 +29,7 @@ def test_one_store_interface_is_what_the_registry_and_both_stores_use():
     assert not [name for name in vars(sessions_module) if name.endswith("StoreLike")]
     for name in STORE_METHODS:
         expected = inspect.signature(getattr(Store, name), eval_str=True)
-        for implementation in (MemoryStore, SqliteStore):
+        for implementation in (MemoryStore, ThreadedStore):
             assert inspect.signature(getattr(implementation, name), eval_str=True) == expected, (implementation, name)
 
 

@@ -19,6 +19,7 @@ from acp_green.demo import DemoAgent
 from acp_green.store.session_record import SessionRecord
 from acp_green.store import MemoryStore, statedb
 from acp_green.store.sqlite import SqliteStore
+from acp_green.store.threaded import ThreadedStore
 from acp_green.store.statedb import SCHEMA_VERSION, db_path
 from acp_green.store.statedir import open_store
 from acp_green.usage import UsageRecord
@@ -43,7 +44,7 @@ def test_S16_usage_turns_and_deletes_are_handed_to_the_store_thread_at_once(tmp_
     are written, not on the hub's next timer: with the hub blocked right after the write (as if
     the process were about to be killed), another connection still sees it committed."""
     store = open_store(str(tmp_path / "state"))
-    assert isinstance(store, SqliteStore)
+    assert isinstance(store, ThreadedStore)
     path = db_path(str(tmp_path / "state"))
     try:
         if op == "record_usage":
@@ -91,7 +92,7 @@ def test_busy_database_is_retried_not_abandoned(tmp_path, monkeypatch, caplog):
     caplog.set_level(logging.INFO, logger="acp_green.store.waiting_writes")
     state = str(tmp_path / "state")
     store = open_store(state)
-    assert isinstance(store, SqliteStore)
+    assert isinstance(store, ThreadedStore)
     locker = sqlite3.connect(db_path(state), timeout=0, isolation_level=None)
     try:
         locker.execute("BEGIN EXCLUSIVE")
@@ -130,7 +131,7 @@ def test_write_queued_together_with_close_is_not_lost(tmp_path):
     assert closer.dead
     reopened = open_store(state)
     try:
-        assert isinstance(reopened, SqliteStore)
+        assert isinstance(reopened, ThreadedStore)
         assert reopened.load_session("last") is not None
         assert len(reopened.usage()) == 1
     finally:

@@ -18,6 +18,7 @@ from gevent import subprocess
 from acp_green.demo import DemoAgent
 from acp_green.store.session_record import SessionRecord
 from acp_green.store.sqlite import SqliteStore
+from acp_green.store.threaded import ThreadedStore
 from acp_green.store.statedb import DB_NAME, db_path
 from acp_green.store.statedir import open_store
 from acp_green.store import MemoryStore
@@ -34,7 +35,7 @@ def test_ten_thousand_chunk_turn_is_a_handful_of_transactions(inprocess, tmp_pat
     (counted with sqlite3's trace callback on the store thread's connection)."""
     trace: list[str] = []
     store = open_store(str(tmp_path / "state"), trace=trace.append)
-    assert isinstance(store, SqliteStore)
+    assert isinstance(store, ThreadedStore)
     harness = inprocess(DemoAgent(), store=store)
     client = harness.client
     client.initialize()
@@ -72,7 +73,7 @@ def test_reads_see_the_writes_queued_before_them(gevent_hub_store):
 @pytest.fixture
 def gevent_hub_store(tmp_path) -> Iterator[SqliteStore]:
     store = open_store(str(tmp_path / "state"))
-    assert isinstance(store, SqliteStore)
+    assert isinstance(store, ThreadedStore)
     yield store
     store.close()
 
@@ -118,7 +119,7 @@ def test_store_that_fills_up_at_runtime_keeps_what_waits_and_serves(tmp_path, ca
     does not give the database up (full may go away), keeps the writes waiting and retries them,
     and answers reads from the disk with the waiting session saves applied."""
     store = open_store(str(tmp_path / "state"), page_limit=16)
-    assert isinstance(store, SqliteStore)
+    assert isinstance(store, ThreadedStore)
     store.save_session(SessionRecord("small", "/tmp", updated_at=1.0))
     store.record_usage(UsageRecord("small", "1", "end_turn", 0.0, 0.0, 1, 1))
     store.sync()

@@ -20,6 +20,7 @@ from gevent import subprocess
 from acp_green.store.session_record import SessionRecord
 from acp_green.store import MemoryStore, statedb
 from acp_green.store.sqlite import SqliteStore
+from acp_green.store.threaded import ThreadedStore
 from acp_green.store.statedir import open_store
 
 DB = statedb.DB_NAME
@@ -37,7 +38,7 @@ def memory_warning(caplog) -> str:
 
 def stored_once(state) -> SqliteStore:
     store = open_store(str(state))
-    assert isinstance(store, SqliteStore)
+    assert isinstance(store, ThreadedStore)
     store.save_session(SessionRecord("s", "/tmp"))
     store.sync()
     return store
@@ -68,7 +69,7 @@ def test_the_default_state_dir_is_tightened_quietly(tmp_path, monkeypatch, caplo
     os.chmod(state, 0o755)
     with caplog.at_level(logging.INFO):
         store = open_store(None)
-    assert isinstance(store, SqliteStore)
+    assert isinstance(store, ThreadedStore)
     store.close()
     assert mode_of(state) == 0o700
     assert [r.levelno for r in caplog.records if "changed it to 0700" in r.getMessage()] == [logging.INFO]
@@ -190,20 +191,23 @@ def test_a_database_with_another_hard_link_is_refused(tmp_path, caplog):
 
 
 def test_files_are_created_0600_whatever_the_umask(tmp_path):
-    """Under umask 0 the database, its -wal/-shm and the state directory's lock file are still
-    0600; a 0644 database becomes 0600."""
+    """Under umask 0 the database, its -wal/-shm and a session's lock file are still 0600, the
+    directories 0700; a 0644 database becomes 0600."""
     state = tmp_path / "state"
     previous = os.umask(0)
     try:
         store = stored_once(state)
+        assert store.claim_session("s") is None
         names = sorted(os.listdir(state))
-        modes = {name: mode_of(state / name) for name in names}
+        modes = {name: mode_of(state / name) for name in names if name != "locks"}
+        lock_modes = {mode_of(state / "locks" / name) for name in os.listdir(state / "locks")}
         store.close()
     finally:
         os.umask(previous)
-    assert names == ["state.lock", DB, DB + "-shm", DB + "-wal"]
+    assert names == ["locks", DB, DB + "-shm", DB + "-wal"]
     assert set(modes.values()) == {0o600}, modes
-    assert mode_of(state) == 0o700
+    assert lock_modes == {0o600}
+    assert mode_of(state) == 0o700 and mode_of(state / "locks") == 0o700
     os.chmod(state / DB, 0o644)
     stored_once(state).close()
     assert mode_of(state / DB) == 0o600

@@ -21,6 +21,7 @@ from acp_green.demo import DemoAgent
 from acp_green.store.session_record import SessionRecord
 from acp_green.store import MemoryStore, statedb
 from acp_green.store.sqlite import SqliteStore
+from acp_green.store.threaded import ThreadedStore
 from acp_green.store.statedir import open_store
 from acp_green.usage import UsageRecord
 
@@ -118,13 +119,13 @@ def test_any_str_round_trips_through_the_sqlite_store_and_a_reopen(tmp_path):
     and again after the database is closed and reopened. Nothing is dropped."""
     state = str(tmp_path / "state")
     store = open_store(state)
-    assert isinstance(store, SqliteStore)
+    assert isinstance(store, ThreadedStore)
     seen: dict[str, tuple[str, str, bytes]] = {}
     _property(store, seen)()
     assert store.failed_writes == 0 and not store.degraded
     store.close()
     reopened = open_store(state)
-    assert isinstance(reopened, SqliteStore)
+    assert isinstance(reopened, ThreadedStore)
     _check_round_trip(reopened, seen)
     reopened.close()
 
@@ -151,7 +152,7 @@ def test_a_version_1_database_is_migrated_and_its_rows_read(tmp_path):
     conn.execute("PRAGMA user_version = 1")
     conn.close()
     store = open_store(str(state))
-    assert isinstance(store, SqliteStore)
+    assert isinstance(store, ThreadedStore)
     old = store.load_session("old")
     assert (old.cwd, old.additional_directories, old.title, old.config) == ("/srv/old", ["/srv/\u00e9"], "caf\u00e9", {"model": "echo-fast"})
     store.save_session(SessionRecord("new", CWD, title=TITLE, updated_at=2.0))
@@ -181,7 +182,7 @@ def test_a_record_the_database_refuses_is_counted_and_the_rest_still_reach_the_d
     monkeypatch.setattr(statedb, "connect", small_rows)
     state = str(tmp_path / "state")
     store = open_store(state)
-    assert isinstance(store, SqliteStore)
+    assert isinstance(store, ThreadedStore)
     with caplog.at_level(logging.ERROR):
         store.save_session(SessionRecord("before", "/tmp", updated_at=1.0))
         store.record_usage(UsageRecord("before", "1", "end_turn", 0.0, 0.0, 1, 1, input_tokens=1 << 70))

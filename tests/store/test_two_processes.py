@@ -1,99 +1,155 @@
-"""Two agents on one state directory: the first to open it serves from it; a second is refused
-at once (a clear warning naming the holder) and keeps its state in memory, so the two can never
-overwrite each other's sessions. The lock goes with its holder, even a SIGKILLed one."""
+"""Any number of agents on one state directory: each owns the sessions it has live (a lock file
+per session, store/session_locks.py), every one creates, lists, deletes and records usage through
+the one database, and a session live in one is refused to the others naming its owner. The lock
+goes with its owner, even a SIGKILLed one."""
 
 from __future__ import annotations
 
-import logging
 import os
-import signal
-import sys
-import time
 
 import gevent
 import pytest
-from gevent import subprocess
 
-from acp_green.store import MemoryStore, statedb
+from acp_green.store import statedb
+from acp_green.store.session_locks import SessionLockFiles
+from acp_green.store.session_record import SessionRecord
 from acp_green.store.sqlite import SqliteStore
-from acp_green.store.statedir import open_store
-from acp_green.store.statelock import StateDirInUse
+from acp_green.tools.rig.client_wire import RpcErrorResponse
+
+SESSION_IN_USE = -32000
 
 
-def test_a_second_store_on_one_state_dir_is_refused_naming_the_holder(tmp_path):
+def test_a_session_is_owned_by_one_store_at_a_time_and_the_other_is_told_who(tmp_path):
     path = statedb.db_path(str(tmp_path / "state"))
-    first = SqliteStore(path)
+    first, second = SqliteStore(path), SqliteStore(path)
     try:
-        with pytest.raises(StateDirInUse, match=f"pid {os.getpid()}"):
-            SqliteStore(path)
+        assert first.claim_session("s") is None
+        assert first.claim_session("s") is None  # ours already
+        holder = second.claim_session("s")
+        assert holder is not None and f"pid {os.getpid()}" in holder
+        first.release_session("s")
+        first.sync()
+        assert second.claim_session("s") is None
+        assert first.claim_session("s") is not None
     finally:
         first.close()
-    SqliteStore(path).close()  # released at close: the next one opens it
+        second.close()
 
 
-def test_open_store_falls_back_to_memory_with_a_clear_warning(tmp_path, caplog):
-    state = str(tmp_path / "state")
-    first = open_store(state)
+def test_a_release_lets_go_only_after_the_owners_writes_are_committed(tmp_path):
+    """The next owner reads everything the last one wrote: the unlock waits for the commit."""
+    path = statedb.db_path(str(tmp_path / "state"))
+    first, second = SqliteStore(path), SqliteStore(path)
     try:
-        with caplog.at_level(logging.WARNING):
-            second = open_store(state)
-        assert isinstance(second, MemoryStore)
-        assert "another acp-green" in caplog.text and "its own --state-dir" in caplog.text
+        first.own_new_session("s")
+        for n in range(50):
+            first.save_session(SessionRecord("s", "/w", title=f"title {n}", updated_at=float(n)))
+        first.release_session("s")
+        # Poll the lock, as another process would; the first time it is free the save is there.
+        while second.claim_session("s") is not None:
+            gevent.sleep(0.001)
+        record = second.load_session("s")
+        assert record is not None and record.title == "title 49"
     finally:
         first.close()
+        second.close()
 
 
-def store_in_memory(agent) -> bool:
-    """`storeInMemory` of the agent's stats, once its store is open (it opens in the background)."""
-    deadline = time.monotonic() + 30
-    while True:
-        stats = agent.call("_acp_green/stats", {})
-        if "storeInMemory" in stats or time.monotonic() > deadline:
-            return stats["storeInMemory"]
-        gevent.sleep(0.05)
-
-
-def test_a_symlinked_lock_file_is_refused_like_any_state_file(tmp_path, caplog):
+def test_a_closed_store_lets_every_session_go_and_leaves_no_lock_file(tmp_path):
     state = tmp_path / "state"
-    state.mkdir(mode=0o700)
-    (state / "state.lock").symlink_to(tmp_path / "elsewhere")
-    with caplog.at_level(logging.WARNING):
-        store = open_store(str(state))
-    assert isinstance(store, MemoryStore) and "symbolic link" in caplog.text
+    path = statedb.db_path(str(state))
+    first = SqliteStore(path)
+    first.own_new_session("a")
+    assert first.claim_session("b") is None
+    first.sync()
+    assert len(os.listdir(state / "locks")) == 2
+    first.close()
+    assert os.listdir(state / "locks") == []
+    second = SqliteStore(path)
+    try:
+        assert second.claim_session("a") is None and second.claim_session("b") is None
+    finally:
+        second.close()
+
+
+def test_a_lock_file_removed_under_a_waiting_locker_is_not_trusted(tmp_path):
+    """The path must still name the locked file: a lock on an unlinked file is worth nothing."""
+    locks = SessionLockFiles(str(tmp_path))
+    other = SessionLockFiles(str(tmp_path))
+    assert locks.lock("s") is None
+    assert other.lock("s") is not None
+    locks.unlock("s")
+    assert not os.path.exists(locks.path("s"))
+    assert other.lock("s") is None and os.path.exists(other.path("s"))
+    assert locks.lock("s") is not None
+    other.close()
+
+
+def test_a_symlinked_lock_file_is_refused(tmp_path):
+    locks = SessionLockFiles(str(tmp_path))
+    os.symlink(tmp_path / "elsewhere", locks.path("s"))
+    with pytest.raises(OSError):
+        locks.lock("s")
     assert not (tmp_path / "elsewhere").exists()
 
 
-HOLDER = """
-import sys, time
-from acp_green.store.sqlite import SqliteStore
-store = SqliteStore(sys.argv[1])
-print("open", flush=True)
-time.sleep(600)
-"""
+def refused(call) -> dict:
+    with pytest.raises(RpcErrorResponse) as caught:
+        call()
+    return caught.value.error
 
 
-def test_a_second_process_is_refused_and_a_killed_holder_leaves_no_stale_lock(tmp_path, launch):
-    """Across processes: another process holds the directory; `acp-green serve` on it warns and
-    keeps sessions in memory (its stats say so); once the holder is SIGKILLed the next agent
-    serves from the directory."""
+def test_two_agents_share_one_state_directory(tmp_path, launch):
+    """Two `acp-green serve` on one directory: both store; a session live in one is refused to
+    the other (-32000, naming the owner's pid), and is the other's once the first lets it go."""
     state = str(tmp_path / "state")
-    os.makedirs(state, mode=0o700)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, statedb.db_path(state)], stdout=subprocess.PIPE)
-    try:
-        assert holder.stdout.readline() == b"open\n"
-        agent = launch("--state-dir", state)
-        agent.initialize()
-        sid = agent.new_session()
-        assert store_in_memory(agent) is True
-        assert agent.close() == 0
-        assert f"pid {holder.pid}".encode() in bytes(agent.stderr) and b"memory" in bytes(agent.stderr)
-    finally:
-        holder.send_signal(signal.SIGKILL)
-        holder.wait()
-    agent = launch("--state-dir", state)
-    agent.initialize()
-    later = agent.new_session()
-    assert store_in_memory(agent) is False
-    listed = [s["sessionId"] for s in agent.call("session/list", {})["sessions"]]
-    assert later in listed and sid not in listed
-    assert agent.close() == 0
+    a, b = launch("--state-dir", state), launch("--state-dir", state)
+    a.initialize()
+    b.initialize()
+    mine = a.new_session()
+    a.call("session/prompt", a.prompt_params(mine, "/echo from a"))
+    theirs = b.new_session()
+    b.call("session/prompt", b.prompt_params(theirs, "/echo from b"))
+    assert {s["sessionId"] for s in a.call("session/list", {})["sessions"]} == {mine, theirs}
+    assert {s["sessionId"] for s in b.call("session/list", {})["sessions"]} == {mine, theirs}
+
+    error = refused(lambda: b.call("session/load", {"sessionId": mine, "cwd": "/tmp", "mcpServers": []}))
+    assert error["code"] == SESSION_IN_USE and f"pid {a.pid}" in error["data"]["owner"]
+    assert refused(lambda: b.call("session/delete", {"sessionId": mine}))["code"] == SESSION_IN_USE
+    assert refused(lambda: b.call("session/set_mode", {"sessionId": mine, "modeId": "ask"}))["code"] == SESSION_IN_USE
+
+    a.call("session/close", {"sessionId": mine})
+    b.call("session/load", {"sessionId": mine, "cwd": "/tmp", "mcpServers": []})
+    replayed = [u for u in b.updates(mine) if u.get("sessionUpdate") == "agent_message_chunk"]
+    assert any("from a" in u["content"]["text"] for u in replayed)
+    usage = {r["sessionId"] for r in _usage(state)}
+    assert {mine, theirs} <= usage
+    assert a.close() == 0 and b.close() == 0
+
+
+def test_a_killed_owner_leaves_its_sessions_to_the_next_agent(tmp_path, launch):
+    state = str(tmp_path / "state")
+    a = launch("--state-dir", state)
+    a.initialize()
+    held = a.new_session()
+    a.call("session/prompt", a.prompt_params(held, "/echo before the kill"))
+    b = launch("--state-dir", state)
+    b.initialize()
+    assert refused(lambda: b.call("session/load", {"sessionId": held, "cwd": "/tmp", "mcpServers": []}))["code"] == SESSION_IN_USE
+    a.kill()
+    a.wait_exit()
+    b.call("session/load", {"sessionId": held, "cwd": "/tmp", "mcpServers": []})
+    assert any("before the kill" in u.get("content", {}).get("text", "") for u in b.updates(held))
+    assert b.close() == 0
+
+
+def _usage(state: str) -> list[dict]:
+    import json
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "acp_green", "usage", "--state-dir", state, "--json", "--records"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)["records"]
+

@@ -5,7 +5,6 @@ told in one line; a state directory another process serves from is said, and cha
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import subprocess
@@ -90,20 +89,27 @@ def test_an_agent_without_list_or_load_is_told_in_one_line():
     assert resumed.stderr.splitlines() == ["chat: this agent cannot continue a stored session (it offers neither loadSession nor session/resume)"]
 
 
-def test_a_state_directory_another_process_serves_from_is_said_and_chat_runs_in_memory(tmp_path):
+def test_chat_shares_a_state_directory_another_agent_serves_from(tmp_path):
+    """Another `acp-green serve` holding a session of the directory: chat's own session is stored
+    beside it, and nothing is said about memory."""
     state = tmp_path / "state"
-    state.mkdir(mode=0o700)
-    with open(state / "state.lock", "w") as lock:  # as a running `acp-green serve` holds it (store/statelock.py)
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        lock.write("pid 4242, since 2026-12-01 10:00:00\n")
-        lock.flush()
+    other = subprocess.Popen([sys.executable, "-m", "acp_green", "serve", "--state-dir", str(state)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    try:
+        other.stdin.write(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+                          b'{"jsonrpc":"2.0","id":2,"method":"session/new","params":{"cwd":"/","mcpServers":[]}}\n')
+        other.stdin.flush()
+        other.stdout.readline()
+        held = json.loads(other.stdout.readline())["result"]["sessionId"]
         done = run([*CHAT, "--state-dir", str(state)], "hi\n")
-    assert done.returncode == 0, done.stderr
-    assert "… hi\n[end_turn]" in done.stdout
-    assert done.stderr.splitlines() == [
-        f"chat: another acp-green (pid 4242, since 2026-12-01 10:00:00) keeps its sessions in {state}, so this chat's "
-        "are kept in memory only; quit it, or give chat a --state-dir of its own"]
-    assert stored("--state-dir", str(state)) == []
+        assert done.returncode == 0, done.stderr
+        assert "… hi\n[end_turn]" in done.stdout
+        assert "memory" not in done.stderr
+        listed = {row["sessionId"] for row in stored("--state-dir", str(state))}
+        assert held in listed and len(listed) == 2
+    finally:
+        other.stdin.close()
+        other.wait(timeout=30)
 
 
 def test_the_state_options_are_for_the_demo_only():

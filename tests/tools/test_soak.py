@@ -141,8 +141,8 @@ def test_the_soak_entry_prints_its_summary(tmp_path):
 
 @pytest.mark.slow  # a soak run (seconds of traffic against a real agent process)
 def test_the_soak_command_soaks_acp_green_serve_on_a_fresh_state_dir_per_agent_by_default(tmp_path):
-    """One process serves from a state directory (store/statelock.py): each slot's agent gets its
-    own, so every one of them keeps its sessions in SQLite, none in memory."""
+    """Each slot's agent gets a state directory of its own, so every one of them keeps its
+    sessions in SQLite, none in memory, and one slot's sessions never show in another's list."""
     (tmp_path / "state").mkdir()
     (tmp_path / "state" / "left-over").write_text("from an earlier run")
     done = subprocess.run([sys.executable, "-m", "acp_green", "soak", "--duration", "2", "--agents", "2", "--no-plot",

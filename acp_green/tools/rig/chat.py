@@ -14,7 +14,6 @@ Whatever goes wrong with the agent is one line on stderr and exit 1.
 
 from __future__ import annotations
 
-import fcntl
 import os
 import signal
 import sys
@@ -28,7 +27,6 @@ from gevent import subprocess
 from gevent.event import Event
 
 from ...errors import NOT_APPROVED
-from ...store import statelock
 from ...store.statedir import default_state_dir
 from . import chat_files
 from .chat_ask import Approval, Asker, FdLines, LineSource
@@ -217,38 +215,14 @@ def run_chat(options: ChatOptions, stdin: Any = None) -> int:
         handler.cancel()
 
 
-def state_dir_in_use(state_dir: str) -> str | None:
-    """Who serves from `state_dir` now (its lock's note, e.g. `pid 42, since ...`), or None when nobody does.
-
-    Taken and let go at once, before the demo starts: a demo started while another holds it
-    would keep this chat's sessions in memory only (store/statelock.py), saying so where nobody reads.
-    """
-    try:
-        fd = os.open(os.path.join(state_dir, statelock.LOCK_NAME), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:  # no lock file yet (or none we may open): nobody holds it
-        return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except OSError:
-        return os.pread(fd, 200, 0).decode("utf-8", "replace").strip() or "pid unknown"
-    finally:
-        os.close(fd)  # also lets go of the lock, when it was taken
-    return None
-
-
 def demo_command(ephemeral: bool, state_dir: str | None) -> list[str]:
     """The demo agent, keeping its sessions where `serve` does (or `state_dir`), or in memory (`ephemeral`).
 
-    When another process serves from that directory the demo runs ephemeral, and chat says so.
+    Other agents may serve from the same directory meanwhile: each owns the sessions it has open.
     """
     if ephemeral:
         return default_command()
     resolved = os.path.abspath(os.path.expanduser(state_dir or default_state_dir()))
-    holder = state_dir_in_use(resolved)
-    if holder is not None:
-        click.echo(f"chat: another acp-green ({harmless(holder)}) keeps its sessions in {harmless(resolved)}, so this chat's "
-                   "are kept in memory only; quit it, or give chat a --state-dir of its own", err=True)
-        return default_command()
     return [sys.executable, "-m", "acp_green", "serve", *(["--state-dir", resolved] if state_dir is not None else [])]
 
 

@@ -14,8 +14,7 @@ until its second half holds MIN_HALF_SAMPLES samples (a loaded machine samples l
 EXTENSION times the duration; one still short of them is inconclusive ("not enough samples").
 
 The default agent, `acp-green serve`, gets a state directory of its own in every slot (and one
-for each slot's side runs): one process serves from a state directory (store/statelock.py), and
-an agent refused the lock would run in memory, its store unsoaked.
+for each slot's side runs), so one slot's sessions never show in another's session/list.
 """
 
 from __future__ import annotations

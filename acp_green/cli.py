@@ -61,6 +61,17 @@ def parse_provide_mcp(values: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ..
     return tuple(provided)
 
 
+def _check_store_url(_ctx: click.Context, _param: click.Parameter, value: str | None) -> str | None:
+    """A PostgreSQL URL (postgresql:// or postgres://), refused at once otherwise."""
+    if value is None or value == "":
+        return None
+    scheme = value.partition("://")[0].lower()
+    if scheme not in ("postgresql", "postgres"):
+        raise click.BadParameter(f"expected a postgresql:// URL, got one starting {scheme[:20]!r}://" if "://" in value
+                                 else "expected a postgresql://USER:PASSWORD@HOST/DB URL", param_hint="--store")
+    return value
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="acp-green")
 def cli() -> None:
@@ -85,6 +96,9 @@ def cli() -> None:
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Where sessions and the usage ledger are kept (default $XDG_STATE_HOME/acp-green or ~/.local/state/acp-green).")
 @click.option("--ephemeral", is_flag=True, help="Keep everything in memory; write nothing to disk.")
+@click.option("--store", "store_url", default=None, metavar="URL", envvar="ACP_GREEN_STORE", callback=_check_store_url,
+              help="Keep sessions and usage on a PostgreSQL server instead of --state-dir (postgresql://USER:PASSWORD@HOST/DB, "
+                   "or $ACP_GREEN_STORE), shared by any number of agents on any number of hosts.")
 @click.option("--stable-only", is_flag=True,
               help="Speak ACP's stable schema only, for clients that want no unstable surface: session/fork, "
                    "session/archive, session/unarchive, session/set_title, session/status and MCP-over-ACP (mcp/connect, "
@@ -141,7 +155,7 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
           block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float, stable_only: bool,
           trace: str | None, max_protocol_version: int = 2, listen: str | None = None, token: str | None = None,
           tls_cert: str | None = None, tls_key: str | None = None, max_connections: int = 1024,
-          connection_idle_timeout: float = 600.0, allow_origin: tuple[str, ...] = ()) -> None:
+          connection_idle_timeout: float = 600.0, allow_origin: tuple[str, ...] = (), store_url: str | None = None) -> None:
     """Run an ACP agent on stdin/stdout (the main job: point your editor at this), or with
     --listen for many clients over WebSocket and Streamable HTTP.
 
@@ -152,6 +166,9 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     stack of every thread and greenlet to stderr and keeps running.
     Stderr never stalls the agent: what an unread stderr cannot take is dropped and counted.
     """
+    if store_url is not None and (ephemeral or state_dir is not None):
+        raise click.UsageError("--store (or $ACP_GREEN_STORE) keeps sessions on a server: it cannot be used with "
+                               f"{'--ephemeral' if ephemeral else '--state-dir'}")
     remote = None
     if listen is None:
         for name, value in (("--token", token), ("--tls-cert", tls_cert), ("--tls-key", tls_key),
@@ -192,6 +209,7 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
         provide_mcp=provided,
         state_dir=state_dir,
         ephemeral=ephemeral,
+        store_url=store_url,
         stable_only=stable_only,
         max_protocol_version=max_protocol_version,
         output=OutputLimits(flush_stall_timeout=flush_stall_timeout),
@@ -304,6 +322,10 @@ def new(name: str, llm: bool, directory: str | None) -> None:
 
 # -- inspecting the state directory -----------------------------------------------------------
 def _state_dir_option(fn: Any) -> Any:
+    fn = click.option(
+        "--store", "store_url", default=None, metavar="URL", envvar="ACP_GREEN_STORE", callback=_check_store_url,
+        help="The PostgreSQL server `serve --store` used (or $ACP_GREEN_STORE), instead of a state directory.",
+    )(fn)
     return click.option(
         "--state-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
         help="The state directory `serve` used (default $XDG_STATE_HOME/acp-green or ~/.local/state/acp-green).",
@@ -316,32 +338,39 @@ def _resolve_state_dir(state_dir: str | None) -> str:
     return os.path.abspath(os.path.expanduser(state_dir or default_state_dir()))
 
 
-def _open_db(state_dir: str | None, write: bool = False) -> Any:
-    """The state database for an inspection command (read-only unless `write`); a clean error
-    when it cannot be read."""
+def _open_db(state_dir: str | None, store_url: str | None, write: bool = False) -> Any:
+    """The store's database for an inspection command (read-only unless `write`): a PostgreSQL
+    server, or a state directory's SQLite file; a clean error when it cannot be read."""
     import contextlib
     import sqlite3
 
     from .store import statedb
-    from .store.report import StateUnreadable, open_db, printable
+    from .store.report import StateUnreadable, open_database, printable
+
+    if store_url is not None and state_dir is not None:
+        raise click.UsageError("--store and --state-dir name two different stores: give one")
 
     @contextlib.contextmanager
     def opened() -> Any:
         resolved = _resolve_state_dir(state_dir)
-        if state_dir is not None and not os.path.isdir(resolved):
+        if store_url is None and state_dir is not None and not os.path.isdir(resolved):
             # A mistyped --state-dir is an error; the default one not made yet only means nothing was stored.
             raise click.ClickException(f"no directory {printable(resolved)} (check --state-dir)")
         try:
-            with open_db(resolved, write=write) as conn:
-                if conn is None and not write:
+            with open_database(resolved, store_url, write=write) as db:
+                if db is None and not write:
                     # Said on stderr: stdout stays the (empty) answer, valid JSON with --json.
                     click.echo(f"nothing is stored in {printable(resolved)} yet (no state database there)", err=True)
-                yield conn
+                yield db
         except StateUnreadable as exc:
             raise click.ClickException(str(exc)) from None
         except sqlite3.DatabaseError as exc:
             # Damage past the header is only met by the query that reaches it: one line, exit 1.
             raise click.ClickException(f"cannot read {printable(statedb.db_path(resolved))}: {exc}") from None
+        except Exception as exc:
+            if type(exc).__module__.split(".")[0] != "psycopg":
+                raise
+            raise click.ClickException(f"the store server failed: {printable(str(exc).strip())}") from None
 
     return opened()
 
@@ -361,14 +390,13 @@ def sessions() -> None:
 @_state_dir_option
 @click.option("--cwd", default=None, help="Only sessions whose working directory is this.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None:
+def sessions_list(state_dir: str | None, store_url: str | None, cwd: str | None, as_json: bool) -> None:
     """Stored sessions, most recently active first; archived ones and forks are marked."""
-    from .store import statedb
     from .store.report import printable, session_dict, session_marks
 
-    with _open_db(state_dir) as conn:
-        records = statedb.list_sessions(conn, cwd) if conn is not None else []
-        counts = {r.session_id: statedb.turn_count(conn, r.session_id) for r in records} if conn is not None else {}
+    with _open_db(state_dir, store_url) as db:
+        records = db.list_sessions(cwd) if db is not None else []
+        counts = {r.session_id: db.turn_count(r.session_id) for r in records} if db is not None else {}
     if as_json:
         _echo_json([{**session_dict(r), "turns": counts[r.session_id]} for r in records])
         return
@@ -383,55 +411,55 @@ def sessions_list(state_dir: str | None, cwd: str | None, as_json: bool) -> None
 @click.option("--json", "as_json", is_flag=True, help="Print the session, its turns and its whole history as JSON.")
 @click.option("--full", is_flag=True,
               help="Print every message and every line in full (default: long messages and long turns are cut, saying how much).")
-def sessions_show(state_dir: str | None, session_id: str, as_json: bool, full: bool) -> None:
+def sessions_show(state_dir: str | None, store_url: str | None, session_id: str, as_json: bool, full: bool) -> None:
     """One session's metadata and its conversation, turn by turn with each turn's outcome."""
-    from .store import statedb
     from .store.report import export_sessions, printable, render_turns, session_dict
 
-    with _open_db(state_dir) as conn:
-        record = statedb.load_session(conn, session_id) if conn is not None else None
+    with _open_db(state_dir, store_url) as db:
+        record = db.load_session(session_id) if db is not None else None
         if record is None:
             raise click.ClickException(f"no stored session {session_id}")
         if as_json:
-            _echo_json(export_sessions(conn, [session_id])[0])
+            _echo_json(export_sessions(db, [session_id])[0])
             return
         session = session_dict(record)
         for key in ("sessionId", "cwd", "title", "modeId", "config", "additionalDirectories", "archived", "forkedFrom"):
             if key != "forkedFrom" or session[key] is not None:
                 click.echo(printable(f"{key}: {session[key]}"))
         click.echo("")
-        for fragment in render_turns(conn, session_id, full=full):
+        for fragment in render_turns(db, session_id, full=full):
             click.echo(printable(fragment), nl=False)
 
 
 @sessions.command("delete")
 @_state_dir_option
 @click.argument("session_ids", nargs=-1, required=True)
-def sessions_delete(state_dir: str | None, session_ids: tuple[str, ...]) -> None:
-    """Delete sessions and their history (their usage records stay in the ledger)."""
-    from .store import statedb
+def sessions_delete(state_dir: str | None, store_url: str | None, session_ids: tuple[str, ...]) -> None:
+    """Delete sessions and their history (their usage records stay in the ledger). A session
+    open in a running agent is left alone, naming the agent: close it there first."""
+    from .store.report import delete_sessions, printable
 
-    with _open_db(state_dir, write=True) as conn:
-        if conn is None:
+    with _open_db(state_dir, store_url, write=True) as db:
+        if db is None:
             raise click.ClickException("nothing is stored there")
-        conn.execute("BEGIN IMMEDIATE")
-        found = [sid for sid in session_ids if statedb.load_session(conn, sid) is not None]
-        for session_id in found:
-            statedb.delete_session(conn, session_id)
-        conn.execute("COMMIT")
+        found, held = delete_sessions(db, list(session_ids))
+    for session_id, holder in held.items():
+        click.echo(printable(f"not deleted: {session_id} is open in {holder}; close it there first"), err=True)
     click.echo(f"deleted {len(found)} of {len(session_ids)} sessions")
+    if held:
+        sys.exit(1)
 
 
 @sessions.command("export")
 @_state_dir_option
 @click.argument("session_ids", nargs=-1)
 @click.option("-o", "--output", type=click.File("w"), default="-", help="Write to this file (default stdout).")
-def sessions_export(state_dir: str | None, session_ids: tuple[str, ...], output: Any) -> None:
+def sessions_export(state_dir: str | None, store_url: str | None, session_ids: tuple[str, ...], output: Any) -> None:
     """Sessions (all, or the ones named) with their whole history, as JSON."""
     from .store.report import export_sessions, json_text
 
-    with _open_db(state_dir) as conn:
-        exported = export_sessions(conn, list(session_ids))
+    with _open_db(state_dir, store_url) as db:
+        exported = export_sessions(db, list(session_ids))
     output.write(json_text({"sessions": exported}) + "\n")
 
 
@@ -440,12 +468,12 @@ def sessions_export(state_dir: str | None, session_ids: tuple[str, ...], output:
 @click.option("--session", "session_id", default=None, help="Only this session's prompts.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.option("--records", is_flag=True, help="With --json: include every usage record.")
-def usage(state_dir: str | None, session_id: str | None, as_json: bool, records: bool) -> None:
+def usage(state_dir: str | None, store_url: str | None, session_id: str | None, as_json: bool, records: bool) -> None:
     """The usage ledger: totals and per session (one record per admitted prompt)."""
     from .store.report import usage_report, usage_table
 
-    with _open_db(state_dir) as conn:
-        report = usage_report(conn, session_id, with_records=records)
+    with _open_db(state_dir, store_url) as db:
+        report = usage_report(db, session_id, with_records=records)
     if as_json:
         _echo_json(report)
         return

@@ -22,6 +22,8 @@ class ServeOptions:
     provide_mcp: tuple[tuple[str, tuple[str, ...]], ...] = ()
     state_dir: str | None = None  # None: $XDG_STATE_HOME/acp-green, else ~/.local/state/acp-green
     ephemeral: bool = False  # keep sessions and usage in memory only
+    #: A PostgreSQL server to keep them on instead (`--store postgresql://...`), shared by any number of agents.
+    store_url: str | None = None
     #: Serve ACP's stable schema only: its unstable methods answer -32601 and are not advertised (`--stable-only`).
     stable_only: bool = False
     #: The highest ACP version `initialize` negotiates: 2 (the v2 draft) or 1 (`--max-protocol-version`).

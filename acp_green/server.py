@@ -245,7 +245,7 @@ def signal_name(signum: int) -> str:
 def _open_store(options: ServeOptions) -> Store:
     from .store.statedir import open_store
 
-    return open_store(options.state_dir, options.ephemeral)
+    return open_store(options.state_dir, options.ephemeral, store_url=options.store_url)
 
 
 def serve(agent: Agent, read_fd: int | None = None, write_fd: int | None = None, options: ServeOptions | None = None, *,

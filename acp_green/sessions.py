@@ -163,6 +163,14 @@ class Session:
                 log.exception("closing a resource of session %s failed", self.session_id)
 
 
+# A session another process has just let go (closed, or the process died) is released once its
+# last writes are committed, or once the server notices the dead connection: a claim refused
+# is asked again for this long before the refusal is final, so "close it there, load it here"
+# works without a retry loop in the client.
+CLAIM_PATIENCE = 2.0
+CLAIM_RETRY = 0.05
+
+
 class SessionClaims:
     """Which connection of this process holds each live session: one at a time, and, through
     the store, no session live in two processes.
@@ -202,6 +210,10 @@ class SessionClaims:
         decided = self._deciding[session_id] = AsyncResult()
         try:
             elsewhere = store.claim_session(session_id)
+            patience = time.monotonic() + CLAIM_PATIENCE
+            while elsewhere is not None and time.monotonic() < patience:
+                gevent.sleep(CLAIM_RETRY)
+                elsewhere = store.claim_session(session_id)
             if elsewhere is not None:
                 raise SessionInUse(session_id, elsewhere)
         except BaseException as exc:  # ok: undoes the claim, tells whoever waits, re-raises

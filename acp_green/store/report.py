@@ -1,8 +1,11 @@
-"""What `acp-green sessions` and `acp-green usage` show: read straight from the state database.
+"""What `acp-green sessions` and `acp-green usage` show: read through the store's `Database`
+interface (database.py), from a state directory's SQLite file or a PostgreSQL server alike.
 
 These run outside any ACP connection (no hub to protect), so they use the database directly
-and synchronously; WAL lets them read while agents are writing. They never create the state
-directory or the database, never change a mode and never migrate: that is `serve`'s job.
+and synchronously; WAL lets them read while agents are writing. On SQLite they never create the
+state directory or the database, never change a mode and never migrate: that is `serve`'s job.
+A delete takes each session's lock as an agent would, so a session live in a running agent is
+refused, naming it, instead of being deleted under it.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import private, statedb
+from .database import Database
 from .session_record import SessionRecord
 from .turns import HistoryPosition, StoredTurn
 from ..usage import RUNNING, UsageRecord
@@ -48,6 +52,33 @@ def open_db(state_dir: str, *, write: bool = False) -> Iterator[sqlite3.Connecti
         yield conn
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def open_database(state_dir: str, store_url: str | None = None, *, write: bool = False) -> Iterator[Database | None]:
+    """The store's database for an inspection command: the PostgreSQL server at `store_url`,
+    else the SQLite database of `state_dir` (None when nothing was stored there yet). A
+    database that cannot be opened raises StateUnreadable."""
+    if store_url is not None:
+        from .postgres import PostgresOpener
+
+        try:
+            server = PostgresOpener(store_url).open()
+        except Exception as exc:  # psycopg's errors, or a newer schema: one line, not a traceback
+            raise StateUnreadable(f"cannot open {PostgresOpener(store_url).name}: {str(exc).strip()}") from None
+        try:
+            yield server
+        finally:
+            server.close()
+        return
+    with open_db(state_dir, write=write) as conn:
+        if conn is None:
+            yield None
+            return
+        from .session_locks import SessionLockFiles
+        from .sqlite import SqliteDatabase
+
+        yield SqliteDatabase(conn, SessionLockFiles(state_dir) if write else None)
 
 
 def _holds_bytes_without_schema(path: str) -> bool:
@@ -115,22 +146,50 @@ def turn_dict(turn: StoredTurn) -> dict[str, Any]:
     }
 
 
-def export_sessions(conn: sqlite3.Connection | None, session_ids: list[str] | None = None) -> list[dict[str, Any]]:
+def export_sessions(db: Database | None, session_ids: list[str] | None = None) -> list[dict[str, Any]]:
     """Sessions with their turns and their whole history (all sessions when `session_ids` is empty)."""
-    if conn is None:
+    if db is None:
         return []
     if session_ids:
-        records = [r for r in (statedb.load_session(conn, sid) for sid in session_ids) if r is not None]
+        records = [r for r in (db.load_session(sid) for sid in session_ids) if r is not None]
     else:
-        records = statedb.list_sessions(conn)
+        records = db.list_sessions()
     return [
         {
             **session_dict(r),
-            "turns": [turn_dict(t) for t in statedb.turns(conn, r.session_id)],
-            "history": [json.loads(e) for e in statedb.history(conn, r.session_id)],
+            "turns": [turn_dict(t) for t in db.turns(r.session_id)],
+            "history": [json.loads(e) for e in db.history(r.session_id)],
         }
         for r in records
     ]
+
+
+def delete_sessions(db: Database, session_ids: list[str]) -> tuple[list[str], dict[str, str]]:
+    """Delete the stored sessions named, in one transaction: (the ids deleted, and for each one
+    live in a running agent, that agent: left alone). Unknown ids are neither."""
+    held: dict[str, str] = {}
+    locked: list[str] = []
+    try:
+        for session_id in session_ids:
+            holder = db.lock_session(session_id)
+            if holder is None:
+                locked.append(session_id)
+            else:
+                held[session_id] = holder
+        db.begin_write()
+        try:
+            found = [sid for sid in locked if db.load_session(sid) is not None]
+            for session_id in found:
+                db.delete_session(session_id)
+            db.commit()
+        except BaseException:  # ok: roll back, then re-raise
+            if db.in_transaction:
+                db.rollback()
+            raise
+    finally:
+        for session_id in locked:
+            db.unlock_session(session_id)
+    return found, held
 
 
 PAGE_ENTRIES = 1000  # what `sessions show` reads at a time: at most this many updates,
@@ -139,11 +198,11 @@ MESSAGE_CHARS = 2000  # without --full: the characters of a message shown, the r
 TURN_LINES = 100  # without --full: the lines of a turn shown, the rest counted
 
 
-def turn_updates(conn: sqlite3.Connection, session_id: str, turn_id: str) -> Iterator[dict[str, Any]]:
+def turn_updates(db: Database, session_id: str, turn_id: str) -> Iterator[dict[str, Any]]:
     """A stored turn's updates, read a page at a time; an entry that is not a JSON object shows as unreadable."""
     after: HistoryPosition | None = None
     while True:
-        page = statedb.history_page(conn, session_id, after, PAGE_ENTRIES, PAGE_BYTES, turn_id)
+        page = db.history_page(session_id, after, PAGE_ENTRIES, PAGE_BYTES, turn_id)
         for entry in page.entries:
             try:
                 update = json.loads(entry.update)
@@ -163,14 +222,14 @@ def turn_heading(number: int, turn: StoredTurn) -> str:
     return heading
 
 
-def render_turns(conn: sqlite3.Connection, session_id: str, *, full: bool = False) -> Iterator[str]:
+def render_turns(db: Database, session_id: str, *, full: bool = False) -> Iterator[str]:
     """The session's conversation as text fragments (each ends its lines itself), turn by turn:
     a heading with the turn's outcome, then its messages; without `full`, long messages and long
     turns are cut, with a note of how much. Reads a page at a time, never the whole history."""
-    for number, turn in enumerate(statedb.turns(conn, session_id), 1):
+    for number, turn in enumerate(db.turns(session_id), 1):
         yield turn_heading(number, turn) + "\n"
         transcript = Transcript(None if full else MESSAGE_CHARS, None if full else TURN_LINES)
-        for update in turn_updates(conn, session_id, turn.turn_id):
+        for update in turn_updates(db, session_id, turn.turn_id):
             yield from transcript.feed(update)
         yield from transcript.end()
 
@@ -337,9 +396,9 @@ def with_interrupted(records: list[UsageRecord]) -> list[UsageRecord]:
     return records
 
 
-def usage_report(conn: sqlite3.Connection | None, session_id: str | None = None, with_records: bool = False) -> dict[str, Any]:
+def usage_report(db: Database | None, session_id: str | None = None, with_records: bool = False) -> dict[str, Any]:
     """Totals, per-session totals (busiest first) and optionally every record."""
-    records = with_interrupted(statedb.usage(conn, session_id)) if conn is not None else []
+    records = with_interrupted(db.usage(session_id)) if db is not None else []
     total = UsageTotals()
     per_session: dict[str, UsageTotals] = {}
     for record in records:

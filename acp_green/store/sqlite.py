@@ -68,7 +68,8 @@ class SqliteDatabase:
     # like any write; a symlink in its place (refused: O_NOFOLLOW) keeps failing, said each time.
     failures: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
 
-    def __init__(self, conn: sqlite3.Connection, locks: SessionLockFiles) -> None:
+    def __init__(self, conn: sqlite3.Connection, locks: SessionLockFiles | None) -> None:
+        """`locks` None: a reader that owns no session (`acp-green sessions list`, `usage`)."""
         self.conn = conn
         self.locks = locks
         self._unlock_at_commit: list[str] = []
@@ -81,7 +82,7 @@ class SqliteDatabase:
         self.conn.execute("COMMIT")
         unlock, self._unlock_at_commit = self._unlock_at_commit, []
         for session_id in unlock:
-            self.locks.unlock(session_id)
+            self._locks().unlock(session_id)
 
     def rollback(self) -> None:
         self._unlock_at_commit.clear()  # the release is retried with the writes before it
@@ -116,17 +117,23 @@ class SqliteDatabase:
         try:
             self.conn.close()
         finally:
-            self.locks.close()  # after the database: the next owner finds everything committed
+            if self.locks is not None:
+                self.locks.close()  # after the database: the next owner finds everything committed
 
     # -- session ownership ------------------------------------------------------------------------
     def lock_session(self, session_id: str) -> str | None:
-        return self.locks.lock(session_id)
+        return self._locks().lock(session_id)
 
     def unlock_session(self, session_id: str) -> None:
         if self.conn.in_transaction:
             self._unlock_at_commit.append(session_id)
         else:
-            self.locks.unlock(session_id)
+            self._locks().unlock(session_id)
+
+    def _locks(self) -> SessionLockFiles:
+        if self.locks is None:
+            raise RuntimeError("this database was opened to read only: it owns no session")
+        return self.locks
 
     # -- writes -----------------------------------------------------------------------------------
     def save_session(self, record: SessionRecord) -> None:

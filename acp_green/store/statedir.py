@@ -23,10 +23,12 @@ def open_store(
     state_dir: str | None = None,
     ephemeral: bool = False,
     *,
+    store_url: str | None = None,
     trace: Callable[[str], None] | None = None,
     page_limit: int | None = None,
 ) -> Store:
-    """The SQLite store in the state directory, or a MemoryStore (ephemeral, or unusable dir).
+    """The PostgreSQL store at `store_url`, else the SQLite store in the state directory, or a
+    MemoryStore (ephemeral, or a store that cannot be opened, said at WARNING).
 
     Call from a greenlet: the directory is created (or made private) and the database opened
     (and migrated) by the store thread while the caller waits cooperatively. A directory or
@@ -35,6 +37,8 @@ def open_store(
     if ephemeral:
         log.info("--ephemeral: sessions and usage are kept in memory only")
         return MemoryStore()
+    if store_url is not None:
+        return _open_server_store(store_url)
     path = state_dir or default_state_dir()
     try:
         from .sqlite import SqliteStore
@@ -49,3 +53,23 @@ def open_store(
             path, exc,
         )
         return MemoryStore()
+
+
+def _open_server_store(url: str) -> Store:
+    from .database import StoreOpenError
+    from .postgres import PostgresStore, redacted
+
+    reason: Exception
+    try:
+        return PostgresStore(url)
+    except (OSError, StoreOpenError, ImportError) as exc:
+        reason = exc
+    except Exception as exc:  # psycopg's own errors: the server refused or cannot be reached
+        if type(exc).__module__.split(".")[0] != "psycopg":
+            raise
+        reason = exc
+    log.warning(
+        "the store %s cannot be opened (%s): keeping sessions and usage in memory only; "
+        "nothing of this run will survive a restart", redacted(url), str(reason).strip(),
+    )
+    return MemoryStore()

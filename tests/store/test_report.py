@@ -138,11 +138,8 @@ def test_usage_report_sums_input_and_output_apart_and_orders_sessions_busiest_fi
     store.record_usage(UsageRecord("a", "3", "end_turn", 3.0, 1.0, 30, 3000, input_tokens=5))
     store.record_usage(UsageRecord("c", "4", "end_turn", 4.0, 0.0, 0, 0))
     store.close()
-    conn = sqlite3.connect(path)
-    try:
-        usage = report.usage_report(conn, with_records=True)
-    finally:
-        conn.close()
+    with report.open_database(str(tmp_path / "state")) as db:
+        usage = report.usage_report(db, with_records=True)
     assert usage["totals"] == {
         "prompts": 4, "inputBytes": 60, "outputBytes": 6000, "inputTokens": 8, "outputTokens": 4,
         "durationSeconds": 1.75, "byStopReason": {"cancelled": 1, "end_turn": 3},

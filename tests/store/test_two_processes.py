@@ -42,6 +42,8 @@ def test_a_release_lets_go_only_after_the_owners_writes_are_committed(tmp_path):
     first, second = SqliteStore(path), SqliteStore(path)
     try:
         first.own_new_session("s")
+        first.sync()
+        assert second.claim_session("s") is not None
         for n in range(50):
             first.save_session(SessionRecord("s", "/w", title=f"title {n}", updated_at=float(n)))
         first.release_session("s")

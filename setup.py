@@ -4,6 +4,10 @@ from pathlib import Path
 
 from setuptools import find_packages, setup
 
+# psycopg 3, for a store on PostgreSQL: an optional extra (`pip install acp-green[postgres]`). The binary
+# wheel bundles libpq, so no system library is needed.
+POSTGRES_REQUIRES = ["psycopg[binary]>=3.2,<4"]
+
 TEST_REQUIRES = [
     "pytest>=8",
     "pytest-xdist>=3.5",
@@ -23,6 +27,9 @@ TEST_REQUIRES = [
     # The fresh-install test builds its offline wheelhouse from this environment, so the build
     # backend pyproject.toml names must be installed here (70.1 is the first that needs no `wheel`).
     "setuptools>=70.1",
+    # The `postgres` extra below: the PostgreSQL tests run against a real server
+    # (scripts/setup-postgres.sh starts one; tests/postgres_server.py hands each test a database).
+    *POSTGRES_REQUIRES,
 ]
 
 setup(
@@ -58,6 +65,7 @@ setup(
         "plot": ["matplotlib>=3.8"],
         # `acp-green bench` W8: an MCP server on the official SDK and its client, measured beside acp_green.
         "bench": ["mcp==2.3.0"],
+        "postgres": POSTGRES_REQUIRES,
         "test": TEST_REQUIRES,
     },
     entry_points={

@@ -26,6 +26,7 @@ from acp_green.tools.rig.client import AcpClient, AgentProcess, ClientPolicy
 from acp_green.server import ServeOptions, Server
 from acp_green.rpc.transport import OutputLimits
 from tests.helpers import group_members, invariant_problems, stream_schema_problems, tolerated_invariants
+from tests.postgres_server import PostgresUnavailable, create_database, drop_database, server_url
 from tests.unit_harness import unit  # noqa: F401 - the unit layer's fixture, for every test module
 
 # The plugin for agent authors (docs/TESTING.md): `acp_connect`, where a test of ours is written as
@@ -111,6 +112,32 @@ def _state_never_in_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[N
         os.environ.pop("XDG_STATE_HOME", None)
     else:
         os.environ["XDG_STATE_HOME"] = previous
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> str:
+    """The URL of the test PostgreSQL server (tests/postgres_server.py). Session-scoped, so that
+    starting it (even installing it) happens before, not within, a test's TEST_TIMEOUT."""
+    try:
+        return server_url()
+    except PostgresUnavailable as error:
+        problem = str(error)
+    pytest.fail(problem, pytrace=False)
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """The URL of a fresh, empty database on a real PostgreSQL server, dropped after the test.
+    Never skips: without a server the test fails, saying why."""
+    try:
+        url = create_database(postgres_server)
+    except PostgresUnavailable as error:
+        problem = str(error)
+    else:
+        yield url
+        drop_database(url)
+        return
+    pytest.fail(problem, pytrace=False)  # outside the except: the message alone, not a chained traceback
 
 
 @pytest.fixture

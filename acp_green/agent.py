@@ -10,7 +10,7 @@ runtime (turn_runtime.py).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Unpack, overload
 
 from . import content, paths
@@ -185,15 +185,26 @@ class SessionView:
     mode_id: str | None
     config: dict[str, Any]
     mcp_servers: list[dict[str, Any]]
-    state: dict[str, Any]
+    _session: Session = field(repr=False, compare=False)
 
     @classmethod
     def of(cls, session: Session) -> "SessionView":
         record = session.record
         return cls(
             session.session_id, record.cwd, record.additional_directories, record.mode_id,
-            record.config, session.mcp_servers, session.state,
+            record.config, session.mcp_servers, session,
         )
+
+    @property
+    def state(self) -> dict[str, Any]:
+        """The session's own dict, the one the runtime stores (docs/SESSIONS.md)."""
+        return self._session.state
+
+    @state.setter
+    def state(self, value: dict[str, Any]) -> None:
+        # The session's, not this view's: a state replaced here (`session.state = {}`) is the
+        # one stored at the turn's end, and the one the next turn and every hook see.
+        self._session.state = value
 
 
 @dataclass(slots=True)

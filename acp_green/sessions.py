@@ -377,20 +377,14 @@ class SessionRegistry:
         return session
 
     def reopen(self, session_id: Any, cwd: str, additional_directories: list[str], mcp_servers: list[dict[str, Any]]) -> Session:
-        """session/load and session/resume: the session, now with the client's cwd and servers.
-
-        Stored, with a new `updated_at`, only when the cwd or the additional directories differ
-        from the stored ones: reopening a session as it was changes nothing of it, so it keeps
-        its place in session/list. (The MCP servers are not stored: see `_dormant_mcp`.)"""
+        """session/load and session/resume: the session, now with the client's cwd and servers; stored
+        with a new `updated_at` only if its cwd or directories changed (its place in session/list)."""
         session = self.get(session_id)
-        record = session.record
-        directories = list(additional_directories)
-        changed = record.cwd != cwd or record.additional_directories != directories
-        record.cwd = cwd
-        record.additional_directories = directories
-        session.mcp_servers = list(mcp_servers)
-        if changed:
+        record, directories = session.record, list(additional_directories)
+        if (record.cwd, record.additional_directories) != (cwd, directories):
+            record.cwd, record.additional_directories = cwd, directories
             self.save(session)
+        session.mcp_servers = list(mcp_servers)  # not stored (see `_dormant_mcp`)
         return session
 
     def close(self, session_id: str) -> bool:

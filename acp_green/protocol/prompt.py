@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+import gevent
+
 from ..rpc import wire
 from ..agent import STOP_REASONS, Agent, Turn
 from ..rpc.endpoint import Job, Outcome, Reply, background
@@ -52,6 +54,9 @@ def accepted_kinds(agent: Agent) -> frozenset[str]:
 #: Content blocks one prompt may hold. Admission runs in the receive loop, so its work must stay
 #: small whatever the client sends: 10,000 blocks are checked in a few milliseconds.
 MAX_PROMPT_BLOCKS = 10_000
+# How long a prompt's answer waits for its turn to be committed (PromptLedger.wait_stored): a
+# commit takes well under a millisecond; a slower disk or server still answers within this.
+STORED_WAIT = 1.0
 
 
 def prompt_blocks(params: Params, accepted: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
@@ -134,6 +139,7 @@ class PromptJob(Job):
         except Exception:  # counters the agent set that JSON cannot carry: the record still counts (S16)
             log.exception("the final usage_update of a turn of %s could not be sent", self.session.session_id)
         self.ledger.finished(self, TurnOutcome(stop, error))
+        self.ledger.wait_stored()
         return final
 
     def _before_response(self, stop: str, error: str | None) -> None:
@@ -239,6 +245,20 @@ class PromptLedger(Mapping[str, PromptJob]):
             log.exception("recording usage for %s failed", session_id)
         finally:
             self.sessions.prompt_ended(session)
+
+
+    def wait_stored(self) -> None:
+        """Hold a prompt's answer until its turn's end, history and usage are committed, so a
+        client that has the answer finds all of it in the store, from any process sharing it,
+        even if this one is killed right after. At most STORED_WAIT; never on the hub (a kill's
+        settle), and not while the store's writes wait for a failing disk (it says so itself)."""
+        if gevent.getcurrent() is gevent.get_hub():
+            return
+        try:
+            with gevent.Timeout(STORED_WAIT, False):
+                self.store.wait_committed()
+        except Exception as exc:  # the answer goes out whatever the store says; the store logs its own failures
+            log.debug("waiting for a turn's end to be stored: %s", exc)
 
 
 def usage_record(job: PromptJob, stop_reason: str) -> UsageRecord:

@@ -2,7 +2,7 @@
 streaming turn waits for.
 
 The hub adds what it hands over (`took`); the store thread gives it back once committed or given
-up (`release`). `SqliteStore` refuses a piece that would take the backlog over `bound` (unless
+up (`release`). `ThreadedStore` refuses a piece that would take the backlog over `bound` (unless
 nothing else waits), and long before that a streaming turn waits in `wait_for_room`, in its own
 greenlet, while more than `room_bytes` are behind: the backlog, and the process's memory, stay
 small whatever the turn's length.
@@ -34,7 +34,7 @@ class HistoryBacklog:
 
     def __init__(self, hub: Any, bound: int, room_bytes: int) -> None:
         self._hub = hub
-        self.bound = bound  # over this a further piece is dropped (see SqliteStore.append_history)
+        self.bound = bound  # over this a further piece is dropped (see ThreadedStore.append_history)
         self.room_bytes = room_bytes  # over this a streaming turn waits
         self._lock = _Lock()
         self.bytes = 0

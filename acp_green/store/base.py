@@ -58,7 +58,6 @@ class MemoryStore:
     `pickle`: a record holds only JSON-like values, marshal is built in (importing pickle cost
     ~2 ms on the hub while the store opens) and is faster both ways.
 
-
     History is bounded: past `history_limit_bytes` of stored updates (all sessions together)
     the oldest turns, of any session, are dropped whole, counted in `dropped_turns` and said
     once at WARNING. The turn being written is never dropped; should it alone outgrow the bound,
@@ -76,8 +75,7 @@ class MemoryStore:
         self._turns: dict[str, dict[str, _MemoryTurn]] = {}
         self._history: dict[str, list[tuple[str, list[bytes]]]] = {}
         self._state: dict[str, bytes] = {}  # the agent's session.state, as JSON
-        self._usage: list[UsageRecord] = []
-        self._usage_index: dict[str, int] = {}
+        self._ledger = UsageLedger()
         self._shared_rests: dict[bytes, bytes] = {}
         self.failed_writes = 0
         self.history_limit_bytes = HISTORY_LIMIT_BYTES if history_limit_bytes is None else history_limit_bytes
@@ -85,15 +83,15 @@ class MemoryStore:
         self._ages: dict[tuple[str, str], None] = {}  # (session, turn), oldest begun first
         self.dropped_turns = 0  # turns dropped whole to keep history under its bound
 
+    # Memory is this process's own: every session in it is ours, nothing to claim or let go.
     def claim_session(self, session_id: str) -> str | None:
-        """Memory is this process's own: every session in it is ours."""
         return None
 
     def own_new_session(self, session_id: str) -> None:
-        return None
+        """Nothing to take (see claim_session)."""
 
     def release_session(self, session_id: str) -> None:
-        return None
+        """Nothing to let go (see claim_session)."""
 
     def save_session(self, record: SessionRecord) -> None:
         try:
@@ -151,8 +149,10 @@ class MemoryStore:
         self._add_pieces(session_id, turn_id, prompt)
 
     def append_history(self, session_id: str, turn_id: str, updates: list[bytes]) -> None:
-        if turn_id not in self._turns.get(session_id, {}):
-            self._refused("append_history", session_id, f"no turn {turn_id!r} was begun (or the session was deleted)")
+        turn = self._turns.get(session_id, {}).get(turn_id)
+        if turn is None or turn.forked:
+            why = "was copied by a fork: it takes no more history" if turn else "was not begun (or the session was deleted)"
+            self._refused("append_history", session_id, f"turn {turn_id!r} {why}")
             return
         self._add_pieces(session_id, turn_id, updates)
 
@@ -248,10 +248,7 @@ class MemoryStore:
         return HistoryPage(entries, None)
 
     def turns(self, session_id: str) -> list[StoredTurn]:
-        return [
-            StoredTurn(turn_id, turn.started_at, turn.stop_reason, turn.error, turn.complete)
-            for turn_id, turn in self._turns.get(session_id, {}).items()
-        ]
+        return self.turn_page(session_id, 0, len(self._turns.get(session_id, ())))
 
     def turn_page(self, session_id: str, start: int, limit: int, newest_first: bool = False) -> list[StoredTurn]:
         """At most `limit` turns after the first `start`, oldest (or newest) first."""
@@ -272,8 +269,7 @@ class MemoryStore:
     def append_turn(self, session_id: str, entries: list[bytes], stop_reason: str | None = None) -> None:
         """A whole turn at once (begin, one piece, end)."""
         turn_id = uuid.uuid4().hex
-        self.begin_turn(session_id, turn_id, time.time(), [])
-        self.append_history(session_id, turn_id, entries)
+        self.begin_turn(session_id, turn_id, time.time(), list(entries))
         if stop_reason is not None:
             self.end_turn(session_id, turn_id, TurnOutcome(stop_reason))
 
@@ -281,45 +277,71 @@ class MemoryStore:
         return [update for _turn, updates in self._history.get(session_id, ()) for update in updates]
 
     def record_usage(self, record: UsageRecord) -> None:
-        """Append, or replace the record with the same usage_id (the "running" one)."""
-        index = self._usage_index.get(record.usage_id)
-        if index is not None:
-            self._usage[index] = copy.copy(record)
-            return
-        self._usage_index[record.usage_id] = len(self._usage)
-        self._usage.append(copy.copy(record))
+        self._ledger.record(record)
 
     def usage(self, session_id: str | None = None) -> list[UsageRecord]:
-        return [r for r in self._usage if session_id is None or r.session_id == session_id]
+        return self._ledger.records(session_id)
 
     def wait_for_history_room(self, cancelled: CancelToken | None = None) -> None:
         """Never waits: memory takes a piece the moment it is handed over."""
 
-    def health(self) -> dict[str, Any]:
-        """The store's counters for `_acp_green/stats` (see docs/RELIABILITY.md)."""
+    def health(self) -> dict[str, Any]:  # the counters of `_acp_green/stats` (docs/RELIABILITY.md)
         return {"storeInMemory": True, "storeDroppedTurns": self.dropped_turns}
 
     def sync(self) -> None:
-        pass
+        """Everything is stored the moment it is handed over."""
+
+    def wait_committed(self) -> bool:
+        return True
 
     def close(self) -> None:
-        pass
+        """Nothing to close: the memory goes with the process."""
+
+
+class UsageLedger:
+    """A MemoryStore's usage records, in order, each replaced by a later one with its usage_id."""
+
+    def __init__(self) -> None:
+        self._records: list[UsageRecord] = []
+        self._index: dict[str, int] = {}
+
+    def record(self, record: UsageRecord) -> None:
+        """Append, or replace the record with the same usage_id (the "running" one)."""
+        index = self._index.get(record.usage_id)
+        if index is not None:
+            self._records[index] = copy.copy(record)
+            return
+        self._index[record.usage_id] = len(self._records)
+        self._records.append(copy.copy(record))
+
+    def records(self, session_id: str | None = None) -> list[UsageRecord]:
+        return [r for r in self._records if session_id is None or r.session_id == session_id]
 
 
 def _fork_in_memory(memory: MemoryStore, source_id: str, fork_id: str) -> None:
-    """Copy every turn of `source_id` that has ended, with its history, to `fork_id` (as statedb.fork_history)."""
+    """Give `fork_id` every turn of `source_id` that has ended, with its history (as
+    statedb.fork_history). The fork's pieces are its own lists of the source's update objects:
+    the bytes are shared, never copied, and a later change to either session's lists (a turn
+    dropped to keep the bound, a delete) leaves the other's alone. One pass over the source's
+    pieces, then one over its turns, so a fork costs the length of the history, not turns x pieces.
+    """
     source = memory._turns.get(source_id, {})
+    ended = {turn_id for turn_id, turn in source.items() if turn.ended}
+    pieces: dict[str, list[list[bytes]]] = {}
+    for piece_turn, updates in memory._history.get(source_id, ()):
+        if piece_turn in ended:
+            pieces.setdefault(piece_turn, []).append(updates)
     for turn_id, turn in list(source.items()):
-        if not turn.ended:
+        if turn_id not in ended:
             continue
         memory.begin_turn(fork_id, turn_id, turn.started_at, [])
-        for piece_turn, updates in list(memory._history.get(source_id, ())):
-            if piece_turn == turn_id:
-                memory._add_pieces(fork_id, turn_id, list(updates))
+        for updates in pieces.get(turn_id, ()):
+            memory._add_pieces(fork_id, turn_id, list(updates))
         copied = memory._turns[fork_id].get(turn_id)
         if copied is not None:
             copied.stop_reason, copied.error, copied.ended = turn.stop_reason, turn.error, True
             copied.complete = copied.complete and turn.complete
+            copied.forked = True
 
 
 @dataclass(slots=True)
@@ -331,6 +353,7 @@ class _MemoryTurn:
     complete: bool = True
     size: int = 0  # bytes of its stored updates
     ended: bool = False  # end_turn was called: a fork copies it
+    forked: bool = False  # copied by a fork (ended): it takes no more history, as on disk
 
 
 def _record(session_id: str, stored: tuple[float, str, bytes]) -> SessionRecord:

@@ -192,6 +192,9 @@ class OpeningStore:
     def sync(self) -> None:
         self._ready().sync()
 
+    def wait_committed(self) -> bool:
+        return self._ready().wait_committed()
+
     def _ready(self) -> Store:
         store = self.wait_open()
         assert store is not None

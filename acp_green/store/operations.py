@@ -124,7 +124,7 @@ class SaveSession(Write):
 
 
 class DeleteSession(Write):
-    """Forget a session and its history (session/delete)."""
+    """Forget a session and its history (session/delete); history rows a fork still shares stay."""
 
     __slots__ = ("session_id",)
 
@@ -278,7 +278,8 @@ class SaveState(Write):
 
 
 class ForkHistory(Write):
-    """Copy a session's ended turns to its fork (session/fork), at once: the fork's own turns follow it."""
+    """Give a fork its source's ended turns (session/fork), at once: the fork's own turns follow it.
+    The turns are copied, their history rows shared (statedb.fork_history): cheap whatever the history's size."""
 
     __slots__ = ("source_id", "fork_id")
 
@@ -413,6 +414,19 @@ class Sync(Read):
 
     def in_memory(self, memory: MemoryStore) -> None:
         return None
+
+
+class Committed(Read):
+    """True once every write queued before it is committed; while the disk refuses writes it is
+    answered at once from what the disk holds (False): unlike `Sync`, never held by an outage."""
+
+    __slots__ = ()
+
+    def on_disk(self, db: Database) -> bool:
+        return not db.in_transaction
+
+    def in_memory(self, memory: MemoryStore) -> bool:
+        return True
 
 
 class ClaimSession(Read):

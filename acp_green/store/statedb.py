@@ -12,6 +12,12 @@ one row at a time holds a bounded amount whatever the length of the turn (a sing
 larger than that is one row of its own). The stored form is the update JSON the runtime hands
 over, independent of how the wire encodes it.
 
+Forks share history (schema 6): a turn's rows are the `history` rows whose `turn` is the turn's
+`history_turn`. A turn written here has its own id there; a turn a fork copied (`fork_history`)
+has its source turn's `history_turn`, so a fork copies a few small columns per turn and never a
+history row. Every read goes through `history_turn` (`history_page`); a history row lives as long
+as some turn refers to it (`delete_session`, `purge_history`).
+
 A Python str may hold lone surrogates (a JSON `\\udce9` escape, or how a non-UTF-8 path byte
 reaches Python), which SQLite cannot store as TEXT. Every str column therefore holds TEXT when
 the value is valid Unicode, and otherwise a BLOB of its UTF-8 bytes with the surrogates passed
@@ -44,7 +50,10 @@ DB_NAME = "state.sqlite3"
 # by `_migrate_state`; nothing else changes.
 # 5: `sessions.archived` (session/archive) and `sessions.forked_from` (session/fork), added by
 # `_migrate_session_admin`; an older acp-green refuses the database, as any newer schema.
-SCHEMA_VERSION = 5
+# 6: `turns.history_turn` (indexed by `turns_by_history`): whose `history` rows hold a turn's
+# pieces, so a fork shares its source's rows instead of copying them; `_migrate_shared_history`
+# sets it to the turn's own id for every existing turn.
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_MS = 5000
 PIECE_ROW_BYTES = 128 * 1024  # a stored piece is split into rows of at most this many bytes
 
@@ -123,6 +132,15 @@ _SCHEMA_V5_SESSIONS = {
     "archived": "ALTER TABLE sessions ADD COLUMN archived INTEGER NOT NULL DEFAULT 0",
     "forked_from": "ALTER TABLE sessions ADD COLUMN forked_from TEXT",
 }
+# Schema 6: the `turns.id` whose `history` rows hold a turn's pieces (its own id, or for a turn a
+# fork copied, its source turn's history_turn). History is found through turns only, so the index
+# of rows by the session that wrote them goes (its page is the new index's).
+_SCHEMA_V6_TURNS = (
+    "ALTER TABLE turns ADD COLUMN history_turn INTEGER",
+    "DROP INDEX IF EXISTS history_by_session",
+    "UPDATE turns SET history_turn = id WHERE history_turn IS NULL",
+    "CREATE INDEX IF NOT EXISTS turns_by_history ON turns (history_turn)",
+)
 MIGRATED_TURN_PREFIX = "v2-"  # the turn id a version-2 turn gets: the prefix and its old row id
 
 
@@ -194,7 +212,9 @@ def connect_existing(path: str, *, write: bool = False) -> sqlite3.Connection | 
     waits on an agent's, and WAL lets it read while agents write). None when the file holds no
     schema yet. Only a newer schema is refused. A version-1 or -2 database (history one row per
     turn) is read through temporary views that show it in this schema's shape (`_v2_views`); it
-    is changed (`write`) only once `acp-green serve` has converted it. While no process has the
+    is changed (`write`) only once `acp-green serve` has converted it. An older `sessions` table
+    (`_v4_views`) and `turns` table (`_v5_views`: each turn's history its own) are shown the same
+    way, and left as they are. While no process has the
     database open (no -wal or -shm beside it: a WAL database's last connection removes them), a
     reader opens it `immutable`, so it creates no file at all; otherwise those files exist and a
     plain read-only connection reads consistently through them.
@@ -216,12 +236,15 @@ def connect_existing(path: str, *, write: bool = False) -> sqlite3.Connection | 
         if version < 1:
             conn.close()
             return None
-        if version < 3 and "entries" in {column for _, column, *_ in conn.execute("PRAGMA table_info(turns)")}:
+        version_2 = version < 3 and "entries" in {column for _, column, *_ in conn.execute("PRAGMA table_info(turns)")}
+        if version_2:
             if write:
                 raise StateDbError(f"the state database has schema {version}; start `acp-green serve` once to convert it to {SCHEMA_VERSION}")
             _v2_views(conn)
         if version < 5:
             _v4_views(conn)
+        if version < 6 and not version_2:
+            _v5_views(conn)
     except BaseException:  # ok: close, then re-raise
         conn.close()
         raise
@@ -233,7 +256,8 @@ def _v2_views(conn: sqlite3.Connection) -> None:
     in this schema's shape: each old turn one `turns` row and one `history` piece."""
     conn.execute(
         f"""CREATE TEMP VIEW turns AS SELECT id, session_id, '{MIGRATED_TURN_PREFIX}' || id AS turn_id,
-               recorded_at AS started_at, recorded_at AS ended_at, stop_reason, NULL AS error, 1 AS complete
+               recorded_at AS started_at, recorded_at AS ended_at, stop_reason, NULL AS error, 1 AS complete,
+               id AS history_turn
            FROM main.turns"""
     )
     conn.execute("CREATE TEMP VIEW history AS SELECT id, session_id, id AS turn, 0 AS seq, entries FROM main.turns")
@@ -245,6 +269,15 @@ def _v4_views(conn: sqlite3.Connection) -> None:
     conn.execute(
         """CREATE TEMP VIEW sessions AS SELECT session_id, cwd, additional_directories, title, mode_id, config,
                updated_at, 0 AS archived, NULL AS forked_from FROM main.sessions"""
+    )
+
+
+def _v5_views(conn: sqlite3.Connection) -> None:
+    """A temporary view (it shadows main's table) showing a version-3 to -5 `turns` table with this
+    schema's `history_turn`: every turn's history its own. Writes name `main.turns`."""
+    conn.execute(
+        """CREATE TEMP VIEW turns AS SELECT id, session_id, turn_id, started_at, ended_at, stop_reason, error, complete,
+               id AS history_turn FROM main.turns"""
     )
 
 
@@ -265,6 +298,8 @@ def migrate(conn: sqlite3.Connection) -> None:
             _migrate_state(conn)
         if version < 5:
             _migrate_session_admin(conn)
+        if version < 6:
+            _migrate_shared_history(conn)
         if version < SCHEMA_VERSION:
             conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
         conn.execute("COMMIT")
@@ -311,6 +346,17 @@ def _migrate_session_admin(conn: sqlite3.Connection) -> None:
     for column, statement in _SCHEMA_V5_SESSIONS.items():
         if column not in present:
             conn.execute(statement)
+
+
+def _migrate_shared_history(conn: sqlite3.Connection) -> None:
+    """5 -> 6: `turns.history_turn`, each existing turn's own id (a version-5 fork holds copies of
+    its source's rows, so every turn's rows are its own), and its index; `history_by_session`
+    goes (reads, deletes and purges find rows by turn)."""
+    add_column, *rest = _SCHEMA_V6_TURNS
+    if "history_turn" not in {column for _, column, *_ in conn.execute("PRAGMA table_info(turns)")}:
+        conn.execute(add_column)
+    for statement in rest:
+        conn.execute(statement)
 
 
 # -- str columns ---------------------------------------------------------------------------
@@ -374,37 +420,117 @@ def save_session(conn: sqlite3.Connection, record: SessionRecord) -> None:
     )
 
 
+# The history rows a delete may free: a turn's rows are `history` rows whose `turn` is its
+# `history_turn`, and they live while any turn (of any session) has that `history_turn`. Those
+# of the session's turns that no other session's turn shares are freed by its delete.
+_FREED_BY_DELETE = """SELECT mine.history_turn FROM turns AS mine WHERE mine.session_id = ?
+    AND NOT EXISTS (SELECT 1 FROM turns AS other WHERE other.history_turn = mine.history_turn
+                    AND other.session_id <> mine.session_id)"""
+
+
+def _purge_queue(conn: sqlite3.Connection) -> None:
+    """The turns whose history rows are left to purge, per deleted session (see delete_session):
+    a TEMP table, so it belongs to this connection and is gone with it."""
+    conn.execute(
+        """CREATE TEMP TABLE IF NOT EXISTS history_purge (
+               session_id TEXT NOT NULL,
+               turn INTEGER NOT NULL,
+               PRIMARY KEY (session_id, turn)
+           ) WITHOUT ROWID"""
+    )
+
+
 def delete_session(conn: sqlite3.Connection, session_id: str, max_history_rows: int | None = None) -> bool:
     """Forget a session and its history; its usage records stay in the ledger (S16).
 
     The session and its turns go at once, which makes its history unreadable (history is read
-    through its turn). With `max_history_rows`, at most that many history rows go now; True
-    when some are left for `purge_history`.
+    through its turns). A history row goes only once no turn refers to it any more: the rows
+    of the session's turns that no other session's turn shares (`_FREED_BY_DELETE`). That covers
+    its own rows that no fork shares, and the rows of an earlier-deleted source that only this
+    session's forked turns still kept: the freed set is keyed on `history_turn` values, not on
+    who wrote the rows, so a fork deleted last frees its source's rows too.
+
+    Without `max_history_rows` the freed rows go now (`acp-green sessions delete`). With it, the
+    freed `history_turn` values are queued under this session on the connection (a TEMP table,
+    committed or rolled back with the delete), at most that many rows go now, and the rest go in
+    steps of `purge_history`; True when some are left. A process killed before the queue is
+    done loses it; `orphaned_history` finds those rows at the next start.
     """
     key = _column(session_id)
     conn.execute("DELETE FROM main.sessions WHERE session_id = ?", (key,))  # main: past _v4_views
-    conn.execute("DELETE FROM turns WHERE session_id = ?", (key,))
+    if max_history_rows is None:
+        conn.execute(f"DELETE FROM history WHERE turn IN ({_FREED_BY_DELETE})", (key,))
+    else:
+        _purge_queue(conn)
+        conn.execute(
+            f"""INSERT OR IGNORE INTO temp.history_purge (session_id, turn)
+                SELECT ?, freed.history_turn FROM ({_FREED_BY_DELETE}) AS freed
+                WHERE EXISTS (SELECT 1 FROM history WHERE history.turn = freed.history_turn)""",
+            (key, key),
+        )
+    conn.execute("DELETE FROM main.turns WHERE session_id = ?", (key,))  # main: past _v5_views
     # `acp-green sessions delete` may write to a version-3 database, which has no state table.
     if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'session_state'").fetchone():
         conn.execute("DELETE FROM session_state WHERE session_id = ?", (key,))
     if max_history_rows is None:
-        conn.execute("DELETE FROM history WHERE session_id = ?", (key,))
         return False
     return purge_history(conn, session_id, max_history_rows)
 
 
 def purge_history(conn: sqlite3.Connection, session_id: str, max_rows: int) -> bool:
-    """Delete up to `max_rows` history rows of a session; True when more are left."""
+    """Delete up to `max_rows` of the history rows queued under `session_id` (by delete_session
+    or orphaned_history), a queued turn's rows in order; True when more are left.
+
+    Each round deletes at least one row or drops a queued turn whose rows are all gone (another
+    process may have purged them), so a step costs at most about `max_rows` small statements.
+    """
     key = _column(session_id)
-    if max_rows > 0:
-        conn.execute("DELETE FROM history WHERE id IN (SELECT id FROM history WHERE session_id = ? ORDER BY id LIMIT ?)", (key, max_rows))
-    return conn.execute("SELECT 1 FROM history WHERE session_id = ? LIMIT 1", (key,)).fetchone() is not None
+    _purge_queue(conn)
+    left = max_rows
+    for _ in range(max(max_rows, 1)):
+        queued = conn.execute("SELECT turn FROM temp.history_purge WHERE session_id = ? ORDER BY turn LIMIT 1", (key,)).fetchone()
+        if queued is None:
+            return False
+        turn = queued[0]
+        if left > 0:
+            left -= conn.execute(
+                "DELETE FROM history WHERE id IN (SELECT id FROM history WHERE turn = ? ORDER BY seq LIMIT ?)", (turn, left)
+            ).rowcount
+        if conn.execute("SELECT 1 FROM history WHERE turn = ? LIMIT 1", (turn,)).fetchone() is not None:
+            return True  # this turn has rows left: `left` is spent
+        conn.execute("DELETE FROM temp.history_purge WHERE session_id = ? AND turn = ?", (key, turn))
+        if left <= 0:
+            break
+    return conn.execute("SELECT 1 FROM temp.history_purge WHERE session_id = ? LIMIT 1", (key,)).fetchone() is not None
 
 
 def orphaned_history(conn: sqlite3.Connection) -> str | None:
-    """A session whose history rows outlived its turns (a process killed while purging them)."""
-    row = conn.execute("SELECT session_id FROM history WHERE turn NOT IN (SELECT id FROM turns) LIMIT 1").fetchone()
-    return _str(row[0]) if row is not None else None
+    """History rows no turn refers to any more (a process killed while purging them, or before
+    it purged them): every such turn is queued for `purge_history` under the session that wrote
+    the first one found, whose id is returned; None when there are none.
+
+    It reads the `history (turn, seq)` index up to the first such row, then on from it to queue
+    the others, probing `turns_by_history` for each row: about one pass over the index (the old
+    search, `turn NOT IN turns`, read the same). It runs at a store's start and again once what
+    it queued is purged.
+    """
+    row = conn.execute(_ORPHANED_ROW).fetchone()
+    if row is None:
+        return None
+    turn, writer = row
+    _purge_queue(conn)
+    conn.execute(
+        f"""INSERT OR IGNORE INTO temp.history_purge (session_id, turn)
+            SELECT ?, turn FROM history WHERE turn >= ? AND {_UNREFERENCED}""",
+        (writer, turn),
+    )
+    return _str(writer)
+
+
+_UNREFERENCED = "NOT EXISTS (SELECT 1 FROM turns WHERE turns.history_turn = history.turn)"
+# The turn and the writer of one history row no turn refers to (the inner search reads only the
+# index of `history (turn, seq)`, which holds each row's id).
+_ORPHANED_ROW = f"""SELECT turn, session_id FROM history WHERE id = (SELECT id FROM history WHERE {_UNREFERENCED} LIMIT 1)"""
 
 
 def _lines(text: str | bytes) -> list[bytes]:
@@ -449,6 +575,7 @@ def _new_row_id(cursor: sqlite3.Cursor) -> int:
 
 
 def _turn_row(conn: sqlite3.Connection, session_id: str, turn_id: str) -> int:
+    """The session's own `turns` row of the turn (a fork's copied turn is a row of the fork's)."""
     row = conn.execute("SELECT id FROM turns WHERE session_id = ? AND turn_id = ?", (_column(session_id), _column(turn_id))).fetchone()
     if row is None:
         raise RefusedRecord(f"no turn {turn_id!r} was begun in session {session_id!r} (or the session was deleted)")
@@ -456,11 +583,13 @@ def _turn_row(conn: sqlite3.Connection, session_id: str, turn_id: str) -> int:
 
 
 def begin_turn(conn: sqlite3.Connection, session_id: str, turn_id: str, started_at: float, prompt: Sequence[bytes]) -> None:
-    """A new turn and its prompt (piece 0); a prompt that cannot be stored leaves the turn incomplete."""
+    """A new turn, whose history rows are its own (history_turn = its id), and its prompt (piece
+    0); a prompt that cannot be stored leaves the turn incomplete."""
     session_key = _column(session_id)
     turn = _new_row_id(conn.execute(
         "INSERT INTO turns (session_id, turn_id, started_at) VALUES (?, ?, ?)", (session_key, _column(turn_id), started_at)
     ))
+    conn.execute("UPDATE turns SET history_turn = id WHERE id = ?", (turn,))
     try:
         _insert_pieces(conn, session_key, turn, 0, prompt)
     except Exception:  # ok: mark the turn, then re-raise for the caller to count and log
@@ -469,11 +598,19 @@ def begin_turn(conn: sqlite3.Connection, session_id: str, turn_id: str, started_
 
 
 def append_history(conn: sqlite3.Connection, session_id: str, turn_id: str, updates: Sequence[bytes]) -> None:
-    """The next piece of a running turn; one that cannot be stored leaves the turn incomplete."""
-    turn = _turn_row(conn, session_id, turn_id)
+    """The next piece of a running turn; one that cannot be stored leaves the turn incomplete.
+
+    A turn a fork copied has ended and shares its source's rows: it takes no more pieces."""
+    key = _column(session_id)
+    row = conn.execute("SELECT id, history_turn FROM turns WHERE session_id = ? AND turn_id = ?", (key, _column(turn_id))).fetchone()
+    if row is None:
+        raise RefusedRecord(f"no turn {turn_id!r} was begun in session {session_id!r} (or the session was deleted)")
+    turn, history_turn = row
+    if history_turn != turn:
+        raise RefusedRecord(f"turn {turn_id!r} of session {session_id!r} was copied by a fork: it takes no more history")
     try:
         (last,) = conn.execute("SELECT max(seq) FROM history WHERE turn = ?", (turn,)).fetchone()
-        _insert_pieces(conn, _column(session_id), turn, 0 if last is None else last + 1, updates)
+        _insert_pieces(conn, key, turn, 0 if last is None else last + 1, updates)
     except Exception:  # ok: mark the turn, then re-raise for the caller to count and log
         conn.execute("UPDATE turns SET complete = 0 WHERE id = ?", (turn,))
         raise
@@ -488,26 +625,20 @@ def end_turn(conn: sqlite3.Connection, session_id: str, turn_id: str, outcome: T
 
 
 def fork_history(conn: sqlite3.Connection, source_id: str, fork_id: str) -> None:
-    """Copy every turn of `source_id` that has ended, with its history rows, to `fork_id`.
+    """Give `fork_id` every turn of `source_id` that has ended, sharing its history rows.
 
+    One statement copies the ended turns' `turns` rows (their ids, times, outcome, completeness
+    and `history_turn`, in the source's order) and no history row: the fork's copy of a turn
+    reads the rows its source's turn reads, and keeps them alive after the source is deleted.
     A turn still running when the fork is made (no `ended_at` yet) is left out: a fork holds
-    the conversation up to its last finished turn. Rows are copied inside SQLite, one turn at
-    a time, so nothing of the history passes through Python.
+    the conversation up to its last finished turn, and a turn that may still grow is never shared.
     """
-    source, fork = _column(source_id), _column(fork_id)
-    ended = conn.execute(
-        "SELECT id FROM turns WHERE session_id = ? AND ended_at IS NOT NULL ORDER BY id", (source,)
-    ).fetchall()
-    for (old,) in ended:
-        new = _new_row_id(conn.execute(
-            """INSERT INTO turns (session_id, turn_id, started_at, ended_at, stop_reason, error, complete)
-               SELECT ?, turn_id, started_at, ended_at, stop_reason, error, complete FROM turns WHERE id = ?""",
-            (fork, old),
-        ))
-        conn.execute(
-            "INSERT INTO history (session_id, turn, seq, entries) SELECT ?, ?, seq, entries FROM history WHERE turn = ? ORDER BY id",
-            (fork, new, old),
-        )
+    conn.execute(
+        """INSERT INTO turns (session_id, turn_id, started_at, ended_at, stop_reason, error, complete, history_turn)
+           SELECT ?, turn_id, started_at, ended_at, stop_reason, error, complete, history_turn FROM turns
+           WHERE session_id = ? AND ended_at IS NOT NULL ORDER BY id""",
+        (_column(fork_id), _column(source_id)),
+    )
 
 
 def mark_incomplete(conn: sqlite3.Connection, session_id: str, turn_id: str) -> None:
@@ -594,6 +725,12 @@ def list_sessions(
     return [_session(row) for row in conn.execute(sql, args)]
 
 
+# A session's turns in order, from one on (turns_by_session), each with whose rows hold its history.
+_SESSION_TURNS = "SELECT id, turn_id, history_turn FROM turns WHERE session_id = ? AND id >= ? ORDER BY id"
+# One turn's rows in order, from one piece on (the unique index on history (turn, seq)).
+_TURN_ROWS = "SELECT id, entries FROM history WHERE turn = ? AND seq >= ? ORDER BY seq"
+
+
 def history_page(
     conn: sqlite3.Connection,
     session_id: str,
@@ -605,39 +742,68 @@ def history_page(
     """Stored updates from `after` on (of one turn, with `turn_id`): at most `max_entries`, and
     no more than `max_bytes` of updates unless the first alone is larger (a page always moves on).
 
-    Rows are fetched one at a time, so a page holds at most one row beyond its entries.
+    The session's turns are walked in id order and each turn's rows read through its
+    `history_turn` in (turn, seq) order, both along an index: nothing is sorted, and rows are
+    fetched one at a time, so a page holds at most one row beyond its entries. A position is a
+    history row's id and an update's index in it; the page after it starts at the session's turn
+    that reads that row (`_resume`), so it works across a fork's shared turns and its own.
     """
+    key = _column(session_id)
+    start = _resume(conn, key, after, turn_id)
+    if start is None:
+        return HistoryPage([], None)
+    first_turn, first_seq = start
     piece, skip = (after.piece, after.index) if after is not None else (0, 0)
     if turn_id is not None:
-        turn = conn.execute("SELECT id FROM turns WHERE session_id = ? AND turn_id = ?", (_column(session_id), _column(turn_id))).fetchone()
-        if turn is None:
-            return HistoryPage([], None)
-        rows = conn.execute("SELECT id, ?, entries FROM history WHERE turn = ? AND id >= ? ORDER BY id", (_column(turn_id), turn[0], piece))
+        turns = conn.execute("SELECT id, turn_id, history_turn FROM turns WHERE id = ?", (first_turn,))
     else:
-        rows = conn.execute(
-            """SELECT history.id, turns.turn_id, history.entries FROM history JOIN turns ON turns.id = history.turn
-               WHERE history.session_id = ? AND history.id >= ? ORDER BY history.id""",
-            (_column(session_id), piece),
-        )
+        turns = conn.execute(_SESSION_TURNS, (key, first_turn))
     entries: list[HistoryEntry] = []
     size = 0
     try:
-        for row_id, turn_key, text in rows:
-            if not text:  # a version-2 turn that stored nothing
-                continue
-            updates = _lines(text)
-            index = skip if row_id == piece else 0
+        for turn, turn_key, history_turn in turns:
             row_turn = _str(turn_key)
-            while index < len(updates):
-                update = updates[index]
-                if entries and (len(entries) >= max_entries or size + len(update) > max_bytes):
-                    return HistoryPage(entries, HistoryPosition(row_id, index))
-                entries.append(HistoryEntry(row_turn, update))
-                size += len(update)
-                index += 1
+            rows = conn.execute(_TURN_ROWS, (history_turn, first_seq if turn == first_turn else 0))
+            try:
+                for row_id, text in rows:
+                    if not text:  # a version-2 turn that stored nothing
+                        continue
+                    updates = _lines(text)
+                    index = skip if turn == first_turn and row_id == piece else 0
+                    while index < len(updates):
+                        update = updates[index]
+                        if entries and (len(entries) >= max_entries or size + len(update) > max_bytes):
+                            return HistoryPage(entries, HistoryPosition(row_id, index))
+                        entries.append(HistoryEntry(row_turn, update))
+                        size += len(update)
+                        index += 1
+            finally:
+                rows.close()
     finally:
-        rows.close()
+        turns.close()
     return HistoryPage(entries, None)
+
+
+def _resume(conn: sqlite3.Connection, key: str | bytes, after: HistoryPosition | None, turn_id: str | None) -> tuple[int, int] | None:
+    """Where a page starts: the session's `turns.id` and the piece number (`seq`) in it; None
+    when there is nothing to read (no such turn, or a position no turn of the session reads)."""
+    if turn_id is not None:
+        turn = conn.execute("SELECT id, history_turn FROM turns WHERE session_id = ? AND turn_id = ?", (key, _column(turn_id))).fetchone()
+        if turn is None:
+            return None
+        if after is None:
+            return turn[0], 0
+        row = conn.execute("SELECT seq FROM history WHERE id = ? AND turn = ?", (after.piece, turn[1])).fetchone()
+        return (turn[0], row[0]) if row is not None else None
+    if after is None:
+        return 0, 0
+    row = conn.execute("SELECT turn, seq FROM history WHERE id = ?", (after.piece,)).fetchone()
+    if row is None:
+        return None
+    # `+session_id`: found through turns_by_history (the few turns sharing these rows), never by
+    # walking the session's turns.
+    turn = conn.execute("SELECT min(id) FROM turns WHERE history_turn = ? AND +session_id = ?", (row[0], key)).fetchone()[0]
+    return (turn, row[1]) if turn is not None else None
 
 
 def history(conn: sqlite3.Connection, session_id: str) -> list[bytes]:

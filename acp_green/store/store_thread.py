@@ -235,8 +235,12 @@ class HistoryPurge:
     """Deleted sessions' history, removed in bounded steps between batches, so reads never wait
     behind the delete of a long history; run by the store thread only.
 
-    The session and its turns go at once, so nothing of it can be read meanwhile; rows left by a
-    process killed mid-purge are found and purged at the next start.
+    The session and its turns go at once, so nothing of it can be read meanwhile. Forks share
+    history rows (statedb.fork_history), so a row goes only once no turn refers to it: the delete
+    queues, under the deleted session, the rows its turns alone still referred to, whoever wrote
+    them (a fork deleted after its source frees the source's rows too), and each step here
+    removes up to PURGE_ROWS of them (`purge_history`). Rows no turn refers to that a process
+    killed mid-purge left are found (`orphaned_history`) and purged at the next start.
     """
 
     def __init__(self, path: str) -> None:

@@ -16,8 +16,8 @@ thread (`WriteHandoff`), so a burst of control requests costs one hand-off (one 
 one GIL round trip) instead of one each. An `at_once` write (a turn's beginning and outcome, a
 usage record, a delete) is put on the queue in the call that makes it, with whatever waits
 before it, so its commit never waits on the hub. It is not committed yet: that is the store
-thread's next transaction, which a SIGKILL can still beat (the prompt's response does not wait
-for it). What is committed survives a SIGKILL, and a read's answer (load, list, history, usage,
+thread's next transaction; a prompt's response waits for it (`Committed`, at most 1 s, and not
+while the disk refuses writes). What is committed survives a SIGKILL, and a read's answer (load, list, history, usage,
 sync) leaves only after every write queued before it is committed. Reads, sync and close hand
 over what is waiting first, so ordering holds.
 
@@ -47,7 +47,7 @@ from gevent.event import AsyncResult
 from .database import DatabaseOpener, StoreOpenError
 from .backlog import HistoryBacklog
 from .operations import (
-    AppendHistory, BeginTurn, ClaimSession, Close, DeleteSession, EndTurn, ForkHistory, History, ListSessions, ListTurns,
+    AppendHistory, BeginTurn, ClaimSession, Close, Committed, DeleteSession, EndTurn, ForkHistory, History, ListSessions, ListTurns,
     LoadSession, LoadState, MarkIncomplete, OwnNewSession, Read, ReadHistoryPage, ReadTurnPage, RecordUsage,
     ReleaseSession, SaveSession, SaveState, StoreUnavailable, Sync, Usage, Write,
 )
@@ -280,6 +280,11 @@ class ThreadedStore:
     def sync(self) -> None:
         """Wait until every write queued so far is committed."""
         self._read(Sync())
+
+    def wait_committed(self) -> bool:
+        """Wait until every write queued so far is committed (True), unless the disk refuses
+        writes now: then at once (False), the writes waiting to be retried."""
+        return bool(self._read(Committed()))
 
     def close(self) -> None:
         """Commit everything queued, close the database and end the thread (S16: before exit)."""

@@ -310,6 +310,7 @@ def test_session_new_and_set_mode_never_wait_for_the_disk(inprocess, tmp_path):
         blocker.close()
     assert client.call("session/list", {})["sessions"][0]["sessionId"] == sid
     assert harness.server.store.load_session(sid).mode_id == "code"
+    harness.server.store.sync()  # the writes that waited for the lock are retried with backoff
     assert len(harness.server.store.usage(sid)) == 1
 
 

@@ -223,11 +223,12 @@ def test_sigkill_mid_stream_leaves_a_clean_store(launch, tmp_path):
 
 
 def test_S16_what_a_sigkill_keeps_is_what_a_later_read_was_answered_after(launch, tmp_path):
-    """S16, the exact promise to a SIGKILL: a prompt's response does not wait for the disk (with
-    another process holding the write lock the prompt answers end_turn while nothing of its turn
-    is committed), so a SIGKILL right after a response may lose that turn; once a later request
-    that reads the store (here session/list) is answered, the turn and its settled usage record
-    are committed, and a SIGKILL keeps them."""
+    """S16, the exact promise to a SIGKILL: a prompt's response waits for its turn's commit, but
+    not for a disk that refuses writes (with another process holding the write lock the prompt
+    answers end_turn while nothing of its turn is committed: the writes wait and are retried), so
+    a SIGKILL then may lose that turn; once the writes are retried and a later request that reads
+    the store (here session/list) is answered, the turn and its settled usage record are
+    committed, and a SIGKILL keeps them."""
     state = str(tmp_path / "state")
     agent = launch(*serve_args(state))
     agent.initialize()
@@ -242,6 +243,7 @@ def test_S16_what_a_sigkill_keeps_is_what_a_later_read_was_answered_after(launch
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+    agent.wait_for(lambda: agent.call("_acp_green/stats", {})["storeWaitingWrites"] == 0, what="the waiting writes to be retried")
     agent.call("session/list", {})  # answered only after everything queued before it committed
     os.killpg(agent.pid, signal.SIGKILL)
     assert agent.wait_exit() == -signal.SIGKILL

@@ -18,7 +18,7 @@ def test_a_version_3_database_gains_the_state_table(tmp_path):
     conn.close()
     conn = statedb.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == statedb.SCHEMA_VERSION == 5
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == statedb.SCHEMA_VERSION == 6
         statedb.save_state(conn, "s", b'{"step": 2}')
         assert statedb.load_state(conn, "s") == b'{"step": 2}'
     finally:

@@ -61,7 +61,7 @@ def test_a_version_4_database_is_read_as_it_is_then_migrated(state):
     writer.close()
     conn = statedb.connect(path)
     try:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == statedb.SCHEMA_VERSION == 5
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == statedb.SCHEMA_VERSION == 6
         record = statedb.load_session(conn, "s")
         assert record is not None and (record.archived, record.forked_from) == (False, None)
         record.archived, record.forked_from = True, "sess_source"

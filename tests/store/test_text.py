@@ -159,7 +159,7 @@ def test_a_version_1_database_is_migrated_and_its_rows_read(tmp_path):
     assert [r.session_id for r in store.list_sessions()] == ["new", "old"]
     store.close()
     conn = sqlite3.connect(state / statedb.DB_NAME)
-    assert conn.execute("PRAGMA user_version").fetchone()[0] == statedb.SCHEMA_VERSION == 5
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == statedb.SCHEMA_VERSION == 6
     # Ordinary rows stay readable, filterable text; only the str SQLite cannot hold is a BLOB.
     assert conn.execute("SELECT typeof(cwd), typeof(title) FROM sessions WHERE session_id = 'old'").fetchone() == ("text", "text")
     assert conn.execute("SELECT typeof(cwd) FROM sessions WHERE session_id = 'new'").fetchone() == ("blob",)

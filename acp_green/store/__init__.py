@@ -10,6 +10,7 @@
 | `database.py` | `Database`: one connection to a state database as the store thread drives it, session ownership included |
 | `sqlite.py` | `SqliteStore` and `SqliteDatabase`: the state directory's SQLite file and its session lock files |
 | `postgres.py` | `PostgresStore` and `PostgresDatabase`: a PostgreSQL server (`--store`), its advisory locks owning sessions |
+| `pg_connection.py` | connecting to PostgreSQL from the store thread without gevent and without holding the GIL |
 | `session_locks.py` | `SessionLockFiles`: a live session's owner among processes on one state directory (an flock per session) |
 | `store_thread.py` | `StoreThread`: the one OS thread that owns the database connection and runs the queued work in batches |
 | `waiting_writes.py` | `WaitingWrites`: writes the disk cannot take now, kept in order and retried; reads answered past them |

@@ -1,4 +1,4 @@
-"""The store contract, the same for the in-memory and the SQLite store: order, cursor, limit and cwd
+"""The store contract, the same for the in-memory, the SQLite and the PostgreSQL store: order, cursor, limit and cwd
 of session/list, copy semantics, history, the usage ledger replaced by usage_id; and a save the
 memory store cannot keep is counted, never raised.
 """
@@ -10,13 +10,19 @@ import pytest
 from acp_green.store.session_record import SessionRecord
 from acp_green.store import MemoryStore
 from acp_green.store import statedb
+from acp_green.store.postgres import PostgresStore
 from acp_green.store.sqlite import SqliteStore
 from acp_green.usage import UsageRecord
 
 
-@pytest.fixture(params=["memory", "sqlite"])
+@pytest.fixture(params=["memory", "sqlite", "postgres"])
 def store(request, tmp_path):
-    made = MemoryStore() if request.param == "memory" else SqliteStore(statedb.db_path(str(tmp_path / "state")))
+    if request.param == "memory":
+        made = MemoryStore()
+    elif request.param == "sqlite":
+        made = SqliteStore(statedb.db_path(str(tmp_path / "state")))
+    else:  # a fresh database on the test server (tests/postgres_server.py)
+        made = PostgresStore(request.getfixturevalue("postgres_url"))
     yield made
     made.close()
 

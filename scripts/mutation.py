@@ -99,6 +99,7 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "store": ("state", "acp_green/store", [
         "tests/store/test_contract.py", "tests/store/test_rules.py", "tests/store/test_sqlite.py",
         "tests/store/test_text.py", "tests/store/test_report.py", "tests/store/test_statedb_rows.py",
+        "tests/store/test_two_processes.py", "tests/store/test_fork_shares_history.py", "tests/store/test_postgres.py",
     ]),
     # -- protocol: what each ACP method means ------------------------------------------------------
     "protocol": ("protocol", "acp_green/protocol/__init__.py", [

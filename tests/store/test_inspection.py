@@ -206,3 +206,19 @@ def test_an_older_schema_is_read_as_it_is_a_newer_one_is_refused_by_name(tmp_pat
     conn = sqlite3.connect(f"file:{db_path(state)}?mode=ro", uri=True)
     assert conn.execute("PRAGMA user_version").fetchone() == (version,)
     conn.close()
+
+
+def test_sessions_delete_leaves_a_session_open_in_a_running_agent(launch, tmp_path):
+    """`sessions delete` takes each session's lock as an agent would: the one a running agent has
+    open is left alone, naming that agent (exit 1); the closed one is deleted."""
+    state = str(tmp_path / "state")
+    agent = launch("--state-dir", state)
+    agent.initialize()
+    open_one, closed_one = agent.new_session(), agent.new_session()
+    agent.call("session/close", {"sessionId": closed_one})
+    done = run_cli("sessions", "delete", "--state-dir", state, open_one, closed_one)
+    assert done.returncode == 1, done.stderr
+    assert f"not deleted: {open_one} is open in another acp-green process (pid {agent.pid} " in done.stderr
+    assert "deleted 1 of 2 sessions" in done.stdout
+    assert [s["sessionId"] for s in agent.call("session/list", {})["sessions"]] == [open_one]
+    assert agent.close() == 0

@@ -6,6 +6,7 @@ goes with its owner, even a SIGKILLed one."""
 from __future__ import annotations
 
 import os
+import time
 
 import gevent
 import pytest
@@ -17,6 +18,12 @@ from acp_green.store.sqlite import SqliteStore
 from acp_green.tools.rig.client_wire import RpcErrorResponse
 
 SESSION_IN_USE = -32000
+
+
+def slow_commits(statement: str) -> None:
+    """A store thread's trace callback: every COMMIT takes 50 ms longer (a slow disk)."""
+    if statement.strip().upper() == "COMMIT":
+        time.sleep(0.05)
 
 
 def test_a_session_is_owned_by_one_store_at_a_time_and_the_other_is_told_who(tmp_path):
@@ -37,9 +44,10 @@ def test_a_session_is_owned_by_one_store_at_a_time_and_the_other_is_told_who(tmp
 
 
 def test_a_release_lets_go_only_after_the_owners_writes_are_committed(tmp_path):
-    """The next owner reads everything the last one wrote: the unlock waits for the commit."""
+    """The next owner reads everything the last one wrote: the unlock waits for the commit (each
+    of the first store's commits made 50 ms slow, so an unlock before it would be seen)."""
     path = statedb.db_path(str(tmp_path / "state"))
-    first, second = SqliteStore(path), SqliteStore(path)
+    first, second = SqliteStore(path, trace=slow_commits), SqliteStore(path)
     try:
         first.own_new_session("s")
         first.sync()

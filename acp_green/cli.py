@@ -360,7 +360,12 @@ def _open_db(state_dir: str | None, store_url: str | None, write: bool = False) 
             with open_database(resolved, store_url, write=write) as db:
                 if db is None and not write:
                     # Said on stderr: stdout stays the (empty) answer, valid JSON with --json.
-                    click.echo(f"nothing is stored in {printable(resolved)} yet (no state database there)", err=True)
+                    where = resolved
+                    if store_url is not None:
+                        from .store.postgres import redacted
+
+                        where = redacted(store_url)
+                    click.echo(f"nothing is stored in {printable(where)} yet (no state database there)", err=True)
                 yield db
         except StateUnreadable as exc:
             raise click.ClickException(str(exc)) from None

@@ -162,7 +162,7 @@ class SessionInUse(RpcError):
 
     def __init__(self, session_id: str, owner: str) -> None:
         super().__init__(
-            f"Session {echoed(session_id)} is open on another connection ({owner}); close it there "
+            f"Session {echoed(session_id)} is open elsewhere: {owner}; close it there "
             "(session/close) or load it once that connection or process has ended",
             data={"sessionId": echoed(session_id), "owner": owner},
         )

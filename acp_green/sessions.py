@@ -163,12 +163,13 @@ class Session:
                 log.exception("closing a resource of session %s failed", self.session_id)
 
 
-# A session another process has just let go (closed, or the process died) is released once its
-# last writes are committed, or once the server notices the dead connection: a claim refused
-# is asked again for this long before the refusal is final, so "close it there, load it here"
-# works without a retry loop in the client.
-CLAIM_PATIENCE = 2.0
-CLAIM_RETRY = 0.05
+# session/close answers once the session is let go in the store, but a session whose prompt was
+# still running is let go when that prompt ends, and a PostgreSQL server drops a dead agent's
+# locks once it notices the connection gone (a few milliseconds): a claim refused is asked again
+# for this long before the refusal is final. The connection's other control requests wait
+# meanwhile, so it stays short.
+CLAIM_PATIENCE = 0.25
+CLAIM_RETRY = 0.025
 
 
 class SessionClaims:
@@ -225,12 +226,6 @@ class SessionClaims:
             decided.set(None)
         finally:
             del self._deciding[session_id]
-
-    def check(self, session_id: str, owner: str) -> None:
-        """SessionInUse if a connection other than `owner` holds `session_id`; claims nothing."""
-        holder = self._owners.get(session_id)
-        if holder is not None and holder != owner:
-            raise SessionInUse(session_id, holder)
 
     def release(self, session_id: str, owner: str) -> None:
         if self._owners.get(session_id) == owner and session_id not in self._deciding:

@@ -3,7 +3,8 @@
 In a monkey-patched process (as `acp-green serve` runs), times N operations of each kind from a
 greenlet: a session save followed by `sync` (the save handed to the store thread, committed, and
 the answer back on the hub), and a `load_session` (a read answered by the store thread). Prints the
-median and p99 of each, in milliseconds, per store.
+median and p99 of each, in milliseconds, per store; and what making a stored session live costs
+in ownership: its lock claimed, then released once committed.
 
     .venv/bin/python scripts/store_latency.py --sqlite-dir /tmp/latency-sqlite \\
         --postgres postgresql://USER:PASSWORD@HOST:PORT/DB [-n 2000]
@@ -41,7 +42,7 @@ def measure(store: ThreadedStore, count: int) -> dict[str, list[float]]:
         store.save_session(SessionRecord(sid, "/w", title="warm-up"))
         store.sync()
         store.load_session(sid)
-    timings: dict[str, list[float]] = {"save_session + sync": [], "load_session": []}
+    timings: dict[str, list[float]] = {"save_session + sync": [], "load_session": [], "claim + release": []}
     clock = time.perf_counter
     for n, sid in enumerate(ids):
         record = SessionRecord(sid, "/work/project", ["/work/other"], f"title {n}", "code", {"model": "m", "n": n}, float(n))
@@ -53,6 +54,13 @@ def measure(store: ThreadedStore, count: int) -> dict[str, list[float]]:
         loaded = store.load_session(sid)
         timings["load_session"].append(clock() - started)
         assert loaded is not None and loaded.title == f"title {n}"
+        # What making a stored session live costs: its lock taken (a round trip to the store
+        # thread, and to the server for PostgreSQL), then let go once committed.
+        started = clock()
+        assert store.claim_session(sid) is None
+        store.release_session(sid)
+        store.wait_committed()
+        timings["claim + release"].append(clock() - started)
     return timings
 
 

@@ -246,5 +246,13 @@ def leftover_greenlets(server: Server) -> list[Any]:
 
     endpoint = server.protocol.endpoint if server.protocol else None
     alive = [g for g in (endpoint.greenlets() if endpoint else [])]
-    alive += [g for g in gc.get_objects() if isinstance(g, Greenlet) and not g.dead and getattr(g, "name", "").startswith("acp-")]
+    alive += [g for g in gc.get_objects() if _is_live_greenlet(g) and getattr(g, "name", "").startswith("acp-")]
     return [g for g in alive if not g.dead]
+
+
+def _is_live_greenlet(thing: Any) -> bool:
+    """A live Greenlet; a weak proxy whose referent is gone (psycopg keeps some) is none."""
+    try:
+        return isinstance(thing, Greenlet) and not thing.dead
+    except ReferenceError:
+        return False

@@ -41,6 +41,9 @@ log = logging.getLogger(__name__)
 V2_VALUE_TYPES = frozenset({None, "id", "boolean"})
 
 LIST_PAGE_SIZE = 50
+# How long session/close waits for the session to be let go in the store (a commit: well under a
+# millisecond; a slow disk or server still answers within this).
+CLOSE_COMMIT_WAIT = 1.0
 #: Encoded bytes of sessions one `session/list` page holds at most (at least one session is
 #: always listed, so the cursor moves on); the cursor continues with the rest.
 LIST_PAGE_BYTES = 1 << 20
@@ -216,8 +219,14 @@ class SessionMethods:
         """Cancel as session/cancel would, then free the session's resources; it stays stored."""
         session_id = Params(params, "session/close").identifier("sessionId")
         self.access.require_auth()
-        if not self.sessions.close(session_id) and self.store.load_session(session_id) is None:
-            raise UnknownSession(session_id)
+        if not self.sessions.close(session_id):
+            if self.store.load_session(session_id) is None:
+                raise UnknownSession(session_id)
+            return {}
+        # Answered once the session is let go in the store (its last writes committed), so another
+        # agent on the store may load it as soon as the client has this answer.
+        with gevent.Timeout(CLOSE_COMMIT_WAIT, False):
+            self.store.wait_committed()
         return {}
 
     @control("session/set_mode", versions=dialect_v2.V1_ONLY)

@@ -47,6 +47,7 @@ class Database(Protocol):
     # -- session ownership ------------------------------------------------------------------------
     def lock_session(self, session_id: str) -> str | None: ...  # None: ours now; else who holds it
     def unlock_session(self, session_id: str) -> None: ...
+    def lost(self, session_id: str) -> bool: ...  # taken by another process while the connection was lost
 
     # -- writes -----------------------------------------------------------------------------------
     def save_session(self, record: SessionRecord) -> None: ...

@@ -153,6 +153,22 @@ class PostgresOpener:
             raise
         return PostgresDatabase(conn, self.connect, self.name)
 
+    def open_existing(self) -> PostgresDatabase | None:
+        """For the inspection commands: nothing is created or migrated; None when no agent has
+        made the schema there yet (a mistyped database name gets no tables)."""
+        conn = self.connect()
+        try:
+            version = _schema_version(conn)
+            if version is not None and version > SCHEMA_VERSION:
+                raise StoreOpenError(f"the state database {self.name} has schema {version}; this acp-green knows {SCHEMA_VERSION}")
+        except BaseException:  # ok: close, then re-raise
+            conn.close()
+            raise
+        if version is None:
+            conn.close()
+            return None
+        return PostgresDatabase(conn, self.connect, self.name)
+
 
 
 
@@ -327,6 +343,9 @@ class SessionLocks:
     def __init__(self) -> None:
         self.held: set[str] = set()
         self._at_commit: list[str] = []  # released inside the open transaction
+        # Sessions another process took while our connection was lost: their writes are refused
+        # here from then on, so the two processes never both write one session.
+        self.lost: set[str] = set()
 
     def lock(self, conn: psycopg.Connection[Any], session_id: str) -> str | None:
         """Take the session (never waits): None once ours (already ours: never locked twice), else the holder's line."""
@@ -338,6 +357,7 @@ class SessionLocks:
             row = conn.execute("SELECT pg_try_advisory_lock(%s)", (session_lock_key(session_id),)).fetchone()
             if row is not None and row[0]:
                 self.held.add(session_id)
+                self.lost.discard(session_id)
                 return None
             holder = _holder(conn, session_id)
             if holder is not None:
@@ -385,8 +405,10 @@ class SessionLocks:
         for session_id, (taken,) in zip(held, rows):
             if not taken:
                 self.held.discard(session_id)
+                self.lost.add(session_id)
                 log.error("session %s was taken by %s while the connection to %s was lost: it is no longer this "
-                          "process's, and it may be written by both", ascii(session_id), _holder(conn, session_id), name)
+                          "process's, and its writes here are dropped from now on (close it and load it again "
+                          "once the other lets it go)", ascii(session_id), _holder(conn, session_id), name)
 
 
 def _holder(conn: psycopg.Connection[Any], session_id: str) -> str | None:
@@ -624,6 +646,9 @@ class PostgresDatabase:
         if session_id not in self.locks.held:
             self._outside_transaction()
         return self.locks.lock(self.conn, session_id)
+
+    def lost(self, session_id: str) -> bool:
+        return session_id in self.locks.lost
 
     def unlock_session(self, session_id: str) -> None:
         if self._writing:

@@ -63,13 +63,14 @@ def open_database(state_dir: str, store_url: str | None = None, *, write: bool =
         from .postgres import PostgresOpener
 
         try:
-            server = PostgresOpener(store_url).open()
+            server = PostgresOpener(store_url).open_existing()
         except Exception as exc:  # psycopg's errors, or a newer schema: one line, not a traceback
             raise StateUnreadable(f"cannot open {PostgresOpener(store_url).name}: {str(exc).strip()}") from None
         try:
             yield server
         finally:
-            server.close()
+            if server is not None:
+                server.close()
         return
     with open_db(state_dir, write=write) as conn:
         if conn is None:

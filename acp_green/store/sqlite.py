@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from . import private, statedb
-from .session_locks import SessionLockFiles
+from .session_locks import SessionLockFiles, raise_open_file_limit
 from .session_record import SessionRecord
 from .threaded import ThreadedStore
 from .turns import HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
@@ -54,6 +54,7 @@ class SqliteOpener:
         try:
             # Opening waited for other processes' locks; serving never waits long on one.
             conn.execute(f"PRAGMA busy_timeout = {SERVE_BUSY_TIMEOUT_MS}")
+            raise_open_file_limit()  # a descriptor per live session
             locks = SessionLockFiles(os.path.dirname(self.name))
         except BaseException:  # ok: close, then re-raise
             conn.close()
@@ -64,9 +65,10 @@ class SqliteOpener:
 class SqliteDatabase:
     """`Database` on one sqlite3 connection and the state directory's lock files."""
 
-    # OSError: a session's lock file the disk cannot take now (full, I/O) waits and is retried
-    # like any write; a symlink in its place (refused: O_NOFOLLOW) keeps failing, said each time.
-    failures: tuple[type[BaseException], ...] = (sqlite3.Error, OSError)
+    # A lock file that cannot be had (no descriptor left, a symlink in its place) is that
+    # session's failure, not the database's: a claim fails saying why; a new session's own lock
+    # is dropped, said at ERROR and counted (statedb.is_record_error), and the rest is written.
+    failures: tuple[type[BaseException], ...] = (sqlite3.Error,)
 
     def __init__(self, conn: sqlite3.Connection, locks: SessionLockFiles | None) -> None:
         """`locks` None: a reader that owns no session (`acp-green sessions list`, `usage`)."""
@@ -122,7 +124,13 @@ class SqliteDatabase:
 
     # -- session ownership ------------------------------------------------------------------------
     def lock_session(self, session_id: str) -> str | None:
+        if session_id in self._unlock_at_commit:  # let go and taken again in one batch: stays ours
+            self._unlock_at_commit = [other for other in self._unlock_at_commit if other != session_id]
         return self._locks().lock(session_id)
+
+    def lost(self, session_id: str) -> bool:
+        """An flock is never lost while its process lives."""
+        return False
 
     def unlock_session(self, session_id: str) -> None:
         if self.conn.in_transaction:
@@ -140,6 +148,8 @@ class SqliteDatabase:
         statedb.save_session(self.conn, record)
 
     def delete_session(self, session_id: str, max_history_rows: int | None = None) -> bool:
+        if self.locks is not None:
+            self.locks.deleted(session_id)
         return statedb.delete_session(self.conn, session_id, max_history_rows)
 
     def purge_history(self, session_id: str, max_rows: int) -> bool:

@@ -202,6 +202,9 @@ class StoreThread:
             if memory is not None:
                 return op.in_memory(memory), None
             assert db is not None, "an operation runs on the database only inside a transaction"
+            if isinstance(op, Write) and db.lost(op.for_session()):
+                self._refused_records += 1  # said at ERROR once, when it was lost (database.py)
+                return None, None
             return op.on_disk(db), None
         except Exception as exc:
             if db is not None and not db.is_record_error(exc):  # on memory, every error is the record's

@@ -23,7 +23,9 @@ from gevent.event import AsyncResult
 from gevent.monkey import get_original
 
 from .base import MemoryStore
-from .operations import DeleteSession, ListSessions, LoadSession, Operation, SaveSession, StoreUnavailable, Sync, Write
+from .operations import (
+    ClaimSession, DeleteSession, ListSessions, LoadSession, Operation, ReleaseSession, SaveSession, StoreUnavailable, Sync, Write,
+)
 
 if TYPE_CHECKING:
     from .database import Database
@@ -175,6 +177,10 @@ class WaitingWrites:
             self._outage_full = True
 
     def _read_past(self, db: Database, op: Operation) -> Any:
+        if isinstance(op, ClaimSession):
+            # A release of this session still waiting would let it go once written, while it is
+            # live here again: the claim takes its place (the session never stopped being ours).
+            self._writes = [w for w in self._writes if not (isinstance(w, ReleaseSession) and w.session_id == op.session_id)]
         if isinstance(op, LoadSession):
             for write in reversed(self._writes):
                 if isinstance(write, SaveSession) and write.record.session_id == op.session_id:

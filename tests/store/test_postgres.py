@@ -29,6 +29,7 @@ from acp_green.store.database import StoreOpenError
 from acp_green.store.operations import StoreUnavailable
 from acp_green.store.postgres import PostgresDatabase, PostgresOpener, PostgresStore, redacted
 from acp_green.store.session_record import SessionRecord
+from tests.helpers import wait_until
 from acp_green.store.sqlite import SqliteStore
 from acp_green.store.threaded import READ_TIMEOUT
 from acp_green.store.turns import TurnOutcome
@@ -626,3 +627,44 @@ def test_a_lost_connections_server_process_still_holding_the_locks_is_ended(post
                                 (pg_connection.application_name(),)).fetchone()[0] == 1
     finally:
         store.close()
+
+
+def test_a_session_taken_while_the_connection_was_lost_is_written_no_more(postgres_url):
+    """The server ended this agent's connection (pg_terminate_backend: as a server restart or a cut
+    it noticed), so its locks went, and another agent took a session meanwhile: once reconnected,
+    the first agent's writes to that session are dropped (counted), never mixed into the other's."""
+    first, second = PostgresStore(postgres_url), PostgresStore(postgres_url)
+    try:
+        first.own_new_session("s")
+        first.save_session(SessionRecord("s", "/w", title="first"))
+        first.sync()
+        key = postgres.session_lock_key("s")
+        with _direct(postgres_url) as conn:
+            conn.execute(
+                """SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND granted
+                   AND ((classid::bigint << 32) | objid::bigint) = %s""", (key if key >= 0 else key + (1 << 64),))
+        wait_until(lambda: second.claim_session("s") is None, what="the other store to take the session")
+        second.save_session(SessionRecord("s", "/w", title="second"))
+        second.sync()
+        dropped = first.failed_writes
+        first.save_session(SessionRecord("s", "/w", title="first again"))
+        first.sync()  # reconnects, cannot take the session back: the save is dropped
+        assert first.failed_writes == dropped + 1
+        assert second.load_session("s").title == "second"
+    finally:
+        first.close()
+        second.close()
+
+
+def test_the_inspection_commands_create_nothing_on_a_database_no_agent_used(postgres_url):
+    """`acp-green sessions list --store URL` on a database without our schema (a mistyped name):
+    the empty answer and a note naming it without its password; no schema or table is made."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "acp_green", "sessions", "list", "--json", "--store", postgres_url],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]" and "nothing is stored in" in done.stderr and ":***@" in done.stderr
+    with _direct(postgres_url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'acp_green'").fetchone()[0] == 0

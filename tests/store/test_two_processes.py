@@ -65,16 +65,17 @@ def test_a_release_lets_go_only_after_the_owners_writes_are_committed(tmp_path):
         second.close()
 
 
-def test_a_closed_store_lets_every_session_go_and_leaves_no_lock_file(tmp_path):
+def test_a_closed_store_lets_every_session_go_and_a_deleted_session_leaves_no_lock_file(tmp_path):
     state = tmp_path / "state"
     path = statedb.db_path(str(state))
     first = SqliteStore(path)
     first.own_new_session("a")
     assert first.claim_session("b") is None
+    first.delete_session("b")
+    first.release_session("b")
     first.sync()
-    assert len(os.listdir(state / "locks")) == 2
+    assert os.listdir(state / "locks") == [os.path.basename(SessionLockFiles(str(state)).path("a"))]
     first.close()
-    assert os.listdir(state / "locks") == []
     second = SqliteStore(path)
     try:
         assert second.claim_session("a") is None and second.claim_session("b") is None
@@ -89,10 +90,14 @@ def test_a_lock_file_removed_under_a_waiting_locker_is_not_trusted(tmp_path):
     assert locks.lock("s") is None
     assert other.lock("s") is not None
     locks.unlock("s")
-    assert not os.path.exists(locks.path("s"))
-    assert other.lock("s") is None and os.path.exists(other.path("s"))
-    assert locks.lock("s") is not None
-    other.close()
+    assert os.path.exists(locks.path("s"))  # kept when let go: opening it again is cheap
+    assert other.lock("s") is None
+    other.deleted("s")
+    other.unlock("s")  # a deleted session's file goes, while still locked
+    assert not os.path.exists(other.path("s"))
+    assert locks.lock("s") is None and os.path.exists(locks.path("s"))
+    assert other.lock("s") is not None
+    locks.close()
 
 
 def test_a_symlinked_lock_file_is_refused(tmp_path):
@@ -163,3 +168,48 @@ def _usage(state: str) -> list[dict]:
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)["records"]
 
+
+
+def test_a_session_let_go_and_taken_again_in_one_batch_stays_ours(tmp_path):
+    """A release and a claim of one session in one batch of the store thread: the session stays
+    this store's (the release waiting for the commit is dropped by the claim)."""
+    path = statedb.db_path(str(tmp_path / "state"))
+    first, second = SqliteStore(path, trace=slow_commits), SqliteStore(path)
+    try:
+        assert first.claim_session("s") is None
+        first.own_new_session("busy")
+        first.release_session("busy")  # the thread is busy committing this for 50 ms...
+        first.release_session("s")  # ...while these two wait to be taken together
+        assert first.claim_session("s") is None
+        first.sync()
+        assert second.claim_session("s") is not None
+    finally:
+        first.close()
+        second.close()
+
+
+def test_a_claim_while_the_release_waits_for_a_locked_database_keeps_the_session(tmp_path):
+    """The database refuses writes (another process holds its write lock): a release waits with
+    them, and a claim of the same session meanwhile cancels it, so once the writes go through the
+    session is still this store's."""
+    import sqlite3
+
+    path = statedb.db_path(str(tmp_path / "state"))
+    first, second = SqliteStore(path), SqliteStore(path)
+    try:
+        assert first.claim_session("s") is None
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN EXCLUSIVE")
+        try:
+            first.release_session("s")
+            while first.waiting_writes == 0:
+                gevent.sleep(0.01)
+            assert first.claim_session("s") is None
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()
+        first.sync()
+        assert second.claim_session("s") is not None
+    finally:
+        first.close()
+        second.close()

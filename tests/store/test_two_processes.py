@@ -6,10 +6,13 @@ goes with its owner, even a SIGKILLed one."""
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 
 import gevent
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from acp_green.store import statedb
 from acp_green.store.session_locks import SessionLockFiles
@@ -213,3 +216,19 @@ def test_a_claim_while_the_release_waits_for_a_locked_database_keeps_the_session
     finally:
         first.close()
         second.close()
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300) | st.sampled_from(["..", "../x", "/etc/passwd", "a/b", "\x00", "\udce9", "\n", ""]))
+def test_any_session_id_locks_one_file_inside_the_locks_directory(session_id):
+    """A client names the session: any str (path separators, dots, NUL, lone surrogates, empty)
+    locks exactly one file, inside locks/, and two different ids never share one."""
+    with tempfile.TemporaryDirectory() as state:
+        locks = SessionLockFiles(state)
+        try:
+            assert locks.lock(session_id) is None
+            assert os.listdir(os.path.join(state, "locks")) == [os.path.basename(locks.path(session_id))]
+            assert os.path.dirname(locks.path(session_id)) == os.path.join(state, "locks")
+            assert locks.path(session_id) != locks.path(session_id + "x")
+        finally:
+            locks.close()

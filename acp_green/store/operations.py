@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..errors import InternalError, one_line
 from .base import MemoryStore
 from .session_record import SessionRecord
 from .turns import HistoryPage, HistoryPosition, StoredTurn, TurnOutcome
@@ -22,9 +23,16 @@ if TYPE_CHECKING:
 PURGE_ROWS = 32  # history rows the store thread deletes per step (a deleted session's, between batches)
 
 
-class StoreUnavailable(Exception):
-    """A read the store could not answer: its thread did not answer in time, the disk cannot be
-    read, or the store is closed."""
+class StoreUnavailable(InternalError):
+    """A read the store could not answer: its thread did not answer in time, the disk or the
+    server cannot be read, or the store is closed. A request that meets it is answered -32603
+    with `data.reason` "store_unavailable" and this message, without a traceback: the store has
+    said what failed (at WARNING, once an outage starts)."""
+
+    reason = "store_unavailable"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(one_line(message))
 
 
 class Operation:

@@ -668,3 +668,23 @@ def test_the_inspection_commands_create_nothing_on_a_database_no_agent_used(post
     assert done.stdout.strip() == "[]" and "nothing is stored in" in done.stderr and ":***@" in done.stderr
     with _direct(postgres_url) as conn:
         assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'acp_green'").fetchone()[0] == 0
+
+
+def test_a_request_the_store_cannot_answer_gets_one_clear_error_and_no_traceback(postgres_url, proxy, inprocess, caplog):
+    """The server cut off: session/list is answered -32603 with data.reason store_unavailable
+    naming the store without its password, and no traceback is logged for it; once the server
+    is back the same request is answered."""
+    from acp_green.demo import DemoAgent
+
+    harness = inprocess(DemoAgent(), store=PostgresStore(proxy.url))
+    client = harness.client
+    client.initialize()
+    assert client.call("session/list", {}) == {"sessions": []}
+    proxy.cut()
+    with caplog.at_level("ERROR"):
+        answer = client.request("session/list", {}).response()
+    assert answer["error"]["code"] == -32603 and answer["error"]["data"]["reason"] == "store_unavailable", answer
+    assert "***" in answer["error"]["message"] and "\n" not in answer["error"]["message"]
+    assert "Traceback" not in caplog.text and "session/list" not in caplog.text
+    proxy.restore()
+    wait_until(lambda: "result" in client.request("session/list", {}).response(), what="the list once the server is back")

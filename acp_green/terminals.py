@@ -140,7 +140,7 @@ class TurnTerminals:
         self._send_client = send_client
         self._open: dict[str, Terminal] = {}
         self._closed = False
-        self._stop_watching: Callable[[], None] | None = None
+        self._stop_watching: Callable[[], None] | None = None  # takes `_kill_all` off the token; set while a terminal is open
 
     @property
     def open(self) -> list[Terminal]:
@@ -180,17 +180,21 @@ class TurnTerminals:
             return
         terminal.released = True
         self._open.pop(terminal.terminal_id, None)
+        if not self._open and self._stop_watching is not None:
+            # Nothing is left to kill on cancel. The token is the session's current one, which
+            # outlives the turn unless it is cancelled: a callback left on it would stay there for
+            # every later turn, one more per turn that ran a terminal. The next create watches again.
+            self._stop_watching()
+            self._stop_watching = None
         self._send(terminal, "terminal/release")
 
     def close(self) -> None:
         """The turn is ending: release every terminal still open, and refuse any later use.
 
-        Never blocks nor raises (it runs while the prompt settles, perhaps on the hub).
+        Releasing the last one takes the cancel callback off the token (`release`). Never blocks
+        nor raises (it runs while the prompt settles, perhaps on the hub).
         """
         self._closed = True
-        if self._stop_watching is not None:
-            self._stop_watching()
-            self._stop_watching = None
         for terminal in self.open:
             try:
                 self.release(terminal)

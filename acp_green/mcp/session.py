@@ -70,8 +70,8 @@ class _StartingPlace:
 class _StdioServer:
     """A stdio MCP server started for a session: starts in the background, initialized once.
 
-    A server that cannot start is logged at WARNING with why, and `ready` holds McpUnavailable
-    with the same words for the turn that asks for it.
+    A server that cannot start is logged at WARNING with why, `ready` holds McpUnavailable
+    with the same words for the turn that asks for it, and its process is stopped and reaped.
     """
 
     def __init__(self, name: str, argv: list[str], env: dict[str, str] | None, cwd: str | None, session_id: str) -> None:
@@ -95,6 +95,11 @@ class _StdioServer:
             self.ready.set_exception(exc)
         finally:
             place.release()
+        if self.ready.exception is not None and self.link is not None:
+            # `ready` keeps the failure and nothing asks this process again, but it may still run
+            # (it answered initialize with an error, or never answered): stop and reap it now, not
+            # when the session ends, after its starting place went to the next server.
+            self.link.close()
 
     def _launch_and_initialize(self) -> McpClientSession:
         try:
@@ -349,8 +354,11 @@ def _http_target(entry: dict[str, Any]) -> tuple[str, dict[str, str]]:
     url = entry.get("url")
     if not isinstance(url, str) or not url.lower().startswith(("http://", "https://")):
         raise ValueError("its url is not an http:// or https:// URL")
+    declared = entry.get("headers") or []
+    if not isinstance(declared, list):  # ACP checked it already (declaration_fault); `start` takes a ValueError only
+        raise ValueError("its headers are not an array of {name, value} objects")
     headers: dict[str, str] = {}
-    for item in entry.get("headers") or []:
+    for item in declared:
         name = item.get("name") if isinstance(item, dict) else None
         value = item.get("value") if isinstance(item, dict) else None
         if not isinstance(name, str) or not isinstance(value, str) or not _HEADER_NAME.fullmatch(name):

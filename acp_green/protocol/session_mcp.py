@@ -2,7 +2,8 @@
 
 A mapping from session id to the `SessionMcp` that resolves `turn.mcp(name)` for it. Only
 sessions that declared servers, or whose turn asked for one, have an entry: the many that
-never use MCP cost no closer.
+never use MCP cost no closer. `declaration_fault` is the shape a declaration must have before
+any session is made or reopened with it.
 """
 
 from __future__ import annotations
@@ -11,12 +12,67 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..mcp.registry import McpRegistry
+from ..rpc import wire
 from ..rpc.cancel import CancelToken
 from ..sessions import Session
 
 if TYPE_CHECKING:
     from ..mcp.client import McpClientSession
     from ..mcp.session import SessionMcp
+
+
+#: The transports whose entries name a URL and the headers sent to it (McpServerHttp, McpServerSse).
+URL_TRANSPORTS = frozenset({"http", "sse"})
+
+
+def declaration_fault(entry: dict[str, Any]) -> tuple[str, str] | None:
+    """Where one declared server's entry breaks ACP's shape for its transport, and how: the path
+    under the entry (`.headers[1].value`) and what it must be, or None.
+
+    Checked for every entry before a session is made or reopened, so a malformed declaration is
+    the client's error (-32602), never an internal error after a session was already made. Shapes
+    only, as the schema types them (McpServerStdio, McpServerHttp, McpServerSse): a value of the
+    right type that cannot be used (an empty command, a URL that is not http, a header HTTP cannot
+    carry) is that server's failure to start, told to the turn that asks for it (mcp/session.py).
+    An absent or null field reads as missing, as the starting code reads it (the schema's
+    `x-deserialize-default-on-null` for the arrays).
+    """
+    kind = entry.get("type")
+    kind = kind if isinstance(kind, str) else "stdio"  # as mcp/session.py reads it: stdio entries carry no type
+    strings = ("name", "command") if kind == "stdio" else ("name", "url") if kind in URL_TRANSPORTS else ("name",)
+    for field in strings:
+        value = entry.get(field)
+        if value is not None and not isinstance(value, str):
+            return f".{field}", f"must be a string, not {wire.describe(value)}"
+    if kind == "stdio":
+        args = entry.get("args")
+        if args is not None and not isinstance(args, list):
+            return ".args", f"must be an array of strings, not {wire.describe(args)}"
+        for index, arg in enumerate(args or []):
+            if not isinstance(arg, str):
+                return f".args[{index}]", f"must be a string, not {wire.describe(arg)}"
+        return _pairs_fault(entry, "env", "EnvVariable")
+    if kind in URL_TRANSPORTS:
+        return _pairs_fault(entry, "headers", "HttpHeader")
+    return None
+
+
+def _pairs_fault(entry: dict[str, Any], field: str, shape: str) -> tuple[str, str] | None:
+    """`entry[field]` as an array of `shape` objects, each with a string `name` and `value`."""
+    items = entry.get(field)
+    if items is None:
+        return None
+    if not isinstance(items, list):
+        return f".{field}", f"must be an array of {{name, value}} objects ({shape}), not {wire.describe(items)}"
+    for index, item in enumerate(items):
+        if not isinstance(item, dict):
+            return f".{field}[{index}]", f"must be a {{name, value}} object ({shape}), not {wire.describe(item)}"
+        for key in ("name", "value"):
+            if key not in item:
+                return f".{field}[{index}].{key}", "is missing: it must be a string"
+            if not isinstance(item[key], str):
+                return f".{field}[{index}].{key}", f"must be a string, not {wire.describe(item[key])}"
+    return None
 
 
 class SessionMcpServers(Mapping[str, "SessionMcp"]):

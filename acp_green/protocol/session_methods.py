@@ -28,7 +28,7 @@ from . import dialect_v2
 from .access import SessionAccess
 from .dialect import OutgoingDialect
 from .replay import ReplayJob
-from .session_mcp import SessionMcpServers
+from .session_mcp import SessionMcpServers, declaration_fault
 from .updates import iso_time, session_info
 
 if TYPE_CHECKING:
@@ -52,7 +52,8 @@ ARCHIVE_FILTERS: dict[str | None, bool | None] = {None: False, "exclude": False,
 
 
 def declared_mcp_servers(params: Params, *, required: bool, limit: int) -> list[dict[str, Any]]:
-    """The declared MCP servers; refused above `limit` before anything is created or started."""
+    """The declared MCP servers; refused above `limit`, or for an entry not of ACP's shape (the
+    field at fault named, `mcpServers[0].headers`), before anything is created or started."""
     if required:
         servers = params.required("mcpServers", list)
     else:
@@ -61,6 +62,12 @@ def declared_mcp_servers(params: Params, *, required: bool, limit: int) -> list[
         raise TooManyMcpServers(params.method, len(servers), limit)
     if not all(isinstance(s, dict) for s in servers):
         raise params.refuse("mcpServers", "every entry of 'mcpServers' must be an object")
+    for index, server in enumerate(servers):
+        fault = declaration_fault(server)
+        if fault is not None:
+            where, problem = fault
+            field = f"mcpServers[{index}]{where}"
+            raise params.refuse(field, f"field '{field}' {problem}")
     return list(servers)
 
 

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         CompactionHandle as CompactionHandle,
         ToolCallDetails as ToolCallDetails,
         ToolCallFields as ToolCallFields,
+        TurnEnded as TurnEnded,
         ALLOW_OR_REJECT as ALLOW_OR_REJECT,
     )
     from .update_checks import (
@@ -109,6 +110,7 @@ _EXPORTS = {
     "CompactionHandle": "acp_green.agent",
     "ToolCallDetails": "acp_green.agent",
     "ToolCallFields": "acp_green.agent",
+    "TurnEnded": "acp_green.agent",
     "ALLOW_OR_REJECT": "acp_green.agent",
     "ToolKind": "acp_green.update_checks",
     "ToolCallStatus": "acp_green.update_checks",

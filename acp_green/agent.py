@@ -26,6 +26,7 @@ from .turn_output import (
     ToolCallDetails as ToolCallDetails,
     ToolCallFields as ToolCallFields,
     ToolCallHandle as ToolCallHandle,
+    TurnEnded as TurnEnded,
     TurnOutput,
     TurnUpdates,
 )
@@ -44,7 +45,18 @@ if TYPE_CHECKING:
     from .mcp.client import McpClientSession, McpTools
     from .mcp.tools import ToolServer
 
-STOP_REASONS = frozenset({"end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled"})
+#: What `Agent.prompt` may return (ACP's StopReason), in the schema's order; None means "end_turn".
+STOP_REASON_ORDER = ("end_turn", "max_tokens", "max_turn_requests", "refusal", "cancelled")
+STOP_REASONS = frozenset(STOP_REASON_ORDER)
+
+
+def stop_reason_problem(agent: "Agent", returned: Any) -> str | None:
+    """What is wrong with what `agent.prompt` returned, as one line naming the valid stop reasons; None if nothing."""
+    if isinstance(returned, str) and returned in STOP_REASONS:
+        return None
+    shown = repr(wire.excerpt(returned)) if isinstance(returned, str) else f"a value of type {type(returned).__name__!r}"
+    return (f"{type(agent).__name__}.prompt returned {shown}, which is not a stop reason: return one of "
+            f"{', '.join(map(repr, STOP_REASON_ORDER))} (or None, meaning 'end_turn')")
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,7 +343,7 @@ class Turn:
 
     @property
     def closed(self) -> bool:
-        """True once the turn was answered: nothing more may be sent."""
+        """True once the turn was answered: each call that sends or asks then raises TurnEnded, sending nothing."""
         return self._output.closed
 
     @property
@@ -409,11 +421,11 @@ class Turn:
         self._output.send_final(update)
 
     def say(self, text: str) -> None:
-        """Stream a chunk of the agent's reply."""
+        """Stream a chunk of the agent's reply (a str: anything else raises TypeError)."""
         self._output.say(text)
 
     def think(self, text: str) -> None:
-        """Stream a chunk of the agent's reasoning."""
+        """Stream a chunk of the agent's reasoning (a str: anything else raises TypeError)."""
         self._output.think(text)
 
     def plan(self, entries: Sequence[PlanEntry]) -> None:

@@ -60,6 +60,17 @@ def wire_fields(where: str, fields: Mapping[str, Any]) -> dict[str, Any]:
     return wire_fields
 
 
+class TurnEnded(RuntimeError):
+    """A `Turn` call that would send or ask something after the turn was answered: from a greenlet
+    the agent left running, or through a handle kept past its turn. Nothing was sent (S5: nothing
+    follows a prompt's response) and nothing changed, so the session's next turn is not affected."""
+
+    def __init__(self, call: str) -> None:
+        super().__init__(f"Turn.{call}: this turn has ended (its prompt was answered); nothing more can be sent or "
+                         "asked in it. Finish the work before Agent.prompt returns, or do it in a later turn")
+        self.call = call
+
+
 def tool_call_id_of(tool_call: str | ToolCallHandle) -> str:
     """The id of a tool call given as its handle or as the id itself."""
     return tool_call.id if isinstance(tool_call, ToolCallHandle) else tool_call
@@ -205,6 +216,11 @@ class TurnOutput:
         """The client advertised `session.compaction`: compaction updates are sent to it."""
         return self._snapshot.can_show_compaction()
 
+    def check_open(self, call: str) -> None:
+        """TurnEnded naming `call` (a `Turn` method) once the turn was answered; before anything is sent or changed."""
+        if self._updates.ended:
+            raise TurnEnded(call)
+
     def tool_call_token(self, tool_call_id: str) -> CancelToken:
         """The tool call's own token (made on first use, set with the turn's)."""
         return self._tool_calls.token(tool_call_id)
@@ -225,12 +241,20 @@ class TurnOutput:
 
     def say(self, text: str) -> None:
         """A chunk of the reply, counted in the turn's output bytes."""
+        self._text_chunk("say", text)
         self._usage.output_bytes += utf8_size(text)
         self._paced.send(self._updates.text_chunk("agent_message_chunk", text))
 
     def think(self, text: str) -> None:
         """A chunk of reasoning (not counted as output)."""
+        self._text_chunk("think", text)
         self._paced.send(self._updates.text_chunk("agent_thought_chunk", text))
+
+    def _text_chunk(self, call: str, text: Any) -> None:
+        """A chunk's text checked at the call (the streaming hot path: two cheap tests)."""
+        self.check_open(call)
+        if not isinstance(text, str):
+            raise TypeError(f"Turn.{call}: text must be a string, got {type(text).__name__!r}")
 
     def plan(self, entries: Sequence[PlanEntry]) -> None:
         """The complete plan, its entries checked."""
@@ -285,6 +309,7 @@ class TurnOutput:
     def compaction(self, status: CompactionStatus | str, *, compaction_id: str | None, summary: Sequence[Mapping[str, Any]] | None,
                    error: str | None, meta: Mapping[str, Any] | None) -> CompactionHandle:
         """Report a compaction (`Turn.compaction`); an id is made when none is given."""
+        self.check_open("compaction")
         if compaction_id is None:
             compaction_id = update_checks.new_compaction_id()
         self.compaction_update(compaction_id, status, summary=summary, error=error, meta=meta)
@@ -308,7 +333,9 @@ class TurnOutput:
 
     def _send_checked(self, update: Mapping[str, Any], where: str) -> bool:
         """Check `update` as ACP requires, remember a new tool call's id, then send it; an update
-        the client did not advertise (a notice, a compaction) is checked and not sent: False."""
+        the client did not advertise (a notice, a compaction) is checked and not sent: False.
+        After the turn's response nothing is sent nor remembered: TurnEnded."""
+        self.check_open(where)
         checked = update_checks.session_update(where, update)
         if not self._snapshot.accepts_update(checked["sessionUpdate"]):
             return False

@@ -60,6 +60,7 @@ class TurnRequests:
 
     def request(self, method: str, params: Any, timeout: float | None = None) -> Any:
         """Send any request to the client and wait, released by the turn's token."""
+        self._output.check_open("request")
         return self._call_client(method, params, token=self._token, timeout=timeout)
 
     def _check_cancelled(self) -> None:
@@ -69,6 +70,7 @@ class TurnRequests:
     def request_permission(self, tool_call: Mapping[str, Any], options: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """`session/request_permission`, released by the tool call's own token; always an outcome object."""
         where = "request_permission"
+        self._output.check_open(where)
         checked = update_checks.tool_call_fields(where, tool_call, announce=False)
         params = {"sessionId": self._session_id, "toolCall": paths.tool_call_paths(checked, self._cwd),
                   "options": update_checks.permission_options(where, options)}
@@ -88,6 +90,7 @@ class TurnRequests:
     def ask_permission(self, tool_call: str | ToolCallHandle, options: Sequence[Mapping[str, Any]],
                        fields: Mapping[str, Any]) -> Permission:
         """Granted only for an offered `allow_*` option; any other answer fails the tool call with the reason."""
+        self._output.check_open("ask_permission")
         tool_call_id = tool_call_id_of(tool_call)
         asked = {"toolCallId": tool_call_id, **wire_fields("ask_permission", fields)}
         where = "ask_permission"
@@ -120,6 +123,7 @@ class TurnRequests:
 
     def read_text_file(self, path: str, *, line: int | None, limit: int | None) -> str:
         """`fs/read_text_file`; an answer without a string `content` is a ClientError, never an empty file."""
+        self._output.check_open("read_text_file")
         if not self._snapshot.can_read_files():
             raise CapabilityMissing("the client did not advertise fs.readTextFile")
         params: dict[str, Any] = {"sessionId": self._session_id, "path": paths.resolve(self._cwd, path)}
@@ -138,12 +142,14 @@ class TurnRequests:
 
     def write_text_file(self, path: str, text: str) -> None:
         """`fs/write_text_file`."""
+        self._output.check_open("write_text_file")
         if not self._snapshot.can_write_files():
             raise CapabilityMissing("the client did not advertise fs.writeTextFile")
         self.request("fs/write_text_file", {"sessionId": self._session_id, "path": paths.resolve(self._cwd, path), "content": text})
 
     def elicit(self, message: str, schema: Mapping[str, Any], *, tool_call_id: str | None) -> Elicited:
         """`elicitation/create` in mode "form"."""
+        self._output.check_open("elicit")
         from .elicitation import can_elicit_forms, elicited, form_params
 
         if not can_elicit_forms(self._snapshot):

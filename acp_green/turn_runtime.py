@@ -71,13 +71,15 @@ class TurnRuntime:
         self._terminals: TurnTerminals | None = None  # made when the turn runs its first terminal
 
     def set_mode(self, mode_id: str) -> None:
-        """Store the session's new mode, then announce it."""
+        """Store the session's new mode, then announce it; neither after the turn's end (TurnEnded)."""
+        self._output.check_open("set_mode")
         settings = self._changed_settings()
         settings.set_mode(self._session, mode_id)
         self._announce(settings.mode_announcement(self._session, self._snapshot))
 
     def set_config(self, config_id: str, value: Any) -> None:
-        """Store a config option's new value, then announce every option."""
+        """Store a config option's new value, then announce every option; neither after the turn's end."""
+        self._output.check_open("set_config")
         settings = self._changed_settings()
         settings.set_config(self._session, config_id, value)
         self._announce(settings.config_announcement(self._session, self._snapshot))
@@ -115,6 +117,7 @@ class TurnRuntime:
     def terminal(self, command: str, args: Sequence[str], *, cwd: str | None, env: Mapping[str, str] | None,
                  output_byte_limit: int | None) -> Terminal:
         """Start `command` in a client terminal that `close` releases; a relative `cwd` is the session's."""
+        self._output.check_open("terminal")
         if not self._snapshot.has_terminal():
             raise CapabilityMissing("the client did not advertise the terminal capability (clientCapabilities.terminal)")
         return self._turn_terminals().create(command, args, env=env, output_byte_limit=output_byte_limit,

@@ -2,8 +2,9 @@
 
 A mistake in agent code (a location given as a bare int, a status ACP does not know, a content
 item without its `type`) raises at the call site: TypeError for a value of the wrong type,
-ValueError for a wrong value, each naming the call and the field path, e.g.
-"tool_call: locations[0] must be a path string or {'path': ...}, got 'int'". Nothing is sent
+ValueError for a wrong value, each naming the call, the field path and what it takes, e.g.
+"tool_call: locations[0] must be a path string or a ToolCallLocation {'path': str, 'line': int}
+(content.location(path, line)), got 'int'". Nothing is sent
 for a refused call. The enums are ACP v1's (schema.json: ToolKind, ToolCallStatus,
 PlanEntryPriority, PlanEntryStatus, PermissionOptionKind, NoticeSeverity, CompactionStatus);
 tests/agent/test_update_checks.py compares them with the schema the package ships. A notice's
@@ -52,6 +53,8 @@ SESSION_UPDATE_KINDS = frozenset({
 MESSAGE_CHUNKS = frozenset({"user_message_chunk", "agent_message_chunk", "agent_thought_chunk"})
 
 _LOCATION_KEYS = frozenset({"path", "line", "_meta"})
+#: What a tool call's location may be, as a refusal says it.
+LOCATION_SHAPES = "a path string or a ToolCallLocation {'path': str, 'line': int} (content.location(path, line))"
 _PLAN_ENTRY_KEYS = frozenset({"content", "priority", "status", "_meta"})
 _BLOCK_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # type: (required string fields, optional string-or-null fields)
@@ -146,8 +149,12 @@ def location(where: str, field: str, value: Any) -> dict[str, Any]:
     """A location as ACP's object: a path string becomes `{"path": ...}`; anything else is refused."""
     if isinstance(value, str):
         return {"path": want_str(where, field, value, empty=False)}
-    if not isinstance(value, Mapping) or "path" not in value:
-        raise TypeError(f"{where}: {field} must be a path string or {{'path': ...}}, got {_got(value)}")
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{where}: {field} must be {LOCATION_SHAPES}, got {_got(value)}")
+    if "path" not in value:
+        keys = ", ".join(repr(wire.excerpt(str(k), 20)) for k in itertools.islice(value, 3))
+        raise TypeError(f"{where}: {field} has no 'path' ({f'its keys: {keys}' if keys else 'it is empty'}): "
+                        f"it must be {LOCATION_SHAPES}")
     unknown = sorted(str(k) for k in value if k not in _LOCATION_KEYS)
     if unknown:
         raise ValueError(f"{where}: {field} has {wire.excerpt(unknown[0])!r}, which a location has not (path, line, _meta)")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import gevent
 
 from ..rpc import wire
-from ..agent import STOP_REASONS, Agent, Turn
+from ..agent import Agent, Turn, stop_reason_problem
 from ..rpc.endpoint import Job, Outcome, Reply, background
 from ..errors import InternalError, SessionBusy, one_line
 from ..rpc.params import Params
@@ -111,8 +111,10 @@ class PromptJob(Job):
         # A cancel ends the wait; the agent still runs and sees its token set, as it would have.
         self.ledger.store.wait_for_history_room(self.token)
         stop_reason = self.agent.prompt(turn) or "end_turn"
-        if stop_reason not in STOP_REASONS:
-            raise InternalError(f"Agent returned an unknown stop reason {stop_reason!r}")
+        problem = stop_reason_problem(self.agent, stop_reason)
+        if problem is not None:  # the agent author's mistake: said in their log, and in the answer
+            log.error("%s", problem)
+            raise InternalError(problem)
         return {"stopReason": stop_reason}
 
     def settle(self, outcome: Outcome) -> Outcome:

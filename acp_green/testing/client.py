@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ..tools.rig.client import AcpClient, Pending, RpcErrorResponse
 from ..tools.rig.run import CheckedAgent
@@ -25,6 +25,14 @@ __all__ = ["AgentClient", "RunningTurn", "UpdatePredicate"]
 UpdatePredicate = str | Callable[[dict[str, Any]], Any]
 
 
+class AgentRuns(Protocol):
+    """What stops and starts the agent behind a client (serving.py's connection)."""
+
+    def stop(self) -> None: ...
+
+    def restart(self) -> AcpClient | CheckedAgent: ...
+
+
 class RunningTurn:
     """A prompt that has been sent and may still run: wait for an update, cancel it, wait for its end."""
 
@@ -32,6 +40,7 @@ class RunningTurn:
         self.session_id = session_id
         self.request_id = pending.id
         self._client = client
+        self._rpc = client.rpc  # the run it was sent to: a restart does not move it
         self._pending = pending
         self._first = first_record  # index in the client's records where this turn's messages start
         self._cancelled_at: float | None = None  # when cancel() was sent, to name the rule a silent agent breaks
@@ -58,13 +67,13 @@ class RunningTurn:
             if match is None and self.done:
                 raise AssertionError(f"the turn ended ({self._pending.response(0)}) with no update matching {predicate!r}; "
                                      f"its updates: {self.updates}")
-            if match is None and self._client.rpc.eof.is_set():
+            if match is None and self._rpc.eof.is_set():
                 raise AssertionError(f"the agent closed its output with no update matching {predicate!r}"
                                      f"{self._client.stderr_tail()}")
             return match or False
 
         limit = self._client.timeout if timeout is None else timeout
-        return self._client.rpc.wait_for(found, limit, what=f"an update matching {predicate!r}")
+        return self._rpc.wait_for(found, limit, what=f"an update matching {predicate!r}")
 
     def cancel(self) -> None:
         """Send `session/cancel` for this turn's session (the turn should then end `cancelled`)."""
@@ -75,7 +84,7 @@ class RunningTurn:
     def wait(self, timeout: float | None = None) -> TurnResult:
         """Wait for the prompt's response; the whole turn."""
         try:
-            response = self._client.answer(self._pending, timeout)
+            response = self._client.answer(self._pending, timeout, self._rpc)
         except AssertionError as exc:
             if self._cancelled_at is None or self._pending.done:
                 raise
@@ -87,7 +96,7 @@ class RunningTurn:
     def _messages(self) -> list[dict[str, Any]]:
         """What the agent sent since the prompt went out, up to its response."""
         messages = []
-        for record in self._client.rpc.records[self._first:]:
+        for record in self._rpc.records[self._first:]:
             message = record.message
             if record.direction != "in" or not isinstance(message, dict):
                 continue
@@ -100,12 +109,39 @@ class RunningTurn:
 class AgentClient:
     """One initialized connection to the agent under test, from the editor's side."""
 
-    def __init__(self, rpc: AcpClient | CheckedAgent, editor: Editor, *, cwd: str, timeout: float) -> None:
-        self.rpc = rpc  # the rig's client: raw requests (`rpc.request`), every record (`rpc.records`)
+    def __init__(self, rpc: AcpClient | CheckedAgent, editor: Editor, *, cwd: str, timeout: float,
+                 runs: AgentRuns | None = None) -> None:
+        self.rpc = rpc  # the rig's client of the current run: raw requests (`rpc.request`), every record (`rpc.records`)
         self.editor = editor
         self.cwd = cwd
         self.timeout = timeout
         self.initialize_result: dict[str, Any] = {}
+        self.closed = False
+        self._runs = runs
+        self._earlier_terminals: list[HostedTerminal] = []  # those of the runs before a restart
+
+    def close(self) -> None:
+        """Stop the agent now, as the test's end would (its input closed; it must exit); what it broke
+        is reported when the test ends. Sending anything afterwards fails, until `restart()`."""
+        self._agent_runs("close").stop()
+        self.closed = True
+
+    def restart(self) -> dict[str, Any]:
+        """Stop the agent (as `close`, unless closed already), then start it again as `acp_connect`
+        started it — the same agent or command line, options, environment and state directory,
+        editor and workspace — and send `initialize` again; its result. An agent at a URL is not
+        restarted: the client connects to it again."""
+        runs = self._agent_runs("restart")
+        self._earlier_terminals += self.terminals
+        self.closed = True  # until the new run is up: a start that fails leaves the client closed
+        self.rpc = runs.restart()
+        self.closed = False
+        return self.initialize()
+
+    def _agent_runs(self, call: str) -> AgentRuns:
+        if self._runs is None:
+            raise RuntimeError(f"AgentClient.{call}: this client was not made by acp_connect, which alone can stop and start its agent")
+        return self._runs
 
     @property
     def workspace(self) -> Path:
@@ -124,8 +160,8 @@ class AgentClient:
 
     @property
     def terminals(self) -> list[HostedTerminal]:
-        """The terminals the agent created, as the editor ran them (argv, cwd, output, killed, released)."""
-        return list(self.rpc.terminal_host.terminals.values())
+        """The terminals the agent created, as the editor ran them (argv, cwd, output, killed, released), restarts included."""
+        return self._earlier_terminals + list(self.rpc.terminal_host.terminals.values())
 
     def initialize(self) -> dict[str, Any]:
         """Send `initialize` with this editor's capabilities; done by `acp_connect` already."""
@@ -149,16 +185,21 @@ class AgentClient:
 
     def send(self, message: dict[str, Any]) -> None:
         """Write one message to the agent; AssertionError if it no longer reads its input (it exited)."""
+        if self.closed:
+            raise RuntimeError(f"AgentClient: cannot send {message.get('method')}: the agent was stopped by close(); "
+                               "restart() starts it again")
         try:
             self.rpc.send(message)
         except (BrokenPipeError, ConnectionResetError):
             what = f"{message.get('method')} #{message['id']}" if "id" in message else str(message.get("method"))
             raise AssertionError(f"the agent stopped reading its input before {what} could be sent{self.stderr_tail()}") from None
 
-    def answer(self, pending: Pending, timeout: float | None = None) -> dict[str, Any]:
-        """The response to a request already sent, waited for; AssertionError naming it on timeout."""
+    def answer(self, pending: Pending, timeout: float | None = None, rpc: AcpClient | CheckedAgent | None = None) -> dict[str, Any]:
+        """The response to a request already sent (to `rpc`, the current run's by default), waited
+        for; AssertionError naming it on timeout."""
         limit = self.timeout if timeout is None else timeout
-        self.rpc.wait_for(lambda: pending.done or self.rpc.eof.is_set(), limit, what=f"the answer to {pending.method} #{pending.id}")
+        rpc = self.rpc if rpc is None else rpc
+        rpc.wait_for(lambda: pending.done or rpc.eof.is_set(), limit, what=f"the answer to {pending.method} #{pending.id}")
         if not pending.done:  # the reader sets eof only after the last line it read was handled
             raise AssertionError(f"the agent closed its output without answering {pending.method} #{pending.id}"
                                  f"{self.stderr_tail()}")

@@ -25,7 +25,7 @@ from ..server import ServeOptions, Server
 from ..tools.rig.client import AcpClient
 from ..tools.rig.invariants import InvariantChecker, Violation
 from ..tools.rig.remote_link import is_agent_url, shown_command
-from ..tools.rig.run import CheckedAgent
+from ..tools.rig.run import EXIT_TIMEOUT, CheckedAgent
 from .client import AgentClient
 from .editor import Editor, ElicitationAnswers, PermissionAnswer
 
@@ -82,28 +82,54 @@ class _InProcess:
         return list(checker.violations), list(checker.advisories), ""
 
 
+#: Starts one run of the agent under test: its client, and the in-process server when there is one.
+Start = Callable[[], "tuple[AcpClient | CheckedAgent, _InProcess | None]"]
+#: One run stopped and checked: (its number, violations, advisories, the end of its stderr).
+RunChecked = tuple[int, list[Violation], list[Violation], str]
+
+
 class _Connection:
-    """One agent under test and its client."""
+    """One agent under test and its client, across the client's restarts: each run is stopped and
+    checked on its own, and what every run broke is reported when the test ends."""
 
-    def __init__(self, name: str, client: AgentClient, inprocess: _InProcess | None, bound: float) -> None:
+    def __init__(self, name: str, start: Start, bound: float) -> None:
         self.name = name
-        self.client = client
-        self.inprocess = inprocess
         self.bound = bound
+        self._start = start
+        self.rpc, self.inprocess = start()
+        self.runs = 1
+        self.checked: list[RunChecked] = []
+        self.stopped = False
 
-    def stop(self) -> tuple[list[Violation], list[Violation], str]:
-        """Stop the agent; (violations, advisories, the end of its stderr)."""
-        rpc = self.client.rpc
+    def stop(self) -> None:
+        """Stop the running agent (once) and keep what its run broke for the end of the test."""
+        if self.stopped:
+            return
+        self.stopped = True
+        rpc = self.rpc
         if self.inprocess is not None:
             assert isinstance(rpc, AcpClient)
-            return self.inprocess.stop(rpc, self.bound)
-        assert isinstance(rpc, CheckedAgent)
-        result = rpc.finish()
-        return result.violations, result.advisories, result.stderr_tail
+            violations, advisories, stderr = self.inprocess.stop(rpc, self.bound)
+        else:
+            assert isinstance(rpc, CheckedAgent)
+            result = rpc.finish()
+            violations, advisories, stderr = result.violations, result.advisories, result.stderr_tail
+        self.checked.append((self.runs, list(violations), list(advisories), stderr))
+
+    def restart(self) -> AcpClient | CheckedAgent:
+        """Stop the agent, then start it again as it was first started; the new run's client."""
+        self.stop()
+        self.rpc, self.inprocess = self._start()
+        self.runs += 1
+        self.stopped = False
+        return self.rpc
+
+    def run_name(self, run: int) -> str:
+        return self.name if self.runs == 1 else f"{self.name} (run {run} of {self.runs})"
 
     @property
     def remote(self) -> bool:
-        return isinstance(self.client.rpc, CheckedAgent) and self.client.rpc.remote is not None
+        return isinstance(self.rpc, CheckedAgent) and self.rpc.remote is not None
 
 
 class Connections:
@@ -111,7 +137,7 @@ class Connections:
 
     def __init__(self, directory: Callable[[], Path], agent_url: str | None = None, agent_headers: Sequence[str] = ()) -> None:
         self._directory = directory  # a fresh temporary directory per call (the workspace, a state home)
-        self._running: list[_Connection] = []
+        self._running: list[tuple[_Connection, AgentClient]] = []
         #: `--acp-agent-url`: every connect reaches the agent there instead of serving the one named.
         self._agent_url = agent_url
         self._agent_headers = list(agent_headers)
@@ -124,8 +150,8 @@ class Connections:
         reach the agent at a URL), initialize a client for it, and return the client."""
         root = Path(cwd) if cwd is not None else self._directory()
         editor = Editor(root, permissions=permissions, files=files, capabilities=capabilities, elicitation=elicitation)
-        inprocess: _InProcess | None = None
-        rpc: AcpClient | CheckedAgent
+        policy = editor.policy()  # one for every run: scripted answers go on in order across restarts
+        start: Start
         standing_for = ""
         if self._agent_url is not None:
             standing_for = f" (for {_named(agent)}: --acp-agent-url)"
@@ -136,41 +162,57 @@ class Connections:
         elif headers:
             raise TypeError(f"acp_connect: headers= is for an agent at a URL, not {agent!r}")
         if isinstance(agent, type) and issubclass(agent, Agent) or isinstance(agent, Agent):
-            instance = agent() if isinstance(agent, type) else agent
+            made = agent
+
+            def start() -> tuple[AcpClient | CheckedAgent, _InProcess | None]:
+                # A class is made afresh each run, as a process would; an instance is served again as it is.
+                served = _InProcess(made() if isinstance(made, type) else made, options)
+                return AcpClient(*served.ends, policy), served
+
             # Never the process's signals: they belong to the test run.
             options = replace(serve_options or ServeOptions(ephemeral=True), handle_signals=False)
-            inprocess = _InProcess(instance, options)
-            rpc = AcpClient(*inprocess.ends, editor.policy())
-            name = f"{type(instance).__name__} (in process)"
+            name = f"{agent.__name__ if isinstance(agent, type) else type(agent).__name__} (in process)"
             bound = options.shutdown_grace + max(timeout, 10.0)
         elif isinstance(agent, (list, tuple)) and agent and all(isinstance(a, str) for a in agent):
-            remote = is_agent_url(agent[0])
+            command = list(agent)
+            remote = is_agent_url(command[0])
+            # The same state home every run: what the agent stored before a restart is there after it.
             env = None if remote else {**os.environ, "PYTHONUNBUFFERED": "1", "XDG_STATE_HOME": str(self._directory())}
-            rpc = checked = CheckedAgent(list(agent), editor.policy(), env=env)
-            name = checked.shown_command + standing_for
-            bound = checked.exit_timeout = max(timeout, checked.exit_timeout)  # how long it may take to exit after EOF
+            exit_timeout = max(timeout, EXIT_TIMEOUT)  # how long it may take to exit after EOF
+
+            def start() -> tuple[AcpClient | CheckedAgent, _InProcess | None]:
+                checked = CheckedAgent(command, policy, env=env)
+                checked.exit_timeout = exit_timeout
+                return checked, None
+
+            name = " ".join(shown_command(command)) + standing_for
+            bound = exit_timeout
         else:
             raise TypeError("acp_connect takes an Agent subclass, an Agent, a command line (a list of str) or an agent's URL "
                             f"(ws://, wss://, http://, https://), not {agent!r}")
-        client = AgentClient(rpc, editor, cwd=str(editor.root), timeout=timeout)
-        self._running.append(_Connection(name, client, inprocess, bound))
+        connection = _Connection(name, start, bound)
+        client = AgentClient(connection.rpc, editor, cwd=str(editor.root), timeout=timeout, runs=connection)
+        self._running.append((connection, client))
         client.initialize()
         return client
 
     def stop_and_check(self) -> str | None:
-        """Stop every agent still running; the failure message when any broke a rule, else None.
+        """Stop every agent still running; the failure message when any run of any broke a rule, else None.
 
         Advisories become `AcpAdvisory` warnings once every agent has stopped (a warnings filter
         may make them raise), and only when nothing failed."""
         running, self._running = self._running, []
         failures = []
         advisories: list[str] = []
-        for connection in running:
-            violations, advised, stderr = connection.stop()
-            advisories += [f"{connection.name}: {advisory}" for advisory in advised]
-            problems = [f"the test's own script: {p}" for p in connection.client.editor.problems]
-            if violations or problems:
-                failures.append(_failure(connection.name, violations, problems, stderr, connection.remote))
+        for connection, client in running:
+            connection.stop()
+            problems = [f"the test's own script: {p}" for p in client.editor.problems]
+            for run, violations, advised, stderr in connection.checked:
+                name = connection.run_name(run)
+                advisories += [f"{name}: {advisory}" for advisory in advised]
+                if violations or (problems and run == connection.runs):  # the script's problems once, with the last run
+                    failures.append(_failure(name, violations, problems if run == connection.runs else [], stderr,
+                                             connection.remote))
         if failures:
             return "\n\n".join(failures)
         for advisory in advisories:

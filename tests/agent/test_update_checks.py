@@ -80,8 +80,13 @@ line = st.integers(min_value=0, max_value=2**32 - 1)
 def test_a_location_neither_a_path_string_nor_an_object_with_a_path_is_refused_naming_its_index(before, bad):
     with pytest.raises(TypeError) as refused:
         update_checks.locations("tool_call", [*before, bad])
-    assert str(refused.value) == (f"tool_call: locations[{len(before)}] must be a path string or {{'path': ...}}, "
-                                  f"got {type(bad).__name__!r}")
+    field = f"tool_call: locations[{len(before)}]"
+    if isinstance(bad, dict):  # an object without its path: its keys are named, and what a location is
+        keys = ", ".join(map(repr, bad))
+        assert str(refused.value) == (f"{field} has no 'path' ({f'its keys: {keys}' if keys else 'it is empty'}): "
+                                      f"it must be {update_checks.LOCATION_SHAPES}")
+    else:
+        assert str(refused.value) == f"{field} must be {update_checks.LOCATION_SHAPES}, got {type(bad).__name__!r}"
 
 
 @settings(max_examples=200, deadline=None)
@@ -208,9 +213,11 @@ def turns(unit):
 
 REFUSED_CALLS: list[tuple[str, Callable[[Turn], Any], type[Exception], str]] = [
     ("location int", lambda t: t.tool_call("t1", "Read", locations=[3]), TypeError,
-     "tool_call: locations[0] must be a path string or {'path': ...}, got 'int'"),
+     "tool_call: locations[0] must be a path string or a ToolCallLocation {'path': str, 'line': int} "
+     "(content.location(path, line)), got 'int'"),
     ("location key", lambda t: t.tool_call("t1", "Read", locations=[{"file": "a"}]), TypeError,
-     "tool_call: locations[0] must be a path string or {'path': ...}, got 'dict'"),
+     "tool_call: locations[0] has no 'path' (its keys: 'file'): it must be a path string or a ToolCallLocation "
+     "{'path': str, 'line': int} (content.location(path, line))"),
     ("location typo", lambda t: t.tool_call("t1", "Read", locations=[{"path": "a", "lines": 3}]), ValueError,
      "tool_call: locations[0] has 'lines', which a location has not (path, line, _meta)"),
     ("kind", lambda t: t.tool_call("t1", "Read", kind="reading"), ValueError, "tool_call: kind must be one of 'read', "),
@@ -269,7 +276,7 @@ def test_a_permission_request_with_a_bad_location_raises_and_asks_nothing(turns)
     """The permission request carries the tool call's fields: they are checked before it is sent."""
     conn, agent, session_id = turns
     assert run(conn, agent, session_id, "ask", lambda t: t.ask_permission("t1", title="Write", locations=[7])) == []
-    assert str(agent.raised["ask"]) == "ask_permission: locations[0] must be a path string or {'path': ...}, got 'int'"
+    assert str(agent.raised["ask"]) == f"ask_permission: locations[0] must be {update_checks.LOCATION_SHAPES}, got 'int'"
     assert run(conn, agent, session_id, "raw", lambda t: t.request_permission({"toolCallId": "t1", "kind": "writing"}, [])) == []
     assert str(agent.raised["raw"]).startswith("request_permission: kind must be one of")
     assert conn.sink.requests("session/request_permission") == []

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from acp_green.cli import cli
 from acp_green.editorconfig import EDITORS, WHERE, command_settings
 from acp_green.tools.newproject.project import (
-    NAME_LIMIT, TAKEN, ProjectRefused, check_name, make_project, render, render_project, write_project,
+    NAME_LIMIT, TAKEN, ProjectRefused, check_name, installed_module_of, make_project, render, render_project, write_project,
 )
 from acp_green.version import __version__
 from tests.helpers import REPO
@@ -87,7 +87,7 @@ def test_a_name_is_taken_exactly_when_it_fits_the_grammar_and_shadows_nothing(na
     NAME_LIMIT long, and its module (lower-case, - as _) is no keyword, stdlib or taken module."""
     module = name.replace("-", "_").lower()
     expected = (GRAMMAR.fullmatch(name) is not None and len(name) <= NAME_LIMIT and not keyword.iskeyword(module)
-                and module not in sys.stdlib_module_names and module not in TAKEN)
+                and module not in sys.stdlib_module_names and module not in TAKEN and installed_module_of(module) is None)
     try:
         project = check_name(name)
     except ProjectRefused as exc:
@@ -102,7 +102,8 @@ def test_a_name_is_taken_exactly_when_it_fits_the_grammar_and_shadows_nothing(na
 # -- rendering ----------------------------------------------------------------------------------
 @settings(deadline=None, max_examples=40)
 @given(st.from_regex(r"[A-Za-z][A-Za-z0-9_-]{0,20}[A-Za-z0-9]", fullmatch=True).filter(
-    lambda n: (m := n.replace("-", "_").lower()) not in TAKEN and m not in sys.stdlib_module_names and not keyword.iskeyword(m)),
+    lambda n: (m := n.replace("-", "_").lower()) not in TAKEN and m not in sys.stdlib_module_names and not keyword.iskeyword(m)
+    and installed_module_of(m) is None),
     st.booleans())
 def test_every_rendered_file_is_complete_and_every_python_file_parses(name, llm):
     files = files_of(name, llm)
@@ -225,3 +226,12 @@ def test_both_agents_pass_mypy_strict(tmp_path):
         make_project(name, tmp_path / name, llm=llm, editor_settings=settings_for(name))
     done = mypy_strict(str(tmp_path / "hello-bot" / "hello_bot"), str(tmp_path / "llm-bot" / "llm_bot"), cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize("name", ["attrs", "pluggy", "iniconfig", "Pluggy"])
+def test_a_name_that_would_shadow_a_module_the_test_tools_import_is_refused(name):
+    """`acp-green new attrs` made a project whose tests could not be collected (its package
+    shadowed the attrs pytest imports): every module of the installed closure of acp-green,
+    pytest and hypothesis is refused, naming the distribution."""
+    with pytest.raises(ProjectRefused, match=f"would shadow the module of the same name of {name.lower()}"):
+        check_name(name)

@@ -7,6 +7,7 @@ own). Everything is rendered before anything is written, so a refusal leaves not
 
 from __future__ import annotations
 
+import functools
 import json
 import keyword
 import re
@@ -90,9 +91,68 @@ def check_name(name: str) -> ProjectName:
         raise refuse(f"its package directory {module!r} is where the build writes its output (and .gitignore ignores it)")
     if module in TAKEN:
         raise refuse(f"its module name {module!r} is taken by acp_green, what it runs on, or the test tools")
+    shadowed = installed_module_of(module)
+    if shadowed is not None:
+        raise refuse(f"its module name {module!r} would shadow the module of the same name of {shadowed}, which acp-green "
+                     "or its test tools import (the project's tests could not even be collected)")
     camel = "".join(part[:1].upper() + part[1:] for part in module.split("_"))
     class_name = camel if camel.endswith("Agent") and camel != "Agent" else camel + "Agent"
     return ProjectName(name, module, class_name)
+
+
+#: The distributions whose modules a project must not shadow: what acp-green and the project's
+#: test runner import, with everything they need (attrs and pluggy among them, through pytest).
+SHADOW_ROOTS = ("acp-green", "pytest", "hypothesis")
+_REQUIREMENT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")  # a requirement string's distribution name (PEP 508)
+
+
+@functools.cache
+def _needed_modules() -> dict[str, str]:
+    """Top-level module -> its distribution, for the installed requirement closure of SHADOW_ROOTS."""
+    from importlib import metadata
+
+    seen: set[str] = set()
+    pending = list(SHADOW_ROOTS)
+    modules: dict[str, str] = {}
+    while pending:
+        name = pending.pop().lower().replace("_", "-")
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        for module in _top_level_modules(dist):
+            modules.setdefault(module.lower(), dist.metadata["Name"])
+        # Every requirement, extras' too (markers are not evaluated): a name refused in one
+        # environment that another would not need is the safe mistake.
+        for requirement in dist.requires or ():
+            named = _REQUIREMENT_NAME.match(requirement)
+            if named is not None:
+                pending.append(named.group(0))
+    return modules
+
+
+def _top_level_modules(dist: Any) -> set[str]:
+    """The importable top-level names a distribution installs (its top_level.txt, else its files)."""
+    listed = dist.read_text("top_level.txt")
+    if listed:
+        return {line.strip() for line in listed.splitlines() if line.strip()}
+    names = set()
+    for file in dist.files or ():
+        first = str(file).split("/", 1)[0]
+        if first.endswith(".py"):
+            names.add(first[:-3])
+        elif "/" in str(file) and not first.endswith((".dist-info", ".data")) and not first.startswith(("..", "__")):
+            names.add(first)
+    return names
+
+
+def installed_module_of(module: str) -> str | None:
+    """The distribution (of acp-green's or the test tools' installed closure) whose top-level
+    module `module` is, or None."""
+    return _needed_modules().get(module.lower())
 
 
 def render(template: str, values: Mapping[str, str]) -> str:

@@ -373,7 +373,9 @@ def _open_db(state_dir: str | None, store_url: str | None, write: bool = False) 
             # Damage past the header is only met by the query that reaches it: one line, exit 1.
             raise click.ClickException(f"cannot read {printable(statedb.db_path(resolved))}: {exc}") from None
         except Exception as exc:
-            if type(exc).__module__.split(".")[0] != "psycopg":
+            from .store.pg_connection import is_psycopg_error
+
+            if not is_psycopg_error(exc):
                 raise
             raise click.ClickException(f"the store server failed: {printable(str(exc).strip())}") from None
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 if TYPE_CHECKING:
     import psycopg
 
-__all__ = ["CONNECTION_DEFAULTS", "application_name", "connect", "psycopg_module"]
+__all__ = ["CONNECTION_DEFAULTS", "application_name", "connect", "is_psycopg_error", "psycopg_module"]
 
 CONNECT_TIMEOUT = 10  # seconds: connect_timeout, unless the URL sets its own
 # A dead peer host is noticed by TCP keepalives (an idle connection: 10 + 3 x 5 s) and by
@@ -38,6 +38,11 @@ CONNECTION_DEFAULTS = {
     "tcp_user_timeout": "30000",
 }
 _Result = TypeVar("_Result")
+
+
+def is_psycopg_error(exc: BaseException) -> bool:
+    """`exc` is psycopg's (the server refused or cannot be reached), told without importing psycopg."""
+    return type(exc).__module__.split(".")[0] == "psycopg"
 
 
 def application_name() -> str:

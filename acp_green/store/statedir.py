@@ -57,6 +57,7 @@ def open_store(
 
 def _open_server_store(url: str) -> Store:
     from .database import StoreOpenError
+    from .pg_connection import is_psycopg_error
     from .postgres import PostgresStore, redacted
 
     reason: Exception
@@ -65,7 +66,7 @@ def _open_server_store(url: str) -> Store:
     except (OSError, StoreOpenError, ImportError) as exc:
         reason = exc
     except Exception as exc:  # psycopg's own errors: the server refused or cannot be reached
-        if type(exc).__module__.split(".")[0] != "psycopg":
+        if not is_psycopg_error(exc):
             raise
         reason = exc
     log.warning(

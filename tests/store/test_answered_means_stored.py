@@ -18,7 +18,7 @@ def slow_commits(statement: str) -> None:
         time.sleep(0.05)
 
 
-def test_the_answer_of_a_prompt_follows_the_commit_of_its_turn(inprocess, tmp_path):
+def test_S16_the_answer_of_a_prompt_follows_the_commit_of_its_turn(inprocess, tmp_path):
     path = statedb.db_path(str(tmp_path / "state"))
     harness = inprocess(DemoAgent(), store=SqliteStore(path, trace=slow_commits))
     client = harness.client

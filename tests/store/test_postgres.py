@@ -15,11 +15,14 @@ import logging
 import os
 import threading
 import time
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import gevent
 import psycopg
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from gevent import socket as gsocket
 from gevent.server import StreamServer
 
@@ -688,3 +691,18 @@ def test_a_request_the_store_cannot_answer_gets_one_clear_error_and_no_traceback
     assert "Traceback" not in caplog.text and "session/list" not in caplog.text
     proxy.restore()
     wait_until(lambda: "result" in client.request("session/list", {}).response(), what="the list once the server is back")
+
+
+@settings(max_examples=300, deadline=None)
+@given(user=st.text(alphabet=st.characters(min_codepoint=48, max_codepoint=122), min_size=1, max_size=12),
+       password=st.text(min_size=4, max_size=40).filter(
+           lambda p: p.strip() == p and "***" not in p and quote(p, safe="") not in "postgresql://@db.example/acp?password="),
+       query_password=st.booleans())
+def test_no_password_of_any_shape_survives_in_the_name(user, password, query_password):
+    """Whatever the password holds (percent-encoded in the URL, or as a query parameter), the name
+    used in every log line and error shows *** in its place and never the password itself."""
+    encoded = quote(password, safe="")
+    url = (f"postgresql://{quote(user, safe='')}@db.example/acp?password={encoded}" if query_password
+           else f"postgresql://{quote(user, safe='')}:{encoded}@db.example/acp")
+    shown = redacted(url)
+    assert "***" in shown and encoded not in shown.replace(quote(user, safe=""), "", 1)

@@ -63,6 +63,7 @@ if TYPE_CHECKING:
     from .errors import (
         RpcError as RpcError,
         TurnCancelled as TurnCancelled,
+        TurnInterrupted as TurnInterrupted,
         CapabilityMissing as CapabilityMissing,
         ClientError as ClientError,
         McpError as McpError,
@@ -134,6 +135,7 @@ _EXPORTS = {
     "serve_stdio": "acp_green.server",
     "RpcError": "acp_green.errors",
     "TurnCancelled": "acp_green.errors",
+    "TurnInterrupted": "acp_green.errors",
     "CapabilityMissing": "acp_green.errors",
     "ClientError": "acp_green.errors",
     "McpError": "acp_green.errors",

@@ -87,6 +87,10 @@ def cli() -> None:
               help="Most prompt, MCP and extension requests running at once; one more is refused with -32000 connection_busy.")
 @click.option("--shutdown-grace", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
               help="On EOF or SIGTERM, how long cancelled work may take to finish before it is aborted.")
+@click.option("--cancel-grace", type=click.FloatRange(min=0), default=0.5, show_default=True, metavar="SECONDS",
+              help="How long a cancelled prompt may run on to end by itself; then its blocking call (sleep, socket "
+                   "read, subprocess wait) is interrupted with acp_green.TurnInterrupted and the prompt answers "
+                   "'cancelled'. 'inf': never interrupt.")
 @click.option("--idle-timeout", type=click.FloatRange(min=0, min_open=True), default=1800.0, show_default=True, metavar="SECONDS",
               help="Evict sessions idle longer than this from memory (never one with a running prompt).")
 @click.option("--max-line-bytes", type=click.IntRange(min=1024), default=64 << 20, show_default=True, metavar="N",
@@ -150,7 +154,7 @@ def cli() -> None:
               metavar="SECONDS",
               help="With --listen: end a Streamable HTTP connection after this long with no request and no event "
                    "stream open (its sessions stay stored). A WebSocket connection ends when its socket closes.")
-def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, idle_timeout: float,
+def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, cancel_grace: float, idle_timeout: float,
           max_line_bytes: int, state_dir: str | None, ephemeral: bool, provide_mcp: tuple[str, ...], monkey_patch: bool,
           block_warning: float, log_level: str, max_mcp_servers: int, flush_stall_timeout: float, stable_only: bool,
           trace: str | None, max_protocol_version: int = 2, listen: str | None = None, token: str | None = None,
@@ -203,6 +207,7 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, id
     options = ServeOptions(
         max_background=max_background,
         shutdown_grace=shutdown_grace,
+        cancel_grace=cancel_grace,
         idle_timeout=idle_timeout,
         max_line_bytes=max_line_bytes,
         max_mcp_servers=max_mcp_servers,

@@ -80,6 +80,7 @@ class ClientConnection:
             endpoint, shared.agent, self.context, self.sessions, shared.store,
             provided_commands=options.provide_mcp, max_mcp_servers=options.max_mcp_servers,
             stable_only=options.stable_only, max_protocol_version=options.max_protocol_version,
+            cancel_grace=options.cancel_grace,
         )
 
     @property

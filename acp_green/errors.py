@@ -379,6 +379,13 @@ class TurnCancelled(Exception):
     """Raised inside a turn by a wait that its cancellation token interrupted."""
 
 
+class TurnInterrupted(BaseException):
+    """Raised at the blocking call of a cancelled turn still running when the cancel grace ends.
+
+    A BaseException, as KeyboardInterrupt is: the `except Exception` of a retry loop (HTTP
+    clients, model SDKs) must not swallow it and call again. The turn answers `cancelled`."""
+
+
 class CapabilityMissing(Exception):
     """The client did not advertise the capability an operation needs."""
 

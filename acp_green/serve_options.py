@@ -13,6 +13,8 @@ class ServeOptions:
 
     max_background: int = 32
     shutdown_grace: float = 5.0
+    #: Seconds a cancelled turn may run on before it is interrupted at its blocking call; inf: never (`--cancel-grace`).
+    cancel_grace: float = 0.5
     idle_timeout: float = 1800.0
     max_line_bytes: int = 64 << 20
     max_mcp_servers: int = 64  # per session/new, load or resume, every transport counted

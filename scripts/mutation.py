@@ -118,6 +118,9 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
         "tests/endpoint/test_input_guard.py", "tests/agent/test_rich_prompts.py",
         "tests/agent/test_turn_client_facing.py",
     ]),
+    "protocol.interrupt": ("protocol", "acp_green/protocol/interrupt.py", [
+        "tests/endpoint/test_cancel_interrupt.py", "tests/cli/test_cancel_interrupts.py",
+    ]),
     "protocol.replay": ("protocol", "acp_green/protocol/replay.py", [
         "tests/sessions/test_history_flow.py", "tests/sessions/test_session_methods.py",
         "tests/sessions/test_history_edges.py", "tests/sessions/test_replayed_settings.py",

@@ -6,6 +6,8 @@ script it through the prompt text:
 - the last message is a tool result: "tool said: RESULT";
 - the last user message is `/slow` or `/wait`: "tick " every 20 ms until the client goes away
   (60 s at most) — the long response;
+- `/silent`: "thinking", then nothing at all (60 s at most): a model call whose read blocks,
+  which only an interrupt or a closed socket ends;
 - `/think`: "thinking" then nothing but SSE keep-alive comments every 20 ms (60 s at most), as a
   model that thinks before it answers: only a client that closes the stream itself ends it;
 - `/stream N [SIZE]`: N chunks, chunk i starts with `i:` and is padded to SIZE bytes (64);
@@ -94,6 +96,8 @@ class FakeOpenAI:
             return self._stream(exchange, start_response, self._ticks())
         if command == "/think":
             return self._stream(exchange, start_response, self._thinking())
+        if command == "/silent":
+            return self._stream(exchange, start_response, self._silence())
         if command == "/stream":
             count, _, size = rest.partition(" ")
             return self._stream(exchange, start_response, self._numbered(int(count), int(size or 64)))
@@ -170,6 +174,12 @@ class FakeOpenAI:
         for _ in range(int(SLOW_LIMIT / TICK)):
             yield None
             gevent.sleep(TICK)
+        yield {}, "stop"
+
+    @staticmethod
+    def _silence() -> Iterator[tuple[dict[str, Any], str | None] | None]:
+        yield {"role": "assistant", "content": "thinking"}, None
+        gevent.sleep(SLOW_LIMIT)
         yield {}, "stop"
 
     @staticmethod

@@ -37,6 +37,7 @@ from .access import SessionAccess
 from .connection import ConnectionMethods
 from .dialect import OutgoingDialect
 from .dialect_v2 import V1_ONLY, V2_ONLY
+from .interrupt import DEFAULT_CANCEL_GRACE
 from .prompt import PromptLedger, PromptService
 from .session_mcp import SessionMcpServers
 from .session_admin import SessionAdmin, admit_archive_v2
@@ -103,12 +104,14 @@ def attach(
     max_mcp_servers: int = 64,
     stable_only: bool = False,
     max_protocol_version: int = 2,
+    cancel_grace: float = DEFAULT_CANCEL_GRACE,
 ) -> AcpProtocol:
     """Build ACP's features for `agent` on `endpoint` and register their routes there.
 
     `stable_only`: ACP's unstable methods are not registered (they answer -32601 like any unknown
     method): session/fork, archive, unarchive, set_title, status, and MCP-over-ACP (mcp/connect,
-    message, disconnect); `initialize` advertises none of them."""
+    message, disconnect); `initialize` advertises none of them. `cancel_grace`: seconds a cancelled
+    turn may run on before it is interrupted at its blocking call (interrupt.py)."""
     client = endpoint.client
     mcp = McpRegistry(
         provided_servers(agent.provided_mcp_servers(), provided_commands),
@@ -124,7 +127,7 @@ def attach(
     session_methods = SessionMethods(agent, access, sessions, store, session_mcp, endpoint.outbound, settings, max_mcp_servers,
                                      stable_only, dialect)
     prompt_service = PromptService(agent, access, prompts, session_mcp, endpoint.outbound, client.call, settings, client.send,
-                                   dialect)
+                                   dialect, cancel_grace)
     features: tuple[object, ...] = (connection, session_methods, prompt_service)
     admin = None if stable_only else SessionAdmin(agent, session_methods)
     if admin is not None:

@@ -31,6 +31,7 @@ from ..usage import RUNNING, UsageRecord
 from . import dialect_v2
 from .access import SessionAccess
 from .dialect import OutgoingDialect, Shapes
+from .interrupt import DEFAULT_CANCEL_GRACE, CancelInterrupt
 from .session_mcp import SessionMcpServers
 from .turn_record import TurnRecord
 from .updates import SessionUpdateEncoder, session_info, title_from_prompt
@@ -88,8 +89,9 @@ class PromptJob(Job):
     """One `session/prompt`: admitted with its session reserved and its token bound."""
 
     def __init__(self, agent: Agent, ledger: "PromptLedger", session: Session, request_id: wire.RequestId, turn: Turn,
-                 record: TurnRecord, outbound: Outbound, v2: bool = False) -> None:
+                 record: TurnRecord, outbound: Outbound, v2: bool = False, cancel_grace: float = DEFAULT_CANCEL_GRACE) -> None:
         self.agent = agent
+        self.cancel_grace = cancel_grace  # then a cancelled turn is interrupted at its blocking call
         self.v2 = v2  # answered at admission with the user message's id; its end is an idle state_update
         self.outbound = outbound
         self.ledger = ledger
@@ -110,7 +112,11 @@ class PromptJob(Job):
         # is still opening (just after start-up) waits for it here, never in the receive loop.
         # A cancel ends the wait; the agent still runs and sees its token set, as it would have.
         self.ledger.store.wait_for_history_room(self.token)
-        stop_reason = self.agent.prompt(turn) or "end_turn"
+        interrupt = CancelInterrupt(self.token, self.cancel_grace, f"the turn of {self.session.session_id}")
+        try:
+            stop_reason = self.agent.prompt(turn) or "end_turn"
+        finally:
+            interrupt.disarm()  # before settling: the runtime's own waits are never interrupted
         problem = stop_reason_problem(self.agent, stop_reason)
         if problem is not None:  # the agent author's mistake: said in their log, and in the answer
             log.error("%s", problem)
@@ -304,8 +310,10 @@ class PromptService:
 
     def __init__(self, agent: Agent, access: SessionAccess, ledger: PromptLedger, session_mcp: SessionMcpServers,
                  outbound: Outbound, call_client: Callable[..., Any], settings: SessionSettings,
-                 send_client: Callable[[str, Any], None] | None = None, dialect: OutgoingDialect | None = None) -> None:
+                 send_client: Callable[[str, Any], None] | None = None, dialect: OutgoingDialect | None = None,
+                 cancel_grace: float = DEFAULT_CANCEL_GRACE) -> None:
         self.agent = agent
+        self.cancel_grace = cancel_grace
         self.dialect = dialect if dialect is not None else OutgoingDialect()  # the connection's: what it sends
         self.settings = settings
         self.accepted = accepted_kinds(agent)
@@ -350,7 +358,8 @@ class PromptService:
             history=partial(self._history, session_id, record.turn_id),
             save_state=self.access.sessions.save_state,
         )
-        job = PromptJob(self.agent, self.ledger, session, request_id, turn, record, self.outbound, v2=not snapshot.v1)
+        job = PromptJob(self.agent, self.ledger, session, request_id, turn, record, self.outbound, v2=not snapshot.v1,
+                        cancel_grace=self.cancel_grace)
         title = title_from_prompt(turn.text) if session.record.title is None else None
         # Nothing below can fail: a reservation is only taken once admission is certain (S14).
         session.reserve(job)

@@ -28,7 +28,7 @@ from gevent import GreenletExit
 
 from . import wire
 from .batch import BatchAnswers
-from ..errors import BatchTooLarge, ConnectionBusy, InternalError, InvalidParams, InvalidRequest, MethodNotFound, OutOfMemory, OutputBacklog, ParseError, RequestCancelled, RpcError, TurnCancelled, error_for, one_line
+from ..errors import BatchTooLarge, ConnectionBusy, InternalError, InvalidParams, InvalidRequest, MethodNotFound, OutOfMemory, OutputBacklog, ParseError, RequestCancelled, RpcError, TurnCancelled, TurnInterrupted, error_for, one_line
 from .client_requests import ClientRequests
 from .transport import Outbound, request_id_of
 
@@ -62,19 +62,19 @@ KILLED = Outcome(killed=True)
 
 #: What a handler, an admission, a job or a settle may raise that `outcome_of` maps. Anything
 #: else (KeyboardInterrupt) is not the request's to answer and passes through.
-MAPPED_EXCEPTIONS: tuple[type[BaseException], ...] = (Exception, gevent.Timeout, SystemExit, GreenletExit)
+MAPPED_EXCEPTIONS: tuple[type[BaseException], ...] = (Exception, gevent.Timeout, SystemExit, GreenletExit, TurnInterrupted)
 
 
 def outcome_of(exc: BaseException, doing: str) -> Outcome:
     """How a request ended, from what was raised; `doing` names it in the log.
 
-    A kill (GreenletExit) is `killed` and a TurnCancelled `cancelled`: the caller decides
+    A kill (GreenletExit) is `killed`, a TurnCancelled or TurnInterrupted `cancelled`: the caller decides
     whether it goes on (a killed greenlet or reader does) and how a cancel is answered.
     Everything else is answered with `errors.error_for`, the one mapping for every request path.
     """
     if isinstance(exc, GreenletExit):
         return KILLED
-    if isinstance(exc, TurnCancelled):
+    if isinstance(exc, (TurnCancelled, TurnInterrupted)):
         return Outcome(cancelled=True)
     return Outcome(error=error_for(exc, doing))
 

@@ -1,0 +1,120 @@
+"""A cancel stops plain blocking code: through the real `acp-green serve`, a cancelled turn still
+running when the cancel grace (`--cancel-grace`, 0.5 s) ends is interrupted at its blocking call
+(acp_green.TurnInterrupted) and answers `cancelled` (S14: once its token is set, `cancelled`
+whatever happened after). Cooperative code that ends within the grace is never interrupted.
+
+The model calls are the README's recipe once per HTTP library (tests/blocking_agents.py
+ModelCallAgent) against a model that sends one chunk and then nothing (tests/fake_openai.py
+`/silent`): without the interrupt each read would wait the full 60 s.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from tests.fake_openai import FakeOpenAI
+from tests.helpers import said, wait_until
+
+SLEEPING = "tests.blocking_agents:SleepingAgent"
+MODEL_CALL = "tests.blocking_agents:ModelCallAgent"
+
+
+@pytest.fixture
+def model():
+    server = FakeOpenAI()
+    yield server
+    server.stop()
+
+
+def start(launch, agent: str, *args: str, env: dict[str, str] | None = None):
+    process = launch("--ephemeral", "--agent", agent, *args, env=env)
+    process.initialize()
+    return process
+
+
+@pytest.mark.parametrize("library", ["urllib", "requests", "httpx", "openai"])
+def test_s14_a_cancelled_model_call_that_sends_nothing_is_interrupted_and_answers_cancelled(launch, model, library):
+    """The read of a silent model stream is interrupted after the grace; the response is closed,
+    the model never finishes its answer, and the session takes its next prompt. openai retries
+    on `except Exception`: the interrupt is not one, so it is not retried."""
+    agent = start(launch, MODEL_CALL, env={"OPENAI_BASE_URL": model.url})
+    sid = agent.new_session()
+    call = agent.prompt(sid, f"{library} /silent")
+    agent.wait_for(lambda: said(agent.updates(sid)) == "thinking", what=f"the {library} stream's first chunk")
+    agent.cancel(sid)
+    assert call.result(timeout=30) == {"stopReason": "cancelled"}
+    assert len(model.exchanges) == 1, "the interrupted call was retried"
+    assert model.exchanges[0].ended != "done"
+    assert agent.prompt(sid, f"{library} hello there").result(timeout=30) == {"stopReason": "end_turn"}
+    assert said(agent.updates(sid)).endswith("echo: hello there")
+    agent.close()
+    assert "Traceback" not in agent.stderr_text()
+
+
+def test_s14_a_cancelled_time_sleep_is_interrupted_and_other_sessions_go_on(launch):
+    """time.sleep(60) ends at the interrupt: `awake` is never said, and the turn's usage record
+    says `cancelled` (not `aborted`: nothing was killed)."""
+    agent = start(launch, SLEEPING)
+    sid, other = agent.new_session(), agent.new_session()
+    call = agent.prompt(sid, "long sleep")
+    agent.wait_for(lambda: said(agent.updates(sid)) == "sleeping", what="the sleep to start")
+    agent.cancel(sid)
+    assert call.result(timeout=30) == {"stopReason": "cancelled"}
+    assert said(agent.updates(sid)) == "sleeping"
+    assert agent.prompt(other, "hello").result(timeout=30) == {"stopReason": "end_turn"}
+    agent.close()
+
+
+def test_s14_an_interrupt_is_not_swallowed_by_a_retry_loop_that_catches_exception(launch):
+    """TurnInterrupted is a BaseException: `except Exception: retry` lets it through, so the turn
+    ends at the first interrupt instead of sleeping twice more."""
+    agent = start(launch, SLEEPING)
+    sid = agent.new_session()
+    call = agent.prompt(sid, "retry")
+    agent.wait_for(lambda: said(agent.updates(sid)) == "trying", what="the first try to start")
+    agent.cancel(sid)
+    assert call.result(timeout=15) == {"stopReason": "cancelled"}
+    assert said(agent.updates(sid)) == "trying"
+    agent.close()
+
+
+def test_s14_a_cancel_kills_the_child_of_subprocess_run(launch, tmp_path):
+    """subprocess.run kills its child on any exception: the interrupt is one, so the shell
+    sleeping 60 s is gone (and reaped) once the turn answers `cancelled`."""
+    pidfile = tmp_path / "child.pid"
+    agent = start(launch, SLEEPING)
+    sid = agent.new_session()
+    call = agent.prompt(sid, f"child {pidfile}")
+    wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 30, "the child to write its pid")
+    pid = int(pidfile.read_text())
+    agent.cancel(sid)
+    assert call.result(timeout=30) == {"stopReason": "cancelled"}
+    wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 30, f"child {pid} to be killed and reaped")
+    agent.close()
+
+
+def test_s14_cooperative_code_that_ends_within_the_grace_is_not_interrupted(launch):
+    """`tidy` waits for its cancel, then tidies up for 0.2 s: within a 10 s grace it says so and
+    returns by itself."""
+    agent = start(launch, SLEEPING, "--cancel-grace", "10")
+    sid = agent.new_session()
+    call = agent.prompt(sid, "tidy")
+    agent.wait_for(lambda: said(agent.updates(sid)) == "waiting", what="the turn to wait for its cancel")
+    agent.cancel(sid)
+    assert call.result(timeout=30) == {"stopReason": "cancelled"}
+    assert said(agent.updates(sid)) == "waitingtidied"
+    agent.close()
+
+
+def test_cancel_grace_inf_never_interrupts(launch):
+    """`--cancel-grace inf`: the cancelled time.sleep(3) runs to its end, and only then answers."""
+    agent = start(launch, SLEEPING, "--cancel-grace", "inf")
+    sid = agent.new_session()
+    call = agent.prompt(sid, "sleep")
+    agent.wait_for(lambda: said(agent.updates(sid)) == "sleeping", what="the sleep to start")
+    agent.cancel(sid)
+    assert call.result(timeout=30) == {"stopReason": "cancelled"}
+    assert said(agent.updates(sid)) == "sleepingawake"
+    agent.close()

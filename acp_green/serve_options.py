@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .rpc.transport import OutputLimits
@@ -34,3 +35,24 @@ class ServeOptions:
     block_warning: float = 0.5
     #: Write every line read and written to this trace file (`--trace`; the format: docs/TRACES.md).
     trace: str | None = None
+
+    def __post_init__(self) -> None:
+        """Refuse a value the runtime cannot honour, naming the field, before anything is served.
+        A NaN would reach a gevent timer, and a hub running one stops serving every greenlet."""
+        for name, lowest, infinite in (("shutdown_grace", 0.0, False), ("cancel_grace", 0.0, True),
+                                       ("idle_timeout", 0.0, False), ("block_warning", 0.0, False)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"ServeOptions.{name} must be a number of seconds, not {type(value).__name__}")
+            if math.isnan(value) or value < lowest or (math.isinf(value) and not infinite):
+                allowed = "a number of seconds >= 0, or math.inf (never)" if infinite else "a finite number of seconds >= 0"
+                raise ValueError(f"ServeOptions.{name} must be {allowed}, not {value!r}")
+        if self.idle_timeout == 0:
+            raise ValueError("ServeOptions.idle_timeout must be more than 0 seconds")
+        for name, lowest in (("max_background", 1), ("max_line_bytes", 1024), ("max_mcp_servers", 0),
+                             ("max_protocol_version", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+                raise ValueError(f"ServeOptions.{name} must be an integer >= {lowest}, not {value!r}")
+        if self.max_protocol_version > 2:
+            raise ValueError(f"ServeOptions.max_protocol_version must be 1 or 2, not {self.max_protocol_version!r}")

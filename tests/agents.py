@@ -102,17 +102,20 @@ class IgnoresCancelAgent(DemoAgent):
 
 
 class PromptSwallowsKillAgent(Agent):
-    """Every prompt says "stubborn" and swallows its kill (a bare except), lingering 3 s more: only
+    """Every prompt says "stubborn" and swallows whatever is raised in it (bare excepts: the
+    kill, and the interrupt after the cancel grace), lingering 3 s more each time: only
     abandoning the greenlet ends the turn."""
 
     name = "prompt-swallows-kill"
 
     def prompt(self, turn: Turn) -> str:
         turn.say("stubborn")
-        try:
-            gevent.sleep(60)
-        except BaseException:  # noqa: B036 - what this agent is for
-            gevent.sleep(3)
+        for seconds in (60, 3, 3):
+            try:
+                gevent.sleep(seconds)
+                break
+            except BaseException:  # noqa: B036 - what this agent is for
+                continue
         return "end_turn"
 
 

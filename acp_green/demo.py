@@ -1,4 +1,4 @@
-"""The built-in demonstration agent (README's demo table), written only against the public agent API."""
+"""The built-in demonstration agent (the demo table of docs/SERVE.md), written only against the public agent API."""
 
 from __future__ import annotations
 
@@ -358,7 +358,7 @@ class ReportCommands:
 
 class DemoAgent(Agent):
     """Deterministic: echoes text and obeys a small slash-command grammar (its commands are held
-    in command groups; DEMO_COMMANDS advertises them in README order and binds each to its group)."""
+    in command groups; DEMO_COMMANDS advertises them in the order of docs/SERVE.md's table and binds each to its group)."""
 
     name = "acp-green-demo"
     title = "acp_green demo agent"

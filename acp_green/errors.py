@@ -1,4 +1,4 @@
-"""JSON-RPC and ACP error types; each carries its wire code (the README's error table).
+"""JSON-RPC and ACP error types; each carries its wire code (the error table of docs/ERRORS.md).
 
 `error_for` is the one mapping from whatever a request path raised to the JSON-RPC error that
 answers it, for ACP requests and MCP requests alike. Errors a peer answered us with derive

@@ -1,6 +1,6 @@
 """Demo commands: the demo's slash commands live in one registry, from which both
-the advertised `available_commands_update` and the dispatch come; the README's demo table is the
-contract for the names."""
+the advertised `available_commands_update` and the dispatch come; the demo table of docs/SERVE.md
+is the contract for the names."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pytest
 from acp_green.demo import DEMO_COMMANDS, DemoAgent, SlashCommands
 from tests.helpers import REPO, said, wait_until
 
-README = str(REPO / "README.md")
+SERVING_GUIDE = str(REPO / "docs" / "SERVE.md")
 
 
-def _readme_demo_commands() -> list[str]:
-    """The slash commands named in the first column of README's demo prompt-grammar table."""
-    text = open(README, encoding="utf-8").read()
+def _documented_demo_commands() -> list[str]:
+    """The slash commands named in the first column of docs/SERVE.md's demo prompt-grammar table."""
+    text = open(SERVING_GUIDE, encoding="utf-8").read()
     table = text.split("## The demo agent", 1)[1].split("\n\n| prompt text |", 1)[1].split("\n\n", 1)[0]
     names: list[str] = []
     for row in table.splitlines():
@@ -37,11 +37,11 @@ def _advertised(inprocess) -> list[dict]:
 
 def test_every_advertised_command_has_its_handler_and_every_handler_is_advertised(inprocess):
     """What goes on the wire is the registry: no advertised name falls back to echo, no handler
-    is hidden, and the names are the README's demo table, in its order."""
+    is hidden, and the names are docs/SERVE.md's demo table, in its order."""
     advertised = [c["name"] for c in _advertised(inprocess)]
     assert [name for name in advertised if DEMO_COMMANDS.handler(name) is None] == []
     assert advertised == [c.name for c in DEMO_COMMANDS]
-    assert advertised == _readme_demo_commands()
+    assert advertised == _documented_demo_commands()
 
 
 def test_the_advertised_commands_on_the_wire_are_unchanged(inprocess):

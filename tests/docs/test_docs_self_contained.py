@@ -1,5 +1,5 @@
 """The documentation stands alone: every relative link in README.md and docs/ leads to a file of
-this repository, no text a user reads (the docs, every --help, the package's docstrings) points at
+this repository (and its `#anchor` to a heading there), no text a user reads (the docs, every --help, the package's docstrings) points at
 material outside it, and docs/RULES.md names tests that really prove each rule."""
 
 from __future__ import annotations
@@ -37,6 +37,34 @@ def test_every_relative_link_resolves_inside_the_repository(doc):
     for target in _relative_links(doc):
         path = (doc.parent / target.split("#", 1)[0]).resolve()
         if not path.is_relative_to(ROOT) or not path.exists():
+            broken.append(target)
+    assert not broken, f"{doc.name}: {broken}"
+
+
+def _anchor(heading: str) -> str:
+    """The anchor a heading gets: lower case, punctuation but `-` and `_` dropped, spaces as `-`."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def _anchors(doc: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.S)
+    return {_anchor(heading) for heading in re.findall(r"^#+ (.*)$", text, re.M)}
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_anchor_names_a_heading(doc):
+    """A link `page.md#anchor` (or `#anchor`) leads to a heading of that page: moving a section
+    between README.md and docs/ leaves no link pointing at the place it left."""
+    assert _anchor("### Blocking code is fine".lstrip("# ")) == "blocking-code-is-fine"
+    assert _anchor("A coding agent's loop: `examples/coding_agent.py`") == "a-coding-agents-loop-examplescoding_agentpy"
+    broken = []
+    text = re.sub(r"```.*?```", "", doc.read_text(encoding="utf-8"), flags=re.S)
+    for target in LINK.findall(text):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target) or "#" not in target:
+            continue
+        page, anchor = target.split("#", 1)
+        path = (doc.parent / page).resolve() if page else doc
+        if path.suffix == ".md" and path.exists() and anchor not in _anchors(path):
             broken.append(target)
     assert not broken, f"{doc.name}: {broken}"
 

@@ -242,7 +242,7 @@ def test_recursion_limit_is_untouched_by_decoding():
 
 
 # -- the nesting limit: its exact boundary, and a pre-check linear in the line --------------------
-DOCUMENTED_DEPTH = 512  # README: "nesting deeper than 512 levels" is a parse error
+DOCUMENTED_DEPTH = 512  # docs/ERRORS.md: "nesting deeper than 512 levels" is a parse error
 
 
 def test_exactly_512_levels_decode_even_with_more_brackets_than_that():

@@ -1,5 +1,6 @@
 """Traces made for the trace tools' tests, written event by event in the trace format (docs/TRACES.md):
-a known three-session conversation with every kind of mark, and a long one of any size."""
+a known three-session conversation with every kind of mark, a session whose every text is hostile,
+an agent that logs errors and tracebacks on stderr, and a long one of any size."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from typing import Any
 
 #: Text a hostile agent might send, to prove the viewers never treat trace text as markup.
 HOSTILE = "</script><img src=x onerror=alert(1)>"
+#: More of it, each setting window.__pwned if it ever runs: a script element, the end of an element
+#: whose text is raw (textarea, title, style), an event handler, a comment that would swallow the page.
+PAYLOADS = ("<script>window.__pwned=1</script>", "</textarea><script>window.__pwned=2</script>",
+            "</title></style><img src=x onerror=\"window.__pwned=3\">", "<!--<script>window.__pwned=4//-->",
+            "<svg onload=window.__pwned=5>", "\" onmouseover=\"window.__pwned=6\" x=\"")
 
 
 @dataclass
@@ -73,7 +79,8 @@ class TraceBuilder:
                    **({"fields": fields} if fields is not None else {})}, after)
 
     def write(self, path: Path) -> Path:
-        path.write_text("".join(json.dumps(e, ensure_ascii=False) + "\n" for e in self.events), encoding="utf-8")
+        # As a recorder writes it: ASCII, so a lone surrogate in a string is the escape "\ud800" (valid JSON, not UTF-8).
+        path.write_text("".join(json.dumps(e) + "\n" for e in self.events), encoding="ascii")
         return path
 
 
@@ -133,6 +140,60 @@ def three_sessions() -> tuple[TraceBuilder, Expected]:
     expected = Expected(sessions=("sess-a", "sess-b", "sess-c"), requests=11, updates=9, cancels=1, cancelled=1,
                         error_answers=1, bad_lines=1, unanswered=1, hostile_seq=hostile_seq)
     return t, expected
+
+
+def hostile_conversation() -> TraceBuilder:
+    """A session whose every text is a payload: its id, its title, the prompt, the reply, a thought, a tool
+    call's title and output, a permission and its options, a plan, an error, a line on stderr."""
+    t = TraceBuilder()
+    sid = PAYLOADS[1]
+    t.request("client", 0, "initialize", {"protocolVersion": 1})
+    t.answer("agent", 0, {"protocolVersion": 1})
+    t.request("client", 1, "session/new", {"cwd": PAYLOADS[5], "mcpServers": []})
+    t.answer("agent", 1, {"sessionId": sid})
+    t.request("client", 2, "session/prompt", {"sessionId": sid, "prompt": [{"type": "text", "text": PAYLOADS[0]}]})
+    t.notify("agent", "session/update", {"sessionId": sid, "update": {"sessionUpdate": "session_info_update", "title": PAYLOADS[2]}})
+    t.update(sid, "agent_thought_chunk", PAYLOADS[3])
+    t.notify("agent", "session/update", {"sessionId": sid, "update": {
+        "sessionUpdate": "tool_call", "toolCallId": PAYLOADS[4], "title": PAYLOADS[4], "kind": PAYLOADS[5], "status": PAYLOADS[0],
+        "content": [{"type": "content", "content": {"type": "text", "text": PAYLOADS[1]}}], "locations": [{"path": PAYLOADS[2]}]}})
+    t.request("agent", 0, "session/request_permission", {"sessionId": sid, "toolCall": {"toolCallId": PAYLOADS[4], "title": PAYLOADS[3]},
+                                                         "options": [{"optionId": PAYLOADS[5], "name": PAYLOADS[0], "kind": "allow_once"}]})
+    t.answer("client", 0, {"outcome": {"outcome": "selected", "optionId": PAYLOADS[5]}})
+    t.notify("agent", "session/update", {"sessionId": sid, "update": {
+        "sessionUpdate": "plan", "entries": [{"content": PAYLOADS[1], "status": PAYLOADS[2], "priority": PAYLOADS[3]}]}})
+    for payload in PAYLOADS:
+        t.update(sid, "agent_message_chunk", payload)
+    t.note("agent", "info", "ERROR " + PAYLOADS[4])
+    t.fail("agent", 2, -32603, PAYLOADS[2])
+    return t
+
+
+def stderr_errors() -> tuple[TraceBuilder, list[int]]:
+    """A prompt that fails while the agent logs on stderr: an ERROR line with the traceback
+    `logging.exception` writes after it, a warning, plain lines, and a traceback of its own
+    (an uncaught exception in a thread). Returns the builder and the seq of each error's first line."""
+    t = TraceBuilder()
+    t.note("recorder", "info", "recording", {"format": "acp-green-trace/1", "command": ["my-agent"],
+                                             "started": "2026-12-01T19:00:00Z", "pid": 7})
+    t.request("client", 0, "initialize", {"protocolVersion": 1})
+    t.answer("agent", 0, {"protocolVersion": 1})
+    t.note("agent", "info", "acp-green INFO my_agent: ready", after=0.01)
+    t.request("client", 1, "session/new", {"cwd": "/w", "mcpServers": []})
+    t.answer("agent", 1, {"sessionId": "s1"})
+    t.request("client", 2, "session/prompt", {"sessionId": "s1", "prompt": [{"type": "text", "text": "open the pod bay doors"}]})
+    t.note("agent", "info", "acp-green WARNING my_agent: the model is slow", after=0.05)
+    first = len(t.events)
+    for line in ("acp-green ERROR my_agent: the turn failed", "Traceback (most recent call last):",
+                 '  File "/srv/agent.py", line 12, in prompt', "    raise ValueError(\"no doors\")", "ValueError: no doors"):
+        t.note("agent", "info", line, after=0.001)
+    t.note("agent", "info", "retrying later", after=0.01)
+    t.fail("agent", 2, -32603, "Internal error")
+    second = len(t.events)
+    for line in ("Traceback (most recent call last):", '  File "/srv/agent.py", line 40, in tick', "KeyError: 'clock'"):
+        t.note("agent", "info", line, after=0.001)
+    t.note("recorder", "info", "the agent exited with 1", {"exit": 1, "signal": None}, after=0.1)
+    return t, [first, second]
 
 
 def long_trace(events: int, sessions: int = 8) -> TraceBuilder:

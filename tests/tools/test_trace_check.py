@@ -317,3 +317,23 @@ def test_a_session_level_update_between_turns_is_no_violation(demo_trace: Path, 
     events.insert(at + 1, agent_line(update, events[at]["ts"]))
     code, report, _ = check(write_trace(tmp_path / "between.jsonl", events))
     assert (code, report["violations"]) == (0, [])
+
+
+def test_a_line_nested_deeper_than_the_decoder_takes_is_rightly_answered_32700_with_id_null(demo_trace: Path, tmp_path: Path):
+    """Python's json reads 600 levels, acp_green's decoder (and the trace reader) no more than 512: such a
+    line is garbage to the agent, which answers -32700 with id null. An agent whose parser takes it may
+    answer its id instead: neither answer is a violation; the client's line stays the client's fault."""
+    events = read_events(demo_trace)[:3]  # the header, initialize and its answer
+    for rid, depth in ((50, 513), (51, 600), (52, 900)):
+        raw = json.dumps({"jsonrpc": "2.0", "id": rid, "method": "x"})[:-1] + ', "params": ' + "[" * depth + "]" * depth + "}"
+        events.append({"ts": 1.0, "type": "line", "from": "client", "to": "agent", "error": "nesting deeper than 512 levels", "raw": raw})
+        answer = ({"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "Method not found"}} if rid == 52 else
+                  {"jsonrpc": "2.0", "id": None, "error": {"code": -32700, "message": "Parse error: nesting deeper than 512 levels"}})
+        events.append(agent_line(answer, 1.0))
+    events.append(client_line({"jsonrpc": "2.0", "id": 53, "method": "session/new", "params": {"cwd": "/w", "mcpServers": []}}, 2.0))
+    events.append(agent_line({"jsonrpc": "2.0", "id": 53, "result": {"sessionId": "s"}}, 2.0))
+    events.append({"ts": 3.0, "type": "trace", "component": "recorder", "level": "info", "message": "exit",
+                   "fields": {"exit": 0, "signal": None}})
+    code, report, text = check(write_trace(tmp_path / "deep.jsonl", events))
+    assert [(v["side"], v["rule"], v["lines"]) for v in report["violations"]] == [
+        ("client", "valid_json_rpc", [line]) for line in (4, 6, 8)], text

@@ -54,7 +54,7 @@ def test_updates_are_ticks_and_cancels_errors_and_open_requests_are_marked(sampl
     assert len(marks_with(timeline, "tick", "update")) == expected.updates
     assert [m.lane for m in marks_with(timeline, "tick", "cancel")] == [2]
     assert [(m.label, m.lane) for m in marks_with(timeline, "bar", "cancelled")] == [("session/prompt", 2)]
-    assert [(m.label, m.lane) for m in marks_with(timeline, "bar", "error")] == [("session/prompt", 3)]
+    assert [(m.label, m.lane) for m in marks_with(timeline, "bar", "error")] == [("session/prompt → error -32603 Internal error", 3)]
     assert [m.lane for m in marks_with(timeline, "bad-line", "error")] == [0]
     opened = marks_with(timeline, "bar", "open")
     assert len(opened) == expected.unanswered and opened[0].end == timeline.start + timeline.duration
@@ -111,7 +111,8 @@ def test_trace_text_never_becomes_markup_in_the_page(sample):
 def test_the_page_loads_nothing_and_allows_only_its_own_script(sample):
     _path, timeline = sample
     page = render_page(timeline, "three.jsonl")
-    assert not re.search(r"""(src|href)\s*=|@import|url\(|<link""", page.replace(_json_text(page), ""))
+    # Links within the page (a fragment: `href = "#seq=..."`) load nothing; any other address would.
+    assert not re.search(r"""src\s*=|href\s*=(?!\s*"#)|@import|url\(|<link""", page.replace(_json_text(page), ""))
     policy = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page).group(1)
     assert "default-src 'none'" in policy and "unsafe-inline" not in policy.split("script-src")[1].split(";")[0]
     import base64

@@ -1,11 +1,13 @@
 """`acp-green trace html` in a real headless Chromium (Debian's package): the DOM after the page's
 script ran has the marks of a known three-session trace, a screenshot is taken, a mark selected by
-the address (#seq=N) or by a real mouse click shows its message as text, and hostile trace text
-stays text. CI installs Chromium first (scripts/setup-browser.sh, called by .ci/run); without it
+the address (#seq=N) or by a real mouse click shows its message as text, the conversation view
+shows every prompt and reply without a click, the summary's errors (the agent's stderr's too) link
+to their place, and hostile trace text stays text. CI installs Chromium first (scripts/setup-browser.sh, called by .ci/run); without it
 these tests skip locally, saying how to install it, and fail under CI."""
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import os
@@ -21,7 +23,7 @@ from typing import Any
 import pytest
 
 from acp_green.tools.trace.html import write_html
-from tests.trace_samples import HOSTILE, Expected, long_trace, three_sessions
+from tests.trace_samples import HOSTILE, PAYLOADS, Expected, hostile_conversation, long_trace, stderr_errors, three_sessions
 
 WINDOW = (1280, 800)
 INSTALL = "install it with scripts/setup-browser.sh (apt-get install -y chromium)"
@@ -260,3 +262,92 @@ def test_a_page_of_ten_thousand_events_renders_every_mark(devtools, tmp_path):
     assert devtools.evaluate("document.querySelectorAll('.mark').length") == len(timeline.marks)
     print(f"10,000 events: {len(timeline.marks)} marks, script {devtools.evaluate('document.body.dataset.renderMs')} ms,"
           f" navigation to rendered {loaded:.2f} s")
+
+
+def visible_in_conversation(devtools: DevTools, selector: str) -> list[str]:
+    """The text of each element `selector` finds in the conversation, after checking it is drawn and
+    readable: scrolled into the conversation's view (no click), the element at its centre is itself."""
+    return devtools.evaluate(f"""(() => {{
+      const pane = document.getElementById('conversation');
+      return [...pane.querySelectorAll({json.dumps(selector)})].map((node) => {{
+        node.scrollIntoView({{ block: 'center' }});
+        const r = node.getBoundingClientRect(), p = pane.getBoundingClientRect();
+        const hit = document.elementFromPoint(r.left + Math.min(r.width / 2, 40), r.top + r.height / 2);
+        const seen = node.checkVisibility() && r.width > 100 && r.height >= 10 && r.top >= p.top && r.bottom <= p.bottom
+          && hit !== null && (hit === node || node.contains(hit));
+        return seen ? node.textContent : 'NOT VISIBLE: ' + node.textContent;
+      }});
+    }})()""")
+
+
+def test_the_conversation_shows_every_prompt_and_reply_without_a_click(devtools, page):
+    path, expected = page
+    devtools.open(path.as_uri())
+    devtools.call("Emulation.setDeviceMetricsOverride", width=WINDOW[0], height=WINDOW[1], deviceScaleFactor=1, mobile=False)
+    shot = path.parent / "conversation.png"
+    shot.write_bytes(base64.b64decode(devtools.call("Page.captureScreenshot", format="png")["data"]))
+    print(f"screenshot: {shot}")
+    assert png_size(shot.read_bytes()) == WINDOW and shot.stat().st_size > 20_000
+    sessions = devtools.evaluate("[...document.querySelectorAll('#conversation .talk-session')].map(s => s.dataset.session)")
+    assert sessions == list(expected.sessions)
+    # The first prompt is in view as the page opens.
+    assert devtools.evaluate("""(() => { const r = document.querySelector('#conversation .entry.prompt .text').getBoundingClientRect();
+      return r.top > 0 && r.bottom < innerHeight && r.width > 100; })()""")
+    assert visible_in_conversation(devtools, ".entry.prompt .text") == ["read README", "again", "count to 100", "hi"]
+    assert visible_in_conversation(devtools, ".entry.reply .text") == ["The README says: project", "Start", "1 2 3 ", "4 ", HOSTILE]
+    assert visible_in_conversation(devtools, ".entry.thought .text") == ["reading"]
+    assert visible_in_conversation(devtools, ".entry.permission .answer") == ["chose: Allow"]
+    ends = visible_in_conversation(devtools, ".entry.end")
+    assert [end.split(" · ")[0].split(" (")[0] for end in ends] == [
+        "turn ended: end_turn", "the prompt was never answered", "turn ended: cancelled", "the prompt failed: error -32603 Internal error"]
+
+
+def test_a_time_in_the_conversation_selects_its_mark_on_the_timeline(devtools, page):
+    path, _expected = page
+    devtools.open(path.as_uri())
+    link = '.talk-session[data-session="sess-c"] .entry.prompt a.at'
+    devtools.evaluate(f"document.querySelector({json.dumps(link)}).scrollIntoView({{ block: 'center' }})")
+    devtools.click(link)
+    devtools.wait_for("!document.getElementById('detail').hidden")
+    request, answer = (json.loads(text) for text in
+                       devtools.evaluate("[...document.querySelectorAll('#detail pre.message')].map(p => p.textContent)"))
+    assert request["params"]["prompt"][0]["text"] == "hi" and answer["error"]["code"] == -32603
+    assert devtools.evaluate("location.hash") == f"#seq={request_seq(path, 'session/prompt', 'sess-c')}"
+    assert devtools.evaluate("document.querySelector('.mark.selected').className") == "mark bar from-client error selected"
+    assert devtools.evaluate("document.querySelector('.entry.current .text').textContent") == "hi"
+
+
+def test_the_summary_counts_the_agents_stderr_errors_and_links_each_to_its_place(devtools, tmp_path):
+    builder, seqs = stderr_errors()
+    out = tmp_path / "errors.html"
+    write_html(builder.write(tmp_path / "errors.jsonl"), out)
+    devtools.open(out.as_uri())
+    assert " · 3 errors · " in devtools.evaluate("document.querySelector('header .summary').textContent")
+    links = devtools.evaluate("[...document.querySelectorAll('header .errors a')].map(a => a.getAttribute('href'))")
+    prompt = next(e["seq"] for e in builder.events if e.get("method") == "session/prompt")
+    assert links == [f"#seq={prompt}"] + [f"#seq={seq}" for seq in seqs]
+    devtools.click(f'header .errors a[href="#seq={seqs[0]}"]')
+    devtools.wait_for("!document.getElementById('detail').hidden")
+    lines = devtools.evaluate("[...document.querySelectorAll('#detail pre.message')].map(p => p.textContent)")
+    assert lines[0] == "acp-green ERROR my_agent: the turn failed" and lines[-1] == "ValueError: no doors" and len(lines) == 5
+    assert devtools.evaluate("document.querySelector('.entry.error.current pre').textContent").endswith("ValueError: no doors")
+
+
+def test_hostile_text_in_the_conversation_is_shown_as_text_and_runs_nothing(devtools, tmp_path):
+    out = tmp_path / "hostile.html"
+    write_html(hostile_conversation().write(tmp_path / PAYLOADS[4].replace("/", "_")), out)
+    devtools.open(out.as_uri())
+    assert devtools.evaluate("window.__pwned === undefined && document.scripts.length === 2")
+    assert devtools.evaluate("document.querySelectorAll('img, svg, textarea, iframe, object').length") == 0
+    assert visible_in_conversation(devtools, ".entry.prompt .text") == [PAYLOADS[0]]
+    assert visible_in_conversation(devtools, ".entry.reply .text") == ["".join(PAYLOADS)]
+    assert visible_in_conversation(devtools, ".entry.thought .text") == [PAYLOADS[3]]
+    assert visible_in_conversation(devtools, ".entry.tool .title") == [PAYLOADS[5] + PAYLOADS[4]]
+    assert visible_in_conversation(devtools, ".entry.permission .answer") == ["chose: " + PAYLOADS[0]]
+    assert devtools.evaluate("document.querySelector('.talk-session').dataset.session") == PAYLOADS[1]
+    assert devtools.evaluate("document.querySelector('.talk-session h2 .session-title').textContent") == PAYLOADS[2]
+    assert devtools.evaluate("document.title") == "ACP trace: " + PAYLOADS[4].replace("/", "_")
+    # Hovering, focusing and clicking every entry and mark runs nothing either.
+    devtools.evaluate("""[...document.querySelectorAll('.entry, .mark')].forEach((n) => {
+      for (const kind of ['mouseover', 'focus', 'click']) n.dispatchEvent(new Event(kind, { bubbles: true })); })""")
+    assert devtools.evaluate("window.__pwned === undefined && document.scripts.length === 2")

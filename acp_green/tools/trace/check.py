@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...errors import RpcError
+from ...rpc.wire import decode_value
 from ..rig.client import Record
 from ..rig.invariants import Findings, InvariantChecker
 from ..rig.schema import AcpSchema, StreamChecker, default_schema, message_kind
@@ -145,9 +147,12 @@ def _check_connection(connection: Connection, report: CheckReport, long_prompts:
     checker = InvariantChecker(must_cancel_ids=must_cancel, session_updates_between_turns=True, findings=kept)
     client_schema = StreamChecker("client", schema) if schema is not None else None
     found: list[Finding] = []
-    for event in connection.events:
+    for position, event in enumerate(connection.events):
         from_client = event.sender == connection.client
         record = Record(event.ts, "out" if from_client else "in", event.raw or b"", event.message)
+        if from_client and _refused_as_garbage(connection, position):
+            checker.allow_null_answer()  # its -32700 with id null is the right answer
+            record = Record(event.ts, "out", b"", None)  # not read again, leniently, as the message it is not
         lines[id(record)] = event.line
         records.append(record)
         report.messages += 1
@@ -166,6 +171,35 @@ def _check_connection(connection: Connection, report: CheckReport, long_prompts:
     report.violations.extend(found[:MAX_FINDINGS])
     report.violations.extend(kept.found)
     report.advisories.extend(kept.advised)
+
+
+def _refused_as_garbage(connection: Connection, position: int) -> bool:
+    """Whether a client line is garbage to the agent although the invariant checker's lenient
+    json.loads reads a message in it: the strict decoder (acp_green's, the trace reader's) refuses
+    it (nested deeper than it takes, a number too large), so an agent answers it -32700 with id
+    null; an agent whose parser takes it and answers the request's id is judged on that instead."""
+    event = connection.events[position]
+    if event.kind != "line" or event.message is not None or not event.raw:
+        return False
+    try:
+        decode_value(event.raw)
+        return False  # the decoder reads it: the checker sees it as the decoder does
+    except RpcError:
+        pass
+    try:
+        value = json.loads(event.raw)
+    except (ValueError, RecursionError):
+        return False  # garbage to both: the checker allows its null answer itself
+    members = value if isinstance(value, list) else [value]
+    asked = {json.dumps(m.get("id")) for m in members if isinstance(m, dict) and "method" in m and m.get("id") is not None}
+    if not asked:
+        return True  # no request in it: nothing an agent could answer by id
+    for later in connection.events[position + 1:]:
+        if later.sender == connection.agent:
+            answers = later.message if later.kind == "batch" and isinstance(later.message, list) else [later.message]
+            if any(isinstance(a, dict) and "method" not in a and json.dumps(a.get("id")) in asked for a in answers):
+                return False
+    return True
 
 
 def _client_findings(event: WireEvent, schema: StreamChecker | None, version: Any) -> list[Finding]:

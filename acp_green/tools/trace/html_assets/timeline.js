@@ -1,4 +1,5 @@
-// acp-green trace html: draws the timeline from the page's JSON data block.
+// acp-green trace html: draws the timeline, and the conversation beside it (conversation.js), from the
+// page's JSON data block.
 // The trace is untrusted: its text reaches the page only through textContent and attributes.
 (function () {
   "use strict";
@@ -10,10 +11,13 @@
   const main = document.getElementById("timeline");
   const canvas = document.getElementById("canvas");
   const detail = document.getElementById("detail");
+  const talk = document.getElementById("conversation");
   const span = data.duration > 0 ? data.duration : 1;
   const markOfSeq = new Map();
   let zoom = 1;
   let selected = null;
+  let entryOfSeq = new Map();
+  let current = null;
 
   function el(tag, className, text) {
     const node = document.createElement(tag);
@@ -25,6 +29,14 @@
   function seconds(t) {
     const s = t - data.start;
     return span < 10 ? (s * 1000).toFixed(s * 1000 < 10 ? 2 : 1) + " ms" : s.toFixed(2) + " s";
+  }
+
+  function duration(d) {
+    return d < 10 ? (d * 1000).toFixed(d * 1000 < 10 ? 2 : 1) + " ms" : d.toFixed(2) + " s";
+  }
+
+  function has(mk, cls) {
+    return (" " + mk[3] + " ").includes(" " + cls + " ");
   }
 
   function pct(t) {
@@ -43,13 +55,21 @@
     if ("exit" in m) bits.push(m.signal ? "ended by " + m.signal : "exit " + m.exit);
     else if (m.format) bits.push("no clean end recorded");
     head.appendChild(el("p", "meta", bits.join(" · ")));
-    const count = (cls) => data.marks.filter((mk) => (" " + mk[3] + " ").includes(" " + cls + " ")).length;
+    const count = (cls) => data.marks.filter((mk) => has(mk, cls)).length;
     head.appendChild(el("p", "summary", [
       data.events.length + " events", (data.lanes.length - 1) + " sessions", count("bar") + " requests",
       count("update") + " updates", count("cancel") + " cancels", count("cancelled") + " cancelled",
       count("error") + " errors", "over " + seconds(data.start + data.duration),
     ].join(" · ")));
+    drawErrors();
     const tools = el("div", "tools");
+    const views = el("span", "views");
+    for (const [view, text] of [["both", "conversation + timeline"], ["conversation", "conversation"], ["timeline", "timeline"]]) {
+      const button = el("button", "view-" + view, text);
+      button.onclick = () => { document.body.dataset.view = view; setZoom(zoom); };
+      views.append(button);
+    }
+    tools.append(views);
     const zoomIn = el("button", "zoom-in", "zoom +");
     const zoomOut = el("button", "zoom-out", "zoom −");
     const fit = el("button", "zoom-fit", "fit");
@@ -59,7 +79,7 @@
     tools.append(zoomIn, zoomOut, fit);
     const legend = el("span", "legend");
     for (const [color, text] of [["--client", "client request"], ["--agent", "agent request"], ["--update", "update"],
-      ["--cancel", "cancel"], ["--error", "error"]]) {
+      ["--cancel", "cancel"], ["--error", "error"], ["--warn", "warning"]]) {
       const item = el("span", "", text);
       const swatch = el("i");
       swatch.style.background = "var(" + color + ")";
@@ -68,6 +88,26 @@
     }
     tools.append(legend);
     head.appendChild(tools);
+  }
+
+  // Every error of the summary, each a link to its place (the same as clicking its mark).
+  function drawErrors() {
+    const errors = [];
+    data.marks.forEach((mk, index) => { if (has(mk, "error")) errors.push(index); });
+    if (!errors.length) return;
+    const list = el("p", "errors");
+    list.appendChild(el("span", "", "errors:"));
+    errors.slice(0, 12).forEach((index) => {
+      const mk = data.marks[index];
+      const seq = data.events[mk[6][0]].seq;
+      const lane = data.lanes[mk[0]];
+      const link = el("a", "", mk[7].slice(0, 90) + (lane.session === null ? "" : " (" + lane.session.slice(0, 40) + ")"));
+      link.href = "#seq=" + seq;
+      link.dataset.seq = String(seq);
+      list.appendChild(link);
+    });
+    if (errors.length > 12) list.appendChild(el("span", "", "and " + (errors.length - 12) + " more (red marks)"));
+    head.appendChild(list);
   }
 
   function drawAxis() {
@@ -100,6 +140,10 @@
       const label = el("div", "lane-label");
       label.appendChild(el("div", "name", lane.session === null ? "connection (no session)" : lane.session));
       if (lane.session !== null) label.title = lane.session;
+      label.onclick = () => {
+        const section = document.getElementById("talk-" + index);
+        if (section) section.scrollIntoView({ block: "start" });
+      };
       const c = counts[index];
       label.appendChild(el("div", "counts", c.requests + " requests · " + c.updates + " updates" +
         (c.marked ? " · " + c.marked + " errors/cancels" : "")));
@@ -154,12 +198,13 @@
     return "seq " + ev.seq + " · " + seconds(ev.ts) + " · " + way + " · " + what;
   }
 
-  function select(index) {
+  function select(index, seq) {
     const mk = data.marks[index];
     if (!mk) return;
     if (selected) selected.classList.remove("selected");
     selected = canvas.querySelector('[data-mark="' + index + '"]');
     if (selected) selected.classList.add("selected");
+    follow(seq || String(data.events[mk[6][0]].seq));  // the entry of the event asked for, else of the mark's first
     detail.replaceChildren();
     detail.hidden = false;
     const close = el("button", "close", "close");
@@ -191,14 +236,35 @@
     } catch (e) { /* a page opened from some places cannot change its address */ }
   }
 
+  // The conversation's entry of an event, marked and scrolled into view.
+  function follow(seq) {
+    if (current) current.classList.remove("current");
+    current = entryOfSeq.get(seq) || null;
+    if (current) {
+      current.classList.add("current");
+      current.scrollIntoView({ block: "nearest" });
+    }
+  }
+
+  function goTo(seq) {
+    if (!markOfSeq.has(seq)) return;
+    const index = markOfSeq.get(seq);
+    select(index, seq);
+    const node = canvas.querySelector('[data-mark="' + index + '"]');
+    if (node) node.scrollIntoView({ block: "nearest", inline: "center" });
+  }
+
   function fromHash() {
     const match = /^#seq=(\d+)$/.exec(location.hash);
-    if (match && markOfSeq.has(match[1])) {
-      const index = markOfSeq.get(match[1]);
-      select(index);
-      const node = canvas.querySelector('[data-mark="' + index + '"]');
-      if (node) node.scrollIntoView({ block: "nearest", inline: "center" });
-    }
+    if (match) goTo(match[1]);
+  }
+
+  // A link to a place on the timeline (in the conversation, or an error of the summary) selects its mark.
+  function onSeqLink(event) {
+    const link = event.target.closest("a[data-seq]");
+    if (!link) return;
+    event.preventDefault();
+    goTo(link.dataset.seq);
   }
 
   canvas.addEventListener("click", (event) => {
@@ -212,12 +278,15 @@
       select(Number(node.dataset.mark));
     }
   });
+  talk.addEventListener("click", onSeqLink);
+  head.addEventListener("click", onSeqLink);
   window.addEventListener("hashchange", fromHash);
   window.addEventListener("resize", () => setZoom(zoom));
 
   drawHead();
   drawAxis();
   drawLanes();
+  entryOfSeq = acpConversation.draw(talk, data, { events: data.events, seconds, duration });
   setZoom(1);
   fromHash();
   void canvas.offsetHeight;  // lay out now, so the figure below includes it

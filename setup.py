@@ -17,13 +17,20 @@ TEST_REQUIRES = [
     "agent-client-protocol[http]==0.12.1",
     "mcp==2.3.0",
     "hypothesis>=6.100",
-    # tests/test_typecheck.py expects no mypy error in the package: pinned, because each mypy
+    # tests/package/test_typecheck.py expects no mypy error in the package: pinned, because each mypy
     # release finds new kinds of error, so an unpinned one could fail the suite with no code change.
     "mypy==2.4.1",
+    # gevent ships no types: typeshed's stubs (they bring types-greenlet) let `import gevent` in an
+    # agent pass `mypy --strict` (tests/package/test_agent_typecheck.py). Pinned for the reason mypy
+    # is; the package itself is checked with gevent as Any (pyproject.toml says why).
+    "types-gevent==26.9.0.20261107",
     # A third-party asyncio ACP client, driven against `acp-green serve` in the interop tests.
     "acp-client>=0.1.0",
     # The official OpenAI client, sync and blocking, served patched (tests/e2e/test_openai_sdk_agent.py).
     "openai==3.51.0",
+    # The cancel recipe is tested once per HTTP library an agent reaches a model with: urllib,
+    # requests, httpx (openai's) and openai (tests/cli/test_cancel_interrupts.py).
+    "requests>=2.32",
     # The fresh-install test builds its offline wheelhouse from this environment, so the build
     # backend pyproject.toml names must be installed here (70.1 is the first that needs no `wheel`).
     "setuptools>=70.1",
@@ -41,6 +48,14 @@ setup(
     license="MIT",
     python_requires=">=3.11",
     packages=find_packages(include=["acp_green", "acp_green.*"]),
+    # The root spelt out ("" -> the checkout) changes nothing in a wheel, but it makes setuptools'
+    # editable install (`pip install -e .`, scripts/venv.sh) a plain .pth file naming the checkout
+    # instead of an import hook (its `__editable__` finder, which it uses for a flat layout with no
+    # package_dir): type checkers read .pth paths and cannot run hooks, so `mypy --strict` on an
+    # agent outside the checkout finds acp_green (and its py.typed) only this way. What else sits at
+    # the checkout's top level (`tests`) is importable in that environment too, as with the
+    # `setup.py develop` of old. tests/package/test_agent_typecheck.py checks the install.
+    package_dir={"": "."},
     # The bench's peer agents run as their own processes, so `acp-green bench` works installed.
     package_data={"acp_green": ["py.typed", "schema/*.json", "schema/README.md", "schema/v1-older/*.json", "schema/v2/*.json", "schema/v2/SOURCE.md", "tools/bench/peer_agents/*.py", "tools/bench/peer_agents/*.mjs", "tools/bench/peer_agents/*.json", "tools/trace/html_assets/*", "tools/publish/agent.schema.json", "tools/publish/README.md", "tools/newproject/templates/*/*.tmpl"]},
     install_requires=[

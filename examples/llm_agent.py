@@ -121,8 +121,9 @@ class LlmAgent(Agent):
                 for name, (_server, tool) in tools.items()]
         reply = Reply()
         reader, cancelled = gevent.spawn(self._read, turn, json.dumps(body).encode(), reply), gevent.spawn(turn.wait_cancelled)
+        racing: list[gevent.Greenlet[..., Any]] = [reader, cancelled]  # two result types: one list type for gevent.wait
         try:
-            gevent.wait([reader, cancelled], count=1)
+            gevent.wait(racing, count=1)
         finally:
             cancelled.kill()
             reader.kill()

@@ -26,9 +26,11 @@ if [ ! -x .venv/bin/python ] || ! .venv/bin/python -m pip --version >/dev/null 2
   fi
 fi
 stamp=".venv/.installed${extras:+-$extras}"
-if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  # An editable install of this flat layout puts the checkout on sys.path, which is the point of
-  # it; setuptools says so in a banner on every install. Only that notice is silenced.
+if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ scripts/venv.sh -nt "$stamp" ]; then
+  # The editable install puts the checkout on sys.path through a .pth file (setup.py's package_dir
+  # asks for that rather than setuptools' import hook), which is the point of it: edits take effect
+  # at once, new modules included, and mypy run on an agent anywhere follows the .pth to acp_green.
+  # setuptools says so in a banner on every install. Only that notice is silenced.
   PYTHONWARNINGS="ignore:Editable installation." \
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}"
   touch "$stamp"

@@ -321,9 +321,9 @@ def serve_stdio(agent: Agent, options: ServeOptions | None = None, *, log_level:
     options = options or ServeOptions()
     with ServingProcess(options, log_level, monkey_patch, "acp-green serve", claim_stdio=True) as process:
         if process.refused:
-            log.info("serving without gevent monkey-patching (blocking calls will hold every session): %s; call "
-                     "gevent.monkey.patch_all() before any other import, or serve with `acp-green serve --agent`",  # ok: advice text
-                     "; ".join(process.refused))
+            log.info("serving without gevent monkey-patching (blocking calls will hold every session; the block watchdog "
+                     "warns when one does): %s; call gevent.monkey.patch_all() before any other import, or serve with "
+                     "`acp-green serve --agent module:Class`", "; ".join(process.refused))  # ok: advice text
         assert process.wire is not None
         return Server(agent, options, owns_process=True).serve(*process.wire)
     return 1  # serving failed: ServingProcess logged why
@@ -344,7 +344,9 @@ class ServingProcess:
         self.wire: tuple[int, int] | None = None
 
     def __enter__(self) -> ServingProcess:
-        self.refused = _patch_if_safe() if self._monkey_patch else []
+        from .process.patching import patch_for_serving
+
+        self.refused = patch_for_serving(self._monkey_patch)  # records why not, for the watchdog's WARNING
         from .process import blockwatch, logsetup, stderrsink
 
         if self._claim_stdio:
@@ -366,15 +368,3 @@ class ServingProcess:
             if self._watch is not None:
                 self._watch.stop()
             self._sink.flush(timeout=STDERR_EXIT_FLUSH)  # bounded: a stderr nobody reads cannot hold the exit
-
-
-def _patch_if_safe() -> list[str]:
-    """Patch the process unless it is patched already or patching now is unsafe; why not, if not."""
-    from .process.patching import is_patched, patch_process, reasons_not_to_patch
-
-    if is_patched():
-        return []
-    reasons = reasons_not_to_patch()
-    if not reasons:
-        patch_process()
-    return reasons

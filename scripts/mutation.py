@@ -61,6 +61,9 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     ]),
     "stats": ("bytes", "acp_green/process/stats.py", ["tests/endpoint/test_protocol_shape.py", "tests/cli/test_heap.py"]),
     "redact": ("bytes", "acp_green/redact.py", ["tests/mcp/test_redaction.py"]),
+    "terminal_text": ("bytes", "acp_green/terminal_text.py", [
+        "tests/tools/test_probe_printing.py", "tests/store/test_inspection.py",
+    ]),
     "tracing": ("bytes", "acp_green/tracing.py", [
         "tests/wire/test_trace_events.py", "tests/transport/test_trace_writer.py", "tests/tools/test_record.py",
     ]),
@@ -228,9 +231,11 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "logsetup": ("server", "acp_green/process/logsetup.py", [
         "tests/e2e/test_rules_in_process.py", "tests/transport/test_stderr_sink.py",
     ]),
-    "blockwatch": ("server", "acp_green/process/blockwatch.py", ["tests/transport/test_blockwatch.py"]),
+    "blockwatch": ("server", "acp_green/process/blockwatch.py", [
+        "tests/transport/test_blockwatch.py", "tests/cli/test_unpatched_block_warning.py",
+    ]),
     "patching": ("server", "acp_green/process/patching.py", [
-        "tests/cli/test_serve_stdio_patching.py", "tests/cli/test_entry_patching.py",
+        "tests/cli/test_serve_stdio_patching.py", "tests/cli/test_unpatched_block_warning.py", "tests/cli/test_entry_patching.py",
     ]),
     # -- command-line: parsing options, loading the agent, the demo agent ----------------------
     "cli": ("command-line", "acp_green/cli.py", [
@@ -297,9 +302,15 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "trace.show": ("trace", "acp_green/tools/trace/show.py", ["tests/tools/test_trace_show.py"]),
     "trace.replay": ("trace", "acp_green/tools/trace/replay.py", ["tests/tools/test_trace_replay.py"]),
     "trace.record": ("trace", "acp_green/tools/trace/record.py", ["tests/tools/test_record.py"]),
+    "trace.record_lines": ("trace", "acp_green/tools/trace/record_lines.py", [
+        "tests/tools/test_record_lines.py", "tests/tools/test_record.py",
+    ]),
     # -- publish: the registry manifest, written and checked -------------------------------------------
     "publish.format": ("publish", "acp_green/tools/publish/format.py", [
-        "tests/tools/test_manifest_format.py", "tests/tools/test_manifest.py",
+        "tests/tools/test_manifest_format.py", "tests/tools/test_manifest_registry_rules.py", "tests/tools/test_manifest.py",
+    ]),
+    "publish.icon": ("publish", "acp_green/tools/publish/icon.py", [
+        "tests/tools/test_manifest_registry_rules.py", "tests/tools/test_manifest.py",
     ]),
     "publish.metadata": ("publish", "acp_green/tools/publish/metadata.py", [
         "tests/tools/test_manifest_format.py", "tests/tools/test_manifest.py",
@@ -308,7 +319,10 @@ MODULES: dict[str, tuple[str, str, list[str]]] = {
     "publish.check": ("publish", "acp_green/tools/publish/check.py", ["tests/tools/test_manifest.py"]),
     "publish.command": ("publish", "acp_green/tools/publish/command.py", ["tests/tools/test_manifest.py"]),
     # -- `acp-green new`: the project it makes -----------------------------------------------------
-    "newproject": ("command-line", "acp_green/tools/newproject/project.py", ["tests/tools/test_newproject.py"]),
+    "newproject": ("command-line", "acp_green/tools/newproject/project.py", [
+        "tests/tools/test_newproject.py", "tests/tools/test_newproject_ci.py",
+    ]),
+    "newproject.source": ("command-line", "acp_green/tools/newproject/source.py", ["tests/tools/test_newproject_ci.py"]),
     # -- testing: the pytest plugin for agent authors, judged through an author's test run ------------
     "testing": ("testing", "acp_green/testing/__init__.py", ["tests/tools/test_testing_plugin.py"]),
     "testing.turns": ("testing", "acp_green/testing/turns.py", ["tests/tools/test_testing_plugin.py"]),

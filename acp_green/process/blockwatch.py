@@ -114,11 +114,10 @@ def block_report(frame: FrameType, held: float, threshold: float, suppressed: in
     inner = "" if culprit is frame else f", inside {frame.f_code.co_name} ({frame.f_code.co_filename}:{frame.f_lineno})"
     earlier = f" ({suppressed} more blocks since the last warning were not reported)" if suppressed else ""
     stack = "".join(traceback.format_stack(frame, limit=STACK_LIMIT)).rstrip()
-    from .patching import is_patched
+    from .patching import is_patched, unpatched_advice
 
-    remedy = ("run CPU-heavy work in gevent.get_hub().threadpool" if is_patched() else
-              "this process is not monkey-patched, so sleeps, sockets and subprocesses block: `acp-green serve` "
-              "patches unless given --no-monkey-patch")
+    # Unpatched, the likely culprit is a plain blocking call: say why the process is not patched and how to patch it.
+    remedy = "run CPU-heavy work in gevent.get_hub().threadpool" if is_patched() else unpatched_advice()
     return (f"the event loop is blocked: {here}{inner} has held it for {held:.2f}s so far (over {threshold:g}s), so every "
             f"session, cancels included, waits until it returns; {remedy}.{earlier}\nStack (innermost last):\n{stack}")
 

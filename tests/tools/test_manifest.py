@@ -1,7 +1,8 @@
 """`acp-green manifest`: the registry entry written from a package's pyproject.toml (or its
 installed metadata) and its agent's auth_methods passes its own `--check`; whatever is missing
 is named with how to supply it and nothing is written; `--check` fails an agent that does not
-start, does not answer initialize, or offers no login of a kind the registry accepts."""
+start, does not answer initialize, or offers no login of a kind the registry accepts, and an
+icon.svg that is missing or breaks the registry's icon rules."""
 
 from __future__ import annotations
 
@@ -54,6 +55,11 @@ class NoLogin(Agent):
         turn.say("hello")
 """
 
+ICON = """<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 16 16">
+  <circle cx="8" cy="8" r="6" fill="currentColor"/>
+</svg>
+"""
+
 
 def env(**extra: str) -> dict[str, str]:
     """This environment with the repository importable (agents named tests.agents:NAME) from any directory."""
@@ -78,9 +84,10 @@ def check(cwd: Path, *args: str, extra_env: dict[str, str] | None = None) -> tup
 
 @pytest.fixture
 def package(tmp_path: Path) -> Path:
-    """A package directory: pyproject.toml and the agent module beside it."""
+    """A package directory: pyproject.toml, the agent module and its icon beside it."""
     (tmp_path / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
     (tmp_path / "hello_agent.py").write_text(AGENT, encoding="utf-8")
+    (tmp_path / "icon.svg").write_text(ICON, encoding="utf-8")
     return tmp_path
 
 
@@ -100,7 +107,7 @@ def test_the_manifest_is_written_from_the_pyproject_and_passes_its_own_check(pac
     }
     code, checks = check(package, "agent.json", "--command", serve_command(package, "Hello"))
     assert code == 0, checks
-    assert [result for result, _ in checks.values()] == ["PASS"] * 4
+    assert [result for result, _ in checks.values()] == ["PASS"] * 5
     assert checks["authMethods"][1].endswith("login (agent)")
 
 
@@ -168,6 +175,7 @@ def test_an_agent_without_a_login_of_an_accepted_kind_gets_no_manifest(package: 
 
 def test_the_installed_metadata_is_read_with_package(tmp_path: Path):
     """acp-green's own distribution: its console script is acp-green's command line, so the args serve the agent."""
+    (tmp_path / "icon.svg").write_text(ICON, encoding="utf-8")  # the registry's directory holds it: here, the current one
     done = run(tmp_path, "--package", "acp-green", "--agent", "tests.agents:NeedsAuthAgent", "--out", "-",
                "--author", "The authors", "--repository", "https://example.com/acp-green")
     assert done.returncode == 0, done.stderr
@@ -188,9 +196,11 @@ def test_the_console_script_decides_the_uvx_arguments(package: Path):
     (package / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
     done = run(package, "--agent", "hello_agent.py:Hello")
     assert done.returncode == 2 and "Error: distribution.uvx.args:" in done.stderr and "not the file" in done.stderr
-    (package / "pyproject.toml").write_text(PYPROJECT.replace("hello-agent = ", "hello = "), encoding="utf-8")
+    two = PYPROJECT.replace('hello-agent = "acp_green.__main__:main"', 'hello = "hello_agent:main"\nhi = "hello_agent:main"')
+    (package / "pyproject.toml").write_text(two, encoding="utf-8")
     done = run(package, "--agent", "hello_agent:Hello")
     assert done.returncode == 2 and "Error: distribution.uvx: uvx runs the command named after the package" in done.stderr
+    assert "(it has hello, hi: which one would be the agent?)" in done.stderr
 
 
 def test_a_malformed_manifest_is_refused_naming_the_field(tmp_path: Path):
@@ -200,6 +210,7 @@ def test_a_malformed_manifest_is_refused_naming_the_field(tmp_path: Path):
     assert done.returncode == 1
     assert done.stdout.splitlines() == [
         "FAIL format: distribution.uvx.package: required",
+        "SKIP icon: the manifest does not follow the format",
         "SKIP start: the manifest does not follow the format",
         "SKIP initialize: the manifest does not follow the format",
         "SKIP authMethods: the manifest does not follow the format",
@@ -296,7 +307,8 @@ def test_an_agent_gone_before_initialize_is_written_fails_to_start_instead_of_ra
         assert _initialize(report, agent, "given by --command", 5.0) is False
     finally:
         agent.close(answered=False)
-    assert [(line.check, line.result) for line in report.lines][1:] == [("start", "FAIL"), ("initialize", "SKIP"), ("authMethods", "SKIP")]
+    assert [(line.check, line.result) for line in report.lines][1:] == [
+        ("start", "FAIL"), ("icon", "SKIP"), ("initialize", "SKIP"), ("authMethods", "SKIP")]
     assert report.lines[1].reason == "exited (code 0) before reading initialize; its stderr ends: bad config"
 
 
@@ -362,7 +374,7 @@ def test_a_manifest_that_cannot_be_read_is_one_format_line(tmp_path: Path, monke
     (tmp_path / "agent.json").write_bytes(content)
     report = check_module.check_manifest("agent.json", check_module.CheckOptions())
     assert [(line.check, line.result) for line in report.lines] == [
-        ("format", "FAIL"), ("start", "SKIP"), ("initialize", "SKIP"), ("authMethods", "SKIP")]
+        ("format", "FAIL"), ("icon", "SKIP"), ("start", "SKIP"), ("initialize", "SKIP"), ("authMethods", "SKIP")]
     assert said in report.lines[0].reason
 
 

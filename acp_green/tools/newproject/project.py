@@ -3,6 +3,8 @@
 The files are rendered from the templates beside this module by plain replacement of `{{key}}`
 (the templates hold shell, YAML and Python, where `$` and single braces mean something of their
 own). Everything is rendered before anything is written, so a refusal leaves nothing behind.
+The project's ci.sh is given where this acp-green was installed from (source.py), to install it
+from there.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import functools
 import json
 import keyword
 import re
+import shlex
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -19,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ...version import __version__
+from .source import acp_green_source
 
 NAME_LIMIT = 64
 #: Modules the project's own would shadow or be shadowed by: acp_green, what it runs on, the test tools.
@@ -34,12 +38,13 @@ DEPENDENCIES = {"hello": [f"acp-green>={__version__}"], "llm": [f"acp-green>={__
 #: (template, where it goes): {module} is the project's package.
 FILES = {
     "common": [("pyproject.toml.tmpl", "pyproject.toml"), ("README.md.tmpl", "README.md"), ("ci.sh.tmpl", "ci.sh"),
-               ("ci.yml.tmpl", ".github/workflows/ci.yml"), ("gitignore.tmpl", ".gitignore"),
+               ("ci.yml.tmpl", ".github/workflows/ci.yml"), ("gitignore.tmpl", ".gitignore"), ("icon.svg.tmpl", "icon.svg"),
                ("package_init.py.tmpl", "{module}/__init__.py"), ("package_main.py.tmpl", "{module}/__main__.py"),
                ("conftest.py.tmpl", "tests/conftest.py")],
-    "hello": [("agent.py.tmpl", "{module}/agent.py"), ("test_agent.py.tmpl", "tests/test_agent.py")],
-    "llm": [("agent.py.tmpl", "{module}/agent.py"), ("test_agent.py.tmpl", "tests/test_agent.py"),
-            ("fake_openai.py.tmpl", "tests/fake_openai.py")],
+    "hello": [("agent.py.tmpl", "{module}/agent.py"), ("entry.py.tmpl", "{module}/entry.py"),
+              ("test_agent.py.tmpl", "tests/test_agent.py")],
+    "llm": [("agent.py.tmpl", "{module}/agent.py"), ("entry.py.tmpl", "{module}/entry.py"),
+            ("test_agent.py.tmpl", "tests/test_agent.py"), ("fake_openai.py.tmpl", "tests/fake_openai.py")],
 }
 EXECUTABLE = {"ci.sh"}
 PLACEHOLDER = re.compile(r"\{\{(\w+)\}\}")
@@ -170,9 +175,16 @@ def editor_blocks(settings: list[tuple[str, dict[str, Any]]]) -> str:
     return "\n\n".join(f"{where}:\n\n```json\n{json.dumps(value, indent=2)}\n```" for where, value in settings)
 
 
-def render_project(project: ProjectName, target: Path, *, llm: bool, editor_settings: EditorSettings) -> dict[str, str]:
-    """Every file of the project, by its path relative to the project's directory."""
+#: Stands for "find where this acp-green was installed from" (source.acp_green_source).
+FIND_SOURCE = "find"
+
+
+def render_project(project: ProjectName, target: Path, *, llm: bool, editor_settings: EditorSettings,
+                   acp_green_from: str | None = FIND_SOURCE) -> dict[str, str]:
+    """Every file of the project, by its path relative to the project's directory. `acp_green_from`:
+    the checkout or wheel the project's ci.sh installs acp-green from (None: the package index)."""
     kind = KINDS[llm]
+    made_with = acp_green_source() if acp_green_from == FIND_SOURCE else acp_green_from
     templates = resources.files(__name__.rpartition(".")[0]).joinpath("templates")
     script = str(target.absolute() / ".venv" / "bin" / project.name)
     values = {
@@ -180,6 +192,7 @@ def render_project(project: ProjectName, target: Path, *, llm: bool, editor_sett
         "description": DESCRIPTIONS[kind],
         "dependencies": ", ".join(json.dumps(d) for d in DEPENDENCIES[kind]),
         "venv_script": script,
+        "acp_green_source": shlex.quote(made_with or ""),
         "editor_settings": editor_blocks(editor_settings(script, dict(EDITOR_ENV[kind]))),
     }
     values["about"] = render(templates.joinpath(kind, "README.md.tmpl").read_text(encoding="utf-8"), values).strip()
@@ -205,10 +218,11 @@ def write_project(target: Path, files: Mapping[str, str]) -> None:
             path.chmod(0o755)
 
 
-def make_project(name: str, target: Path, *, llm: bool, editor_settings: EditorSettings) -> ProjectName:
+def make_project(name: str, target: Path, *, llm: bool, editor_settings: EditorSettings,
+                 acp_green_from: str | None = FIND_SOURCE) -> ProjectName:
     """Check the name and the directory, then write the project there; its names."""
     project = check_name(name)
-    files = render_project(project, target, llm=llm, editor_settings=editor_settings)
+    files = render_project(project, target, llm=llm, editor_settings=editor_settings, acp_green_from=acp_green_from)
     try:
         write_project(target, files)
     except OSError as exc:
@@ -218,7 +232,7 @@ def make_project(name: str, target: Path, *, llm: bool, editor_settings: EditorS
 
 def next_steps(project: ProjectName, target: Path, *, llm: bool) -> str:
     """What to do now, for the terminal."""
-    steps = [(f"cd {target}", ""), ("./ci.sh", "makes .venv, installs the project and pytest, runs its tests")]
+    steps = [(f"cd {target}", ""), ("./ci.sh", "makes .venv, installs acp-green, the project and pytest, runs its tests")]
     if llm:
         steps.append(("export OPENAI_BASE_URL=http://127.0.0.1:8080/v1 OPENAI_MODEL=...", "your model server (README.md)"))
     steps += [(f".venv/bin/{project.name}", "the agent command an editor launches (README.md has the settings)"),

@@ -1,10 +1,11 @@
 """`acp-green manifest --check FILE`: what the registry's build and its agent check would find, here.
 
-The checks, in order: the file follows the registry's format; the agent starts from the
-manifest's command; it answers `initialize` in time; its `authMethods` hold a kind the registry
-accepts. Without the network, a uvx distribution is started from this environment's console
-script of the package's name, which `uvx PACKAGE` would run; `command` replaces that (and is the
-only way to start an npx or binary one). Like the registry's check, the agent runs with a fresh
+The checks, in order: the file follows the registry's format; the `icon.svg` beside it follows
+the registry's icon rules; the agent starts from the manifest's command; it answers `initialize`
+in time; its `authMethods` hold a kind the registry accepts. Without the network, a uvx
+distribution is started from this environment's console script of the package's name (or its
+`cmd`), which `uvx PACKAGE` would run; `command` replaces that (and is the only way to start an
+npx or binary one). Like the registry's check, the agent runs with a fresh
 empty HOME unless `keep_home`, so it cannot lean on the author's own login or settings.
 """
 
@@ -29,6 +30,7 @@ from gevent.socket import wait_read
 from ..rig import reaper
 from ..rig.client import default_signal_dispositions
 from .format import auth_kind, auth_problem, pypi_name, validate
+from .icon import ICON_NAME, icon_file_problems
 
 #: What the registry's check sends as a client: a terminal, files, and terminal-auth support.
 CLIENT_CAPABILITIES: dict[str, Any] = {
@@ -36,7 +38,7 @@ CLIENT_CAPABILITIES: dict[str, Any] = {
     "fs": {"readTextFile": True, "writeTextFile": True},
     "_meta": {"terminal_output": True, "terminal-auth": True},
 }
-CHECKS = ("format", "start", "initialize", "authMethods")
+CHECKS = ("format", "icon", "start", "initialize", "authMethods")
 PASS, FAIL, SKIP = "PASS", "FAIL", "SKIP"
 
 
@@ -94,6 +96,7 @@ def check_manifest(path: str, options: CheckOptions) -> CheckReport:
         report.skip_rest("the manifest does not follow the format")
         return report
     report.add("format", PASS, f"follows the registry's format (schema; id, version and distribution rules); id {manifest['id']}")
+    _check_icon(report, Path(path).absolute().parent / ICON_NAME)
     kind, entry = _distribution_to_start(manifest["distribution"])
     command, how = _command(kind, entry, options)
     if command is None:
@@ -133,6 +136,15 @@ def _read(path: str, report: CheckReport) -> Any:
         return None
 
 
+def _check_icon(report: CheckReport, icon: Path) -> None:
+    """The icon the registry requires beside the manifest; a bad one fails this check only (the agent still runs)."""
+    problems = icon_file_problems(icon)
+    for problem in problems:
+        report.add("icon", FAIL, problem.message)
+    if not problems:
+        report.add("icon", PASS, f"{icon} follows the registry's icon rules (16×16, drawn in currentColor)")
+
+
 def _distribution_to_start(distribution: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """uvx when there is one (it can start here); otherwise the first, whose env a --command gets."""
     kind = "uvx" if "uvx" in distribution else next(iter(distribution))
@@ -148,13 +160,15 @@ def _command(kind: str, entry: dict[str, Any], options: CheckOptions) -> tuple[l
         return list(options.command), f"given by --command, in place of the {kind} distribution"
     if kind != "uvx":
         return None, f"the {kind} distribution needs the network to start; give --command with what it would run"
-    name = pypi_name(entry["package"])
+    name = entry.get("cmd") or pypi_name(entry["package"])
+    runs = f"`uvx --from {entry['package']} {name}`" if entry.get("cmd") else f"`uvx {entry['package']}`"
     script = local_script(name)
     if script is None:
-        return None, (f"no console script {name!r} in this environment (uvx runs the command named after the package): "
+        which = "the manifest's cmd" if entry.get("cmd") else "the command named after the package"
+        return None, (f"no console script {name!r} in this environment (uvx runs {which}): "
                       "install the package here (pip install -e .) or give --command")
     args = [str(arg) for arg in entry.get("args") or []]
-    return [script, *args], f"this environment's console script {name} in place of `uvx {entry['package']}` (no network)"
+    return [script, *args], f"this environment's console script {name} in place of {runs} (no network)"
 
 
 def local_script(name: str) -> str | None:

@@ -1,12 +1,15 @@
 """The `acp-green manifest` command's two jobs once its options are parsed: write a manifest, or check one.
 
 The agent is loaded by the command line (it owns `--agent`); this module gets a function that
-returns the agent's authMethods as its initialize would send them.
+returns the agent's authMethods as its initialize would send them. Without `--agent`, the agent
+is the one the package declares (metadata.AGENTS_GROUP), as a project made by `acp-green new` does.
 """
 
 from __future__ import annotations
 
 import shlex
+import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -14,7 +17,8 @@ from typing import Any
 import click
 
 from .check import CheckOptions, check_manifest, json_report, text_report
-from .manifest import Distributions, ManifestError, ManifestRequest, Overrides, build_manifest, dumps
+from .icon import ICON_NAME
+from .manifest import Distributions, ManifestError, ManifestRequest, Overrides, build_manifest, declared_agent, dumps
 from .metadata import MetadataError, from_installed, from_pyproject
 
 #: The exit code of a manifest that cannot be written (a usage error: something to supply).
@@ -67,17 +71,22 @@ def check(path: str, as_json: bool, command: str | None, timeout: float, keep_ho
 
 def write(options: dict[str, Any], auth_methods: Callable[[str], list[dict[str, Any]]]) -> int:
     """Build the manifest the options describe and write it; 2 (nothing written) naming each field that is missing."""
+    project = Path.cwd()
     try:
-        info = from_installed(options["package"]) if options["package"] else from_pyproject(Path.cwd() / "pyproject.toml")
+        info = from_installed(options["package"]) if options["package"] else from_pyproject(project / "pyproject.toml")
     except MetadataError as exc:
         raise UsageError(str(exc)) from None
-    spec = options["agent_spec"]
+    spec = options["agent_spec"] or declared_agent(info)
+    if spec and str(project) not in sys.path:
+        sys.path.insert(0, str(project))  # the package's own modules load as `serve --agent` loads them, installed or not
+    icon = project / ICON_NAME
     request = ManifestRequest(
         info, spec, auth_methods(spec) if spec else None,
         Overrides(options["entry_id"], options["name"], options["version"], options["description"],
                   options["repository"], options["license_id"], tuple(options["authors"])),
         Distributions(tuple(dict.fromkeys(options["kinds"])) or ("uvx",), split_command(options["args"], "--args"),
                       options["npx_package"], _platforms(options["binaries"]), options["binary_cmd"]),
+        icon=icon,
     )
     try:
         text = dumps(build_manifest(request))
@@ -90,11 +99,16 @@ def write(options: dict[str, Any], auth_methods: Callable[[str], list[dict[str, 
     if out == "-":
         click.echo(text, nl=False)
         return 0
+    beside = Path(out).absolute().parent / ICON_NAME  # the registry's directory for the entry holds both
+    copied = beside.resolve() != icon.resolve()
     try:
         Path(out).write_text(text, encoding="utf-8")
+        if copied:
+            shutil.copyfile(icon, beside)
     except OSError as exc:
-        raise UsageError(f"--out: cannot write {out}: {exc.strerror or exc}") from None
-    click.echo(f"wrote {out} (from {info.source}); check it with: acp-green manifest --check {out}", err=True)
+        raise UsageError(f"--out: cannot write {exc.filename or out}: {exc.strerror or exc}") from None
+    icon_said = f", and copied {icon} beside it" if copied else f", {ICON_NAME} beside it"
+    click.echo(f"wrote {out} (from {info.source}){icon_said}; check it with: acp-green manifest --check {out}", err=True)
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The ACP registry's manifest format: the vendored schema plus the rules the registry's build adds.
+"""The ACP registry's manifest format: our schema of it plus the rules the registry's build adds.
 
 Every problem names the field it is about, as a dotted path (`distribution.uvx.package`), so a
 reader knows what to change; a manifest passes only when there is none.
@@ -20,6 +20,10 @@ DISTRIBUTION_KINDS = ("uvx", "npx", "binary")
 PLATFORMS = ("darwin-aarch64", "darwin-x86_64", "linux-aarch64", "linux-x86_64", "windows-aarch64", "windows-x86_64")
 #: A binary distribution needs a build for each of these operating systems (one architecture is enough).
 OPERATING_SYSTEMS = ("darwin", "linux", "windows")
+#: Installer formats the registry refuses as a binary's archive (an archive, or the executable itself, is wanted).
+INSTALLER_SUFFIXES = (".dmg", ".pkg", ".deb", ".rpm", ".msi", ".appimage")
+#: Fields that hold a URL when present.
+URL_FIELDS = ("repository", "website", "license_url")
 #: The kinds of authentication method the registry lists an agent with; others (env_var, ...) do not count.
 ACCEPTED_AUTH_KINDS = ("agent", "terminal")
 
@@ -28,6 +32,7 @@ ID_PATTERN = re.compile(r"[a-z][a-z0-9-]*")
 PATTERN_RULES = {
     "id": "{!r}: lowercase letters, digits and hyphens, starting with a letter",
     "version": "{!r} is not a semantic version MAJOR.MINOR.PATCH of numbers (e.g. 1.0.0)",
+    "preview.version": "{!r} is not MAJOR.MINOR.PATCH, or MAJOR.MINOR.PATCH-preview.N (e.g. 1.1.0-preview.1)",
 }
 #: A PyPI pin in a uvx package (`name==1.2.3`, `name@1.2.3`); its version must be the entry's.
 _PYPI_PIN = re.compile(r"[=@]+([\d.]+)")
@@ -46,7 +51,7 @@ class Problem:
 
 @lru_cache(maxsize=1)
 def schema() -> dict[str, Any]:
-    """The vendored registry schema (acp_green/tools/publish/README.md says where it comes from)."""
+    """Our schema of a registry entry (acp_green/tools/publish/README.md says what it follows)."""
     loaded: dict[str, Any] = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     return loaded
 
@@ -63,7 +68,7 @@ def validate(manifest: Any) -> list[Problem]:
 
 
 def schema_problems(manifest: Any) -> list[Problem]:
-    """What the vendored JSON Schema refuses, one problem per field, in field order."""
+    """What the JSON Schema refuses, one problem per field, in field order."""
     from jsonschema import Draft7Validator
 
     found = {problem for error in Draft7Validator(schema()).iter_errors(manifest) for problem in _problems_of(error)}
@@ -90,7 +95,8 @@ def _problems_of(error: Any) -> list[Problem]:
         what = "a distribution (uvx, npx or binary)" if path == "distribution" else "an entry"
         return [Problem(path, f"must hold at least {what}")]
     if keyword == "pattern":
-        return [Problem(path, PATTERN_RULES.get(path, f"{{!r}} does not match {error.validator_value}").format(error.instance))]
+        rule = PATTERN_RULES.get(path)  # a pattern's own braces ({64}) must not be read as placeholders
+        return [Problem(path, rule.format(error.instance) if rule else f"{error.instance!r} does not match {error.validator_value}")]
     return [Problem(path, error.message)]
 
 
@@ -121,12 +127,15 @@ def rule_problems(manifest: dict[str, Any]) -> list[Problem]:
     version = manifest["version"]
     if not is_semver(version):
         problems.append(Problem("version", PATTERN_RULES["version"].format(version)))
-    for field in ("repository",):
+    for field in URL_FIELDS:
         if field in manifest and not is_url(manifest[field]):
             problems.append(Problem(field, f"{manifest[field]!r} is not an absolute URL"))
     distribution = manifest["distribution"]
     problems += _binary_problems(distribution.get("binary"))
     problems += _pin_problems(version, distribution)
+    preview = manifest.get("preview")
+    if preview is not None:  # its pins are its own version's, which may be a prerelease
+        problems += [Problem(f"preview.{p.field}", p.message) for p in _pin_problems(preview["version"], preview["distribution"])]
     return problems
 
 
@@ -156,6 +165,9 @@ def _binary_problems(binary: dict[str, Any] | None) -> list[Problem]:
             problems.append(Problem(f"distribution.binary.{platform}.archive", "names /latest/: give the release's own version"))
         elif not is_url(archive):
             problems.append(Problem(f"distribution.binary.{platform}.archive", f"{archive!r} is not an absolute URL"))
+        elif urlsplit(archive).path.lower().endswith(INSTALLER_SUFFIXES):
+            problems.append(Problem(f"distribution.binary.{platform}.archive", "is an installer, which the registry refuses: "
+                                    "give a .zip, .tar.gz, .tgz, .tar.bz2 or .tbz2 archive, or the executable itself"))
     return problems
 
 
@@ -176,10 +188,13 @@ def _pin_problems(version: str, distribution: dict[str, Any]) -> list[Problem]:
     if "uvx" in distribution:
         package = distribution["uvx"]["package"]
         found = _PYPI_PIN.search(package)
+        pinned = found.group(1) if found else None
+        if found and "-preview." in version:  # a preview pins the whole of its version
+            pinned = package[found.start(1):]
         if "@latest" in package.lower():
             problems.append(Problem("distribution.uvx.package", f"{package!r} names @latest: pin the entry's version ({version})"))
-        elif found and found.group(1) != version:
-            problems.append(Problem("distribution.uvx.package", f"pins {found.group(1)}, not the entry's version {version}"))
+        elif pinned is not None and pinned != version:
+            problems.append(Problem("distribution.uvx.package", f"pins {pinned}, not the entry's version {version}"))
     return problems
 
 

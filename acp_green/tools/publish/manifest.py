@@ -1,8 +1,9 @@
 """`acp-green manifest`: the ACP registry entry (`agent.json`) of a package that serves an agent.
 
 The entry is built from the package's metadata (metadata.py) and the agent's `auth_methods`,
-then validated against the registry's format (format.py) before anything is written. Whatever
-is missing is reported as one problem per field, saying where to set it or which option gives it.
+then validated against the registry's format (format.py), and the icon the registry requires
+beside it against its rules (icon.py), before anything is written. Whatever is missing is
+reported as one problem per field, saying where to set it or which option gives it.
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .format import ACCEPTED_AUTH_KINDS, ID_PATTERN, Problem, auth_problem, validate
-from .metadata import PackageInfo
+from .icon import icon_file_problems
+from .metadata import AGENTS_GROUP, PackageInfo
 
 #: Console scripts that are acp-green's own command line: the manifest passes `serve --agent SPEC`.
 ACP_GREEN_ENTRY_POINTS = ("acp_green.__main__:main", "acp_green.cli:cli")
@@ -60,6 +63,7 @@ class ManifestRequest:
     auth_methods: list[dict[str, Any]] | None  # the agent's authMethods as initialize would send them
     overrides: Overrides = field(default_factory=Overrides)
     distributions: Distributions = field(default_factory=Distributions)
+    icon: Path | None = None  # the icon.svg to go beside agent.json; None: not checked
 
 
 def build_manifest(request: ManifestRequest) -> dict[str, Any]:
@@ -68,6 +72,8 @@ def build_manifest(request: ManifestRequest) -> dict[str, Any]:
     fields = _fields(request, problems)
     distribution = _distribution(request, fields.get("version"), problems)
     _check_auth(request, problems)
+    if request.icon is not None:
+        problems += icon_file_problems(request.icon)
     if problems:
         raise ManifestError(problems)
     manifest = {**fields, "distribution": distribution}
@@ -75,6 +81,15 @@ def build_manifest(request: ManifestRequest) -> dict[str, Any]:
     if invalid:
         raise ManifestError(invalid)
     return manifest
+
+
+def declared_agent(package: PackageInfo) -> str | None:
+    """The agent the package declares in its AGENTS_GROUP entry points: the one named after the
+    package, else the only one; None when it declares none (or several, none of its name)."""
+    named = [spec for name, spec in package.agents.items() if package.name and _normalized(name) == _normalized(package.name)]
+    if named:
+        return named[0]
+    return next(iter(package.agents.values())) if len(package.agents) == 1 else None
 
 
 def dumps(manifest: dict[str, Any]) -> str:
@@ -146,22 +161,27 @@ def _distribution(request: ManifestRequest, version: str | None, problems: list[
 
 def _uvx(request: ManifestRequest, version: str | None, problems: list[Problem]) -> dict[str, Any]:
     """uvx runs the console script named after the package: the package is pinned to the version,
-    spelled as that script (pip reads `my_agent` and `my-agent` as one project)."""
+    spelled as that script (pip reads `my_agent` and `my-agent` as one project). A package whose
+    only console script has another name gets it as `cmd` (`uvx --from PACKAGE CMD`)."""
     package = request.package
     name = package.name or ""
     script = next((s for s in package.scripts if _normalized(s) == _normalized(name)), None) if name else None
-    if name and script is None and "distribution.uvx" in package.wrong:
+    command = next(iter(package.scripts)) if script is None and len(package.scripts) == 1 else None
+    if name and script is None and command is None and "distribution.uvx" in package.wrong:
         problems.append(Problem("distribution.uvx", f"{package.wrong['distribution.uvx']} (in {package.source}): add {name} = "
                                                     "\"your_module:main\" under [project.scripts]"))
-    elif name and script is None:
+    elif name and script is None and command is None:
+        others = f" (it has {', '.join(sorted(package.scripts))}: which one would be the agent?)" if package.scripts else ""
         problems.append(Problem("distribution.uvx", f"uvx runs the command named after the package, and {name} has no "
-                                                    f"console script {name!r}: add {name} = \"your_module:main\" under "
-                                                    "[project.scripts] (or acp_green.__main__:main, to serve --agent)"))
+                                                    f"console script {name!r}{others}: add {name} = \"your_module:main\" "
+                                                    "under [project.scripts] (or acp_green.__main__:main, to serve --agent)"))
+    runs = script or command
     args = request.distributions.args
-    if args is None and script is not None and package.scripts[script].replace(" ", "") in ACP_GREEN_ENTRY_POINTS:
-        args = _serve_args(request.agent_spec, script, problems)
+    if args is None and runs is not None and package.scripts[runs].replace(" ", "") in ACP_GREEN_ENTRY_POINTS:
+        args = _serve_args(request.agent_spec, runs, problems)
     spelled = script or name
-    return _with_args({"package": f"{spelled}=={version}" if version else spelled}, args)
+    entry = {"package": f"{spelled}=={version}" if version else spelled, **({"cmd": command} if command else {})}
+    return _with_args(entry, args)
 
 
 def _serve_args(spec: str | None, script: str, problems: list[Problem]) -> tuple[str, ...]:
@@ -185,9 +205,11 @@ def _with_args(entry: dict[str, Any], args: tuple[str, ...] | None) -> dict[str,
 def _check_auth(request: ManifestRequest, problems: list[Problem]) -> None:
     kinds = " or ".join(ACCEPTED_AUTH_KINDS)
     if request.auth_methods is None:
-        problems.append(Problem("authMethods", f"give --agent MODULE:ATTR, the agent the package serves: the registry lists "
-                                               f"only agents whose initialize offers a login of type {kinds}, which its "
-                                               "Agent.auth_methods say"))
+        declare = (f"{request.package.wrong['authMethods']} (in {request.package.source})" if "authMethods" in request.package.wrong
+                   else f"or declare it under [project.entry-points.\"{AGENTS_GROUP}\"] as NAME = \"module:Class\"")
+        problems.append(Problem("authMethods", f"give --agent MODULE:ATTR, the agent the package serves ({declare}): the "
+                                               f"registry lists only agents whose initialize offers a login of type {kinds}, "
+                                               "which its Agent.auth_methods say"))
         return
     problem = auth_problem(request.auth_methods)
     if problem:

@@ -18,6 +18,8 @@ from typing import Any
 #: Project-URL labels that name the source repository (compared lowercased, letters only).
 REPOSITORY_LABELS = ("repository", "source", "sourcecode", "code", "github", "gitlab")
 HOMEPAGE_LABELS = ("homepage", "home")
+#: The entry-point group a package names its agent in (`acp-green new` declares it): NAME = "module:Class".
+AGENTS_GROUP = "acp_green.agents"
 
 
 class MetadataError(Exception):
@@ -36,6 +38,7 @@ class PackageInfo:
     authors: tuple[str, ...]
     repository: str | None
     scripts: dict[str, str] = field(default_factory=dict)  # console script name -> "module:function"
+    agents: dict[str, str] = field(default_factory=dict)  # AGENTS_GROUP's entry points: name -> "module:attr"
     dynamic: tuple[str, ...] = ()  # pyproject fields only the build will know
     # manifest field -> what is wrong with what the source gives for it ("is an integer, not a string")
     wrong: dict[str, str] = field(default_factory=dict)
@@ -62,6 +65,7 @@ def from_installed(distribution: str) -> PackageInfo:
         authors=_authors(meta.get_all("Author") or [], meta.get_all("Author-email") or []),
         repository=pick_repository(urls),
         scripts={ep.name: ep.value for ep in dist.entry_points if ep.group == "console_scripts"},
+        agents={ep.name: ep.value for ep in dist.entry_points if ep.group == AGENTS_GROUP},
     )
 
 
@@ -85,6 +89,9 @@ def from_pyproject(path: Path) -> PackageInfo:
     urls = [(str(label), url) for label, url in table.items() if isinstance(url, str)]
     entry_points = _typed(project, "scripts", dict, "a table", wrong, "distribution.uvx") or {}
     scripts = {name: value for name, value in entry_points.items() if isinstance(value, str)}
+    groups = _typed(project, "entry-points", dict, "a table", wrong, "authMethods") or {}
+    declared = groups.get(AGENTS_GROUP)
+    agents = {name: value for name, value in declared.items() if isinstance(value, str)} if isinstance(declared, dict) else {}
     dynamic = _typed(project, "dynamic", list, "a list of field names", wrong, "version") or []
     description = _typed(project, "description", str, "a string", wrong, "description")
     if description and not _one_line(description):
@@ -103,6 +110,7 @@ def from_pyproject(path: Path) -> PackageInfo:
         authors=tuple(a for a in authors if a),
         repository=pick_repository(urls),
         scripts=scripts,
+        agents=agents,
         dynamic=tuple(str(name) for name in dynamic),
         wrong=wrong,
     )

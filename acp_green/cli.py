@@ -34,9 +34,12 @@ class OneLineUsageError(click.ClickException):
     exit_code = 2
 
 
-TTY_HINT = ("acp-green serve speaks ACP (JSON-RPC) on stdin/stdout: an editor launches it "
-            "(`acp-green editor-config zed` or `jetbrains` prints the settings); to talk to an agent "
-            "in a terminal, run `acp-green chat`. Ctrl-D ends it.")
+def tty_hint(command: str = "acp-green") -> str:
+    """What `serve` says when started at a prompt; `command` is how this acp-green was invoked,
+    so the commands it names run as printed even when acp-green is not on PATH (.venv/bin/...)."""
+    return (f"acp-green serve speaks ACP (JSON-RPC) on stdin/stdout: an editor launches it "
+            f"(`{command} editor-config zed` or `jetbrains` prints the settings); to talk to an agent "
+            f"in a terminal, run `{command} chat`. Ctrl-D ends it.")
 
 
 def parse_provide_mcp(values: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -224,7 +227,8 @@ def serve(agent_spec: str | None, max_background: int, shutdown_grace: float, ca
     if remote is not None:
         sys.exit(serve_listening(agent, remote, options, log_level=log_level, monkey_patch=monkey_patch))
     if os.isatty(0):  # someone typed `acp-green serve` at a prompt: say why nothing happens
-        click.echo(TTY_HINT, err=True)
+        invoked = sys.argv[0] if os.sep in sys.argv[0] and os.path.basename(sys.argv[0]) == "acp-green" else "acp-green"
+        click.echo(tty_hint(invoked), err=True)
     # Usage errors above go straight to stderr; from here on nothing may block on fd 2.
     sys.exit(serve_stdio(agent, options, log_level=log_level, monkey_patch=monkey_patch))
 
@@ -440,7 +444,7 @@ def sessions_show(state_dir: str | None, store_url: str | None, session_id: str,
                 click.echo(printable(f"{key}: {session[key]}"))
         click.echo("")
         for fragment in render_turns(db, session_id, full=full):
-            click.echo(printable(fragment), nl=False)
+            click.echo(printable(fragment, newlines=True), nl=False)  # the lines of a message stay lines
 
 
 @sessions.command("delete")
@@ -465,14 +469,23 @@ def sessions_delete(state_dir: str | None, store_url: str | None, session_ids: t
 @sessions.command("export")
 @_state_dir_option
 @click.argument("session_ids", nargs=-1)
-@click.option("-o", "--output", type=click.File("w"), default="-", help="Write to this file (default stdout).")
-def sessions_export(state_dir: str | None, store_url: str | None, session_ids: tuple[str, ...], output: Any) -> None:
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True), default="-",
+              help="Write to this file (default stdout): created 0600, never through a symbolic link.")
+def sessions_export(state_dir: str | None, store_url: str | None, session_ids: tuple[str, ...], output: str) -> None:
     """Sessions (all, or the ones named) with their whole history, as JSON."""
+    from .redact import write_private
     from .store.report import export_sessions, json_text
 
     with _open_db(state_dir, store_url) as db:
         exported = export_sessions(db, list(session_ids))
-    output.write(json_text({"sessions": exported}) + "\n")
+    text = json_text({"sessions": exported}) + "\n"
+    try:
+        if output == "-":
+            sys.stdout.write(text)
+        else:
+            write_private(output, text)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write {output}: {exc.strerror or exc}") from None
 
 
 @cli.command()

@@ -13,15 +13,31 @@ parsed into `BoundedHeaders`:
 - TLS uses gevent's own SSLContext (`gevent.ssl.create_default_context` gives the standard
   library's, whose handshake blocks the whole process), so a handshake waits cooperatively, bounded
   by the link's connect timeout.
+- That context is made once per trust store for the whole process, on a thread of its own, and
+  shared by every link (`_cooperative_tls_context`). Loading a trust store of ~150 certificates
+  takes 35-50 ms of CPU: made per link on the hub, a `session/new` declaring 64 https servers
+  held every request of the connection 2.3-3.2 s. A link waits for the one being made
+  cooperatively; the trust store file is looked at again (its size and time) for each link, so a
+  changed one is loaded anew. Its thread is not gevent's pool, where name lookups (DNS) wait: a
+  session whose servers' names never resolve fills that pool, and must not hold another
+  session's TLS.
+- A server named by an IP address is connected without a name lookup (`_resolve`), so it does
+  not wait behind other sessions' lookups in gevent's pool (10 threads) either. A host name is
+  looked up there, as geventhttpclient does.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import os
+import socket
 import ssl
 from typing import Any
 
 import gevent
 import gevent.ssl
+from gevent.event import AsyncResult
+from gevent.threadpool import ThreadPool
 import geventhttpclient
 from geventhttpclient.connectionpool import ConnectionPool, SSLConnectionPool
 from geventhttpclient.header import Headers
@@ -109,6 +125,21 @@ class _HeadTracking:
     """
 
     _current: dict[Any, GuardedSocket]
+    _connection_host: str
+    _connection_port: int
+
+    def _resolve(self) -> Any:
+        """An IP address as it is (no lookup, no thread); a host name looked up as geventhttpclient does."""
+        host = self._connection_host
+        try:
+            address = ipaddress.ip_address(host[1:-1] if host.startswith("[") else host)
+        except ValueError:
+            return super()._resolve()  # type: ignore[misc]
+        if address.version == 6:
+            if "%" in host:  # a scoped address: its interface needs the resolver
+                return super()._resolve()  # type: ignore[misc]
+            return [(socket.AF_INET6, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (str(address), self._connection_port, 0, 0))]
+        return [(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP, "", (str(address), self._connection_port))]
 
     def _create_socket(self) -> Any:
         return GuardedSocket(super()._create_socket())  # type: ignore[misc]
@@ -154,8 +185,40 @@ class _GuardedTlsPool(_HeadTracking, SSLConnectionPool):
     pass
 
 
+#: The shared TLS contexts, by trust store (its file, size and modification time), made or being made.
+_contexts: dict[tuple[str | None, int, int], AsyncResult] = {}
+
+
 def _cooperative_tls_context(cafile: str | None = None, **_ignored: Any) -> ssl.SSLContext:
-    """What `ssl.create_default_context` makes, as gevent's SSLContext, whose sockets yield."""
+    """What `ssl.create_default_context` makes, as gevent's SSLContext, whose sockets yield: the
+    process's one for this trust store, made on a thread the first time (see the module)."""
+    try:
+        info = os.stat(cafile) if cafile else None
+    except OSError:
+        info = None  # loading it fails below, with the reason, as it would have
+    key = (cafile or None, info.st_size if info else -1, info.st_mtime_ns if info else -1)
+    made = _contexts.get(key)
+    if made is None:
+        made = _tls_thread().spawn(_tls_context, cafile)
+        _contexts[key] = made
+        made.rawlink(lambda result: result.successful() or _contexts.pop(key, None))  # a failure is not kept
+    context: ssl.SSLContext = made.get()
+    return context
+
+
+_tls_pool: ThreadPool | None = None
+
+
+def _tls_thread() -> ThreadPool:
+    """The one thread TLS contexts are made on (made on first use; not gevent's pool: see the module)."""
+    global _tls_pool
+    if _tls_pool is None:
+        _tls_pool = ThreadPool(1)
+    return _tls_pool
+
+
+def _tls_context(cafile: str | None) -> ssl.SSLContext:
+    """A new client context trusting `cafile` (or the default trust store); runs on a thread."""
     context = gevent.ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     if cafile:
         context.load_verify_locations(cafile=cafile)

@@ -276,6 +276,11 @@ class HttpLink:
         """
         try:
             return self.peer.wait(call, token, timeout)
+        except RpcError as exc:  # the server's own words may repeat what its URL or headers hold
+            if self._secrets:
+                exc.message = scrub(exc.message, self._secrets)
+                exc.args = tuple(scrub(a, self._secrets) if isinstance(a, str) else a for a in exc.args)
+            raise
         finally:
             self.streams.close(call.id, answered=_server_replied(call))
 
@@ -321,7 +326,7 @@ class HttpLink:
         except _StreamClosed:
             raise  # a request's stream is being closed while it answers the server: it must end
         except (gevent.Timeout, OSError, RuntimeError, _client_module().HTTPParseError) as exc:
-            log.info("MCP %s: sending %s failed: %s", self.name, what, one_line(str(exc) or type(exc).__name__))
+            log.info("MCP %s: sending %s failed: %s", self.name, what, scrub(one_line(str(exc) or type(exc).__name__), self._secrets))
 
     # -- one request's exchange ----------------------------------------------------------------
     def _exchange(self, request_id: int, method: str, body: bytes) -> None:
@@ -342,12 +347,12 @@ class HttpLink:
         except _guard_module().HeadRefused as exc:
             fail(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent a response to {method} that is refused: {exc}"))
         except OSError as exc:
-            fail(request_id, _connection_error(self.name, self.shown_url, method, exc))
+            fail(request_id, _connection_error(self.name, self.shown_url, method, exc, self._secrets))
         except SseTooLarge as exc:
             fail(request_id, McpError(INTERNAL_ERROR, f"MCP server {self.name!r} sent an answer to {method} that is too large: {exc}"))
         except Exception as exc:  # the HTTP client's parse errors, a pool closed under us
-            fail(request_id, McpServerExited(
-                f"MCP server {self.name!r} broke off its answer to {method}: {one_line(str(exc) or type(exc).__name__)}"))
+            fail(request_id, McpServerExited(scrub(
+                f"MCP server {self.name!r} broke off its answer to {method}: {one_line(str(exc) or type(exc).__name__)}", self._secrets)))
         else:
             fail(request_id, McpServerExited(
                 f"MCP server {self.name!r} ended its response to {method} without answering it"))
@@ -405,7 +410,7 @@ class HttpLink:
                 with response:
                     response.read(_READ_BLOCK)
         except (gevent.Timeout, OSError, RuntimeError, _client_module().HTTPParseError) as exc:
-            log.info("MCP %s: ending the MCP session failed: %s", self.name, one_line(str(exc) or type(exc).__name__))
+            log.info("MCP %s: ending the MCP session failed: %s", self.name, scrub(one_line(str(exc) or type(exc).__name__), self._secrets))
 
 
 def _server_replied(call: PendingRequest) -> bool:
@@ -467,13 +472,16 @@ def _read_body(response: Any, limit: int) -> bytes:
         chunks.append(chunk)
 
 
-def _connection_error(name: str, url: str, method: str, exc: OSError) -> RpcError:
-    """A socket error as the request's failure: no connection at all, or an answer broken off."""
+def _connection_error(name: str, url: str, method: str, exc: OSError, secrets: list[str]) -> RpcError:
+    """A socket error as the request's failure: no connection at all, or an answer broken off.
+    `url` is the one shown; the error's words are scrubbed of `secrets` (a certificate's complaint
+    names the host)."""
+    words = scrub(one_line(exc.strerror or str(exc)), secrets)
     if isinstance(exc, ssl.SSLError):  # the handshake: no TLS there, a certificate refused, no answer in time
-        return McpConnectFailed(f"cannot connect to MCP server {name!r} at {url}: TLS failed: {one_line(exc.strerror or str(exc))}")
+        return McpConnectFailed(f"cannot connect to MCP server {name!r} at {url}: TLS failed: {words}")
     if isinstance(exc, (ConnectionRefusedError, socket.gaierror, socket.timeout)) or exc.errno in _CONNECT_ERRNOS:
-        return McpConnectFailed(f"cannot connect to MCP server {name!r} at {url}: {one_line(exc.strerror or str(exc))}")
-    return McpServerExited(f"MCP server {name!r} broke off its answer to {method}: {one_line(exc.strerror or str(exc))}")
+        return McpConnectFailed(f"cannot connect to MCP server {name!r} at {url}: {words}")
+    return McpServerExited(f"MCP server {name!r} broke off its answer to {method}: {words}")
 
 
 def _excerpt(response: Any) -> str:

@@ -24,12 +24,13 @@ from gevent.event import AsyncResult
 from gevent.greenlet import Greenlet
 
 from ..rpc.cancel import CancelToken
+from ..redact import scrub, secrets_of
 from ..errors import METHOD_NOT_FOUND, ClientError, McpServerExited, McpUnavailable, RpcError, TurnCancelled, one_line
 from .acp_message import CONNECT, MESSAGE, ClientShape, ServerIdChannel
 from .bridge import ProvidedServer
 from .client import AcpChannel, LoopbackChannel, McpClientSession, StdioChannel
 from .jsonrpc import JsonRpcLink
-from .starting import FairPlaces
+from .starting import FairPlaces, wait_while_busy
 
 if TYPE_CHECKING:
     from .httplink import HttpLink
@@ -44,20 +45,30 @@ START_TIMEOUT = 30.0
 #: The places go to the sessions in turn (`starting.FairPlaces`): one session's queue of
 #: servers never holds back another session's.
 STARTING_AT_ONCE = max(2, os.cpu_count() or 2)
-#: A server slow to initialize gives its starting place back after this long, so one that
-#: never answers delays the servers queued behind it by this much, not by START_TIMEOUT.
+#: A server slow to initialize gives its starting place back after this long at most, so one
+#: that never answers delays the servers queued behind it by this much, not by START_TIMEOUT;
+#: one whose processes are idle gives it back sooner (`starting.wait_while_busy`).
 STAGGER = 2.0
 _starting = FairPlaces(STARTING_AT_ONCE)
 
 
 class _StartingPlace:
-    """One of the STARTING_AT_ONCE places, taken in `owner`'s turn, given back on release() or
-    after STAGGER seconds."""
+    """One of the STARTING_AT_ONCE places, taken in `owner`'s turn, given back on release(), once
+    the server launched (`launched`) has been idle a few looks in a row, or after STAGGER seconds."""
 
     def __init__(self, owner: str) -> None:
         _starting.acquire(owner)
         self._held = True
-        self._expiry = gevent.spawn_later(STAGGER, self.release)
+        self._group: int | None = None  # the server's process group, once launched
+        self._expiry = gevent.spawn(self._hold)
+
+    def launched(self, pid: int) -> None:
+        """The server's process started (it leads its own process group): watch its CPU use."""
+        self._group = pid
+
+    def _hold(self) -> None:
+        wait_while_busy(lambda: self._group, STAGGER)
+        self.release()
 
     def release(self) -> None:
         if self._held:
@@ -89,7 +100,7 @@ class _StdioServer:
     def _start(self) -> None:
         place = _StartingPlace(self.session_id)
         try:
-            self.ready.set(self._launch_and_initialize())
+            self.ready.set(self._launch_and_initialize(place))
         except McpUnavailable as exc:
             log.warning("session %s: %s", self.session_id, exc)
             self.ready.set_exception(exc)
@@ -101,11 +112,12 @@ class _StdioServer:
             # when the session ends, after its starting place went to the next server.
             self.link.close()
 
-    def _launch_and_initialize(self) -> McpClientSession:
+    def _launch_and_initialize(self, place: _StartingPlace) -> McpClientSession:
         try:
             self.link = JsonRpcLink(self.argv, name=self.name, env=self.env, cwd=self.cwd)
         except OSError as exc:  # no such command, not executable, out of descriptors (EMFILE)...
             raise McpUnavailable(f"MCP server {self.name!r} failed to start ({self.argv[0]}): {exc.strerror or exc}") from None
+        place.launched(self.link.pid)
         session = McpClientSession(self.name, StdioChannel(self.link))
         try:
             session.initialize(timeout=START_TIMEOUT)
@@ -157,8 +169,8 @@ class _HttpServer:
 
         try:
             self.link = HttpLink(self.url, name=self.name, headers=self.headers)
-        except ValueError as exc:
-            raise McpUnavailable(f"MCP server {self.name!r} cannot be reached: {exc}") from None
+        except ValueError as exc:  # the URL's parser may quote it
+            raise McpUnavailable(f"MCP server {self.name!r} cannot be reached: {scrub(str(exc), secrets_of(self.url))}") from None
         session = McpClientSession(self.name, self.link)
         try:
             session.initialize(timeout=START_TIMEOUT)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime, timezone
 from typing import Any
 
@@ -9,6 +10,17 @@ from ..rpc import wire
 from ..sessions import Session
 
 TITLE_LIMIT = 80
+#: Characters of a text a title is taken from at most (a prompt's, or a title a client sets): it
+#: is cut there first and only then cleaned, so a title costs the same from a 50 MB text as from
+#: a short one. A small multiple of the longest title, so runs of whitespace or control
+#: characters the cleaning removes still leave a whole title in all but contrived text.
+TITLE_SCAN = 4096
+#: Unicode's control characters (category Cc: exactly U+0000-U+001F and U+007F-U+009F), each
+#: made a space by `str.translate`, in C.
+CONTROLS_AS_SPACES = {code: " " for code in (*range(0x20), *range(0x7F, 0xA0))}
+_ZWJ = "\u200d"
+#: How far a cut moves back at most to keep a character together with its marks and joiners.
+_CLUSTER_BACKOFF = 16
 
 
 def encode_update(session_id: str, update: dict[str, Any] | None) -> bytes:
@@ -73,12 +85,42 @@ def message_tail(message_id: str | None) -> bytes:
 
 
 def title_from_prompt(text: str) -> str | None:
-    """The first non-blank line of the first prompt, cut to TITLE_LIMIT characters."""
-    for line in text.splitlines():
-        line = line.strip()
-        if line:
-            return line if len(line) <= TITLE_LIMIT else line[: TITLE_LIMIT - 1] + "…"
+    """The first non-blank line of the first prompt, cut to TITLE_LIMIT characters ("…" last).
+
+    Only the first TITLE_SCAN characters are read (cut first): a line that runs past them counts
+    as cut there; a prompt with nothing but blank lines in them names nothing.
+    """
+    lines = text[:TITLE_SCAN].splitlines(keepends=True)
+    for index, raw in enumerate(lines):
+        line = raw.strip()
+        if not line:
+            continue
+        runs_on = len(text) > TITLE_SCAN and index == len(lines) - 1 and raw.splitlines()[0] == raw  # no line end read
+        return cut_title(line, TITLE_LIMIT) if runs_on or len(line) > TITLE_LIMIT else line
     return None
+
+
+def cut_title(title: str, limit: int) -> str:
+    """`title` cut to fewer than `limit` characters with "…" last (at most `limit` in all).
+
+    The cut is on a character boundary as a reader sees one: never between a character and the
+    combining marks, variation selectors, emoji modifiers or joined characters that follow it
+    (unless no boundary lies within a few characters), and whitespace before it is dropped.
+    """
+    end = limit - 1
+    back = end
+    while back > 0 and end - back < _CLUSTER_BACKOFF and back < len(title) and _attached(title, back):
+        back -= 1
+    if back > 0 and end - back < _CLUSTER_BACKOFF:
+        end = back
+    return title[:end].rstrip() + "…"
+
+
+def _attached(text: str, index: int) -> bool:
+    """Whether text[index] belongs to the character before it."""
+    char = text[index]
+    return (unicodedata.category(char)[0] == "M" or char == _ZWJ or "\U0001F3FB" <= char <= "\U0001F3FF"
+            or text[index - 1] == _ZWJ)
 
 
 def iso_time(timestamp: float) -> str:

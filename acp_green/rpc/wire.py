@@ -60,13 +60,16 @@ class InvalidMessage(InvalidRequest):
 class MalformedResponse(InvalidMessage):
     """A response-shaped message (an id, no method) that is not a valid response.
 
-    `response_id` is the id it carries: one of *our* requests, whose waiter it must release.
-    `request_id` stays None, so whoever answers it at all answers with id null.
+    `response_id` is the id it names (`answered_id`): one of *our* requests, whose waiter it must
+    release. `request_id` stays None, so whoever answers it at all answers with id null, with
+    `code` (-32600, or -32700 for a line that is not strict JSON: see `_malformed_answer`).
     """
 
-    def __init__(self, message: str, response_id: RequestId) -> None:
+    def __init__(self, message: str, response_id: RequestId, code: int | None = None) -> None:
         super().__init__(message)
         self.response_id = response_id
+        if code is not None:
+            self.code = code
 
 
 def is_valid_id(value: Any) -> bool:
@@ -90,6 +93,37 @@ def id_key(request_id: Any) -> IdKey | None:
     if request_id is None or isinstance(request_id, str) or (isinstance(request_id, int) and not isinstance(request_id, bool)):
         return (isinstance(request_id, str), request_id)
     return None
+
+
+def answered_id(value: Any) -> RequestId | _Absent:
+    """The id a response-shaped message names, for releasing the waiter of one of our requests.
+
+    JSON-RPC ids are strings, integers or null, and `id_key` matches only those exactly. A peer
+    that writes our integer id as a JSON number with a fraction or an exponent (`1001.0`, `1.001e3`)
+    still names request 1001: JSON itself does not tell 1001.0 from 1001, and JavaScript peers
+    cannot. So an integral finite number names that integer here. This only ever releases a
+    waiter with an error (the answer is malformed: `MalformedResponse`), never with a result.
+    Nothing else names an id: not 1001.5, not true (Python's True == 1), not "1001" (a string id
+    is another id than the integer), not NaN. ABSENT when `value` names none.
+    """
+    if is_valid_id(value):
+        return value
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    return ABSENT
+
+
+class _Absent:
+    """The type of ABSENT: no id at all (null is an id)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ABSENT"
+
+
+#: What `answered_id` returns when a message names no id.
+ABSENT = _Absent()
 
 
 def id_text(request_id: Any) -> str:
@@ -236,14 +270,50 @@ def _decode_line(line: bytes | bytearray) -> tuple[Any, int]:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}") from None
+        refused = ParseError(f"Parse error: invalid UTF-8 at byte {exc.start}")
+        if _too_deep(line):
+            raise refused from None
+        raise _malformed_answer(line.decode("utf-8", "replace"), refused) from None
     checked: bytes = b""  # a bytearray's depth was checked above
     if isinstance(line, bytearray):
         line.clear()
     else:
         checked = line
     seen = _unrepresentable_seen
-    return _decode_text(text, checked), seen
+    try:
+        return _decode_text(text, checked), seen
+    except _ConstantRefused as exc:
+        raise _malformed_answer(text, exc) from None
+
+
+class _ConstantRefused(ParseError):
+    """The text holds NaN, Infinity or -Infinity: not JSON (RFC 8259), though otherwise readable."""
+
+
+def _lenient_constant(_name: str) -> Any:
+    return _CONSTANT
+
+
+_CONSTANT = object()  # stands for NaN/Infinity in a value read leniently, never an id
+_LENIENT_DECODER = json.JSONDecoder(parse_constant=_lenient_constant, strict=False)  # raw control characters taken too
+
+
+def _malformed_answer(text: str, refused: ParseError) -> ParseError | MalformedResponse:
+    """A line refused as not strict JSON for NaN, Infinity or invalid UTF-8 only: a
+    MalformedResponse (code -32700, the same words) when, read leniently (those constants taken,
+    bad bytes replaced), it is an answer to an id of ours (`answered_id`), so that request is
+    released; else the parse error itself. A NaN as the id names no request. Costs a second
+    decode, only on such lines; `text`'s nesting was checked by the caller."""
+    try:
+        value = _LENIENT_DECODER.decode(text)
+    except (ValueError, RecursionError):  # another fault beside the constant: a parse error it stays
+        return refused
+    if not isinstance(value, dict) or "method" in value or "id" not in value:
+        return refused
+    named = answered_id(value["id"])
+    if isinstance(named, _Absent):
+        return refused
+    return MalformedResponse(refused.message, named, code=ParseError.code)
 
 
 def _message(value: Any, seen: int) -> Message:
@@ -329,7 +399,7 @@ def _decode_text(text: str, data: bytes | None = None) -> Any:
     except json.JSONDecodeError as exc:
         raise ParseError(_parse_error_words(exc, text)) from None
     except _NotJson as exc:
-        raise ParseError(f"Parse error: {exc}") from None
+        raise _ConstantRefused(f"Parse error: {exc}") from None
     except RecursionError:  # a caller already deep in its own stack
         raise ParseError(f"Parse error: nesting deeper than this agent can decode here") from None
 
@@ -432,14 +502,28 @@ def describe(value: Any) -> str:
 
 
 def classify(value: dict[str, Any]) -> Message:
-    """Sort a decoded object into request, notification or response."""
+    """Sort a decoded object into request, notification or response.
+
+    A response-shaped object (an id, no method) that is not a valid response raises
+    MalformedResponse naming the id it answers (`answered_id`), so the request of ours it
+    answers is released, with an error, rather than left waiting: a wrong or missing `jsonrpc`,
+    an id written as 1001.0, both or neither of result and error, an error that is not an object.
+    """
     request_id = value.get("id", _MISSING)
+    answer_shaped = request_id is not _MISSING and "method" not in value
     if request_id is not _MISSING and not is_valid_id(request_id):
-        raise InvalidMessage(f"Invalid id: {describe(request_id)}; an id must be an integer, a string or null")
+        problem = f"Invalid id: {describe(request_id)}; an id must be an integer, a string or null"
+        named = answered_id(request_id) if answer_shaped else ABSENT
+        if not isinstance(named, _Absent):
+            raise MalformedResponse(problem, named)
+        raise InvalidMessage(problem)
     # Only a request's id may be echoed: a response-shaped message carries an id of *our* requests.
     echo_id = None if request_id is _MISSING or "method" not in value else request_id
     if value.get("jsonrpc") != "2.0":
-        raise InvalidMessage('Missing or wrong "jsonrpc": must be "2.0"', echo_id)
+        problem = 'Missing or wrong "jsonrpc": must be "2.0"'
+        if answer_shaped:
+            raise MalformedResponse(problem, request_id)
+        raise InvalidMessage(problem, echo_id)
     method = value.get("method", _MISSING)
     params = value.get("params")
     if method is not _MISSING:

@@ -690,5 +690,6 @@ def render_page(timeline: Timeline, title: str) -> str:
 def write_html(trace: str | Path, output: str | Path) -> Timeline:
     """Reads a trace file and writes its page; returns the timeline drawn (for the command's summary)."""
     timeline = build_timeline(load_events(trace))
-    Path(output).write_text(render_page(timeline, Path(trace).name), encoding="utf-8")
+    from ...redact import write_private  # the page holds the conversation: 0600, never through a symbolic link
+    write_private(output, render_page(timeline, Path(trace).name))
     return timeline

@@ -141,7 +141,8 @@ class Trace:
 
 def read_trace(path: str | Path) -> Trace:
     """Read a trace file; OSError if it cannot be opened, never an error for what it holds."""
-    with open(path, "rb") as handle:
+    from ...redact import open_no_follow  # the file named, never one a symbolic link points to
+    with open_no_follow(path) as handle:
         return read_lines(handle)
 
 

@@ -24,6 +24,7 @@ from . import private, statedb
 from .database import Database
 from .session_record import SessionRecord
 from .turns import HistoryPosition, StoredTurn
+from ..terminal_text import shown
 from ..usage import RUNNING, UsageRecord
 
 
@@ -110,9 +111,11 @@ def json_text(value: Any) -> str:
     return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
 
 
-def printable(text: str) -> str:
-    """`text` for a terminal: a lone surrogate is shown as its \\u escape."""
-    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+def printable(text: str, *, newlines: bool = False) -> str:
+    """`text` for a terminal (terminal_text.shown): no escape sequence or control character in it
+    is acted on, each written as a visible escape, newlines too unless `newlines`; a lone
+    surrogate (an undecodable byte of a path) as its \\u escape."""
+    return shown(text, newlines=newlines)
 
 
 def session_dict(record: SessionRecord) -> dict[str, Any]:
@@ -423,7 +426,7 @@ def usage_table(report: dict[str, Any]) -> list[str]:
     rows = [header]
     for entry in [*report["sessions"], {"sessionId": "TOTAL", **report["totals"]}]:
         rows.append((
-            entry["sessionId"], str(entry["prompts"]), str(entry["inputBytes"]), str(entry["outputBytes"]),
+            printable(entry["sessionId"]), str(entry["prompts"]), str(entry["inputBytes"]), str(entry["outputBytes"]),
             str(entry["inputTokens"]), str(entry["outputTokens"]), f"{entry['durationSeconds']:.3f}",
         ))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]

@@ -1,8 +1,8 @@
 """The editor a test scripts: sessions, prompts, cancel at a chosen moment, and what came back.
 
-A thin layer over the rig's `AcpClient` (which records every line both ways and answers the
-agent by its policy); every wait is bounded by the connection's `timeout` and fails naming
-what it waited for.
+A thin layer over the rig's `AcpClient` (which records the lines both ways, keeping the last
+32 MiB's worth, and answers the agent by its policy); every wait is bounded by the connection's
+`timeout` and fails naming what it waited for.
 """
 
 from __future__ import annotations
@@ -91,7 +91,12 @@ class RunningTurn:
             ago = time.monotonic() - self._cancelled_at
             raise AssertionError(f"{exc}; it was cancelled {ago:.1f}s before: cancelled_answers_cancelled (S14: a "
                                  "cancelled prompt is still answered, with stopReason \"cancelled\")") from None
-        return read_turn(self.session_id, self._messages(), response)
+        return read_turn(self.session_id, self._messages(), response, self.dropped)
+
+    @property
+    def dropped(self) -> int:
+        """How many lines since the prompt the client no longer keeps (`TurnResult.dropped`)."""
+        return max(getattr(self._rpc.records, "first", 0) - self._first, 0)
 
     def _messages(self) -> list[dict[str, Any]]:
         """What the agent sent since the prompt went out, up to its response."""
@@ -155,7 +160,8 @@ class AgentClient:
 
     @property
     def received(self) -> list[dict[str, Any]]:
-        """Every message the agent sent, in order."""
+        """Every message the agent sent since it was last started that the client still keeps
+        (the last 32 MiB's worth of lines), in order."""
         return self.rpc.received()
 
     @property

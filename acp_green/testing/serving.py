@@ -6,7 +6,8 @@ command line. Either way, stopping closes the agent's input (EOF), waits for it 
 runs the rig's `InvariantChecker` (schema validation included) over every line that passed.
 An agent at a URL (`acp-green serve --listen`, ws:// or http://) is reached by the same
 `CheckedAgent` over the rig's link (tools/rig/remote_link.py): stopping ends its connection, and
-the same checks run, less those of a process (its exit, its descendants).
+the same checks run, less those of a process (its exit, its descendants). The client keeps the
+last KEPT_RECORDS of what passed; each line is checked before it is dropped.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from ..tools.rig.run import EXIT_TIMEOUT, CheckedAgent
 from .client import AgentClient
 from .editor import Editor, ElicitationAnswers, PermissionAnswer
 
-__all__ = ["AcpAdvisory", "Connections", "RULES"]
+__all__ = ["AcpAdvisory", "Connections", "KEPT_RECORDS", "RULES"]
 
 #: The rule each invariant stands for, said in the failure message beside the invariant's name.
 RULES = {
@@ -51,6 +52,18 @@ class AcpAdvisory(UserWarning):
     """What real clients trip on although ACP allows it (a tool call left open at the turn's end...): a warning, never a failure."""
 
 
+#: What a test's client keeps of the lines that passed (RecordLog, by record_cost): the last
+#: 32 MiB's worth, each line handed to the checker before it is dropped, so an agent that floods
+#: is judged whole in bounded memory. A turn read back (`TurnResult`) holds what is still kept.
+KEPT_RECORDS = 32 << 20
+
+
+def _checked_as_kept(rpc: AcpClient, checker: InvariantChecker) -> None:
+    """Keep only the client's last KEPT_RECORDS, the checker fed each record before it is dropped."""
+    records = rpc.keep_at_most(KEPT_RECORDS)
+    records.before_drop.append(lambda: checker.update(records))
+
+
 class _InProcess:
     """A `Server` on pipes in this process, with the rig's client on the other ends."""
 
@@ -63,11 +76,12 @@ class _InProcess:
         self.greenlet.name = "acp_green.testing-server"
         self.greenlet.start()
         self.ends = (from_agent_r, to_agent_w)
+        self.checker = InvariantChecker()  # fed as records are dropped (_checked_as_kept), and at the end
 
     def stop(self, rpc: AcpClient, bound: float) -> tuple[list[Violation], list[Violation], str]:
         rpc.close_input()
         self.greenlet.join(timeout=bound)
-        checker = InvariantChecker()
+        checker = self.checker
         if not self.greenlet.dead:
             checker.add("exit_after_eof", f"the in-process server was still serving {bound:g}s after its input closed")
             self.greenlet.kill(block=True, timeout=5)
@@ -167,7 +181,9 @@ class Connections:
             def start() -> tuple[AcpClient | CheckedAgent, _InProcess | None]:
                 # A class is made afresh each run, as a process would; an instance is served again as it is.
                 served = _InProcess(made() if isinstance(made, type) else made, options)
-                return AcpClient(*served.ends, policy), served
+                client = AcpClient(*served.ends, policy)
+                _checked_as_kept(client, served.checker)
+                return client, served
 
             # Never the process's signals: they belong to the test run.
             options = replace(serve_options or ServeOptions(ephemeral=True), handle_signals=False)
@@ -183,6 +199,7 @@ class Connections:
             def start() -> tuple[AcpClient | CheckedAgent, _InProcess | None]:
                 checked = CheckedAgent(command, policy, env=env)
                 checked.exit_timeout = exit_timeout
+                _checked_as_kept(checked.client, checked.checker)
                 return checked, None
 
             name = " ".join(shown_command(command)) + standing_for

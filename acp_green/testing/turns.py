@@ -39,6 +39,9 @@ class TurnResult:
     plan: list[dict[str, Any]] | None
     permission_requests: list[dict[str, Any]]
     error: dict[str, Any] | None
+    #: Lines the agent sent during the turn that the client no longer kept when it was read (it
+    #: keeps the last 32 MiB's worth): the turn is then read from the lines kept, its first ones missing.
+    dropped: int = 0
 
     def updates_of(self, kind: str) -> list[dict[str, Any]]:
         """The turn's updates whose `sessionUpdate` is `kind`, in order."""
@@ -59,9 +62,9 @@ _FIELDS = {"title": "title", "kind": "kind", "status": "status", "content": "con
            "rawInput": "raw_input", "rawOutput": "raw_output"}
 
 
-def read_turn(session_id: str, messages: Iterable[dict[str, Any]], response: dict[str, Any]) -> TurnResult:
+def read_turn(session_id: str, messages: Iterable[dict[str, Any]], response: dict[str, Any], dropped: int = 0) -> TurnResult:
     """The turn of `session_id` made of the agent's `messages` after the prompt (up to, not
-    including, its `response`) and that response."""
+    including, its `response`) and that response; `dropped` lines of it were no longer kept."""
     updates: list[dict[str, Any]] = []
     permission_requests: list[dict[str, Any]] = []
     for message in messages:
@@ -85,6 +88,7 @@ def read_turn(session_id: str, messages: Iterable[dict[str, Any]], response: dic
         plan=list(plans[-1] or []) if plans else None,  # each plan update replaces the whole plan
         permission_requests=permission_requests,
         error=error if isinstance(error, dict) else None,
+        dropped=dropped,
     )
 
 

@@ -5,20 +5,25 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import sys
+import tempfile
 
 import gevent
 import pytest
 from gevent import subprocess
 from gevent.event import Event
 from hypothesis import HealthCheck, given, settings
+from click.testing import CliRunner
 from hypothesis import strategies as st
 
+from acp_green.cli import cli
 from acp_green.store import statedb
 from acp_green.store.report import open_db
 from acp_green.store.session_record import SessionRecord
 from acp_green.store.statedb import db_path
+from acp_green.store.turns import TurnOutcome
 
 INSPECTIONS = (
     ("sessions", "list"), ("sessions", "list", "--json"), ("sessions", "export"),
@@ -222,3 +227,50 @@ def test_sessions_delete_leaves_a_session_open_in_a_running_agent(launch, tmp_pa
     assert "deleted 1 of 2 sessions" in done.stdout
     assert [s["sessionId"] for s in agent.call("session/list", {})["sessions"]] == [open_one]
     assert agent.close() == 0
+
+
+# What a terminal acts on: C0 controls (ESC, BEL, CR, backspace...) and DEL, the C1 controls
+# (some terminals read them as ESC sequences), the line separators and bidirectional overrides.
+_ACTED_ON = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_HOSTILE = st.sampled_from(["\x1b]0;owned\x07", "\x1b]52;c;cm0gLXJmIH4=\x07", "\x1b[2J", "\x9b31m", "\x9d0;t\x9c", "\r",
+                            "\x08", "\n", "\t", "\x00", "\x7f", "\u202e", "\u2028", "é", "a", " "]) | st.characters()
+_TEXT = st.lists(_HOSTILE, max_size=12).map("".join)
+
+
+def hostile_store(state: str, session_id: str, cwd: str, title: str, said: str, tool: str) -> None:
+    """A stored session whose every field the agent (or its client) chose holds `hostile` text."""
+    os.makedirs(state, mode=0o700, exist_ok=True)
+    conn = statedb.connect(db_path(state))
+    try:
+        statedb.save_session(conn, SessionRecord(session_id, cwd, [cwd], title, said, {"model": said}))
+        update = {"sessionUpdate": "user_message_chunk", "content": {"type": "text", "text": said}}
+        statedb.begin_turn(conn, session_id, "t1", 1.0, [json.dumps(update).encode()])
+        statedb.append_history(conn, session_id, "t1", [json.dumps(u).encode() for u in (
+            {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": said}},
+            {"sessionUpdate": "tool_call", "toolCallId": tool, "title": tool, "status": said},
+            {"sessionUpdate": "notice", "severity": said, "title": tool, "description": said})])
+        statedb.end_turn(conn, session_id, "t1", TurnOutcome("error", said), 2.0)
+    finally:
+        conn.close()
+
+
+@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(session_id=_TEXT.filter(bool), cwd=_TEXT, title=_TEXT, said=_TEXT, tool=_TEXT)
+def test_no_control_character_of_an_agent_reaches_the_terminal_and_json_stays_exact(session_id, cwd, title, said, tool):
+    """`sessions list` and `sessions show` print what agents stored (ids, cwd, titles, messages,
+    tool calls, notices, errors) with every character a terminal acts on written as a visible
+    escape: no ESC, C0 or C1 control reaches stdout but the newlines that end lines, and one line
+    per session in the list. `--json` gives every string exactly as it was stored."""
+    with tempfile.TemporaryDirectory() as state:
+        hostile_store(state, session_id, cwd, title, said, tool)
+        runner = CliRunner()
+        listed = runner.invoke(cli, ["sessions", "list", "--state-dir", state])
+        shown = runner.invoke(cli, ["sessions", "show", "--state-dir", state, "--full", session_id])
+        assert listed.exit_code == 0 and shown.exit_code == 0, (listed.output, shown.output)
+        for human in (listed.output, shown.output):
+            assert not _ACTED_ON.search(human), repr(human)
+        assert listed.output.count("\n") == 1  # a newline in any field cannot start a line of its own
+        [row] = json.loads(runner.invoke(cli, ["sessions", "list", "--json", "--state-dir", state]).output)
+        assert (row["sessionId"], row["cwd"], row["title"], row["config"]) == (session_id, cwd, title, {"model": said})
+        session = json.loads(runner.invoke(cli, ["sessions", "show", "--json", "--state-dir", state, session_id]).output)
+        assert json.dumps(said) in json.dumps(session["turns"]) and session["sessionId"] == session_id

@@ -5,6 +5,8 @@ and what was approved really happens on this machine."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 
 from tests.chat_terminal import Terminal
@@ -27,6 +29,18 @@ def test_chat_streams_cancels_with_ctrl_c_and_quits_with_ctrl_d(tmp_path):
     term.expect("… still alive?\r\n[end_turn]".encode())
     term.type(b"\x04")  # Ctrl-D
     assert term.wait() == 0
+
+
+def test_ctrl_c_at_the_prompt_quits_and_leaves_no_session_stored(tmp_path):
+    state = tmp_path / "state"
+    term = Terminal(CHAT + ["--state-dir", str(state)])
+    term.expect(b"Ctrl-C cancels a turn")
+    term.expect(b"> ")
+    term.type(b"\x03")  # Ctrl-C at the prompt: chat quits at once
+    assert term.wait() == 130
+    listed = subprocess.run([sys.executable, "-m", "acp_green", "sessions", "list", "--json", "--state-dir", str(state)],
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and json.loads(listed.stdout) == [], listed.stdout + listed.stderr
 
 
 def chat_with(*agent: str) -> Terminal:

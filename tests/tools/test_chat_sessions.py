@@ -39,6 +39,21 @@ def test_the_demo_keeps_its_sessions_where_serve_does_unless_ephemeral(tmp_path)
     assert [s["title"] for s in stored(env=home)] == ["hello"]
 
 
+def test_launching_and_quitting_stores_nothing(tmp_path):
+    """The session chat starts is deleted when chat ends with no prompt sent to it (Ctrl-D, the end
+    of a script, a /sessions only), and when /load leaves it for another before any prompt."""
+    state = str(tmp_path / "state")
+    for lines in ("", "/sessions\n"):
+        done = run([*CHAT, "--state-dir", state], lines)
+        assert done.returncode == 0 and "(session sess_" in done.stdout, done.stderr
+        assert stored("--state-dir", state) == [], lines
+    assert run([*CHAT, "--state-dir", state], "kept\n").returncode == 0
+    [kept] = stored("--state-dir", state)
+    done = run([*CHAT, "--state-dir", state], f"/load {kept['sessionId']}\nand more\n")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert [(s["sessionId"], s["turns"]) for s in stored("--state-dir", state)] == [(kept["sessionId"], 2)]
+
+
 def test_sessions_lists_them_and_resume_continues_one_showing_its_history_compactly(tmp_path):
     state = str(tmp_path / "state")
     first = run([*CHAT, "--state-dir", state], "hello\n/think\n")

@@ -5,6 +5,7 @@ from inside the runtime."""
 from __future__ import annotations
 
 import base64
+import ctypes
 import json
 import os
 import signal
@@ -17,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from acp_green.tools.trace.record import Recorder, RecordOptions
 from tests.helpers import TESTS
 
 RECORD = [sys.executable, "-m", "acp_green", "record"]
@@ -167,6 +169,70 @@ def test_signals_are_forwarded_and_the_exit_status_is_the_agents(tmp_path):
     assert "forwarded SIGTERM to the agent" in [e.get("message") for e in written]
 
 
+def tgkill(pid: int, tid: int, signum: int) -> None:
+    """Send a signal to one thread of another process (glibc's tgkill)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.tgkill(pid, tid, signum) != 0:
+        raise OSError(ctypes.get_errno(), "tgkill")
+
+
+def test_a_signal_the_kernel_gives_to_one_of_the_recorders_threads_is_forwarded_at_once(tmp_path):
+    """Any thread of a process may take a signal sent to it (the kernel picks one, and under load
+    often not the main one). Python runs the handler in the main thread, which sat in waitpid until
+    the agent exited: the signal was not forwarded then, and the agent never told to exit (the
+    cause of a timeout of the test above under load). Each thread is sent one here."""
+    proc, trace = start_recorded(tmp_path, "signals")
+    try:
+        assert proc.stderr is not None
+        threads = sorted(int(tid) for tid in os.listdir(f"/proc/{proc.pid}/task") if int(tid) != proc.pid)
+        assert len(threads) >= 3  # the three pumps, and the writer of the notes
+        for tid in threads:
+            tgkill(proc.pid, tid, signal.SIGWINCH)
+            assert bounded(proc.stderr.readline, f"the agent's word for the signal thread {tid} took", 60) == b"got SIGWINCH\n"
+        tgkill(proc.pid, threads[-1], signal.SIGTERM)
+        assert bounded(proc.wait, "the recorder's exit", 60) == 43
+    finally:
+        proc.kill()
+        proc.wait()
+    assert events(trace)[-1]["fields"] == {"exit": 43, "signal": None}
+
+
+def test_the_signal_handler_takes_no_lock(tmp_path):
+    """A handler runs between two bytecodes of whatever the main thread runs, another run of
+    itself included: had it waited for the trace's lock (to write its note), a signal arriving
+    while the first handler held it would have stopped the main thread for good."""
+    recorder = Recorder(RecordOptions(command=["sleep", "60"], out=str(tmp_path / "t.jsonl")))
+    recorder.agent = subprocess.Popen(["sleep", "60"])
+    try:
+        with recorder.trace._lock:  # as the handler it interrupted would hold it
+            forwarding = threading.Thread(target=recorder._forward, args=(signal.SIGCONT, None), daemon=True)
+            forwarding.start()
+            forwarding.join(60)
+            assert not forwarding.is_alive(), "the handler waits for the trace's lock"
+        assert recorder._notes.get_nowait() == "forwarded SIGCONT to the agent"  # written by the notes' own thread
+    finally:
+        recorder.agent.kill()
+        recorder.agent.wait()
+
+
+def test_a_burst_of_signals_is_forwarded_and_the_recorder_still_ends_with_the_agent(tmp_path):
+    """Thousands of signals, then SIGTERM: each one handled as it comes (a handler may run inside
+    another), the last one forwarded, and the recorder ends with its agent."""
+    proc, trace = start_recorded(tmp_path, "signals")
+    try:
+        for _ in range(2000):
+            proc.send_signal(signal.SIGWINCH)
+        proc.send_signal(signal.SIGTERM)
+        assert bounded(lambda: proc.wait(), "the recorder's exit", 120) == 43
+    finally:
+        proc.kill()
+        proc.wait()
+    written = events(trace)
+    notes = [e.get("message") for e in written]
+    assert written[-1]["fields"] == {"exit": 43, "signal": None}
+    assert "forwarded SIGTERM to the agent" in notes and "forwarded SIGWINCH to the agent" in notes
+
+
 def test_an_agent_ended_by_a_signal_gives_128_plus_its_number(tmp_path):
     proc, trace = start_recorded(tmp_path, "sleeps")
     try:
@@ -215,6 +281,105 @@ def test_an_agent_killed_mid_turn_leaves_every_event_up_to_its_death_in_the_trac
         assert [e for e in written if e["type"] == "line"][-1]["newline"] is False
     assert [e["method"] for e in written if e["type"] == "request"] == ["initialize", "session/new", "session/prompt"]
     assert written[-1]["fields"] == {"exit": None, "signal": "SIGKILL"}
+
+
+# -- order and memory --------------------------------------------------------------------------------
+def test_a_request_is_in_the_trace_before_the_answer_an_agent_gives_at_once(tmp_path):
+    """8 MiB requests to an agent that answers each as soon as it has read it: each request is
+    traced before its newline goes on, so before its answer, and `trace check` finds nothing."""
+    trace = tmp_path / "t.jsonl"
+    proc = subprocess.Popen([*RECORD, "--out", str(trace), "--", *TRACE_AGENT, "answers"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        for request_id in range(1, 9):
+            proc.stdin.write(request(request_id, "_test/big", {"text": "y" * (8 << 20)}))
+            proc.stdin.flush()
+            assert json.loads(bounded(proc.stdout.readline, f"the answer to #{request_id}"))["id"] == request_id
+        proc.stdin.close()
+        assert proc.wait(timeout=120) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    order = [(e["type"], e["id"]) for e in events(trace) if e["type"] in ("request", "response")]
+    assert order == [(kind, n) for n in range(1, 9) for kind in ("request", "response")]
+    checked = subprocess.run([sys.executable, "-m", "acp_green", "trace", "check", str(trace)], capture_output=True,
+                             text=True, timeout=300)
+    assert checked.returncode == 0 and "OK in 16 messages" in checked.stdout, checked.stdout
+
+
+def peak_rss(pid: int) -> int:
+    """The highest resident set size the process has had, in bytes (VmHWM)."""
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+
+
+def trace_lines(path: Path) -> list[tuple[bytes, int]]:
+    """Each line of a trace file as (its first 200 bytes, its length), read a MiB at a time (its
+    lines may be longer than the memory a test should take)."""
+    found: list[tuple[bytes, int]] = []
+    head, length = b"", 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            for index, part in enumerate(chunk.split(b"\n")):
+                if index:
+                    found.append((head, length))
+                    head, length = b"", 0
+                head += part[:200 - len(head)]
+                length += len(part)
+    return found
+
+
+def test_lines_of_a_hundred_mib_pass_and_are_traced_in_bounded_memory(tmp_path):
+    """A 128 MiB line from the agent and a 64 MiB one from the editor at the same time go through,
+    each traced whole (before its newline went on), while the recorder's peak RSS grows by less
+    than 64 MiB (it held 5-10 times a line before: 2.9 GB for 300 MB)."""
+    agent_line, client_text = 128 << 20, 64 << 20
+    trace = tmp_path / "t.jsonl"
+    proc = subprocess.Popen([*RECORD, "--out", str(trace), "--", *TRACE_AGENT, "long-lines", str(agent_line)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        assert bounded(proc.stdout.readline, "ready") == b"ready\n"
+        before = peak_rss(proc.pid)
+        proc.stdin.write(b"go\n")
+        proc.stdin.flush()
+
+        def send() -> bool:  # while the agent's line comes the other way
+            assert proc.stdin is not None
+            proc.stdin.write(request(1, "_test/long", {"text": ""})[:-4])  # up to the text's opening quote
+            for _ in range(client_text >> 20):
+                proc.stdin.write("\u00e9".encode() * (1 << 19))
+            proc.stdin.write(b'"}}\n')
+            proc.stdin.flush()
+            return True
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+
+        def received() -> int:  # the line's length, newline included
+            assert proc.stdout is not None
+            count = 0
+            while not (piece := proc.stdout.read1(1 << 20)).endswith(b"\n"):
+                count += len(piece)
+            return count + len(piece)
+
+        assert bounded(received, "the agent's long line", 600) == agent_line + 1
+        sender.join(600)
+        said = bounded(proc.stdout.readline, "the agent's word that the client's line arrived", 600)
+        assert said == f"got {len(request(1, '_test/long', {'text': ''})) - 4 + client_text + 3}\n".encode()
+        grown = peak_rss(proc.pid) - before
+        proc.stdin.close()
+        assert proc.wait(timeout=120) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+    assert grown < 64 << 20, f"the recorder's peak RSS grew by {grown >> 20} MiB"
+    wire = [(json.loads(head[:head.index(b',"to"')] + b"}"), length) for head, length in trace_lines(trace)
+            if b'"type":"trace"' not in head and length > 1 << 20]  # not the lines ready, go and got
+    assert sorted((event["type"], event["from"]) for event, _length in wire) == [("notification", "agent"), ("request", "client")]
+    for event, length in wire:  # the text twice (params and raw), é escaped (\u00e9: 6 bytes for 2)
+        assert length > 2 * (agent_line if event["from"] == "agent" else 3 * client_text), (event, length)
 
 
 # -- serve --trace -----------------------------------------------------------------------------------

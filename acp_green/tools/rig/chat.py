@@ -8,7 +8,9 @@ gets EOF and CLOSE_GRACE seconds before it is killed. The demo agent keeps its s
 `serve` does unless --ephemeral. Chat is a real client: it reads and writes the files the agent
 names, runs the commands it asks for and fills its forms, asking the person (chat_ask.py) before
 each but a read inside the session's cwd. The agent may be hostile: only regular files are
-served, reads are bounded (chat_files.py) and its text is shown harmless (chat_text.py).
+served, reads are bounded (chat_files.py), its text is shown harmless (chat_text.py) and only the
+last KEPT_RECORDS bytes of what passed are kept. A session chat started and no prompt went to is
+deleted when chat ends (or leaves it for another with /load): launching and quitting stores nothing.
 Whatever goes wrong with the agent is one line on stderr and exit 1.
 """
 
@@ -44,6 +46,9 @@ CAPABILITIES = {"fs": {"readTextFile": True, "writeTextFile": True}, "terminal":
 
 #: Seconds the agent has to exit after chat closes its input, before chat kills it.
 CLOSE_GRACE = 2.0
+#: What chat keeps of the lines that passed (it shows each as it comes): the last MiB of them,
+#: so an agent that floods costs chat no more memory than one that does not.
+KEPT_RECORDS = 1 << 20
 
 
 def default_command() -> list[str]:
@@ -192,15 +197,22 @@ def run_chat(options: ChatOptions, stdin: Any = None) -> int:
         except ValueError as exc:  # words after a URL that are not the link's options
             click.echo(f"chat: {harmless(exc)}", err=True)
             return 2
+        agent.client.keep_at_most(KEPT_RECORDS)
         try:
             asker = Asker(agent.client, screen, lines, approval_for(options.approve, interactive), interactive)
             asker.install()
             serve_files(agent.client, asker, screen, options.cwd)
             conversation = Conversation(agent, asker, screen, lines, options.cwd, interactive, quitting)
             failed = conversation.start(options.resume, agent.shown_command)
-            return failed if failed is not None else conversation.talk()
+            if failed is not None:
+                return failed
+            code = conversation.talk()
+            conversation.discard_untouched()
+            return code
         except Quit as exc:
             screen.note(exc.said)
+            if conversation is not None:
+                conversation.discard_untouched()
             return exc.code
         except AgentGone as exc:
             screen.note(f"chat: the agent {exc}")

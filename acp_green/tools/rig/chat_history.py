@@ -1,4 +1,5 @@
-"""Chat's view of stored sessions: the agent's `session/list` as lines, and a loaded session's replayed history, compactly.
+"""Chat's view of stored sessions: the agent's `session/list` as lines, a loaded session's replayed
+history, compactly, and the deletion of a session chat started and never used.
 
 A `session/load` replays the whole conversation as `session/update` notifications before its
 answer. Chat does not stream it again: `History` keeps one short entry per message, tool call and
@@ -15,10 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import click
+import gevent
 
-from .chat_render import Renderer, block_text
+from .chat_render import Renderer, Screen, block_text
 from .chat_text import harmless
-from .client import Pending
+from .client import AgentProcess, Pending
 
 #: Characters of a replayed message shown (the first ones, on one line).
 EXCERPT = 100
@@ -28,9 +30,32 @@ MAX_LINES = 40
 MAX_DEFERRED = 16
 #: Sessions `/sessions` shows at most (the most recently active, as the agent orders them).
 MAX_LISTED = 30
+#: Seconds chat waits for the agent to delete (or close) a session no prompt went to.
+DISCARD_WAIT = 3.0
 SPEAKERS = {"user_message_chunk": "you", "agent_message_chunk": "agent"}
 #: The updates a replay is made of: kept in the history (thoughts left out), never shown live.
 REPLAYED = frozenset({*SPEAKERS, "agent_thought_chunk", "tool_call", "tool_call_update", "plan"})
+
+
+def discard_session(agent: AgentProcess, capabilities: Mapping[str, Any], session_id: str, screen: Screen) -> None:
+    """Delete a session chat started and no prompt went to (session/delete; session/close when the
+    agent offers no delete), so that starting chat and leaving (or leaving it for another, /load)
+    stores nothing. Waits DISCARD_WAIT seconds at most; an agent that refuses is said in one line."""
+    offered = capabilities.get("sessionCapabilities")
+    offered = offered if isinstance(offered, dict) else {}
+    method = next((f"session/{name}" for name in ("delete", "close") if isinstance(offered.get(name), dict)), None)
+    if method is None or agent.eof.is_set():
+        return
+    try:
+        pending = agent.request(method, {"sessionId": session_id})
+    except OSError:  # its input is closed: it is going
+        return
+    gevent.wait([pending.waitable, agent.eof], timeout=DISCARD_WAIT, count=1)
+    error = pending.response(timeout=0).get("error") if pending.done else None
+    if error is not None:
+        error = error if isinstance(error, dict) else {}
+        screen.note(harmless(f"chat: the agent did not {method.removeprefix('session/')} the session {session_id}, which no "
+                             f"prompt went to: {error.get('message')} ({error.get('code')})"))
 
 
 def excerpt(text: str, limit: int = EXCERPT) -> str:

@@ -24,7 +24,7 @@ from gevent.event import Event
 from gevent.greenlet import Greenlet
 
 from .chat_ask import Asker, LineSource
-from .chat_history import MAX_LISTED, History, SessionSwitch, session_lines
+from .chat_history import MAX_LISTED, History, SessionSwitch, discard_session, session_lines
 from .chat_render import Renderer, Screen
 from .chat_text import harmless
 from .client import AgentProcess, Pending
@@ -88,6 +88,7 @@ class Conversation:
         asker.renderer = self.renderer
         agent.listeners.append(self.renderer)
         self.session_id: str | None = None
+        self.untouched: str | None = None  # the session chat started, until a prompt goes to it
         self.capabilities: dict[str, Any] = {}
         self.turn: Pending | None = None
         self.cancelled = False
@@ -159,8 +160,14 @@ class Conversation:
             message = pending.response(timeout=0)
             self.screen.note(f"chat: the agent did not start a session: {harmless(message.get('error') or message.get('result'))}")
             return False
-        self.session_id = opened
+        self.session_id = self.untouched = opened
         return True
+
+    def discard_untouched(self) -> None:
+        """Delete the session chat started if no prompt went to it (chat_history.discard_session)."""
+        session_id, self.untouched = self.untouched, None
+        if session_id is not None:
+            discard_session(self.agent, self.capabilities, session_id, self.screen)
 
     def open_stored(self, session_id: str) -> bool:
         """Continue a stored session (session/load, showing its history compactly; else session/resume)."""
@@ -177,6 +184,8 @@ class Conversation:
             self.screen.note(f"chat: the agent could not continue session {harmless(session_id)}: "
                              f"{error_text(pending.response(timeout=0).get('error'))}")
             return False
+        if self.untouched != session_id:
+            self.discard_untouched()  # left for another before any prompt: as if chat had ended
         self.session_id = session_id
         if history is None:
             self.screen.line(click.style(f"[resumed {harmless(session_id)}: this agent resumes without showing the history]", fg="magenta"))
@@ -264,6 +273,7 @@ class Conversation:
     def run_turn(self, text: str) -> bool:
         """One prompt and its turn, shown as it streams; False when the person quit during it (Ctrl-D)."""
         assert self.session_id is not None
+        self.untouched = None
         pending = self.agent.prompt(self.session_id, text)
         self.turn, self.cancelled, leaving = pending, False, False
         # Shows the turn has started (and that Ctrl-C now cancels it) before any reply arrives.

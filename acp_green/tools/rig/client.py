@@ -27,17 +27,19 @@ from . import reaper
 from ...errors import METHOD_NOT_FOUND, REQUEST_CANCELLED, RESOURCE_NOT_FOUND
 from ...rpc.transport import read_chunks
 from ...rpc.wire import IdKey, id_key, is_valid_id
-from .client_wire import (KEPT_OF_A_CUT_LINE, MAX_LINE_BYTES, YIELD_EVERY, Inbox, Pending, PendingRequests, Record, RpcErrorResponse,
-                          messages_of)
+from .client_wire import (KEPT_OF_A_CUT_LINE, MAX_LINE_BYTES, YIELD_EVERY, Inbox, Pending, PendingRequests, Record, RecordLog,
+                          RpcErrorResponse, messages_of)
 from .forwarding import ForwardedAttribute, ForwardedMethod
 from .remote_link import RemoteProcess, remote_target, shown_command
 from .terminals import TerminalHost
 
 __all__ = ["AcpClient", "AgentProcess", "ClientPolicy", "PolicyAnswers", "KEPT_OF_A_CUT_LINE", "MAX_LINE_BYTES", "PROTOCOL_VERSION", "Pending",
-           "Record", "RpcErrorResponse", "V2_CLIENT_CAPABILITIES", "YIELD_EVERY", "default_signal_dispositions", "messages_of",
+           "Record", "RecordLog", "RpcErrorResponse", "V2_CLIENT_CAPABILITIES", "YIELD_EVERY", "default_signal_dispositions", "messages_of",
            "v2_initialize_params"]
 
 PROTOCOL_VERSION = 1
+#: The agent's requests a client that keeps only its last records (`keep_at_most`) keeps, at most.
+KEPT_AGENT_REQUESTS = 1000
 #: What of a policy's client capabilities ACP v2 (the draft) still has.
 V2_CLIENT_CAPABILITIES = frozenset({"elicitation", "auth"})
 
@@ -184,6 +186,17 @@ class AcpClient:
         self._write_lock = Semaphore()
         self.inbox = Inbox(read_fd, self.records, self._received, close_fd=close_fds)
 
+    def keep_at_most(self, budget: int) -> RecordLog:
+        """From now on keep only the last `budget` bytes of records (RecordLog: indexes stay
+        those of every record; `before_drop` is where a checker catches up first), and the last
+        KEPT_AGENT_REQUESTS of the agent's requests. Call it before the agent's first line is read."""
+        log = RecordLog(budget)
+        for record in self.records:
+            log.append(record)
+        self.records = log
+        self.inbox.record_into(log)
+        return log
+
     # -- sending ---------------------------------------------------------------------------
     def send_raw(self, data: bytes) -> None:
         """Write bytes as they are (several messages, garbage, no newline...)."""
@@ -314,6 +327,8 @@ class AcpClient:
             self.requests.answered(message, now)
         elif "id" in message:
             self.agent_requests.append(message)
+            if isinstance(self.records, RecordLog) and len(self.agent_requests) > KEPT_AGENT_REQUESTS:
+                del self.agent_requests[:KEPT_AGENT_REQUESTS // 2]
             self.answers.answer(self, message)
         else:
             self.answers.notified(self, message)

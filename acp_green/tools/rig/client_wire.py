@@ -11,7 +11,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, SupportsIndex, overload
 
 import gevent
 from gevent.event import AsyncResult, Event
@@ -20,8 +20,8 @@ from gevent.greenlet import Greenlet
 
 from ...rpc.wire import IdKey, id_key
 
-__all__ = ["Inbox", "KEPT_OF_A_CUT_LINE", "MAX_LINE_BYTES", "Pending", "PendingRequests", "Record", "RpcErrorResponse",
-           "YIELD_EVERY", "messages_of"]
+__all__ = ["Inbox", "KEPT_OF_A_CUT_LINE", "MAX_LINE_BYTES", "Pending", "PendingRequests", "Record", "RecordLog", "RpcErrorResponse",
+           "YIELD_EVERY", "messages_of", "record_cost"]
 
 #: A line the agent writes is read up to this long (the runtime's own bound); what is longer is cut.
 MAX_LINE_BYTES = 64 << 20
@@ -49,6 +49,71 @@ class Record:
     direction: str  # "in" (agent -> client) or "out" (client -> agent)
     raw: bytes
     message: Any  # decoded JSON, or None when the line did not parse
+
+
+def record_cost(record: Record) -> int:
+    """About what one record costs in memory: its bytes, the message decoded from them (a few
+    times as much), and the objects around them; a message the client sent is counted as small."""
+    return 3 * len(record.raw) + 1024
+
+
+class RecordLog(list[Record]):
+    """The records of a client that keeps the last `budget` bytes of them (by `record_cost`):
+    a list whose indexes stay those of every record the connection had, so that holders of an
+    index (a checker fed in order, a turn's first line) keep their place.
+
+    `len` counts every record appended; `log[i]` and `log[i:]` reach those still kept (IndexError
+    for a dropped one; a slice starts at the oldest kept); iterating gives those kept. When they
+    cost more than `budget`, each callable of `before_drop` is called (a checker catches up), then
+    the oldest are dropped until they cost half of it; `first` is the index of the oldest kept,
+    `dropped` how many are gone. Only appending is meant: the list's other methods see the kept
+    records only, at their place in what is kept."""
+
+    def __init__(self, budget: int) -> None:
+        super().__init__()
+        self.budget = budget
+        self.first = 0
+        self.before_drop: list[Callable[[], object]] = []
+        self._cost = 0
+
+    @property
+    def dropped(self) -> int:
+        return self.first
+
+    def append(self, record: Record) -> None:
+        super().append(record)
+        self._cost += record_cost(record)
+        if self._cost > self.budget:
+            for catch_up in self.before_drop:
+                catch_up()
+            kept = super().__len__()
+            cut = 0
+            while cut < kept and self._cost > self.budget // 2:
+                self._cost -= record_cost(super().__getitem__(cut))
+                cut += 1
+            super().__delitem__(slice(0, cut))
+            self.first += cut
+
+    def __len__(self) -> int:
+        return self.first + super().__len__()
+
+    @overload
+    def __getitem__(self, index: SupportsIndex) -> Record: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Record]: ...
+
+    def __getitem__(self, index: SupportsIndex | slice) -> Record | list[Record]:
+        if isinstance(index, slice):
+            start, stop, step = index.indices(len(self))
+            if step != 1:
+                raise ValueError("a RecordLog is sliced in steps of 1")
+            return super().__getitem__(slice(max(start - self.first, 0), max(stop - self.first, 0)))
+        position = index.__index__()
+        position = position + len(self) if position < 0 else position
+        if position < self.first:
+            raise IndexError(f"record {position} was dropped (the client keeps the last {self.budget} bytes of records)")
+        return super().__getitem__(position - self.first)
 
 
 class Pending:
@@ -148,6 +213,10 @@ class Inbox:
             if value:
                 return value
             self._changed.wait(min(remaining, 0.5))
+
+    def record_into(self, records: list[Record]) -> None:
+        """Append each line read from now on to `records` instead."""
+        self._records = records
 
     def pause(self) -> None:
         self._reading.clear()

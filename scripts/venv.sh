@@ -31,6 +31,7 @@ if [ ! -f "$stamp" ] || [ setup.py -nt "$stamp" ] || [ pyproject.toml -nt "$stam
   # asks for that rather than setuptools' import hook), which is the point of it: edits take effect
   # at once, new modules included, and mypy run on an agent anywhere follows the .pth to acp_green.
   # setuptools says so in a banner on every install. Only that notice is silenced.
+  echo "acp-green: installing into .venv${extras:+ with the extras $extras} (the first time takes a minute or two)..." >&2
   PYTHONWARNINGS="ignore:Editable installation." \
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".${extras:+[$extras]}"
   touch "$stamp"

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from acp_green import editorconfig
 from acp_green.agentspec import AgentSpecError, absolute_spec, split_spec
-from acp_green.cli import TTY_HINT
+from acp_green.cli import tty_hint
 
 AGENTS = '''
 from acp_green import Agent
@@ -174,7 +174,7 @@ def test_serve_at_a_terminal_says_what_it_is_and_ends_on_ctrl_d():
     try:
         ready, _, _ = select.select([proc.stderr], [], [], 60)
         assert ready, "nothing on stderr within 60 s"
-        assert proc.stderr.readline().decode() == TTY_HINT + "\n"
+        assert proc.stderr.readline().decode() == tty_hint() + "\n"
         os.write(master, b"\x04")  # Ctrl-D at the start of a line: EOF on the terminal
         assert proc.wait(timeout=60) == 0
         assert proc.stdout.read() == b""
@@ -325,3 +325,26 @@ def test_an_absolute_spec_means_the_same_from_any_directory(spec, cwd):
     assert absolute_spec(fixed, "/somewhere/else") == fixed
     source, _ = split_spec(fixed)
     assert os.path.isabs(source) or fixed == spec  # a module name stays a module name
+
+
+def test_serve_at_a_terminal_names_the_commands_by_the_path_it_was_started_by():
+    """Started as .venv/bin/acp-green (not on PATH), the hint's commands are that path, so each
+    runs as printed."""
+    command = os.path.join(os.path.dirname(sys.executable), "acp-green")
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([command, "serve", "--ephemeral"], stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.close(slave)
+    try:
+        ready, _, _ = select.select([proc.stderr], [], [], 60)
+        assert ready, "nothing on stderr within 60 s"
+        hint = proc.stderr.readline().decode()
+        assert f"run `{command} chat`" in hint and f"`{command} editor-config zed`" in hint, hint
+        os.write(master, b"\x04")
+        assert proc.wait(timeout=60) == 0
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdout.close()
+        proc.stderr.close()

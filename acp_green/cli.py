@@ -578,8 +578,12 @@ def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, s
 @click.option("--state-dir", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Demo agent only: where its sessions are kept (default: where `serve` keeps them, "
                    "$XDG_STATE_HOME/acp-green or ~/.local/state/acp-green).")
+@click.option("--authenticate", "authenticate", metavar="METHOD_ID", default=None,
+              help="Log in with this of the agent's authMethods (its id) before the session starts, for an agent "
+                   "that refuses sessions until then (-32000 authentication required).")
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
-def chat(yes: bool, deny: bool, resume: str | None, ephemeral: bool, state_dir: str | None, command: tuple[str, ...]) -> None:
+def chat(yes: bool, deny: bool, resume: str | None, ephemeral: bool, state_dir: str | None, command: tuple[str, ...],
+         authenticate: str | None = None) -> None:
     """Talk to an agent in the terminal: acp-green chat [-- COMMAND [ARGS...] | URL] (default: the demo agent).
 
     \b
@@ -614,7 +618,7 @@ def chat(yes: bool, deny: bool, resume: str | None, ephemeral: bool, state_dir: 
     if command and (ephemeral or state_dir is not None):
         raise click.UsageError("--ephemeral and --state-dir are for the demo agent; an agent given after -- keeps its own sessions")
     sys.exit(main(command, approve="yes" if yes else "deny" if deny else "ask", resume=resume, ephemeral=ephemeral,
-                  state_dir=state_dir))
+                  state_dir=state_dir, authenticate=authenticate))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})

@@ -236,7 +236,7 @@ def next_steps(project: ProjectName, target: Path, *, llm: bool) -> str:
     if llm:
         steps.append(("export OPENAI_BASE_URL=http://127.0.0.1:8080/v1 OPENAI_MODEL=...", "your model server (README.md)"))
     steps += [(f".venv/bin/{project.name}", "the agent command an editor launches (README.md has the settings)"),
-              (f".venv/bin/acp-green chat -- .venv/bin/{project.name}", "talk to it in this terminal")]
+              (f".venv/bin/acp-green chat --authenticate login -- .venv/bin/{project.name}", "talk to it in this terminal")]
     width = max(len(command) for command, _ in steps)
     kind = "an agent on an OpenAI-compatible endpoint" if llm else "the hello agent"
     return "\n".join([f"Made {project.name} ({kind}) in {target}.", "Next:",

@@ -64,6 +64,7 @@ class ChatOptions:
     cwd: str = field(default_factory=os.getcwd)
     approve: str = "ask"  # "ask" (the person, when stdin is a terminal), "yes" or "deny"
     resume: str | None = None  # a stored session to continue instead of starting a new one
+    authenticate: str | None = None  # an authMethods id to log in with before the session (`--authenticate`)
 
 
 def approval_for(approve: str, interactive: bool) -> Approval:
@@ -203,7 +204,7 @@ def run_chat(options: ChatOptions, stdin: Any = None) -> int:
             asker.install()
             serve_files(agent.client, asker, screen, options.cwd)
             conversation = Conversation(agent, asker, screen, lines, options.cwd, interactive, quitting)
-            failed = conversation.start(options.resume, agent.shown_command)
+            failed = conversation.start(options.resume, agent.shown_command, options.authenticate)
             if failed is not None:
                 return failed
             code = conversation.talk()
@@ -239,7 +240,7 @@ def demo_command(ephemeral: bool, state_dir: str | None) -> list[str]:
 
 
 def main(command: Sequence[str], approve: str, *, resume: str | None = None, ephemeral: bool = False,
-         state_dir: str | None = None) -> int:
+         state_dir: str | None = None, authenticate: str | None = None) -> int:
     """Entry for the CLI: the demo agent when no command is given."""
     launched = list(command) or demo_command(ephemeral, state_dir)
-    return run_chat(ChatOptions(command=launched, approve=approve, resume=resume))
+    return run_chat(ChatOptions(command=launched, approve=approve, resume=resume, authenticate=authenticate))

@@ -15,6 +15,7 @@ session/resume); every other line starting with `/` goes to the agent as its sla
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -49,6 +50,46 @@ class Quit(Exception):
         super().__init__(said)
         self.code = code
         self.said = said
+
+
+def auth_method_ids(info: dict[str, Any]) -> list[str]:
+    """The ids of the logins an `initialize` result offers (authMethods), in its order."""
+    methods = info.get("authMethods")
+    if not isinstance(methods, list):
+        return []
+    return [m["id"] for m in methods if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+
+def not_started(message: dict[str, Any], offered: list[str]) -> str:
+    """What chat says when `session/new` was refused; for a login refusal, how to log in."""
+    said = f"chat: the agent did not start a session: {harmless(message.get('error') or message.get('result'))}"
+    if is_login_refusal(message.get("error")) and offered:
+        said += ("\nchat: it asks for a login first: run chat again with --authenticate ID, where ID is one of "
+                 + ", ".join(harmless(method) for method in offered))
+    return said
+
+
+def is_login_refusal(error: Any) -> bool:
+    """ACP's "authentication required": -32000 that no data.reason says is something else (busy)."""
+    if not isinstance(error, dict) or error.get("code") != -32000:
+        return False
+    data = error.get("data")
+    reason = data.get("reason") if isinstance(data, dict) else None
+    return reason in (None, "auth_required")
+
+
+def log_in(agent: AgentProcess, screen: Screen, wait: Callable[[Pending, str], dict[str, Any]], offered: list[str],
+           method_id: str) -> bool:
+    """`authenticate` with `method_id`; False (said) when the agent does not offer it or refuses."""
+    if method_id not in offered:
+        shown = ", ".join(harmless(method) for method in offered) or "none"
+        screen.note(f"chat: the agent offers no login {harmless(method_id)} (its authMethods: {shown})")
+        return False
+    message = wait(agent.request("authenticate", {"methodId": method_id}), "authenticate")
+    if "error" in message:
+        screen.note(f"chat: the login {harmless(method_id)} was refused: {error_text(message['error'])}")
+        return False
+    return True
 
 
 def gone_reason(agent: AgentProcess) -> str:
@@ -90,6 +131,7 @@ class Conversation:
         self.session_id: str | None = None
         self.untouched: str | None = None  # the session chat started, until a prompt goes to it
         self.capabilities: dict[str, Any] = {}
+        self.auth_methods: list[str] = []  # the ids initialize offered (authMethods)
         self.turn: Pending | None = None
         self.cancelled = False
         self._late_cancel: Greenlet | None = None
@@ -126,8 +168,9 @@ class Conversation:
         return pending.response(timeout=0)
 
     # -- the session ---------------------------------------------------------------------------
-    def start(self, resume: str | None, command: str) -> int | None:
-        """Initialize, then a new session or the stored one `resume` names; an exit code if that fails."""
+    def start(self, resume: str | None, command: str, authenticate: str | None = None) -> int | None:
+        """Initialize, log in with `authenticate` (an authMethods id) if given, then a new session
+        or the stored one `resume` names; an exit code if that fails."""
         try:
             info = self.wait(self.agent.request("initialize", self.agent.initialize_params()), "initialize").get("result")
         except AgentGone as exc:
@@ -135,6 +178,9 @@ class Conversation:
         info = info if isinstance(info, dict) else {}
         capabilities = info.get("agentCapabilities")
         self.capabilities = capabilities if isinstance(capabilities, dict) else {}
+        self.auth_methods = auth_method_ids(info)
+        if authenticate is not None and not log_in(self.agent, self.screen, self.wait, self.auth_methods, authenticate):
+            return 1
         if resume is not None:
             if not self.open_stored(resume):
                 return 1
@@ -157,8 +203,7 @@ class Conversation:
         except AgentGone as exc:
             raise AgentGone(f"did not start a session: it {exc}") from None
         if opened is None:
-            message = pending.response(timeout=0)
-            self.screen.note(f"chat: the agent did not start a session: {harmless(message.get('error') or message.get('result'))}")
+            self.screen.note(not_started(pending.response(timeout=0), self.auth_methods))
             return False
         self.session_id = self.untouched = opened
         return True

@@ -7,6 +7,7 @@ click has parsed the command line and before anything it patches is imported.
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from typing import Any
@@ -40,6 +41,21 @@ def tty_hint(command: str = "acp-green") -> str:
     return (f"acp-green serve speaks ACP (JSON-RPC) on stdin/stdout: an editor launches it "
             f"(`{command} editor-config zed` or `jetbrains` prints the settings); to talk to an agent "
             f"in a terminal, run `{command} chat`. Ctrl-D ends it.")
+
+
+class Number(click.FloatRange):
+    """A FloatRange that also refuses NaN (it passes every comparison, and a gevent timer of NaN
+    seconds stops the hub) and, unless `infinite`, inf."""
+
+    def __init__(self, min: float = 0, min_open: bool = False, infinite: bool = False) -> None:  # noqa: A002 - click's name
+        super().__init__(min=min, min_open=min_open)
+        self.infinite = infinite
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        seconds = super().convert(value, param, ctx)
+        if math.isnan(seconds) or (math.isinf(seconds) and not self.infinite):
+            self.fail(f"{value!r} is not a {'' if self.infinite else 'finite '}number", param, ctx)
+        return seconds
 
 
 def parse_provide_mcp(values: tuple[str, ...]) -> tuple[tuple[str, tuple[str, ...]], ...]:
@@ -88,13 +104,14 @@ def cli() -> None:
                    "or an instance. Default: the built-in demo agent.")
 @click.option("--max-background", type=click.IntRange(min=1), default=32, show_default=True,
               help="Most prompt, MCP and extension requests running at once; one more is refused with -32000 connection_busy.")
-@click.option("--shutdown-grace", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
-              help="On EOF or SIGTERM, how long cancelled work may take to finish before it is aborted.")
-@click.option("--cancel-grace", type=click.FloatRange(min=0), default=0.5, show_default=True, metavar="SECONDS",
+@click.option("--shutdown-grace", type=Number(min=0), default=5.0, show_default=True, metavar="SECONDS",
+              help="On EOF or SIGTERM, how long cancelled work may take to finish before it is aborted (a prompt "
+                   "blocked in a sleep or a read is interrupted sooner, at --cancel-grace).")
+@click.option("--cancel-grace", type=Number(infinite=True), default=0.5, show_default=True, metavar="SECONDS",
               help="How long a cancelled prompt may run on to end by itself; then its blocking call (sleep, socket "
                    "read, subprocess wait) is interrupted with acp_green.TurnInterrupted and the prompt answers "
                    "'cancelled'. 'inf': never interrupt.")
-@click.option("--idle-timeout", type=click.FloatRange(min=0, min_open=True), default=1800.0, show_default=True, metavar="SECONDS",
+@click.option("--idle-timeout", type=Number(min=0, min_open=True), default=1800.0, show_default=True, metavar="SECONDS",
               help="Evict sessions idle longer than this from memory (never one with a running prompt).")
 @click.option("--max-line-bytes", type=click.IntRange(min=1024), default=64 << 20, show_default=True, metavar="N",
               help="Longest input line; a longer one is skipped with -32600 line_too_long.")
@@ -121,12 +138,12 @@ def cli() -> None:
               help="gevent monkey-patching, before the agent and the rest of acp_green are imported: the agent's "
                    "blocking calls (time.sleep, sockets, requests, httpx, LLM SDKs, subprocess) then yield instead of "
                    "freezing every session. --no-monkey-patch: only for agents written for gevent throughout.")
-@click.option("--block-warning", type=click.FloatRange(min=0), default=0.5, show_default=True, metavar="SECONDS",
+@click.option("--block-warning", type=Number(min=0), default=0.5, show_default=True, metavar="SECONDS",
               help="Warn on stderr, naming the function and its stack, when code holds the event loop this long "
                    "(every session waits meanwhile); 0 turns the check off.")
 @click.option("--log-level", type=click.Choice(LOG_LEVELS, case_sensitive=False), default="WARNING", show_default=True,
               help="Log threshold; logs go to stderr, never stdout.")
-@click.option("--flush-stall-timeout", type=click.FloatRange(min=0), default=5.0, show_default=True, metavar="SECONDS",
+@click.option("--flush-stall-timeout", type=Number(min=0), default=5.0, show_default=True, metavar="SECONDS",
               help="At exit, keep writing the last answers while the client reads them; give up once it has read "
                    "nothing for this long (30 s at most in all; at once if it closed its end).")
 @click.option("--trace", "trace", type=click.Path(dir_okay=False), default=None, metavar="FILE",
@@ -153,7 +170,7 @@ def cli() -> None:
               help="With --listen: ACP connections served at once, WebSocket and Streamable HTTP together; another "
                    "initialize or upgrade is refused 503. Sockets are bounded at four per connection (more clients "
                    "wait in the listen backlog).")
-@click.option("--connection-idle-timeout", type=click.FloatRange(min=0, min_open=True), default=600.0, show_default=True,
+@click.option("--connection-idle-timeout", type=Number(min=0, min_open=True), default=600.0, show_default=True,
               metavar="SECONDS",
               help="With --listen: end a Streamable HTTP connection after this long with no request and no event "
                    "stream open (its sessions stay stored). A WebSocket connection ends when its socket closes.")
@@ -515,7 +532,7 @@ def usage(state_dir: str | None, store_url: str | None, session_id: str | None, 
 @click.option("--stream-prompt", default="/stream 20000 256", show_default=True, metavar="TEXT",
               help="A prompt that streams many updates (the default is the demo's; when it ends at once the long prompt "
                    "is used). Chunk order is checked only in the demo's grammar (chunks numbered 0:, 1:, ...).")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
+@click.option("--timeout", type=Number(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
               help="How long any single answer may take before its check fails.")
 @click.option("--sessions", type=click.IntRange(min=1), default=16, show_default=True,
               help="Sessions opened at once by the many-sessions check.")
@@ -648,9 +665,9 @@ def record(out: str | None, out_dir: str | None, command: tuple[str, ...]) -> No
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--duration", type=click.FloatRange(min=0, min_open=True), default=120.0, show_default=True, metavar="SECONDS",
+@click.option("--duration", type=Number(min=0, min_open=True), default=120.0, show_default=True, metavar="SECONDS",
               help="How long the random mix runs. Growth is judged only if this is at least twice --warmup.")
-@click.option("--warmup", type=click.FloatRange(min=0), default=60.0, show_default=True, metavar="SECONDS",
+@click.option("--warmup", type=Number(min=0), default=60.0, show_default=True, metavar="SECONDS",
               help="How long an agent's memory may climb before it levels (page cache, interned strings): growth is "
                    "judged on the second half of a run at least twice this long; a shorter run is inconclusive.")
 @click.option("--agents", type=click.IntRange(min=1), default=4, show_default=True,
@@ -659,7 +676,7 @@ def record(out: str | None, out_dir: str | None, command: tuple[str, ...]) -> No
               help="Seed of the random mix; the same seed gives the same sequence of actions.")
 @click.option("--sessions", type=click.IntRange(min=1), default=3, show_default=True,
               help="Sessions opened on each agent.")
-@click.option("--sample-interval", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+@click.option("--sample-interval", type=Number(min=0, min_open=True), default=1.0, show_default=True,
               metavar="SECONDS", help="How often each agent's RSS, open descriptors and greenlets are sampled.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False), default="soak-results", show_default=True, metavar="DIR",
               help="Where summary.json, samples.json and memory.png are written.")
@@ -697,7 +714,7 @@ def soak(duration: float, warmup: float, agents: int, seed: int, sessions: int, 
 @click.option("--workload", "-w", "workloads", multiple=True, type=click.Choice(["W1", "W2", "W3", "W4", "W5", "W6", "W7", "W8"]),
               help="Run only these workloads (repeatable). Default: all.")
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True, help="Rounds; each round runs every workload on every agent.")
-@click.option("--scale", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True,
+@click.option("--scale", type=Number(min=0, min_open=True), default=1.0, show_default=True,
               help="Multiply chunk counts, round trips and sessions (1 = the default sizes, docs/BENCHMARKS.md).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write the full results as JSON.")
 @click.option("--chart", "chart_path", type=click.Path(dir_okay=False), default=None, metavar="PATH", help="Write a PNG chart (needs matplotlib: pip install 'acp-green[plot]').")
@@ -705,7 +722,7 @@ def soak(duration: float, warmup: float, agents: int, seed: int, sessions: int, 
 @click.option("--cache-dir", type=click.Path(file_okay=False), default=None, metavar="DIR", help="Where peers' SDKs are installed (default: .bench-cache in a source checkout, else ~/.cache/acp-green/bench).")
 @click.option("--peers-dir", type=click.Path(file_okay=False, exists=True), default=None, metavar="DIR", help="Where the peer agents' sources are (default: acp_green/tools/bench/peer_agents, installed with the package).")
 @click.option("--no-ceiling", is_flag=True, help="Skip measuring the bench client's own read rate.")
-@click.option("--read-pause", type=click.FloatRange(min=0), default=0.0, metavar="SECONDS",
+@click.option("--read-pause", type=Number(min=0), default=0.0, metavar="SECONDS",
               help="Calibration only: sleep before each read, like a lazy client (inflates every latency).")
 @click.option("--protocol", type=click.IntRange(1, 2), default=1, show_default=True,
               help="The ACP version the bench client asks for: 2 is the v2 draft (a prompt ends at its idle state_update); an agent that serves only v1 is measured under v1.")
@@ -796,7 +813,7 @@ def trace_show(path: str, session_id: str | None, grep: str | None) -> None:
 
 @trace.command("replay", context_settings={"ignore_unknown_options": True})
 @click.argument("path", metavar="FILE")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
+@click.option("--timeout", type=Number(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
               help="How long to wait for each answer or update the trace's client had seen before its next line.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -855,7 +872,7 @@ def trace_replay(path: str, timeout: float, as_json: bool, command: tuple[str, .
               help="Check this manifest instead of writing one: its format, then the agent it starts (exit 1 on a failure).")
 @click.option("--command", "command", default=None, metavar="COMMAND",
               help="With --check: start the agent with this command line instead of the manifest's.")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
+@click.option("--timeout", type=Number(min=0.1), default=10.0, show_default=True, metavar="SECONDS",
               help="With --check: how long the agent may take to answer initialize.")
 @click.option("--keep-home", is_flag=True, help="With --check: keep HOME (default: a fresh empty one, as the registry's check has).")
 @click.option("--json", "as_json", is_flag=True, help="With --check: print the report as JSON.")

@@ -16,7 +16,7 @@ class SleepingAgent(Agent):
     `long sleep`: the same with `time.sleep(60)`. `spin`: a busy loop of 1.5 s. `wait`: says
     "waiting" and waits for cancellation; `tidy`: the same, then 0.2 s of tidying up before it
     says "tidied". `retry`: three tries of `time.sleep(20)` in a loop that catches Exception.
-    `child PIDFILE`: `subprocess.run` of a shell that writes its pid to PIDFILE
+    `greet`: says "hi there". `child PIDFILE`: `subprocess.run` of a shell that writes its pid to PIDFILE
     and sleeps 60 s. Anything else ends at once."""
 
     name = "sleeping"
@@ -44,6 +44,9 @@ class SleepingAgent(Agent):
                     break
                 except Exception:
                     turn.say(" again")
+            return "end_turn"
+        if turn.text == "greet":
+            turn.say("hi there")
             return "end_turn"
         if turn.text == "tidy":
             turn.say("waiting")

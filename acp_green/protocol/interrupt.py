@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 #: Seconds a cancelled turn may take to end by itself before it is interrupted (`--cancel-grace`).
 DEFAULT_CANCEL_GRACE = 0.5
+#: Seconds a turn may run on after its interrupt before a WARNING says it caught it (its session
+#: stays busy until it returns, and nothing else would say why).
+IGNORED_AFTER = 5.0
 
 
 class CancelInterrupt:
@@ -57,7 +60,16 @@ class CancelInterrupt:
             return
         self._armed = False
         log.info("%s was still running %.2f s after its cancel: interrupting its blocking call", self._name, self._grace)
+        self._timer.close()
+        self._timer = gevent.get_hub().loop.timer(IGNORED_AFTER)
+        self._timer.start(self._ran_on)
         self._target.throw(TurnInterrupted(f"cancelled, and still running after the cancel grace ({self._grace:g} s)"))
+
+    def _ran_on(self) -> None:
+        if self._timer is not None and not self._target.dead:
+            log.warning("%s caught its interrupt (acp_green.TurnInterrupted) and is still running %.0f s later: its "
+                        "session stays busy until it returns; let TurnInterrupted propagate (catch Exception, not "
+                        "BaseException)", self._name, IGNORED_AFTER)
 
     def disarm(self) -> None:
         """The turn's agent code has returned: no interrupt from now on."""

@@ -124,8 +124,18 @@ class PromptJob(Job):
         return {"stopReason": stop_reason}
 
     def settle(self, outcome: Outcome) -> Outcome:
-        """Release the reservation, finalize usage and history, and pick the answer (S14, S16)."""
-        self.session.release(self)
+        """Finalize usage and history, pick the answer, then release the reservation (S14, S16).
+
+        The reservation is released last, after the wait for the store's commit and with no
+        yield before the answer is queued: a prompt sent meanwhile is refused busy (S8), so no
+        update of a next turn can reach the client before this turn's answer (or v2 idle)."""
+        try:
+            return self._settled(outcome)
+        finally:
+            self.session.release(self)
+            self.ledger.sessions.prompt_ended(self.session)
+
+    def _settled(self, outcome: Outcome) -> Outcome:
         turn = self.turn
         error = None
         if self.token.is_set():
@@ -234,7 +244,7 @@ class PromptLedger(Mapping[str, PromptJob]):
         prompt to the store (S16); never blocks.
 
         Nothing that goes wrong with the history (a store failure) may skip the usage record or
-        leave the session marked as prompting.
+        leave the session marked as prompting. (Releasing the session is the job's settle's.)
         """
         session = job.session
         session_id = session.session_id
@@ -251,8 +261,6 @@ class PromptLedger(Mapping[str, PromptJob]):
             self.store.record_usage(usage_record(job, outcome.stop_reason))
         except Exception:
             log.exception("recording usage for %s failed", session_id)
-        finally:
-            self.sessions.prompt_ended(session)
 
 
     def wait_stored(self) -> None:

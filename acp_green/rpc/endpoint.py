@@ -369,6 +369,9 @@ class BackgroundJobs:
         self.max_background = max_background
         self._tasks: dict[Hashable, _Task] = {}
         self._dying: set[Greenlet] = set()  # answered and killed, not yet dead (agent code may linger)
+        #: Greenlets in their own job's settle, out of the table but not answered yet (a prompt's
+        #: answer waits for its commit): the drain waits for them and never kills them.
+        self._settling: set[Greenlet] = set()
         #: False once the connection closes: a background request is then refused -32800.
         self.admitting = True
 
@@ -434,10 +437,17 @@ class BackgroundJobs:
             return
         task.done = True
         self._tasks.pop(task.key, None)
+        current = gevent.getcurrent()
+        settling = current is task.greenlet
+        if settling:
+            self._settling.add(current)
         try:
             outcome = task.job.settle(outcome)
         except Exception as exc:
             outcome = outcome_of(exc, f"settling {task.method} #{wire.id_text(task.request_id)}")
+        finally:
+            if settling:
+                self._settling.discard(current)
         if task.acknowledged:
             try:
                 task.job.report(outcome)
@@ -490,7 +500,7 @@ class BackgroundJobs:
     def greenlets(self) -> list[Greenlet]:
         """Every background greenlet still alive, answered or not."""
         running = [t.greenlet for t in self._tasks.values() if t.greenlet is not None]
-        return running + [g for g in self._dying if g not in running]
+        return running + [g for g in self._dying | self._settling if g not in running]
 
     def drain(self, grace: float) -> int:
         """Stop admitting, ask every job to finish, wait up to `grace`, then kill and join the rest."""
@@ -504,17 +514,21 @@ class BackgroundJobs:
         if running:
             gevent.joinall(running, timeout=grace)
         survivors = [g for g in self.greenlets() if not g.dead]
-        for greenlet in survivors:
+        # One still settling (its answer waits for the store's commit) ends by itself, within
+        # the prompt's STORED_WAIT; a kill there would lose its answer.
+        killed = [g for g in survivors if g not in self._settling]
+        for greenlet in killed:
             greenlet.kill(block=False)
+        if killed:
+            log.warning("killed %d background requests still running after %.1fs", len(killed), grace)
         if survivors:
-            log.warning("killed %d background requests still running after %.1fs", len(survivors), grace)
             gevent.joinall(survivors, timeout=2)
         for task in list(self._tasks.values()):
             # Agent code that swallowed the kill (a bare except): answer and release anyway;
             # the greenlet is abandoned to the process exit (S14, S16).
-            log.error("%s #%s ignored its kill; answered as aborted", task.method, wire.id_text(task.request_id))
+            log.error("%s #%s ignored its kill; answered now, and recorded as aborted", task.method, wire.id_text(task.request_id))
             self._finish(task, KILLED)
-        return len(survivors)
+        return len(killed)
 
 
 class Refusals:

@@ -159,7 +159,7 @@ def test_under_v2_the_modes_are_the_mode_config_option(launch, tmp_path):
     assert _values(update["configOptions"]) == {"mode": "ask", "model": "fast", "verbose": False}
     assert not [u for u in agent.updates(sid) if u["sessionUpdate"] == "current_mode_update"]
     agent.prompt(sid, "/hooks").result()
-    agent.wait_idle(sid)
+    agent.wait_idle(sid, 2)
     assert "mode ask->code [mode=ask" in said(agent.updates(sid))
     agent.close()
 
@@ -301,9 +301,9 @@ def test_history_keeps_v1_shapes_of_a_v2_turns_settings_changes(launch, tmp_path
     agent = launch(*SETTINGS, *state)
     agent.initialize(version=2)
     sid = agent.call("session/new", {"cwd": "/tmp"})["sessionId"]
-    for command in ("/mode code", "/set model slow"):
+    for turns, command in enumerate(("/mode code", "/set model slow"), start=1):
         agent.prompt(sid, command).result()
-        agent.wait_idle(sid)
+        agent.wait_idle(sid, count=turns)
     sent = [u for u in agent.updates(sid) if u["sessionUpdate"] in ("config_option_update", "current_mode_update")]
     assert [[(o["configId"], o["currentValue"]) for o in u["configOptions"]][:2] for u in sent] == [
         [("mode", "code"), ("model", "fast")], [("mode", "code"), ("model", "slow")]]
@@ -365,10 +365,10 @@ def test_settings_changed_under_one_client_replay_as_each_other_client_can_show_
     agent = launch(*SETTINGS, *state)
     agent.initialize(capabilities, version=version)
     sid = agent.call("session/new", {"cwd": "/tmp", "mcpServers": []})["sessionId"]
-    for command in ("/mode code", "/set verbose true", "/set model slow"):
+    for turns, command in enumerate(("/mode code", "/set verbose true", "/set model slow"), start=1):
         agent.prompt(sid, command).result()
         if version == 2:
-            agent.wait_idle(sid)
+            agent.wait_idle(sid, count=turns)  # this turn's idle, not the first one's
     agent.close()
 
     capabilities, version = _CLIENTS[loader]

@@ -118,3 +118,65 @@ def test_cancel_grace_inf_never_interrupts(launch):
     assert call.result(timeout=30) == {"stopReason": "cancelled"}
     assert said(agent.updates(sid)) == "sleepingawake"
     agent.close()
+
+
+def test_s8_a_prompt_sent_right_after_a_cancel_never_shows_before_the_cancelled_answer(launch, tmp_path):
+    """S8: the cancelled prompt keeps its reservation until its answer is queued, after its turn
+    is committed. Prompts sent one after another from the cancel on are refused busy until then:
+    no update of a later turn reaches the client before the cancelled answer. Five rounds."""
+    import gevent
+
+    agent = launch("--state-dir", str(tmp_path / "state"), "--agent", SLEEPING, "--max-background", "64")
+    agent.initialize()
+    for round_ in range(5):
+        sid = agent.new_session()
+        start_at = len(agent.records)
+        first = agent.prompt(sid, "wait")
+        agent.wait_for(lambda: said(agent.updates(sid)).endswith("waiting"), what=f"round {round_}: the turn to wait")
+        agent.cancel(sid)
+        later = []
+        while not first.done and len(later) < 3000:
+            later.append(agent.prompt(sid, "greet"))
+            gevent.sleep(0.0005)
+        assert first.result(timeout=30) == {"stopReason": "cancelled"}
+        for pending in later:
+            pending.response(timeout=30)
+        lines = [r.message for r in agent.records[start_at:] if r.direction == "in" and isinstance(r.message, dict)]
+        answered = next(i for i, m in enumerate(lines) if m.get("id") == first.id)
+        early = [m for m in lines[:answered] if m.get("method") == "session/update"
+                 and (m["params"]["update"].get("content") or {}).get("text") == "hi there"]
+        assert early == [], f"round {round_}: a later turn's update came before the cancelled answer"
+    agent.close()
+
+
+def test_s14_with_no_grace_a_cooperative_turn_is_never_interrupted_in_its_settling(launch, tmp_path):
+    """--cancel-grace 0: the interrupt fires on the next loop turn after the cancel. A turn that
+    returns by itself first is disarmed before its settle waits for the store: every round is
+    answered `cancelled` (an interrupt in the settle would lose the answer)."""
+    agent = launch("--state-dir", str(tmp_path / "state"), "--agent", SLEEPING, "--cancel-grace", "0")
+    agent.initialize()
+    sid = agent.new_session()
+    for round_ in range(10):
+        call = agent.prompt(sid, "wait")
+        agent.wait_for(lambda: said(agent.updates(sid)).endswith("waiting"), what=f"round {round_}: the turn to wait")
+        agent.cancel(sid)
+        assert call.result(timeout=30) == {"stopReason": "cancelled"}
+    agent.close()
+    assert "Traceback" not in agent.stderr_text()
+
+
+@pytest.mark.parametrize("grace", ["0.5", "0"])
+def test_s13_at_eof_with_equal_graces_every_interrupted_prompt_is_still_answered(launch, tmp_path, grace):
+    """S13: at EOF the turns are cancelled; with the shutdown grace equal to the cancel grace the
+    interrupts end them just as the drain's wait runs out, while their answers wait for the
+    store. The drain waits for a settling turn and never kills it: each is answered `cancelled`."""
+    agent = launch("--state-dir", str(tmp_path / "state"), "--agent", SLEEPING, "--shutdown-grace", grace,
+                   "--cancel-grace", grace)
+    agent.initialize()
+    sessions = [agent.new_session() for _ in range(4)]
+    calls = [agent.prompt(sid, "long sleep") for sid in sessions]
+    for sid in sessions:
+        agent.wait_for(lambda sid=sid: said(agent.updates(sid)) == "sleeping", what="every sleep to start")
+    agent.close_input()
+    assert [call.result(timeout=30) for call in calls] == [{"stopReason": "cancelled"}] * 4
+    assert agent.wait_exit() == 0

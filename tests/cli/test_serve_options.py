@@ -44,3 +44,24 @@ def test_any_float_is_either_kept_as_given_or_refused_naming_the_field(name, val
 def test_a_count_out_of_range_is_refused_naming_the_field(name, value):
     with pytest.raises(ValueError, match=f"ServeOptions.{name} "):
         ServeOptions(**{name: value})
+
+
+SECONDS_OPTIONS = ["--shutdown-grace", "--cancel-grace", "--idle-timeout", "--block-warning", "--flush-stall-timeout",
+                   "--connection-idle-timeout"]
+# --cancel-grace inf is accepted (never interrupt): served in a subprocess by
+# tests/cli/test_cancel_interrupts.py, not here, where serving would patch this process.
+REFUSED = [(option, value) for option in SECONDS_OPTIONS for value in ("nan", "NaN", "inf")
+           if (option, value) != ("--cancel-grace", "inf")]
+
+
+@pytest.mark.parametrize(("option", "value"), REFUSED)
+def test_the_command_line_refuses_nan_and_infinite_seconds_as_a_usage_error_naming_the_option(option, value):
+    """NaN passes FloatRange's comparisons: without this it reached ServeOptions as a traceback
+    (or a gevent timer). Only --cancel-grace may be inf."""
+    from click.testing import CliRunner
+
+    from acp_green.cli import cli
+
+    done = CliRunner().invoke(cli, ["serve", option, value, "--ephemeral"], input="")
+    assert done.exit_code == 2, done.output
+    assert f"Invalid value for '{option}'" in done.output and "Traceback" not in done.output

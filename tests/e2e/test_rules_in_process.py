@@ -50,6 +50,22 @@ def test_prompt_ignoring_cancel_is_killed_at_end_of_grace_and_finalized_S13_S14_
     assert harness.server.protocol.prompts == {}
 
 
+def test_prompt_ignoring_cancel_is_interrupted_at_the_cancel_grace_and_recorded_cancelled_S14_S16(inprocess):
+    """S14/S16: a prompt that ignores its token is interrupted at the cancel grace (before any
+    shutdown): it answers `cancelled`, takes the next prompt, and its one usage record says
+    `cancelled`, not `aborted` (nothing was killed)."""
+    harness = start(inprocess, IgnoresCancelAgent(), cancel_grace=0.05)
+    client = harness.client
+    sid = client.new_session()
+    pending = client.prompt(sid, "/stubborn")
+    client.wait_for(lambda: "not listening" in said(client.updates(sid)), what="the prompt to start")
+    client.cancel(sid)
+    assert pending.result(timeout=30) == {"stopReason": "cancelled"}
+    assert client.prompt(sid, "/echo next").result(timeout=30) == {"stopReason": "end_turn"}
+    assert [r.stop_reason for r in harness.server.store.usage(sid)] == ["cancelled", "end_turn"]
+    assert harness.finish() == 0
+
+
 def test_greenlet_killed_before_it_ever_ran_still_answers_and_releases_S14_S16(inprocess):
     """S14/S16: a prompt greenlet killed before its first switch (its `finally` never runs) still
     answers, frees its slot and session, and leaves one usage record."""

@@ -76,3 +76,41 @@ def test_an_interrupt_of_a_greenlet_that_has_ended_is_nothing():
     token.set()
     gevent.sleep(0.05)
     assert ended.dead and ended.successful()
+
+
+def test_a_disarmed_interrupt_leaves_no_callback_on_the_token():
+    """A session's token outlives its uncancelled turns: each turn's interrupt takes its callback
+    off again, so 1,000 turns leave none behind."""
+    token = CancelToken()
+
+    def turn() -> None:
+        CancelInterrupt(token, 0.5).disarm()
+
+    for _ in range(1000):
+        gevent.spawn(turn).join()
+    assert token._callbacks == []
+
+
+def test_an_interrupt_the_turn_swallows_is_said_at_warning_once_it_has_run_on(caplog, monkeypatch):
+    """A turn that catches TurnInterrupted and keeps running holds its session busy: a WARNING
+    says so once it has run on for IGNORED_AFTER seconds after the interrupt."""
+    from acp_green.protocol import interrupt
+
+    monkeypatch.setattr(interrupt, "IGNORED_AFTER", 0.05)
+    token = CancelToken()
+
+    def stubborn() -> None:
+        armed = CancelInterrupt(token, 0.01, "the turn of sess_x")
+        try:
+            gevent.sleep(10)
+        except TurnInterrupted:
+            gevent.sleep(0.3)
+        armed.disarm()
+
+    turn = gevent.spawn(stubborn)
+    gevent.sleep(0)
+    with caplog.at_level("WARNING", logger="acp_green.protocol.interrupt"):
+        token.set()
+        turn.join(timeout=5)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "the turn of sess_x" in warnings[0] and "caught" in warnings[0], warnings

@@ -34,6 +34,14 @@ def start(launch, agent: str, *args: str, env: dict[str, str] | None = None):
     return process
 
 
+def cancelled_after(agent, sid: str, text: str, started: str, timeout: float = 30) -> None:
+    """Prompt `text`, wait until the turn has said `started`, cancel it: it answers `cancelled`."""
+    call = agent.prompt(sid, text)
+    agent.wait_for(lambda: said(agent.updates(sid)).endswith(started), what=f"{text!r} to say {started!r}")
+    agent.cancel(sid)
+    assert call.result(timeout=timeout) == {"stopReason": "cancelled"}
+
+
 @pytest.mark.parametrize("library", ["urllib", "requests", "httpx", "openai"])
 def test_s14_a_cancelled_model_call_that_sends_nothing_is_interrupted_and_answers_cancelled(launch, model, library):
     """The read of a silent model stream is interrupted after the grace; the response is closed,
@@ -58,10 +66,7 @@ def test_s14_a_cancelled_time_sleep_is_interrupted_and_other_sessions_go_on(laun
     says `cancelled` (not `aborted`: nothing was killed)."""
     agent = start(launch, SLEEPING)
     sid, other = agent.new_session(), agent.new_session()
-    call = agent.prompt(sid, "long sleep")
-    agent.wait_for(lambda: said(agent.updates(sid)) == "sleeping", what="the sleep to start")
-    agent.cancel(sid)
-    assert call.result(timeout=30) == {"stopReason": "cancelled"}
+    cancelled_after(agent, sid, "long sleep", "sleeping")
     assert said(agent.updates(sid)) == "sleeping"
     assert agent.prompt(other, "hello").result(timeout=30) == {"stopReason": "end_turn"}
     agent.close()
@@ -72,10 +77,7 @@ def test_s14_an_interrupt_is_not_swallowed_by_a_retry_loop_that_catches_exceptio
     ends at the first interrupt instead of sleeping twice more."""
     agent = start(launch, SLEEPING)
     sid = agent.new_session()
-    call = agent.prompt(sid, "retry")
-    agent.wait_for(lambda: said(agent.updates(sid)) == "trying", what="the first try to start")
-    agent.cancel(sid)
-    assert call.result(timeout=15) == {"stopReason": "cancelled"}
+    cancelled_after(agent, sid, "retry", "trying", timeout=15)
     assert said(agent.updates(sid)) == "trying"
     agent.close()
 
@@ -100,10 +102,7 @@ def test_s14_cooperative_code_that_ends_within_the_grace_is_not_interrupted(laun
     returns by itself."""
     agent = start(launch, SLEEPING, "--cancel-grace", "10")
     sid = agent.new_session()
-    call = agent.prompt(sid, "tidy")
-    agent.wait_for(lambda: said(agent.updates(sid)) == "waiting", what="the turn to wait for its cancel")
-    agent.cancel(sid)
-    assert call.result(timeout=30) == {"stopReason": "cancelled"}
+    cancelled_after(agent, sid, "tidy", "waiting")
     assert said(agent.updates(sid)) == "waitingtidied"
     agent.close()
 
@@ -112,10 +111,7 @@ def test_cancel_grace_inf_never_interrupts(launch):
     """`--cancel-grace inf`: the cancelled time.sleep(3) runs to its end, and only then answers."""
     agent = start(launch, SLEEPING, "--cancel-grace", "inf")
     sid = agent.new_session()
-    call = agent.prompt(sid, "sleep")
-    agent.wait_for(lambda: said(agent.updates(sid)) == "sleeping", what="the sleep to start")
-    agent.cancel(sid)
-    assert call.result(timeout=30) == {"stopReason": "cancelled"}
+    cancelled_after(agent, sid, "sleep", "sleeping")
     assert said(agent.updates(sid)) == "sleepingawake"
     agent.close()
 
@@ -157,10 +153,7 @@ def test_s14_with_no_grace_a_cooperative_turn_is_never_interrupted_in_its_settli
     agent.initialize()
     sid = agent.new_session()
     for round_ in range(10):
-        call = agent.prompt(sid, "wait")
-        agent.wait_for(lambda: said(agent.updates(sid)).endswith("waiting"), what=f"round {round_}: the turn to wait")
-        agent.cancel(sid)
-        assert call.result(timeout=30) == {"stopReason": "cancelled"}
+        cancelled_after(agent, sid, "wait", "waiting")
     agent.close()
     assert "Traceback" not in agent.stderr_text()
 

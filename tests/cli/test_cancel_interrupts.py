@@ -152,7 +152,7 @@ def test_s14_with_no_grace_a_cooperative_turn_is_never_interrupted_in_its_settli
     agent = launch("--state-dir", str(tmp_path / "state"), "--agent", SLEEPING, "--cancel-grace", "0")
     agent.initialize()
     sid = agent.new_session()
-    for round_ in range(10):
+    for _round in range(10):
         cancelled_after(agent, sid, "wait", "waiting")
     agent.close()
     assert "Traceback" not in agent.stderr_text()

@@ -111,18 +111,23 @@ def test_the_manifest_is_written_from_the_pyproject_and_passes_its_own_check(pac
     assert checks["authMethods"][1].endswith("login (agent)")
 
 
-def test_without_command_the_console_script_named_after_the_package_stands_in_for_uvx(package: Path, tmp_path_factory):
-    """`uvx hello-agent==1.2.3 serve --agent hello_agent:Hello` runs the script hello-agent with those arguments."""
-    assert run(package, "--agent", "hello_agent:Hello").returncode == 0
-    bin_dir = tmp_path_factory.mktemp("bin")
-    script = bin_dir / "hello-agent"
-    script.write_text(f"#!/bin/sh\nexec {sys.executable} -m acp_green \"$@\" --ephemeral\n", encoding="utf-8")
-    script.chmod(0o755)
-    code, checks = check(package, "agent.json", extra_env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
-    assert code == 0, checks
-    assert checks["start"] == ("PASS", f"`{script} serve --agent hello_agent:Hello` started (this environment's "
-                                       "console script hello-agent in place of `uvx hello-agent==1.2.3` (no network))")
-    code, checks = check(package, "agent.json", extra_env={"PATH": str(tmp_path_factory.mktemp("empty"))})
+def test_without_command_the_console_script_named_after_the_package_stands_in_for_uvx(package: Path):
+    """`uvx acp-green==V serve --ephemeral` runs this environment's console script acp-green (the
+    installed package declares it) with those arguments; a package not installed here has none."""
+    from acp_green.version import __version__
+
+    (package / "agent.json").write_text(json.dumps({
+        "id": "acp-green", "name": "acp-green", "version": __version__, "description": "d",
+        "distribution": {"uvx": {"package": f"acp-green=={__version__}", "args": ["serve", "--ephemeral"]}}}))
+    script = Path(sys.executable).parent / "acp-green"
+    _code, checks = check(package, "agent.json")  # the demo offers no login: authMethods fails, not our concern here
+    assert checks["initialize"][0] == "PASS", checks
+    assert checks["start"] == ("PASS", f"`{script} serve --ephemeral` started (this environment's console script "
+                                       f"acp-green in place of `uvx acp-green=={__version__}` (no network))")
+    (package / "agent.json").write_text(json.dumps({
+        "id": "hello", "name": "Hello", "version": "1.2.3", "description": "d",
+        "distribution": {"uvx": {"package": "hello-agent==1.2.3", "args": ["serve"]}}}))
+    code, checks = check(package, "agent.json")
     assert code == 1 and checks["start"][0] == "FAIL" and "no console script 'hello-agent'" in checks["start"][1]
 
 
@@ -431,3 +436,19 @@ def test_an_out_file_that_cannot_be_written_is_one_line(package: Path):
     done = run(package, "--agent", "hello_agent:Hello", "--out", str(package / "no-such-dir" / "agent.json"))
     assert done.returncode == 2
     assert done.stderr.strip() == f"Error: --out: cannot write {package / 'no-such-dir' / 'agent.json'}: No such file or directory"
+
+
+@pytest.mark.parametrize("package_spec", ["acp-green==1.2.3", "no-such-package-here==1.2.3"])
+def test_an_untrusted_manifest_cannot_make_the_check_run_a_program_from_path(package: Path, package_spec: str):
+    """A manifest is untrusted input: its uvx `cmd` names the console script of its own package,
+    never whatever program of that name is on PATH. `cmd: touch` with a path in `args` (a package
+    that declares no `touch`, or one not installed) is refused unrun, and nothing is touched."""
+    marker = package / "touched-by-the-check"
+    (package / "agent.json").write_text(json.dumps({
+        "id": "hello", "name": "Hello", "version": "1.2.3", "description": "d",
+        "distribution": {"uvx": {"package": package_spec, "cmd": "touch", "args": [str(marker)]}}}))
+    code, checks = check(package, "agent.json")
+    assert code == 1
+    result, reason = checks["start"]
+    assert result == "FAIL" and "no console script 'touch' of the installed package" in reason, reason
+    assert not marker.exists()

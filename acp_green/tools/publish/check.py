@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import sys
 import tempfile
@@ -162,21 +161,30 @@ def _command(kind: str, entry: dict[str, Any], options: CheckOptions) -> tuple[l
         return None, f"the {kind} distribution needs the network to start; give --command with what it would run"
     name = entry.get("cmd") or pypi_name(entry["package"])
     runs = f"`uvx --from {entry['package']} {name}`" if entry.get("cmd") else f"`uvx {entry['package']}`"
-    script = local_script(name)
+    script = local_script(name, pypi_name(entry["package"]))
     if script is None:
         which = "the manifest's cmd" if entry.get("cmd") else "the command named after the package"
-        return None, (f"no console script {name!r} in this environment (uvx runs {which}): "
+        return None, (f"no console script {name!r} of the installed package {pypi_name(entry['package'])!r} in this "
+                      f"environment (uvx runs {which}; a manifest never makes the check run another program): "
                       "install the package here (pip install -e .) or give --command")
     args = [str(arg) for arg in entry.get("args") or []]
     return [script, *args], f"this environment's console script {name} in place of {runs} (no network)"
 
 
-def local_script(name: str) -> str | None:
-    """The console script `name` of this interpreter's environment, else the one on PATH."""
+def local_script(name: str, package: str) -> str | None:
+    """The console script `name` that the installed distribution `package` declares, in this
+    interpreter's environment. Never a program found on PATH: a manifest is untrusted input, and
+    its `cmd` (with its `args`) would otherwise run whatever program has that name."""
+    from importlib import metadata
+
+    try:
+        declared = metadata.distribution(package).entry_points
+    except metadata.PackageNotFoundError:
+        return None
+    if not any(point.group == "console_scripts" and point.name == name for point in declared):
+        return None
     beside = Path(sys.executable).parent / name
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    return shutil.which(name)
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
 
 
 #: What an agent may write on stdout before it answers initialize; past it, the check stops reading.

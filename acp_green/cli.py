@@ -764,7 +764,10 @@ def trace_html(trace_file: str, output: str | None) -> None:
     target = Path(output) if output else Path(trace_file).with_suffix(".html")
     if target.resolve() == Path(trace_file).resolve():
         raise OneLineUsageError("-o: the page would overwrite the trace; name another file")
-    timeline = write_html(trace_file, target)
+    try:
+        timeline = write_html(trace_file, target)
+    except OSError as exc:  # a trace or page named through a symbolic link, a directory not there...
+        raise click.ClickException(f"{exc.filename or trace_file}: {exc.strerror or exc}") from None
     click.echo(f"wrote {target}: {len(timeline.lanes) - 1} sessions, {len(timeline.marks)} marks, "
                f"{len(timeline.events)} events", err=True)
 

@@ -137,7 +137,8 @@ class TraceWriter:
         self._fd: int | None = None
         try:
             # Private: a trace holds prompts, files and whatever else crossed the wire.
-            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+            # O_NOFOLLOW: a link planted where the trace goes cannot make it write another file.
+            self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             self._fail(exc)
 

@@ -120,3 +120,40 @@ def test_a_trace_named_through_a_symbolic_link_is_refused_and_the_file_itself_re
     assert refused.returncode != 0 and "symbolic link" in refused.stderr, refused.stderr
     read = run("trace", command, str(trace))
     assert "symbolic link" not in read.stderr and "cannot read" not in read.stderr, read.stderr
+
+
+def test_trace_html_refuses_a_trace_or_a_page_named_through_a_symbolic_link_in_one_line(tmp_path):
+    """Neither the trace read nor the page written goes through a symbolic link; each refusal is
+    one line naming the file (exit 1), not a traceback."""
+    import subprocess
+    import sys
+
+    trace = tmp_path / "real.jsonl"
+    trace.write_text('{"ts": 0, "kind": "start", "argv": ["x"], "pid": 1}\n', encoding="utf-8")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(trace)
+    done = subprocess.run([sys.executable, "-m", "acp_green", "trace", "html", str(link), "-o", str(tmp_path / "p.html")],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "symbolic link" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not (tmp_path / "p.html").exists()
+    elsewhere = tmp_path / "elsewhere.html"
+    page = tmp_path / "page.html"
+    page.symlink_to(elsewhere)
+    done = subprocess.run([sys.executable, "-m", "acp_green", "trace", "html", str(trace), "-o", str(page)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and "symbolic link" in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not elsewhere.exists()
+
+
+def test_a_wire_trace_is_never_written_through_a_symbolic_link(tmp_path):
+    """`serve --trace FILE` / `record`: a link planted at FILE is not followed; the trace fails
+    (said once) and the target is untouched."""
+    from acp_green.tracing import TraceWriter
+
+    target = tmp_path / "victim"
+    target.write_text("keep me", encoding="utf-8")
+    link = tmp_path / "trace.jsonl"
+    link.symlink_to(target)
+    writer = TraceWriter(str(link), "test")
+    assert writer.failed
+    assert target.read_text(encoding="utf-8") == "keep me"

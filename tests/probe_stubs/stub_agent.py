@@ -7,6 +7,8 @@ real agents have and acp_green's demo agent has not.
         [--garbage-no-id] [--session-updates-after] [--string-locations] [--negative-ids-unreadable]
         [--broken-backend] [--unknown-session-code CODE] [--v2-turns] [--v2-stop-answer] [--v2-cancel-end-turn]
         [--v2-no-idle-at-eof] [--refuse-batches] [--v2-replay-new-ids] [--v2-cancel-ignored]
+        [--big-ids-as-doubles] [--child-lingers SECONDS] [--exit-code CODE] [--v2-hold-until-next]
+        [--v2-idle-before-ack] [--v2-idle-snapshot] [--v2-auth-at-turn] [--answer-after SECONDS]
 
 It answers every prompt at once with end_turn and no chunks (no /stream, no prompt that runs
 until cancelled), `/read PATH` by asking the client for the file, and nothing else.
@@ -43,6 +45,20 @@ ends idle with end_turn; --v2-no-idle-at-eof: a `/wait` running at EOF exits wit
 --v2-cancel-ignored: a v2 `/wait` ignores session/cancel (its turn never ends until EOF).
 --v2-replay-new-ids: session/resume (replayFrom start) replays each user message under a new messageId.
 --refuse-batches: a batch line is refused as a whole, -32600 with id null (codex-acp 2.6.0 does so).
+--big-ids-as-doubles: an integer id beyond 2**53 is answered as a JavaScript number holds it (2**53+1
+comes back as 2**53), as agents on node do.
+--child-lingers SECONDS: starts a child that outlives the agent by SECONDS and then exits on its own
+(a wrapper's native helper noticing its parent is gone: codex-acp's `codex`).
+--exit-code CODE: at EOF, exits with CODE instead of 0.
+--answer-after SECONDS: a prompt (under v1) is answered end_turn after SECONDS, whatever comes meanwhile
+(a turn that ends on its own before the agent reads a cancel).
+Under --v2-turns: --v2-hold-until-next: a `/wait` prompt is held, not inserted, until the next message
+comes; a session/cancel then cancels it before its insertion (answered -32800, no turn), anything else
+inserts it. --v2-idle-before-ack: a turn's running and idle updates come before the prompt's response.
+--v2-idle-snapshot: a prompt is first met with an idle state_update without a stop reason (a snapshot of
+the session's state), then acknowledged and run. --v2-auth-at-turn: a prompt is acknowledged and its turn
+ends idle with stopReason "error" and error -32000 "Authentication required" (claude-agent-acp 0.101.0
+without a login).
 """
 
 from __future__ import annotations
@@ -63,14 +79,23 @@ def main() -> None:
                  "--wait-queues", "--auth-at-prompt", "--v2", "--v2-only", "--v2-invalid", "--null-unknown", "--garbage-no-id",
                  "--session-updates-after", "--string-locations", "--negative-ids-unreadable", "--broken-backend",
                  "--v2-turns", "--v2-stop-answer", "--v2-cancel-end-turn", "--v2-no-idle-at-eof", "--refuse-batches",
-                 "--v2-replay-new-ids", "--v2-cancel-ignored"):
+                 "--v2-replay-new-ids", "--v2-cancel-ignored", "--big-ids-as-doubles", "--v2-hold-until-next",
+                 "--v2-idle-before-ack", "--v2-idle-snapshot", "--v2-auth-at-turn"):
         parser.add_argument(flag, action="store_true")
+    parser.add_argument("--child-lingers", type=float, default=None)
+    parser.add_argument("--exit-code", type=int, default=0)
+    parser.add_argument("--answer-after", type=float, default=0.0)
     parser.add_argument("--busy-code", type=int, default=None)
     parser.add_argument("--auth-message", default="Authentication required")
     parser.add_argument("--unknown-session-code", type=int, default=None)
     flags = parser.parse_args()
     if flags.graceful_sigterm:
         signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    if flags.child_lingers is not None:  # waits for its parent to go, then lingers before it exits
+        watcher = ("import os, sys, time\nwhile os.getppid() == int(sys.argv[2]): time.sleep(0.02)\n"
+                   "time.sleep(float(sys.argv[1]))")
+        subprocess.Popen([sys.executable, "-c", watcher, str(flags.child_lingers), str(os.getpid())], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     if flags.child:
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"], stdin=subprocess.DEVNULL,
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -81,12 +106,18 @@ def main() -> None:
     next_id = [0]
     negotiated = [1]
     said: dict[str, list[tuple[str, str]]] = {}  # v2: each session's user messages (messageId, text)
+    pending_lines: list[str] = []  # lines read ahead (a held prompt's next message), read again first
+
+    def next_line() -> str:
+        return pending_lines.pop(0) if pending_lines else sys.stdin.readline()
 
     def write(message: dict) -> None:
         out.write(json.dumps(message) + "\n")
         out.flush()
 
     def respond(rid, result=None, error=None) -> None:
+        if flags.big_ids_as_doubles and isinstance(rid, int) and abs(rid) > 2**53:
+            rid = int(float(rid))  # what a JavaScript number keeps of it
         write({"jsonrpc": "2.0", "id": rid, **({"error": error} if error else {"result": result})})
 
     def ask(method: str, params: dict) -> dict:
@@ -110,13 +141,28 @@ def main() -> None:
         if flags.v2_stop_answer:
             respond(rid, {"stopReason": "end_turn"})
             return
+        if flags.v2_idle_snapshot:
+            state(session_id, "idle")
+        if flags.v2_hold_until_next and text == "/wait":
+            line = sys.stdin.readline()
+            after = json.loads(line) if line else {}
+            if after.get("method") == "session/cancel":
+                respond(rid, error={"code": -32800, "message": "Request cancelled"})
+                return
+            if after:
+                pending_lines.append(line)
         message_id = uuid.uuid4().hex
-        respond(rid, {"messageId": message_id})
+        acked = not flags.v2_idle_before_ack
+        if acked:
+            respond(rid, {"messageId": message_id})
         said.setdefault(session_id, []).append((message_id, text))
         state(session_id, "running")
-        if text == "/wait":
+        if flags.v2_auth_at_turn:
+            update(session_id, {"sessionUpdate": "state_update", "state": "idle", "stopReason": "error",
+                                "error": {"code": -32000, "message": "Authentication required"}})
+        elif text == "/wait":
             while True:
-                line = sys.stdin.readline()
+                line = next_line()
                 if not line:
                     if not flags.v2_no_idle_at_eof:
                         state(session_id, "idle", "cancelled")
@@ -132,8 +178,10 @@ def main() -> None:
                 else:
                     handle(waiting)
             state(session_id, "idle", "end_turn" if flags.v2_cancel_end_turn else "cancelled")
-            return
-        state(session_id, "idle", "end_turn")
+        else:
+            state(session_id, "idle", "end_turn")
+        if not acked:
+            respond(rid, {"messageId": message_id})
 
     def handle(message: dict) -> None:
         nonlocal logged_in
@@ -223,6 +271,7 @@ def main() -> None:
                 ask("fs/read_text_file", {"sessionId": session_id, "path": path})
                 if not flags.open_tool_calls:
                     update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": "read-1", "status": "completed"})
+            time.sleep(flags.answer_after)
             respond(rid, {"stopReason": "end_turn"})
             if flags.session_updates_after:
                 update(session_id, {"sessionUpdate": "session_info_update", "title": "A stub conversation"})
@@ -247,6 +296,7 @@ def main() -> None:
             write({"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Invalid request: JSON-RPC batches are not supported"}})
     while flags.ignore_eof:
         time.sleep(60)
+    sys.exit(flags.exit_code)
 
 
 if __name__ == "__main__":

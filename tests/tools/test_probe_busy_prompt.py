@@ -1,5 +1,5 @@
-"""The probe's S8 row ("second prompt on a busy session", an advisory: ACP implies one turn at a
-time but defines no refusal): a second prompt refused at once passes only with -32000; a refusal
+"""The probe's S8 row ("second prompt on a busy session", acp_green's own advice: ACP implies one turn
+at a time but defines no refusal): a second prompt refused at once passes only with -32000; a refusal
 with any other code warns, naming the code it got and quoting the refusal from the wire.
 Against the stub agent of tests/probe_stubs (`--busy-code`), so only the code differs."""
 
@@ -19,7 +19,7 @@ ROW = "second prompt on a busy session"
 def busy_row(code: int) -> tuple[str, str, list[str]]:
     report = run_probe(ProbeConfig(STUB + ["--busy-code", str(code)], timeout=5), only=["second prompt"])
     [row] = [r for r in report.advisories if r.check == ROW]
-    assert report.ok
+    assert report.ok and row.force == "own" and row.basis.startswith("acp_green's own advice"), row
     return row.verdict, row.evidence, row.wire
 
 

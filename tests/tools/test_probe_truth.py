@@ -145,7 +145,7 @@ def test_a_prompt_the_probe_abandoned_by_closing_stdin_is_not_counted_but_what_i
     session/new it waited for is a broken rule; the prompt it abandoned is not."""
     report = probe("--wait-queues", only=("streaming",), timeout=2)
     found = rows(report)
-    assert found["control during a streaming prompt"][0] == FAIL
+    assert found["control during a streaming prompt"][0] == WARN  # ACP says "at any time", with no MUST
     broken = [v.detail for v in report.violations if v.invariant == "one_response_per_request"]
     assert any(d.startswith("session/new") and "no response within 2s" in d for d in broken), broken
     assert not any("session/prompt" in d for d in broken), broken
@@ -264,8 +264,8 @@ def test_an_agent_whose_sessions_fail_to_open_gets_one_row_saying_so_not_a_failu
 
 def test_a_broken_rule_no_message_proves_says_what_the_process_did_and_in_which_run():
     report = probe("--ignore-eof", only=("exit on EOF",), exit_timeout=2)
-    [row] = [r for r in report.results if r.check == "process exits after stdin closes"]
-    assert row.verdict == FAIL, row
+    [row] = [r for r in report.advisories if r.check == "process exits after stdin closes"]
+    assert row.verdict == WARN, row  # acp_green's own advice: ACP's shutdown is the client's
     assert row.wire and "still running" in row.wire[0] and "in the run of " in row.wire[0], row.wire
 
 

@@ -78,15 +78,16 @@ def test_a_stream_answered_without_chunks_breaks_no_order_but_missing_indexed_ch
 
 
 def test_the_probes_own_kill_flips_no_pass_and_a_live_agents_child_is_no_orphan():
-    """P3/P4: the agent ignores EOF and has a child running. Its exit rows fail; a check that
-    passed stays passed (the probe's SIGKILL is not the agent's exit code); its child, alive
-    with it, is not reported as an orphan."""
+    """P3/P4: the agent ignores EOF and has a child running. Its exit rows warn (acp_green's own
+    advice); a check that passed stays passed (the probe's SIGKILL is not the agent's exit code);
+    its child, alive with it, is not reported as an orphan."""
     report = run_probe(ProbeConfig(STUB + ["--ignore-eof", "--child"], timeout=5, exit_timeout=2),
                        only=["ids echoed", "exit on EOF"])
     found = rows(report)
     assert found["ids echoed"][0] == PASS, found["ids echoed"]
-    assert found["exit on EOF"][0] == FAIL
-    assert found["process exits after stdin closes"][0] == FAIL
+    assert found["exit on EOF"][0] == WARN
+    assert found["process exits after stdin closes"][0] == WARN
+    assert report.ok
     verdict, evidence = found["no descendant survives"]
     assert verdict == SKIP and "not exercised" in evidence, found["no descendant survives"]
 

@@ -24,6 +24,11 @@ __all__ = ["BatchLines", "LateTerminals", "MessageChecks", "Negotiation", "Reque
 #: What may follow a prompt's response for a terminal the client created only after it (a
 #: `terminal/create` answered late): killing and releasing it, so its command does not run on.
 _LATE_CLEANUPS = frozenset({"terminal/kill", "terminal/release"})
+#: What the schema checker says of a response's id (schema.py's StreamChecker: no id member, an id
+#: the client never sent or already had answered, an id of no JSON-RPC type). Each such fault is the
+#: id rules' (one_response_per_request, no_response_to_notification, and the probe's id and -32700
+#: rows), counted there once: the schema invariant leaves it to them.
+ID_PROBLEMS = ("response has no id", "response to unknown id ", "id must be an integer, a string or null")
 
 
 @dataclass(slots=True)
@@ -113,6 +118,9 @@ class Negotiation:
         self.schema = StreamChecker("agent")
         self.schema_notes: list[str] = []  # why some messages could not be validated (no schema for their version)
         self._schema_off = False
+        # Whether the schema leaves a response's id to the id rules (ID_PROBLEMS), so one fault is
+        # counted once: the probe's and the soak's verdicts; acp_green's own checks count both.
+        self.leaves_ids = False
 
     @property
     def batches(self) -> bool:
@@ -141,8 +149,14 @@ class Negotiation:
         self.schema.observe(message, from_sender=False)
 
     def agent_problems(self, message: dict[str, Any]) -> list[str] | None:
-        """What the schema finds wrong in a message of the agent; None when no schema describes the version negotiated."""
-        return None if self._schema_off else self.schema.observe(message, from_sender=True)
+        """What the schema finds wrong in a message of the agent; None when no schema describes the
+        version negotiated. With `leaves_ids`, a response's id is not the schema's to judge (ID_PROBLEMS)."""
+        if self._schema_off:
+            return None
+        problems = self.schema.observe(message, from_sender=True)
+        if self.leaves_ids and message_kind(message) == "response":
+            problems = [p for p in problems if not p.startswith(ID_PROBLEMS)]
+        return problems
 
 
 class BatchLines:

@@ -33,6 +33,9 @@ _REFUSALS = frozenset({"session_busy", "connection_busy", "output_backlog"})
 #: until the client's next request for it: their session-level updates (commands, title) precede it.
 _REOPENS = frozenset({"session/load", "session/resume"})
 _CHUNKS = frozenset({"agent_message_chunk", "agent_thought_chunk"})
+#: ACP v2's states of foreground work under way (StateUpdate): a turn's idle update follows one.
+_ACTIVE_STATES = frozenset({"running", "requires_action"})
+_REQUEST_CANCELLED = -32800
 
 
 @dataclass(slots=True)
@@ -49,7 +52,7 @@ class _Prompt:
     tool_status: dict[str, str] = field(default_factory=dict)  # tool call id -> its latest status
     message_ids: list[str] = field(default_factory=list)  # messageIds of its chunks, each once, in order
     chunk_kind: str | None = None  # the kind of the latest chunk (a message ends when another kind starts)
-
+    under_way: bool = False  # ACP v2: acknowledged, or its session reported running since it was sent
 
 
 class PromptTurns:
@@ -107,9 +110,12 @@ class PromptTurns:
     # -- the agent's side --------------------------------------------------------------------
     def response(self, request: SentRequest, record: Record, message: dict[str, Any]) -> None:
         """The agent's first answer to a request: a prompt's ends its turn, a load's or a resume's quiets the session."""
-        prompt = self._prompts.get(id_key(message.get("id")))
-        if prompt is not None and self._version.protocol_version == 2 and "result" in message:
-            return  # ACP v2: the acknowledgement; the turn ends with its idle state_update (session_update)
+        # Only an answer to a prompt is a prompt's: under v2 the acknowledgement frees the prompt's
+        # id, and a later request may take it (session/list answered with that id ends no turn).
+        prompt = self._prompts.get(id_key(message.get("id"))) if request.method == "session/prompt" else None
+        if prompt is not None and self._version.protocol_version == 2 and "messageId" in as_object(message.get("result")):
+            prompt.under_way = True  # ACP v2: the acknowledgement; the turn ends with its idle state_update (session_update)
+            return
         if prompt is not None:
             self._prompt_answered(prompt, record, message)
         elif request.method in _REOPENS and "result" in message:
@@ -133,7 +139,8 @@ class PromptTurns:
         method = request.method if request is not None else "session/prompt"
         return "its prompt's response" if method == "session/prompt" else f"its {method} response"
 
-    def _prompt_answered(self, prompt: _Prompt, record: Record, message: dict[str, Any]) -> None:
+    def _prompt_answered(self, prompt: _Prompt, record: Record, message: dict[str, Any], *, turn_end: bool = False) -> None:
+        """A prompt's answer (`turn_end`: ACP v2's idle state_update that ended its turn)."""
         key = id_key(message.get("id"))
         if self._running.get(prompt.session_id) == key:
             del self._running[prompt.session_id]
@@ -152,13 +159,19 @@ class PromptTurns:
         stop = message.get("result", {}).get("stopReason") if isinstance(message.get("result"), dict) else None
         if stop == "cancelled":
             self.cancelled_prompts += 1
-        if prompt.cancel_sent:
+        if prompt.cancel_sent and error is not None and self._version.protocol_version == 2 and not turn_end:
+            # ACP v2: session/cancel "cancels ... its prompts not yet inserted"; such a prompt is
+            # answered with an error (-32800, Request Cancelled) and no turn ran to report cancelled.
+            if as_object(error).get("code") == _REQUEST_CANCELLED:
+                self.findings.exercised["cancelled_answers_cancelled"] += 1
+        elif prompt.cancel_sent:
             # A prompt that finished on its own before the cancel mattered exercised nothing.
             if prompt.must_cancel or stop == "cancelled" or error is not None:
                 self.findings.exercised["cancelled_answers_cancelled"] += 1
             if error is not None:
-                self.findings.add("cancelled_answers_cancelled", "a cancelled prompt was answered with an error, not stopReason \"cancelled\"",
-                                  [prompt.record, record])
+                what = ("a cancelled turn ended idle with stopReason \"error\"" if turn_end
+                        else "a cancelled prompt was answered with an error")
+                self.findings.add("cancelled_answers_cancelled", f"{what}, not stopReason \"cancelled\"", [prompt.record, record])
             elif prompt.must_cancel and stop != "cancelled":
                 self.findings.add("cancelled_answers_cancelled", f"a prompt that only ends by cancellation answered {stop!r}",
                                   [prompt.record, record])
@@ -166,6 +179,25 @@ class PromptTurns:
               and 0 < prompt.chunks_seen != prompt.expected_chunks):  # no indexed chunk at all: not the /stream grammar
             self.findings.add("prompt_updates_in_order", f"/stream {prompt.expected_chunks} ended after {prompt.chunks_seen} chunks",
                               [prompt.record, record])
+
+    def _state(self, session_id: Any, prompt: _Prompt | None, record: Record, update: dict[str, Any]) -> None:
+        """ACP v2's state_update: `running` (or `requires_action`) puts the session's open prompts under
+        way; `idle` ends the running prompt's turn, where v1 answered it, once that turn is under way.
+        An idle update before that is a snapshot of the state the session was in, not the turn's end."""
+        if update.get("state") in _ACTIVE_STATES:
+            for open_key in self._open.get(session_id, set()) if isinstance(session_id, str) else ():
+                if open_key in self._prompts:
+                    self._prompts[open_key].under_way = True
+            return
+        if update.get("state") != "idle" or prompt is None or not prompt.under_way:
+            return
+        request_id = as_object(prompt.record.message).get("id")
+        if update.get("stopReason") == "error":  # ErrorStopReason: the turn failed with this error
+            error = update.get("error") if isinstance(update.get("error"), dict) else {"code": -32603, "message": "error"}
+            self._prompt_answered(prompt, record, {"id": request_id, "error": error}, turn_end=True)
+        else:
+            self._prompt_answered(prompt, record, {"id": request_id, "result": {"stopReason": update.get("stopReason")}},
+                                  turn_end=True)
 
     def _back_to_earlier_prompt(self, refused: _Prompt, key: IdKey | None) -> None:
         """A prompt refused (session busy) was never the session's turn: what arrived or was sent
@@ -190,11 +222,8 @@ class PromptTurns:
             return
         key = self._running.get(session_id) if isinstance(session_id, str) else None
         prompt = self._prompts.get(key) if key is not None else None
-        if prompt is not None and self._version.protocol_version == 2 and update.get("sessionUpdate") == "state_update" \
-                and update.get("state") == "idle":
-            # ACP v2: a prompt's idle state_update is where v1 answered it.
-            self._prompt_answered(prompt, record, {"id": as_object(prompt.record.message).get("id"),
-                                                   "result": {"stopReason": update.get("stopReason")}})
+        if self._version.protocol_version == 2 and update.get("sessionUpdate") == "state_update":
+            self._state(session_id, prompt, record, update)
             return
         if prompt is not None:
             self.advice.update(prompt, record, update)

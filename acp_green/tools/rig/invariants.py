@@ -71,6 +71,8 @@ class InvariantChecker:
     gave_up = ForwardedMethod("requests", RequestLedger.gave_up)
     protocol_version: ForwardedAttribute[Any] = ForwardedAttribute("version")  # what the initialize answer negotiated
     schema_notes: ForwardedAttribute[list[str]] = ForwardedAttribute("version")
+    # True: a response's id is judged by the id invariants only, not again by the schema (one fault, one count).
+    leaves_ids: ForwardedAttribute[bool] = ForwardedAttribute("version")
 
     def __init__(self, must_cancel_ids: Iterable[Any] = (), max_violations: int = 50, *,
                  session_updates_between_turns: bool = False, findings: Findings | None = None) -> None:

@@ -5,17 +5,25 @@ outside, and reports a verdict with evidence. Every run also goes through the in
 checker; the invariants are reported as checks of their own, naming the messages that broke
 them. Nothing here knows which agent it talks to.
 
-Verdicts follow the force of the rule: a broken MUST is `fail` (exit 1) and quotes the wire
-that proves it; an advisory row (a SHOULD, what ACP only implies, what real clients trip on
-although ACP allows it) is `warn` and never changes the exit code. A row with nothing to check
+Verdicts follow the force of the rule, and each row cites it (`basis`, from probe_rules.py): a
+row is a MUST only where ACP or JSON-RPC 2.0 says MUST, and a broken one is `fail` (exit 1) and
+quotes the wire that proves it; an advisory row (what ACP says without a MUST) and a row of
+acp_green's own advice (no ACP rule: S2, S8, S13, what the agent's process does) are `warn` and
+never change the exit code. One fault is counted by the row whose rule it breaks, not again by
+another (the schema row leaves a response's id to the id rows). What the agent leaves running
+is judged after a settle window (settled.py), so a child that exits on its own a moment after
+the agent does not flip the verdict between reruns. A row with nothing to check
 says `not exercised` (skip) instead of claiming the rule held, and names the option that would
 exercise it when the demo's default prompts did not. An agent that needs a login (-32000 at any
 method), that cannot open a session, or that speaks only the v2 draft gets one row saying so;
 the checks that need no session still run.
 
 `ask=2` (`--protocol 2`) asks every run for the v2 draft: a prompt is then a whole turn
-(probe_turns.Turn: acknowledged with {messageId}, ended by an idle state_update), the rows adapt
-(checks_for), and an agent that does not answer 2 gets one row saying so, nothing else.
+(probe_turns.Turn: acknowledged with {messageId}, ended by an idle state_update, in either
+order; a turn ended with stopReason "error" reads as v1's error answer, so v2's -32000 is a
+login), the rows adapt (checks_for; a cancel follows v2's session/cancel, which also cancels a
+prompt not yet inserted, answered -32800), and an agent that does not answer 2 gets one row
+saying so, nothing else.
 """
 
 from __future__ import annotations
@@ -32,18 +40,22 @@ from typing import Any
 
 import gevent
 
-from ...errors import AUTH_REQUIRED, INVALID_PARAMS, RESOURCE_NOT_FOUND, SERVER_BUSY
+from ...errors import AUTH_REQUIRED, INVALID_PARAMS, REQUEST_CANCELLED, RESOURCE_NOT_FOUND, SERVER_BUSY
 from ...rpc.wire import id_key, is_valid_id
+from ...terminal_text import shown
 from .client import ClientPolicy, Pending, Record
 from .invariants import ADVISORIES, INVARIANTS, PROBE_METHOD_PREFIX, Violation, render
+from .probe_rules import ADVISORY, MUST, OWN, OWN_ADVICE, rule_for
 from .probe_turns import Turn, TurnFollower
 from .remote_link import is_agent_url, remote_target, shown_command
 from .run import CheckedAgent, RunResult
+from .settled import SETTLE_WINDOW, SettledAgent
 
 __all__ = ["CheckResult", "ProbeConfig", "ProbeReport", "run_probe", "format_table"]
 
 PASS, FAIL, SKIP, WARN = "pass", "fail", "skip", "warn"
-MUST, ADVISORY = "must", "advisory"
+# Forces (probe_rules.py): MUST (ACP or JSON-RPC 2.0 says MUST: a FAIL exits 1), ADVISORY (what ACP
+# says without a MUST) and OWN (acp_green's own advice); the last two warn, never fail.
 # The file the probe offers: written into a per-run temporary directory (each session's cwd),
 # and served by the probe's client from memory too. `{file}` in a prompt stands for its path.
 PROBE_FILE_NAME = "notes.txt"
@@ -77,6 +89,7 @@ class ProbeConfig:
     settle: float = 0.5  # how long the long prompt must still be running before we act
     sessions: int = 16
     exit_timeout: float = 8.0  # the runtime's shutdown grace is 5 s
+    settle_window: float = SETTLE_WINDOW  # how long what the agent started may take to exit after it (settled.py)
     env: dict[str, str] | None = None
     tool_prompt: str = DEMO_TOOL_PROMPT  # a prompt that makes the agent use a tool; {file}: the offered file
     authenticate: str | None = None  # an authMethods id to call `authenticate` with after initialize
@@ -109,6 +122,7 @@ class CheckResult:
     force: str = MUST
     wire: list[str] = field(default_factory=list)  # the messages (trimmed) that prove a FAIL or WARN
     needs: str = ""  # the option that would let a skipped row be exercised (a key of NEEDS)
+    basis: str = ""  # the sentence of ACP or JSON-RPC 2.0 the row rests on, or "acp_green's own advice ..." (probe_rules.py)
 
 
 @dataclass
@@ -117,23 +131,30 @@ class ProbeReport:
 
     command: list[str]
     results: list[CheckResult] = field(default_factory=list)  # MUST rows
-    advisories: list[CheckResult] = field(default_factory=list)  # advisory rows: pass, warn or skip
+    advisories: list[CheckResult] = field(default_factory=list)  # advisory and own-advice rows: pass, warn or skip
     violations: list[Violation] = field(default_factory=list)
     warnings: list[Violation] = field(default_factory=list)  # broken advisories seen in the runs
     offered_file: str = ""  # the file the probe offered the agent (in a per-run temporary directory)
+    protocol: int = 1  # the version the probe asked for (--protocol): some rows cite v2's sentence
 
     @property
     def ok(self) -> bool:
         return all(r.verdict != FAIL for r in self.results)
 
     def add(self, row: CheckResult) -> None:
-        (self.advisories if row.force == ADVISORY else self.results).append(row)
+        """Add a row, citing what it rests on (probe_rules.py) and in the table of its force."""
+        rule = rule_for(row.check)
+        row.basis = row.basis or rule.cited(self.protocol)
+        if rule.basis:
+            row.force = rule.force
+        (self.advisories if row.force in (ADVISORY, OWN) else self.results).append(row)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "command": self.command,
             "ok": self.ok,
             "offered_file": self.offered_file,
+            "protocol_asked": self.protocol,
             "checks": [asdict(r) for r in self.results],
             "advisories": [asdict(r) for r in self.advisories],
             "violations": [v.to_json() for v in self.violations],
@@ -224,17 +245,10 @@ def _answer(agent: CheckedAgent, pending: Pending, cfg: ProbeConfig, what: str, 
             raise CheckFailed(f"no response to {what} within {cfg.timeout:g}s",
                               _exchange(agent, pending) + _strays(agent, pending.sent_at))
         gevent.wait([pending.waitable, agent.eof], count=1, timeout=left)
-    _turn_fault(agent, pending)
     message = pending.response(0)
     if login_check and _login_refusal(message.get("error"), cfg):
         raise NeedsAuthentication(f"{pending.method} answered {_brief(message['error'])}", wire=_exchange(agent, pending))
     return message
-
-
-def _turn_fault(agent: CheckedAgent, pending: Pending) -> None:
-    """CheckFailed when a v2 turn broke v2's shape (its answer no {messageId}, its end before its answer)."""
-    if isinstance(pending, Turn) and pending.fault:
-        raise CheckFailed(pending.fault, _exchange(agent, pending))
 
 
 def _result(agent: CheckedAgent, pending: Pending, cfg: ProbeConfig, what: str) -> Any:
@@ -307,7 +321,6 @@ def _start_long(agent: CheckedAgent, session_id: str, cfg: ProbeConfig, text: st
     pending = agent.prompt(session_id, text or cfg.long_prompt)
     gevent.sleep(cfg.settle)
     if pending.done:
-        _turn_fault(agent, pending)
         answer = pending.response(0)
         if _login_refusal(answer.get("error"), cfg):
             raise NeedsAuthentication(f"session/prompt answered {_brief(answer['error'])}", wire=_exchange(agent, pending))
@@ -328,13 +341,16 @@ def _launch(cfg: ProbeConfig) -> CheckedAgent:
 
     ACP owes no answer to a request still running when the client closes stdin: the probe
     judges that as an advisory of its own, and reports what it waited for in vain itself. Nor
-    does ACP forbid session-level updates between turns."""
-    agent = CheckedAgent(cfg.command, ClientPolicy(files={cfg.offered_file: PROBE_FILE_TEXT}), env=cfg.env)
+    does ACP forbid session-level updates between turns. What the agent started is judged after
+    the settle window (settled.py): a child that exits on its own within it survived nothing."""
+    agent = SettledAgent(cfg.command, ClientPolicy(files={cfg.offered_file: PROBE_FILE_TEXT}), env=cfg.env)
+    agent.settle = cfg.settle_window
     if cfg.ask == 2 and cfg.protocol == 2:
         TurnFollower(agent.client)  # under the v2 draft, each prompt's Pending is its whole turn
     agent.exit_timeout = cfg.exit_timeout
     agent.owed_at_end = False
     agent.checker.session_updates_between_turns = True  # ACP's rule, not acp_green's stricter S5
+    agent.checker.leaves_ids = True  # an id fault is the id rows' (ids echoed, one response per request...), counted once
     return agent
 
 
@@ -476,25 +492,48 @@ def check_init_and_new_one_write(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     return f"both answered in one write; prompt right after -> {_stop_reason(answer)}"
 
 
+def _cancelled_before_insertion(pending: Pending, answer: dict[str, Any]) -> dict[str, Any] | None:
+    """Under v2, the error a prompt was answered with instead of being inserted (v2's session/cancel
+    "cancels ... its prompts not yet inserted": answered -32800 Request Cancelled, no turn ran);
+    None for a turn that ran, and always under v1 (a cancelled prompt answers `cancelled`, never
+    an error)."""
+    error = answer.get("error")
+    if not isinstance(pending, Turn) or not isinstance(error, dict) or pending.end is not None:
+        return None
+    return error
+
+
 def check_cancel_long(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    """A long prompt is cancelled by session/cancel and answers stopReason "cancelled"."""
+    """A long prompt is cancelled by session/cancel and answers stopReason "cancelled" (v2: its turn
+    ends idle with stopReason "cancelled", or, when it was never inserted, it is answered -32800)."""
     session_id = _ready_session(agent, cfg)
     pending = _start_long(agent, session_id, cfg)
     agent.checker.expect_cancelled(pending.id)
     sent = time.monotonic()
     agent.cancel(session_id)
     answer = _answer(agent, pending, cfg, "the cancelled prompt")
+    refused = _cancelled_before_insertion(pending, answer)
+    if refused is not None and refused.get("code") == REQUEST_CANCELLED:
+        return f"cancelled before its insertion (v2): answered {_brief(refused, 120)}"
     if _stop_reason(answer) != "cancelled":
         raise CheckFailed(f"cancelled prompt answered {_brief(answer)}", _exchange(agent, pending))
-    return f"cancelled after {time.monotonic() - sent:.3f}s"
+    return f"cancelled after {time.monotonic() - sent:.3f}s" + (" (idle state_update)" if isinstance(pending, Turn) else "")
 
 
 def check_cancel_same_write(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    """S11: a cancel in the same write as the prompt cancels that prompt."""
+    """S11: a cancel in the same write as the prompt cancels that prompt (v2: or the prompt, cancelled
+    before its insertion, is answered -32800; refused with another error, nothing was cancelled)."""
     session_id = _ready_session(agent, cfg)
     message = agent.make_request("session/prompt", agent.prompt_params(session_id, cfg.long_prompt))
     agent.send(message, {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session_id}})
-    answer = _answer(agent, agent.pending_for(message), cfg, "the prompt cancelled in the same write")
+    pending = agent.pending_for(message)
+    answer = _answer(agent, pending, cfg, "the prompt cancelled in the same write")
+    refused = _cancelled_before_insertion(pending, answer)
+    if refused is not None and refused.get("code") == REQUEST_CANCELLED:
+        return f"cancelled before its insertion (v2): answered {_brief(refused, 120)}"
+    if refused is not None:
+        raise CheckSkipped(f"not exercised: the prompt was refused before its insertion ({_brief(refused, 120)}); nothing "
+                           "was cancelled", wire=_exchange(agent, pending))
     if _stop_reason(answer) != "cancelled":
         # Only a prompt that cannot end by itself must answer cancelled: make sure this one cannot.
         running = _start_long(agent, session_id, cfg)
@@ -506,7 +545,7 @@ def check_cancel_same_write(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 
 def check_second_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    """Advisory (acp_green's S8; ACP implies one turn at a time but defines no error for an overlapping
+    """acp_green's own advice (S8; ACP implies one turn at a time but defines no error for an overlapping
     prompt): a second prompt on a busy session is refused at once (-32000); the first is unaffected.
 
     When it is not, the evidence says what the wire shows: the second was queued behind the
@@ -628,7 +667,8 @@ def check_many_sessions(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 
 def check_exit_on_eof(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    """An idle agent exits (code 0) when its stdin closes; nothing it started survives."""
+    """acp_green's own advice: an idle agent exits (code 0) when its stdin closes; nothing it started
+    is alive once the settle window passed (ACP's shutdown is the client's: close stdin, terminate)."""
     _ready(agent, cfg)
     closed = time.monotonic()
     result = agent.finish()
@@ -662,10 +702,10 @@ def check_tool_prompt(agent: CheckedAgent, cfg: ProbeConfig) -> str:
 
 
 def check_answers_at_eof(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    """Advisory: a prompt still running when stdin closes is answered (cancelled) before the agent exits."""
+    """acp_green's own advice (S13): a prompt still running when stdin closes is answered (cancelled) before the agent exits."""
     session_id = _ready_session(agent, cfg)
     pending = _start_long(agent, session_id, cfg)
-    agent.answers_owed_at_eof = False  # judged here, as an advisory, not again as a broken MUST
+    agent.answers_owed_at_eof = False  # judged here, as acp_green's own advice, not again as a broken MUST
     result = agent.finish()
     if result.killed:
         raise CheckSkipped("not exercised: the agent did not exit after EOF (see exit on EOF)")
@@ -704,7 +744,7 @@ def _signal_outcome(agent: CheckedAgent, cfg: ProbeConfig, signum: int) -> str:
 
 
 def check_sighup(agent: CheckedAgent, cfg: ProbeConfig) -> str:
-    """Advisory: SIGHUP (the editor's terminal closed) ends the agent the way SIGTERM does."""
+    """acp_green's own advice: SIGHUP (the editor's terminal closed) ends the agent the way SIGTERM does."""
     on_term = _signal_outcome(agent, cfg, signals.SIGTERM)
     other = _launch(cfg)
     try:
@@ -815,34 +855,38 @@ def check_resume_replay_v2(agent: CheckedAgent, cfg: ProbeConfig) -> str:
     return f"{len(replayed)} update(s) replayed; the user message kept its messageId {message_id}"
 
 
-# (row name, check, needs a session, force)
-CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str], ...] = (
-    ("version negotiation", check_version, False, MUST),
-    ("ids echoed", check_ids_echoed, False, MUST),
-    ("notifications unanswered", check_notifications, False, MUST),
-    ("-32700 for garbage", check_parse_error, False, MUST),
-    ("initialize+session/new in one write", check_init_and_new_one_write, True, MUST),
-    ("cancel during a long prompt", check_cancel_long, True, MUST),
-    ("cancel in the same write as the prompt", check_cancel_same_write, True, MUST),
-    ("second prompt on a busy session", check_second_prompt, True, ADVISORY),
-    ("control during a streaming prompt", check_control_while_streaming, True, MUST),
-    ("many sessions at once", check_many_sessions, True, MUST),
-    ("a prompt that uses a tool", check_tool_prompt, True, MUST),
-    ("exit on EOF", check_exit_on_eof, False, MUST),
-    ("running prompt answered at EOF", check_answers_at_eof, True, ADVISORY),
-    ("SIGHUP handled like SIGTERM", check_sighup, False, ADVISORY),
-    ("unknown session answered -32002", check_unknown_session, True, ADVISORY),
+# (row name, check, needs a session); each row's force and the rule it cites are probe_rules.py's.
+_CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool], ...] = (
+    ("version negotiation", check_version, False),
+    ("ids echoed", check_ids_echoed, False),
+    ("notifications unanswered", check_notifications, False),
+    ("-32700 for garbage", check_parse_error, False),
+    ("initialize+session/new in one write", check_init_and_new_one_write, True),
+    ("cancel during a long prompt", check_cancel_long, True),
+    ("cancel in the same write as the prompt", check_cancel_same_write, True),
+    ("second prompt on a busy session", check_second_prompt, True),
+    ("control during a streaming prompt", check_control_while_streaming, True),
+    ("many sessions at once", check_many_sessions, True),
+    ("a prompt that uses a tool", check_tool_prompt, True),
+    ("exit on EOF", check_exit_on_eof, False),
+    ("running prompt answered at EOF", check_answers_at_eof, True),
+    ("SIGHUP handled like SIGTERM", check_sighup, False),
+    ("unknown session answered -32002", check_unknown_session, True),
 )
+# (row name, check, needs a session, force)
+CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str], ...] = tuple(
+    (name, check, needs, rule_for(name).force) for name, check, needs in _CHECKS)
 
 # What --protocol 2 runs instead of a row of CHECKS, and its rows of its own (after the others).
 V2_CHECKS: dict[str, Callable[[CheckedAgent, ProbeConfig], str]] = {
     "version negotiation": check_version_v2,
     "a prompt that uses a tool": check_tool_prompt_v2,
 }
-V2_ONLY_CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str], ...] = (
-    ("session/resume replays from start", check_resume_replay_v2, True, MUST),
-    ("batch answered as one array", check_batch_v2, False, ADVISORY),
-)
+V2_ONLY_CHECKS: tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str], ...] = tuple(
+    (name, check, needs, rule_for(name).force) for name, check, needs in (
+        ("session/resume replays from start", check_resume_replay_v2, True),
+        ("batch answered as one array", check_batch_v2, False),
+    ))
 
 
 def checks_for(version: int) -> tuple[tuple[str, Callable[[CheckedAgent, ProbeConfig], str], bool, str], ...]:
@@ -882,6 +926,10 @@ REMOTE_SKIP = ("the agent is reached at a URL: no process of it runs here whose 
 AUTH_ROW = "authentication"
 VERSION_ROW = "protocol version"
 SESSION_ROW = "session and first prompt"
+#: Invariants the checker counts as broken rules whose rows here are not ACP's MUSTs (probe_rules.py:
+#: acp_green's own advice): what they find is a warning of the probe, never a failure.
+NOT_MUST_INVARIANTS = frozenset(invariant for invariant, (title, *_) in _INVARIANT_ROWS.items()
+                                if invariant not in ADVISORIES and rule_for(title).force != MUST)
 
 
 def _isolated(cfg: ProbeConfig) -> tuple[ProbeConfig, list[str]]:
@@ -901,6 +949,14 @@ def _isolated(cfg: ProbeConfig) -> tuple[ProbeConfig, list[str]]:
 
 def _wire(records: Sequence[Record], limit: int = 300) -> list[str]:
     return [render(record, limit) for record in records]
+
+
+def _take_run(report: ProbeReport, result: RunResult, run: str) -> None:
+    """What a run found, into the report: the broken MUSTs as violations, the rest as warnings."""
+    found = _in_run(result.violations, run)
+    report.violations.extend(v for v in found if v.invariant not in NOT_MUST_INVARIANTS)
+    report.warnings.extend(v for v in found if v.invariant in NOT_MUST_INVARIANTS)
+    report.warnings.extend(result.advisories)
 
 
 def _in_run(violations: Sequence[Violation], run: str) -> list[Violation]:
@@ -981,9 +1037,7 @@ def _preflight(cfg: ProbeConfig, report: ProbeReport) -> tuple[ProbeConfig, list
             rows.append(CheckResult(AUTH_ROW, FAIL, str(exc) if isinstance(exc, CheckFailed) else f"{type(exc).__name__}: {exc}",
                                     wire=wire))
     finally:
-        result = agent.finish()
-        report.violations.extend(_in_run(result.violations, "initialize, session/new and a first prompt"))
-        report.warnings.extend(result.advisories)
+        _take_run(report, agent.finish(), "initialize, session/new and a first prompt")
     return cfg, rows
 
 
@@ -1028,7 +1082,7 @@ def run_probe(cfg: ProbeConfig, progress: Callable[[CheckResult], None] | None =
 def _run_check(cfg: ProbeConfig, name: str, check: Callable[[CheckedAgent, ProbeConfig], str], force: str,
                report: ProbeReport) -> tuple[CheckResult, CheckedAgent, RunResult]:
     """One check in a fresh agent process: its row, the agent and how its run ended."""
-    bad = WARN if force == ADVISORY else FAIL
+    bad = FAIL if force == MUST else WARN
     agent = _launch(cfg)
     try:
         row = CheckResult(name, PASS, check(agent, cfg), force)
@@ -1044,10 +1098,11 @@ def _run_check(cfg: ProbeConfig, name: str, check: Callable[[CheckedAgent, Probe
         row = CheckResult(name, bad, f"{type(exc).__name__}: {exc}", force)
     finally:
         result = agent.finish()
-    # An exit the agent chose after EOF; one the probe caused (a kill, a signal) has its own row.
-    if row.verdict == PASS and result.exit_code not in (0, None) and name != "exit on EOF" \
-            and result.ended_by == "eof" and not result.killed:
-        row = CheckResult(name, bad, f"{row.evidence}; then the agent exited with code {result.exit_code}", force)
+    # An exit the agent chose after EOF (one the probe caused, a kill or a signal, has its own row):
+    # a code other than 0 is acp_green's own advice, not the row's rule, so it goes to the exit row.
+    if result.exit_code not in (0, None) and name != "exit on EOF" and result.ended_by == "eof" and not result.killed:
+        report.warnings.append(Violation("exit_after_eof", f"the agent exited with code {result.exit_code} after its "
+                                         f"stdin closed (in the run of {name!r})"))
     if row.verdict in (FAIL, WARN) and not row.wire:  # every failing row quotes the wire: here, how the run ended
         ended = (f"(the probe ended the connection; the link says: {result.stderr_tail[-300:]!r})" if cfg.remote else
                  f"(the probe closed stdin; exit code {result.exit_code}; stderr ends: {result.stderr_tail[-200:]!r})")
@@ -1056,7 +1111,7 @@ def _run_check(cfg: ProbeConfig, name: str, check: Callable[[CheckedAgent, Probe
 
 
 def _run(cfg: ProbeConfig, progress: Callable[[CheckResult], None], only: Sequence[str]) -> ProbeReport:
-    report = ProbeReport(shown_command(cfg.command), offered_file=cfg.offered_file)
+    report = ProbeReport(shown_command(cfg.command), offered_file=cfg.offered_file, protocol=cfg.ask)
     exercised: dict[str, int] = {}
     schema_notes: list[str] = []
     runs = 0
@@ -1091,7 +1146,7 @@ def _run(cfg: ProbeConfig, progress: Callable[[CheckResult], None], only: Sequen
         try:
             row, agent, result = _run_check(cfg, name, check, force, report)
         except OSError as exc:  # a remote agent that could be reached before, and no longer can
-            row = CheckResult(name, WARN if force == ADVISORY else FAIL, f"cannot reach the agent: {exc.strerror or exc}", force,
+            row = CheckResult(name, FAIL if force == MUST else WARN, f"cannot reach the agent: {exc.strerror or exc}", force,
                               [f"(connecting failed: {exc.strerror or exc})"])
             report.add(row)
             progress(row)
@@ -1100,8 +1155,7 @@ def _run(cfg: ProbeConfig, progress: Callable[[CheckResult], None], only: Sequen
         if not had_auth_row and any(r.check == AUTH_ROW for r in report.results):
             progress(next(r for r in report.results if r.check == AUTH_ROW))
             cfg = replace(cfg, sessionless=True, why_sessionless="needs authentication (see the authentication row)")
-        report.violations.extend(_in_run(result.violations, name))
-        report.warnings.extend(result.advisories)
+        _take_run(report, result, name)
         schema_notes += [n for n in dict.fromkeys(agent.checker.schema_notes) if n not in schema_notes]
         for key, count in result.exercised.items():
             exercised[key] = exercised.get(key, 0) + count
@@ -1119,9 +1173,11 @@ def _run(cfg: ProbeConfig, progress: Callable[[CheckResult], None], only: Sequen
 
 
 def _invariant_row(invariant: str, report: ProbeReport, exercised: dict[str, int], runs: int, notes: list[str]) -> CheckResult:
-    """The row of one invariant over every run: the first violation (quoting its messages), or why nothing was checked."""
-    advisory = invariant in ADVISORIES
+    """The row of one invariant over every run: the first violation (quoting its messages), or why nothing was checked.
+    Its force is its rule's (probe_rules.py): a broken MUST fails, anything else warns."""
     title, idle, needs = _INVARIANT_ROWS[invariant]
+    force = rule_for(title).force
+    advisory = force != MUST
     broken = [v for v in (report.warnings if advisory else report.violations) if v.invariant == invariant]
     row: CheckResult
     if broken:
@@ -1136,7 +1192,7 @@ def _invariant_row(invariant: str, report: ProbeReport, exercised: dict[str, int
         row = CheckResult(title, PASS, f"held in all {runs} runs ({exercised[invariant]} checked)")
     if notes:
         row.evidence += "; " + "; ".join(notes)
-    row.force = ADVISORY if advisory else MUST
+    row.force = force
     return row
 
 
@@ -1151,6 +1207,9 @@ def _rows_table(rows: Sequence[CheckResult], width: int) -> list[str]:
         lines.append(f"{row.check.ljust(name_w)}  {row.verdict.upper().ljust(7)}  {wrapped[0]}")
         lines.extend(f"{'':{name_w}}  {'':7}  {more}" for more in wrapped[1:])
         if row.verdict in (FAIL, WARN):
+            if row.basis:
+                lines.extend(f"    {'rule:' if i == 0 else '     '} {more}"
+                             for i, more in enumerate(textwrap.wrap(row.basis, max(30, width - 10))))
             lines.extend(f"    wire: {line if len(line) <= 2 * width else line[:2 * width - 3] + '...'}" for line in row.wire)
     return lines
 
@@ -1166,14 +1225,18 @@ def _needs_lines(report: ProbeReport) -> list[str]:
 
 
 def format_table(report: ProbeReport, width: int = 100) -> str:
-    """Plain-text tables: the MUST rows, then the advisory rows apart; each wraps its evidence and
-    quotes the wire under a failing or warning row; then what the skipped rows need, once."""
+    """Plain-text tables: the MUST rows, then apart the advisory rows (what ACP says without a MUST)
+    and the rows of acp_green's own advice; each wraps its evidence and, under a failing or warning
+    row, cites its rule and quotes the wire; then what the skipped rows need, once."""
     lines = _rows_table(report.results, width)
     failed = sum(1 for r in report.results if r.verdict == FAIL)
     skipped = sum(1 for r in report.results if r.verdict == SKIP)
-    if report.advisories:
-        lines += ["", "advisory (SHOULD-level, or what clients trip on although ACP allows it; never fails the probe)", ""]
-        lines += _rows_table(report.advisories, width)
+    for force, heading in ((ADVISORY, "advisory (never fails the probe): what ACP says without a MUST (a SHOULD, what it "
+                                      "implies, a code it names)"),
+                           (OWN, f"advisory (never fails the probe): {OWN_ADVICE}, beyond ACP")):
+        rows = [r for r in report.advisories if r.force == force]
+        if rows:
+            lines += ["", heading, ""] + _rows_table(rows, width)
     warned = sum(1 for r in report.advisories if r.verdict == WARN)
     lines.append("")
     lines.extend(_needs_lines(report))
@@ -1217,7 +1280,7 @@ def main(cfg: ProbeConfig, as_json: bool = False, only: Sequence[str] = ()) -> i
     if as_json:
         click.echo(json.dumps(report.to_json(), indent=2))
     else:
-        click.echo(format_table(report))
-        for violation, count in distinct([*report.violations, *report.warnings])[:10]:
-            click.echo(f"\n{violation}" + (f"\n    (seen {count} times)" if count > 1 else ""))
+        text = format_table(report) + "".join(f"\n\n{violation}" + (f"\n    (seen {count} times)" if count > 1 else "")
+                                              for violation, count in distinct([*report.violations, *report.warnings])[:10])
+        click.echo(shown(text, newlines=True))  # the agent's text in it is shown, never acted on (terminal_text.py)
     return 0 if report.ok else 1

@@ -15,6 +15,14 @@ EXTENSION times the duration; one still short of them is inconclusive ("not enou
 
 The default agent, `acp-green serve`, gets a state directory of its own in every slot (and one
 for each slot's side runs), so one slot's sessions never show in another's session/list.
+
+The soak holds an agent to the rules the probe holds it to (probe_rules.py), no stricter: ACP's
+rule on updates after a turn (session-level ones, a title say, may follow a response: acp_green's
+own S5 is not asked of other agents); the demo's `/wait` held to answering `cancelled` only once
+the slot saw it run until cancelled, as the probe's long prompt (another agent may answer it at
+once); a second prompt on a busy session refused at once, held or run alongside (ACP defines no
+refusal), never waited on for ever; nothing owed for what still runs when stdin closes. What an
+agent leaves running after it exits is judged after the probe's settle window (settled.py).
 """
 
 from __future__ import annotations
@@ -40,11 +48,15 @@ from .growth import (GROWING, INCONCLUSIVE, MIN_HALF_SAMPLES, THRESHOLDS, WARMUP
 from .invariants import Violation
 from .plot import PlotUnavailable, pyplot
 from .run import CheckedAgent, RunResult
+from .settled import SettledAgent
 
 __all__ = ["SoakConfig", "Sample", "run_soak", "plan", "growth", "second_half", "judge", "THRESHOLDS", "WINDOW",
            "MIN_HALF_SAMPLES", "WARMUP"]
 
 EXTENSION = 3.0  # a slot short of samples runs on, up to this many times the duration
+LONG_PROMPT = "/wait"  # the demo's prompt that runs until cancelled (another agent may answer it at once)
+SETTLE = 0.5  # how long the long prompt must still run for the slot to take it as one that waits (the probe's settle)
+BUSY_WAIT = 2.0  # how long a second prompt on a busy session may go unanswered before the first is cancelled
 STDERR_TAIL = 2000  # characters of a failed agent's stderr kept in the summary
 STDERR_LINES = 15  # lines of it printed
 
@@ -103,6 +115,7 @@ class Slot:
     stats_supported: bool = True
     plan: list[str] = field(default_factory=list)
     elapsed: float = 0.0  # seconds from the run's start to the slot's last action
+    waits: bool = False  # the agent's LONG_PROMPT runs until cancelled: only then must a cancelled one answer `cancelled`
 
     @property
     def actions(self) -> int:
@@ -128,8 +141,11 @@ def _launch(cfg: SoakConfig, slot: Slot, side: bool = False) -> tuple[CheckedAge
 
     The slot holds the agent before the first request, so a failed start still has an exit
     status and a stderr to show."""
-    agent = CheckedAgent(cfg.agent_command(slot.index, side), ClientPolicy(), env=cfg.env)
+    agent = SettledAgent(cfg.agent_command(slot.index, side), ClientPolicy(), env=cfg.env)
+    agent.checker.session_updates_between_turns = True  # ACP's rule, as the probe's; not acp_green's stricter S5
+    agent.checker.leaves_ids = True  # an id fault is the id rules', counted once (as in the probe)
     if side:
+        agent.owed_at_end = False  # ACP owes nothing for what still runs when stdin closes (the probe's advisory)
         slot.side = agent
     else:
         slot.agent = agent
@@ -157,6 +173,28 @@ def _call(agent: CheckedAgent, method: str, params: dict[str, Any], timeout: flo
     return pending.result(0)
 
 
+def _runs_until_cancelled(agent: CheckedAgent, session: str) -> bool:
+    """Whether LONG_PROMPT runs until cancelled on this agent, read as the probe reads its long
+    prompt: still running SETTLE seconds after it was sent (then cancelled, and held to answering
+    `cancelled`). Another agent answers it some other way, at once: no cancel of it is held to that."""
+    pending = agent.prompt(session, LONG_PROMPT)
+    gevent.wait([pending.waitable, agent.eof], count=1, timeout=SETTLE)
+    waits = not pending.done
+    if waits:
+        agent.checker.expect_cancelled(pending.id)
+        agent.cancel(session)
+    pending.response()
+    return waits
+
+
+def _long_prompt(slot: Slot, agent: CheckedAgent, session: str) -> Pending:
+    """LONG_PROMPT, held to answering `cancelled` once cancelled when the slot saw it run until cancelled."""
+    pending = agent.prompt(session, LONG_PROMPT)
+    if slot.waits:
+        agent.checker.expect_cancelled(pending.id)
+    return pending
+
+
 def _act(slot: Slot, action: str, agent: CheckedAgent, sessions: list[str], modes: list[str], cfg: SoakConfig) -> None:
     """One action of the mix on the slot's main agent (EOF and SIGTERM go to a side agent)."""
     rng = slot.rng
@@ -168,26 +206,27 @@ def _act(slot: Slot, action: str, agent: CheckedAgent, sessions: list[str], mode
         agent.prompt(session, f"/stream {rng.randint(1, 300)} {rng.choice((16, 64, 512))}").response()
         slot.prompts += 1
     elif action in ("cancel_wait", "cancel_stream"):
-        text = "/wait" if action == "cancel_wait" else f"/stream {rng.randint(100, 1000)} 256"
-        pending = agent.prompt(session, text)
-        if action == "cancel_wait":
-            agent.checker.expect_cancelled(pending.id)
+        pending = _long_prompt(slot, agent, session) if action == "cancel_wait" else \
+            agent.prompt(session, f"/stream {rng.randint(100, 1000)} 256")
         gevent.sleep(rng.random() * 0.05)  # a random moment: before, during or (for a stream) after
         agent.cancel(session)
         pending.response()
         slot.prompts += 1
     elif action == "cancel_same_write":
-        message = agent.make_request("session/prompt", agent.prompt_params(session, "/wait"))
-        agent.checker.expect_cancelled(message["id"])
+        message = agent.make_request("session/prompt", agent.prompt_params(session, LONG_PROMPT))
+        if slot.waits:
+            agent.checker.expect_cancelled(message["id"])
         agent.send(message, {"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}})
         agent.pending_for(message).response()
         slot.prompts += 1
     elif action == "busy":
-        first = agent.prompt(session, "/wait")
-        agent.checker.expect_cancelled(first.id)
-        agent.prompt(session, "second").response()
+        first = _long_prompt(slot, agent, session)
+        second = agent.prompt(session, "second")
+        # Refused at once (acp_green's S8), held until the first ends, or run alongside: ACP defines no refusal.
+        gevent.wait([second.waitable, agent.eof], count=1, timeout=BUSY_WAIT)
         agent.cancel(session)
         first.response()
+        second.response()
         slot.prompts += 1
     elif action == "set_mode" and modes:
         agent.call("session/set_mode", {"sessionId": session, "modeId": rng.choice(modes)})
@@ -207,7 +246,7 @@ def _side_run(slot: Slot, action: str, cfg: SoakConfig) -> None:
     """A short-lived agent ended mid-turn by EOF or SIGTERM; its whole run is checked."""
     rng = slot.rng
     agent, sessions, _ = _launch(cfg, slot, side=True)
-    pending = [agent.prompt(s, rng.choice(("/wait", f"/stream {rng.randint(100, 2000)} 128"))) for s in sessions]
+    pending = [agent.prompt(s, rng.choice((LONG_PROMPT, f"/stream {rng.randint(100, 2000)} 128"))) for s in sessions]
     del pending
     gevent.sleep(rng.random() * 0.05)
     if action == "sigterm":
@@ -291,6 +330,8 @@ def _sampled_enough(slot: Slot, start: float) -> bool:
 
 def _drive_until(slot: Slot, cfg: SoakConfig, start: float, report: Callable[[str], None]) -> None:
     agent, sessions, modes = _launch(cfg, slot)
+    with gevent.Timeout(30):
+        slot.waits = _runs_until_cancelled(agent, sessions[0])
     step = 0
     deadline = start + cfg.duration
     # Running on for samples helps only a run long enough to be judged; a shorter one is inconclusive anyway.

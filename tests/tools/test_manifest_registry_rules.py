@@ -161,17 +161,27 @@ def test_check_fails_a_missing_or_bad_icon_and_still_runs_the_agent(package: Pat
 
 
 def test_a_package_whose_only_script_has_another_name_gets_it_as_cmd(package: Path, tmp_path_factory):
-    """`uvx --from hello-agent==1.2.3 hello serve --agent hello_agent:Hello`: --check starts the script `hello`."""
+    """`uvx --from hello-agent==1.2.3 hello serve --agent hello_agent:Hello`: the manifest names the
+    script as `cmd`; --check starts a `cmd` only as the installed package's own console script."""
     (package / "pyproject.toml").write_text(PYPROJECT.replace("hello-agent = ", "hello = "), encoding="utf-8")
     done = run(package, "--agent", "hello_agent:Hello")
     assert done.returncode == 0, done.stderr
     assert json.loads((package / "agent.json").read_text())["distribution"] == {"uvx": {
         "package": "hello-agent==1.2.3", "cmd": "hello", "args": ["serve", "--agent", "hello_agent:Hello"]}}
+    # A script of that name on PATH is not the installed package's: the check never runs it.
     bin_dir = tmp_path_factory.mktemp("bin")
     script = bin_dir / "hello"
     script.write_text(f"#!/bin/sh\nexec {sys.executable} -m acp_green \"$@\" --ephemeral\n", encoding="utf-8")
     script.chmod(0o755)
     code, checks = check(package, "agent.json", extra_env={"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
-    assert code == 0, checks
-    assert checks["start"][1] == (f"`{script} serve --agent hello_agent:Hello` started (this environment's console script "
-                                  "hello in place of `uvx --from hello-agent==1.2.3 hello` (no network))")
+    assert code == 1 and "no console script 'hello' of the installed package 'hello-agent'" in checks["start"][1], checks
+    # The cmd of an installed package is started: acp-green's own console script, by its cmd.
+    from acp_green.version import __version__
+
+    (package / "agent.json").write_text(json.dumps({
+        "id": "acp-green", "name": "acp-green", "version": __version__, "description": "d",
+        "distribution": {"uvx": {"package": f"acp-green=={__version__}", "cmd": "acp-green", "args": ["serve", "--ephemeral"]}}}))
+    _code, checks = check(package, "agent.json")
+    installed = Path(sys.executable).parent / "acp-green"
+    assert checks["start"] == ("PASS", f"`{installed} serve --ephemeral` started (this environment's console script "
+                                       f"acp-green in place of `uvx --from acp-green=={__version__} acp-green` (no network))"), checks

@@ -322,7 +322,7 @@ def serve_stdio(agent: Agent, options: ServeOptions | None = None, *, log_level:
     with ServingProcess(options, log_level, monkey_patch, "acp-green serve", claim_stdio=True) as process:
         if process.refused:
             log.info("serving without gevent monkey-patching (blocking calls will hold every session; the block watchdog "
-                     "warns when one does): %s; call gevent.monkey.patch_all() before any other import, or serve with "
+                     "warns when one does): %s; call gevent.monkey.patch_all() before any other import, or serve with "  # ok: advice text
                      "`acp-green serve --agent module:Class`", "; ".join(process.refused))  # ok: advice text
         assert process.wire is not None
         return Server(agent, options, owns_process=True).serve(*process.wire)

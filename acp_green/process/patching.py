@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 #: What an unpatched process is told to do instead (the block watchdog's WARNING says it).
-FIX = ("call gevent.monkey.patch_all() before any other import in the entry script (as the entry.py of a project "
+FIX = ("call gevent.monkey.patch_all() before any other import in the entry script (as the entry.py of a project "  # ok: advice text
        "made by `acp-green new` does), or serve with `acp-green serve --agent module:Class`, which patches before "
        "importing the agent")
 #: The reason recorded for a process told not to patch.

@@ -72,7 +72,7 @@ class RecordWriter(TraceWriter):
                     if self.failed:
                         return
                     self._write_all(piece)
-            except BaseException:
+            except BaseException:  # ok: re-raised; only closes the cut-short event's line first
                 self._write_all(b"\n")  # the event cut short stays a line of its own (a reader names it damaged)
                 raise
 

@@ -11,6 +11,7 @@ ModelCallAgent) against a model that sends one chunk and then nothing (tests/fak
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 
@@ -173,3 +174,36 @@ def test_s13_at_eof_with_equal_graces_every_interrupted_prompt_is_still_answered
     agent.close_input()
     assert [call.result(timeout=30) for call in calls] == [{"stopReason": "cancelled"}] * 4
     assert agent.wait_exit() == 0
+
+
+@pytest.mark.slow
+def test_s14_under_cpu_load_every_cancelled_blocking_call_is_still_interrupted_and_answered(launch, tmp_path):
+    """Beside two CPU hogs on a 2-core machine: 8 sessions blocked in time.sleep(60) and one in a
+    subprocess.run child are cancelled at once; each answers `cancelled`, the child is reaped, and
+    every session takes its next prompt. (The figures: scripts/cancel_latency.py.)"""
+    import subprocess
+
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        agent = launch("--state-dir", str(tmp_path / "state"), "--agent", SLEEPING)
+        agent.initialize()
+        sleepers = [agent.new_session() for _ in range(8)]
+        calls = [agent.prompt(sid, "long sleep") for sid in sleepers]
+        pidfile = tmp_path / "child.pid"
+        child_session = agent.new_session()
+        child_call = agent.prompt(child_session, f"child {pidfile}")
+        for sid in sleepers:
+            agent.wait_for(lambda sid=sid: said(agent.updates(sid)) == "sleeping", timeout=60, what="every sleep to start")
+        wait_until(lambda: pidfile.exists() and pidfile.read_text().strip(), 60, "the child to write its pid")
+        pid = int(pidfile.read_text())
+        for sid in [*sleepers, child_session]:
+            agent.cancel(sid)
+        assert [call.result(timeout=60) for call in [*calls, child_call]] == [{"stopReason": "cancelled"}] * 9
+        wait_until(lambda: not os.path.exists(f"/proc/{pid}"), 60, f"child {pid} to be killed and reaped")
+        assert [said(agent.updates(sid)) for sid in sleepers] == ["sleeping"] * 8  # interrupted, never `awake`
+        assert [agent.prompt(sid, "greet").result(timeout=60) for sid in sleepers] == [{"stopReason": "end_turn"}] * 8
+        agent.close()
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()

@@ -17,7 +17,7 @@ import pytest
 
 from acp_green.tools.publish.format import PLATFORMS, Problem, validate
 from acp_green.tools.publish.icon import icon_problems
-from tests.tools.test_manifest import AGENT, ICON, PYPROJECT, check, run
+from tests.tools.test_manifest import ICON, PYPROJECT, check, package, run  # noqa: F401 - package: the fixture
 
 VALID: dict[str, Any] = {
     "id": "hello-agent", "name": "Hello", "version": "1.2.3", "description": "A friendly agent",
@@ -109,12 +109,6 @@ def test_the_preview_channel_pins_its_own_version():
 
 # -- writing and checking with them --------------------------------------------------------------
 
-@pytest.fixture
-def package(tmp_path: Path) -> Path:
-    (tmp_path / "pyproject.toml").write_text(PYPROJECT, encoding="utf-8")
-    (tmp_path / "hello_agent.py").write_text(AGENT, encoding="utf-8")
-    (tmp_path / "icon.svg").write_text(ICON, encoding="utf-8")
-    return tmp_path
 
 
 def serve(package: Path) -> str:

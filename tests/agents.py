@@ -348,6 +348,19 @@ class LeaksMemoryAgent(DemoAgent):
         return super().prompt(turn)
 
 
+_stuck = Event()  # never set: what LeaksGreenletsAgent's greenlets wait on
+
+
+class LeaksGreenletsAgent(DemoAgent):
+    """The demo agent, but every prompt leaves a greenlet waiting for ever (what the soak must notice)."""
+
+    name = "leaks-greenlets"
+
+    def prompt(self, turn: Turn) -> str | None:
+        gevent.spawn(_stuck.wait)
+        return super().prompt(turn)
+
+
 class PatchReportAgent(Agent):
     """Answers whether gevent monkey-patching is active in its process."""
 

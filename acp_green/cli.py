@@ -547,13 +547,16 @@ def usage(state_dir: str | None, store_url: str | None, session_id: str | None, 
 @click.option("--keep-env", is_flag=True,
               help="Run the agent with this environment as it is. Default: a fresh temporary XDG_STATE_HOME, "
                    "removed afterwards, so the agent's state stays out of yours (HOME is left alone).")
+@click.option("--settle-window", type=Number(min=0), default=5.0, show_default=True, metavar="SECONDS",
+              help="How long the processes the agent started may take to exit after it did before they count as "
+                   "left running (a wrapper's children often exit a moment after it).")
 @click.option("--protocol", type=click.Choice(["1", "2"]), default="1", show_default=True,
               help="The ACP version every run asks for: 2 grades the agent's v2 (draft) sessions and turns; an agent "
                    "that answers 1 gets one row saying so.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, sessions: int,
           only: tuple[str, ...], tool_prompt: str | None, authenticate: str | None, keep_env: bool,
-          protocol: str, command: tuple[str, ...]) -> None:
+          settle_window: float, protocol: str, command: tuple[str, ...]) -> None:
     """Check any ACP agent from outside: acp-green probe -- COMMAND [ARGS...], or a remote one:
     acp-green probe URL [--header 'NAME: VALUE'] [--token T] (ws://, wss://, http://, https://).
 
@@ -574,7 +577,7 @@ def probe(as_json: bool, long_prompt: str, stream_prompt: str, timeout: float, s
 
     cfg = ProbeConfig(list(command), long_prompt=long_prompt, stream_prompt=stream_prompt,
                       timeout=timeout, sessions=sessions, authenticate=authenticate, keep_env=keep_env,
-                      ask=int(protocol))
+                      settle_window=settle_window, ask=int(protocol))
     if tool_prompt is not None:
         cfg.tool_prompt = tool_prompt
     sys.exit(main(cfg, as_json, only))

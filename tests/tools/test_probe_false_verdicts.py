@@ -13,8 +13,14 @@ tests/probe_stubs with the flag that gives it the trait the real agent has:
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 
+from click.testing import CliRunner
+
+from acp_green.cli import cli
+from acp_green.tools.rig.settled import SETTLE_WINDOW
 from acp_green.tools.rig.probe import FAIL, PASS, SKIP, WARN, ProbeConfig, ProbeReport, format_table, run_probe
 from acp_green.tools.rig.probe_rules import ADVISORY, MUST, OWN, RULES
 from tests.helpers import TESTS
@@ -68,6 +74,23 @@ def test_a_child_that_stays_is_a_warning_of_acp_greens_own_advice_not_a_failure(
         assert row.basis.startswith("acp_green's own advice (no ACP rule)"), row.basis
     assert report.ok and not [r for r in report.results if r.verdict == FAIL]
     assert "rule: acp_green's own advice" in format_table(report)
+
+
+def test_the_settle_window_is_an_option_of_the_command_line():
+    """`--settle-window` sets how long a child may take: one that exits 1.5 s after the agent is
+    left running for a 0.2 s window (a warning of acp_green's own advice, exit code still 0), and
+    the option's default is the probe's own."""
+    command = [sys.executable, "-m", "acp_green", "probe", "--json", "--check", "exit on EOF", "--timeout", "5",
+               "--settle-window", "0.2", "--", *STUB, "--child-lingers", "1.5"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    verdicts = {row["check"]: row["verdict"] for row in [*report["checks"], *report["advisories"]]}
+    assert verdicts["no descendant survives"] == "warn", verdicts
+    option = next(p for p in cli.commands["probe"].params if p.name == "settle_window")
+    assert option.default == SETTLE_WINDOW
+    refused = CliRunner().invoke(cli, ["probe", "--settle-window", "-1", "--", "true"])
+    assert refused.exit_code == 2 and "--settle-window" in refused.output
 
 
 def test_an_exit_code_at_eof_fails_no_other_row():

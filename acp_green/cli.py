@@ -548,8 +548,9 @@ def usage(state_dir: str | None, store_url: str | None, session_id: str | None, 
               help="Run the agent with this environment as it is. Default: a fresh temporary XDG_STATE_HOME, "
                    "removed afterwards, so the agent's state stays out of yours (HOME is left alone).")
 @click.option("--settle-window", type=Number(min=0), default=5.0, show_default=True, metavar="SECONDS",
-              help="How long the processes the agent started may take to exit after it did before they count as "
-                   "left running (a wrapper's children often exit a moment after it).")
+              help="How long, after each agent run, the processes the agent started may take to exit before they "
+                   "count as left running (a wrapper's children often exit a moment after it); waited only while "
+                   "one is still alive, so a long window slows only a probe of an agent that leaves some.")
 @click.option("--protocol", type=click.Choice(["1", "2"]), default="1", show_default=True,
               help="The ACP version every run asks for: 2 grades the agent's v2 (draft) sessions and turns; an agent "
                    "that answers 1 gets one row saying so.")

@@ -726,7 +726,7 @@ def main() -> int:
             "client_loop_lag_ms": {"p99": round(quantile(lag, 99) * 1e3, 2), "max": round(max(lag) * 1e3, 2) if lag else None},
             "server_rss_mib": {"baseline": round(rss_base / 1024, 1), "set_up": round(marks["rss_setup"] / 1024, 1),
                                "peak": round(peak / 1024, 1), "after_close": round(rss_closed / 1024, 1)},
-            "server_counters": {when: {k: marks[f"stats_{when}"].get(k) for k in ("greenlets", "liveSessions", "activeRequests", "error")
+            "server_counters": {when: {k: marks[f"stats_{when}"].get(k) for k in ("greenlets", "finishedGreenlets", "liveSessions", "activeRequests", "error")
                                        if k in marks[f"stats_{when}"]} for when in ("before", "after")},
             "server_fds": {"baseline": fds_base, "set_up": marks["fds_setup"], "after_close": fds_closed},
             "rss_kib_per_connection": {"set_up": round((marks["rss_setup"] - rss_base) / n, 1),
@@ -780,8 +780,9 @@ def print_table(r: dict[str, Any]) -> None:
             ("server RSS baseline / set up / peak / closed",
              " / ".join(f"{r['server_rss_mib'][k]:.1f}" for k in ("baseline", "set_up", "peak", "after_close")) + " MiB"),
             ("server descriptors baseline / set up / closed", " / ".join(str(r["server_fds"][k]) for k in ("baseline", "set_up", "after_close"))),
-            ("server greenlet objects before / after, gc not forced",
+            ("server greenlets unfinished before / after (finished, gc not forced)",
              f"{r['server_counters']['before'].get('greenlets')} / {r['server_counters']['after'].get('greenlets')}"
+             f" ({r['server_counters']['before'].get('finishedGreenlets')} / {r['server_counters']['after'].get('finishedGreenlets')})"
              f" (live sessions {r['server_counters']['before'].get('liveSessions')} / {r['server_counters']['after'].get('liveSessions')})"),
             ("RSS per connection: set up / peak", f"{r['rss_kib_per_connection']['set_up']:.1f} / {r['rss_kib_per_connection']['peak']:.1f} KiB"),
             ("server CPU: setup / streaming / total", f"{r['server_cpu_s']['setup']} / {r['server_cpu_s']['streaming']} / {r['server_cpu_s']['total']} s"),

@@ -10,8 +10,9 @@ generation once (`gc.freeze`), so a full pass only walks what was made since.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from itertools import compress
 from typing import Any
 from weakref import WeakSet
@@ -28,18 +29,23 @@ def _greenlets_among(objects: list[Any]) -> list[greenlet]:
     return list(compress(objects, map(kinds.__contains__, map(type, objects))))
 
 
-def _live(greenlets: Iterable[greenlet]) -> int:
-    # A finished greenlet is not counted: it stays in gc's view until a collection frees it (a
-    # full one, for one that lived through two), so counting it made the count climb and fall
-    # with the collector's rhythm, by hundreds over seconds, and a short soak read that as a leak.
-    # A leak of greenlets is of ones that never end (a waiter nobody wakes); a finished one that
-    # is kept is memory, which RSS measures.
-    return sum(1 for each in greenlets if not each.dead)
+@dataclass(frozen=True, slots=True)
+class GreenletCount:
+    """The greenlets in this process, frozen or not (the hub and the main greenlet included).
+
+    `unfinished` is what a leak of greenlets grows: ones that never end (a waiter nobody wakes).
+    Finished ones are apart: one stays in gc's view until a collection frees it (a full one, for
+    one that lived through two), so a count of every greenlet climbed and fell with the
+    collector's rhythm, by hundreds over seconds, and a short soak read that as a leak. A finished
+    greenlet that is kept for good is memory: `finished` stays high after a full collection."""
+
+    unfinished: int  # running, waiting, or spawned and not yet started
+    finished: int  # finished, still in gc's view: kept, or garbage not yet collected
 
 
-def _tracked_greenlets() -> int:
-    # gc tracks greenlets and there is no other registry.
-    return _live(_greenlets_among(gc.get_objects()))
+def _count(greenlets: list[greenlet]) -> GreenletCount:
+    finished = sum(1 for each in greenlets if each.dead)
+    return GreenletCount(len(greenlets) - finished, finished)
 
 
 def freeze_start_up_objects() -> None:
@@ -62,10 +68,15 @@ def freeze_start_up_objects() -> None:
     _frozen_greenlets = WeakSet(frozen)
 
 
+def greenlet_counts() -> GreenletCount:
+    """The greenlets in this process, unfinished and finished (gc tracks greenlets, and there is
+    no other registry: this walks `gc.get_objects()`, a few milliseconds)."""
+    return _count([*(_frozen_greenlets or ()), *_greenlets_among(gc.get_objects())])
+
+
 def greenlet_count() -> int:
-    """Greenlets in this process not yet finished (the hub and the main greenlet included),
-    frozen or not: the ones running, waiting, or spawned and not yet started."""
-    return _live(_frozen_greenlets or ()) + _tracked_greenlets()
+    """Greenlets in this process not yet finished, frozen or not (`GreenletCount.unfinished`)."""
+    return greenlet_counts().unfinished
 
 
 @contextmanager

@@ -8,19 +8,22 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from .heap import greenlet_count
+from .heap import greenlet_counts
 
 STATS_METHOD = "_acp_green/stats"
 
 
 def runtime_stats(active_requests: int, live_sessions: int, queued_bytes: int, store_failed_writes: int = 0,
                   store_health: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The answer to `_acp_green/stats`; `storeFailedWrites`: writes the store dropped (each
-    logged at ERROR) since it opened; `store_health`: the store's own counters (`storeInMemory`,
+    """The answer to `_acp_green/stats`; `greenlets`: those not yet finished; `finishedGreenlets`:
+    finished ones the collector has not freed yet, or that something keeps (heap.GreenletCount);
+    `storeFailedWrites`: writes the store dropped (each logged at ERROR) since it opened; `store_health`: the store's own counters (`storeInMemory`,
     `storeWaitingWrites`, `storeRetries`, `storeDroppedTurns`; docs/RELIABILITY.md)."""
+    greenlets = greenlet_counts()
     return {
         **(store_health or {}),
-        "greenlets": greenlet_count(),
+        "greenlets": greenlets.unfinished,
+        "finishedGreenlets": greenlets.finished,
         "gcFrozenObjects": gc.get_freeze_count(),
         "activeRequests": active_requests,
         "liveSessions": live_sessions,

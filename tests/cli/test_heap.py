@@ -1,5 +1,6 @@
 """What start-up left alive is kept out of the garbage collector's full passes (heap.py), in a
-real `acp-green serve`; the greenlet count the soak samples still counts the frozen greenlets."""
+real `acp-green serve`; the greenlet count the soak samples (the greenlets not yet finished)
+still counts the frozen ones."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import gc
 from acp_green.process import heap
 
 
-def test_after_the_first_message_serve_freezes_start_up_and_still_counts_every_greenlet(launch):
+def test_after_the_first_message_serve_freezes_start_up_and_still_counts_every_unfinished_greenlet(launch):
     """Once the first message is handled and the store is open, the objects alive are in gc's
     permanent generation (so a full collection skips them); `_acp_green/stats` still counts the
     greenlets made before the freeze."""
@@ -25,6 +26,7 @@ def test_after_the_first_message_serve_freezes_start_up_and_still_counts_every_g
         stats = agent.call("_acp_green/stats", {})
     assert stats["gcFrozenObjects"] > 1000, stats  # modules, classes, functions: thousands
     assert stats["greenlets"] >= 3, stats  # the hub, the main greenlet and the reader at least
+    assert isinstance(stats["finishedGreenlets"], int) and stats["finishedGreenlets"] >= 0, stats
 
 
 def test_the_freeze_happens_once_and_the_count_includes_what_it_froze():
@@ -103,9 +105,11 @@ def _reset_freeze() -> None:
     heap._frozen_greenlets = None
 
 
-def test_a_frozen_greenlet_that_ends_and_is_released_is_no_longer_counted():
-    """The frozen greenlets are held weakly: one that ends and is dropped leaves the count,
-    as it would have had it never been frozen (and is not kept alive by the count)."""
+def test_a_frozen_greenlet_that_ends_and_is_released_is_no_longer_counted_nor_kept():
+    """The frozen greenlets are held weakly: one that ends leaves the count, and once dropped it
+    is freed, as it would have been had it never been frozen (the count keeps nothing alive)."""
+    import weakref
+
     import gevent
 
     from gevent.event import Event
@@ -119,9 +123,12 @@ def test_a_frozen_greenlet_that_ends_and_is_released_is_no_longer_counted():
         release.set()
         ender.join(timeout=30)
         assert ender.dead
+        gone = weakref.ref(ender)
         del ender
         gevent.sleep(0)  # the hub's callback that notified its links held it until now
         assert heap.greenlet_count() == with_it - 1
+        gc.collect()
+        assert gone() is None  # nothing of the count's holds it
     finally:
         _reset_freeze()
 
@@ -186,6 +193,7 @@ def test_a_finished_greenlet_is_not_counted_while_it_waits_for_the_collector():
     gc.disable()  # the cycle below must wait for a collection, as it would between full passes
     try:
         before = heap.greenlet_count()
+        finished_before = heap.greenlet_counts().finished
         release = Event()
         holder = Cycle()
         waiter = gevent.spawn(release.wait)
@@ -198,6 +206,30 @@ def test_a_finished_greenlet_is_not_counted_while_it_waits_for_the_collector():
         gevent.sleep(0)
         assert any(isinstance(obj, gevent.Greenlet) and obj.dead for obj in gc.get_objects())  # still in gc's view
         assert heap.greenlet_count() == before  # finished: not counted
+        assert heap.greenlet_counts().finished == finished_before + 1  # but shown apart until collected
+        gc.collect()
+        assert heap.greenlet_counts().finished == finished_before
     finally:
         gc.enable()
         gc.collect()
+
+
+def test_finished_greenlets_something_keeps_stay_in_the_finished_count_after_a_collection():
+    """What the unfinished count cannot show (a finished greenlet kept for good: memory, not a
+    waiter) the finished count does, once a full collection has freed the garbage."""
+    import gevent
+
+    kept = []
+    gc.collect()
+    before = heap.greenlet_counts()
+    for _ in range(5):
+        kept.append(gevent.spawn(lambda: None))
+    gevent.joinall(kept, timeout=30)
+    gc.collect()
+    after = heap.greenlet_counts()
+    assert after.unfinished == before.unfinished
+    assert after.finished == before.finished + 5
+    del kept[:]
+    gevent.sleep(0)  # the hub's callback that notified the last one's links held it until now
+    gc.collect()
+    assert heap.greenlet_counts().finished == before.finished

@@ -157,6 +157,10 @@ def test_message_ids_consistent_within_a_message():
 
     assert advisories([{"messageId": "a"}, {"messageId": "a"}, {"messageId": "b"}]) == []
     assert "resumed" in advisories([{"messageId": "a"}, {"messageId": "b"}, {"messageId": "a"}])[0]
+    # A resumed message stays resumed for each of its chunks: the latest message is still b's.
+    resumed = "message 'a' resumed after another message had started"
+    assert advisories([{"messageId": i} for i in "abaa"]) == [resumed, resumed]
+    assert advisories([{"messageId": i} for i in "abab"]) == [resumed]
     assert "without messageId" in advisories([{"messageId": "a"}, {}])[0]
 
 

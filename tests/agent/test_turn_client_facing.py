@@ -299,18 +299,23 @@ def test_a_tool_call_left_open_at_return_is_failed_keeping_its_content(launch):
     assert last == {"sessionUpdate": "tool_call_update", "toolCallId": "open-2", "status": "failed"}
 
 
-def test_a_tool_call_open_when_the_turn_is_killed_at_shutdown_is_failed_S13(launch):
-    """Tool calls left open, S13: a turn that ignores its cancel (and is never interrupted:
-    --cancel-grace inf) is killed at the end of the shutdown grace; its tool call is failed
-    before its `cancelled` response."""
-    agent = launch("--ephemeral", "--shutdown-grace", "0.5", "--cancel-grace", "inf", "--agent",
-                   "tests.agents:LeavesToolCallOpenAgent")
+def stubborn_turn_at_eof(launch, *graces: str) -> tuple[Any, dict[str, Any]]:
+    """Serve LeavesToolCallOpenAgent with `graces`, start its turn that ignores its cancel, close
+    stdin: the prompt answers `cancelled`; returns the agent and the tool call's final update."""
+    agent = launch("--ephemeral", *graces, "--agent", "tests.agents:LeavesToolCallOpenAgent")
     session_id = session(agent)
     prompt = agent.prompt(session_id, "stubborn")
     agent.wait_for(lambda: said(agent.updates(session_id)) == "not listening", what="the stubborn turn")
     agent.close_input()
     assert prompt.result() == {"stopReason": "cancelled"}
-    final = final_update_then_response(agent, prompt.id, "open-1")
+    return agent, final_update_then_response(agent, prompt.id, "open-1")
+
+
+def test_a_tool_call_open_when_the_turn_is_killed_at_shutdown_is_failed_S13(launch):
+    """Tool calls left open, S13: a turn that ignores its cancel (and is never interrupted:
+    --cancel-grace inf) is killed at the end of the shutdown grace; its tool call is failed
+    before its `cancelled` response."""
+    agent, final = stubborn_turn_at_eof(launch, "--shutdown-grace", "0.5", "--cancel-grace", "inf")
     assert final["status"] == "failed" and text_of(final).startswith("Aborted")
     assert agent.wait_exit() == 0
 
@@ -319,14 +324,7 @@ def test_a_stubborn_turn_at_shutdown_is_interrupted_after_the_cancel_grace_not_k
     """S13/S14: at EOF the turn is cancelled; it ignores its token, so at the cancel grace (0.2 s,
     before the 30 s shutdown grace) its blocking call is interrupted: the tool call it left open
     says `Cancelled`, not `Aborted`, and the agent exits 0 long before the shutdown grace."""
-    agent = launch("--ephemeral", "--shutdown-grace", "30", "--cancel-grace", "0.2", "--agent",
-                   "tests.agents:LeavesToolCallOpenAgent")
-    session_id = session(agent)
-    prompt = agent.prompt(session_id, "stubborn")
-    agent.wait_for(lambda: said(agent.updates(session_id)) == "not listening", what="the stubborn turn")
-    agent.close_input()
-    assert prompt.result() == {"stopReason": "cancelled"}
-    final = final_update_then_response(agent, prompt.id, "open-1")
+    agent, final = stubborn_turn_at_eof(launch, "--shutdown-grace", "30", "--cancel-grace", "0.2")
     assert final["status"] == "failed" and text_of(final) == "Cancelled"
     assert agent.wait_exit(timeout=20) == 0
 

@@ -14,10 +14,14 @@ tests/probe_stubs with the flag that gives it the trait the real agent has:
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
+import click
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from acp_green.cli import cli
 from acp_green.tools.rig.settled import SETTLE_WINDOW
@@ -91,6 +95,19 @@ def test_the_settle_window_is_an_option_of_the_command_line():
     assert option.default == SETTLE_WINDOW
     refused = CliRunner().invoke(cli, ["probe", "--settle-window", "-1", "--", "true"])
     assert refused.exit_code == 2 and "--settle-window" in refused.output
+
+
+@given(st.one_of(st.floats(allow_nan=True, allow_infinity=True).map(repr), st.text(max_size=12)))
+def test_any_settle_window_is_either_taken_as_a_finite_number_of_seconds_or_a_usage_error_naming_it(value):
+    """Parsed as the command line parses it (nothing run): a value is a finite number >= 0, or a
+    usage error naming --settle-window, never a traceback."""
+    try:
+        context = cli.commands["probe"].make_context("probe", ["--settle-window", value, "--", "true"])
+    except click.UsageError as refused:
+        assert "--settle-window" in refused.format_message(), refused.format_message()
+        return
+    taken = context.params["settle_window"]
+    assert math.isfinite(taken) and taken >= 0, (value, taken)
 
 
 def test_an_exit_code_at_eof_fails_no_other_row():

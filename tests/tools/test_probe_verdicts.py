@@ -9,6 +9,8 @@ import os
 import sys
 
 from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
 
 from acp_green.cli import cli
 from acp_green.tools.rig import probe as probe_module
@@ -162,6 +164,33 @@ def test_message_ids_consistent_within_a_message():
     assert advisories([{"messageId": i} for i in "abaa"]) == [resumed, resumed]
     assert advisories([{"messageId": i} for i in "abab"]) == [resumed]
     assert "without messageId" in advisories([{"messageId": "a"}, {}])[0]
+
+
+def _message_id_advisories(ids: list[str]) -> list[str]:
+    checker = InvariantChecker()
+    prompt = {"jsonrpc": "2.0", "id": 1, "method": "session/prompt", "params": {"sessionId": "s", "prompt": []}}
+    checker.update([Record(0, "out", b"", prompt)] + [Record(0, "in", b"", {"jsonrpc": "2.0", "method": "session/update", "params": {
+        "sessionId": "s", "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": "x"},
+                                     "messageId": message_id}}}) for message_id in ids])
+    return [v.detail for v in checker.advisories]
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcdef"), st.integers(1, 4)), max_size=8))
+def test_messages_whose_chunks_stay_together_are_never_advised_and_any_resumed_one_is(runs):
+    """Each message's chunks in one run: no advisory. Then one chunk of an earlier message after
+    another has started: advised as resumed, naming it."""
+    seen: set[str] = set()
+    ids = []
+    for message_id, length in runs:
+        if message_id in seen or (ids and ids[-1] == message_id):
+            continue
+        seen.add(message_id)
+        ids += [message_id] * length
+    assert _message_id_advisories(ids) == []
+    if len(seen) >= 2:
+        first = ids[0]
+        advised = _message_id_advisories([*ids, first])
+        assert advised == [f"message {first!r} resumed after another message had started"], advised
 
 
 def test_a_flood_of_distinct_message_ids_is_checked_in_linear_time():

@@ -17,8 +17,9 @@ def runtime_stats(active_requests: int, live_sessions: int, queued_bytes: int, s
                   store_health: dict[str, Any] | None = None) -> dict[str, Any]:
     """The answer to `_acp_green/stats`; `greenlets`: those not yet finished; `finishedGreenlets`:
     finished ones the collector has not freed yet, or that something keeps (heap.GreenletCount);
-    `storeFailedWrites`: writes the store dropped (each logged at ERROR) since it opened; `store_health`: the store's own counters (`storeInMemory`,
-    `storeWaitingWrites`, `storeRetries`, `storeDroppedTurns`; docs/RELIABILITY.md)."""
+    `storeFailedWrites`: writes the store dropped (each logged at ERROR) since it opened;
+    `store_health`: the store's own counters (`storeInMemory`, `storeWaitingWrites`,
+    `storeRetries`, `storeDroppedTurns`; docs/RELIABILITY.md)."""
     greenlets = greenlet_counts()
     return {
         **(store_health or {}),
